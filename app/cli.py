@@ -1,0 +1,75 @@
+"""Hearth's command line: `hearth chat | doctor | bench | models ...`.
+
+Uses the same core and engine client as the GUI, without Qt. Errors a user
+can act on print as one sentence; anything else is a bug and leaves a crash
+log whose path is printed instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+import time
+import traceback
+
+from app import __version__
+from app.core import paths
+from app.core.errors import HearthError
+
+# Each module has register(subparsers); optional ones are added when present.
+COMMAND_MODULES = ["app.commands.chat", "app.commands.doctor", "app.commands.bench", "app.commands.models",
+                   "app.commands.gui"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hearth",
+        description="Run large language models on your own computer. Without a command, Hearth opens "
+        "its window (or a terminal chat where no GUI can start).",
+    )
+    parser.add_argument("--version", action="version", version=f"hearth {__version__}")
+    parser.add_argument("--selftest", action="store_true", help="check the engine, the model and the GUI, then exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).register(sub)
+    return parser
+
+
+def write_crash_log(exc: BaseException) -> str:
+    path = paths.log_dir() / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    path.write_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), encoding="utf-8")
+    return str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.selftest:
+            from app.selftest import run_selftest
+
+            return run_selftest()
+        if args.command is None:
+            from app.commands.default import run_default
+
+            return run_default()
+        return int(args.func(args) or 0)
+    except HearthError as exc:
+        print(f"hearth: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: one sentence here, the traceback in the log
+        log = write_crash_log(exc)
+        print(f"hearth: internal error ({type(exc).__name__}: {exc}); details are in {log}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""CLI subcommands; each module adds itself with register(subparsers)."""

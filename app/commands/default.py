@@ -1,0 +1,32 @@
+"""`hearth` without a command: the window, or a terminal chat where no GUI can start."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+
+def _gui_possible() -> bool:
+    if importlib.util.find_spec("app.ui.main_window") is None or importlib.util.find_spec("PySide6") is None:
+        return False
+    if sys.platform.startswith("linux"):
+        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+                    or os.environ.get("QT_QPA_PLATFORM"))
+    return True
+
+
+def run_default() -> int:
+    if _gui_possible():
+        from app.ui.app import run_gui
+
+        return run_gui([])
+    import argparse
+
+    from app.commands import chat
+
+    parser = argparse.ArgumentParser(prog="hearth")
+    sub = parser.add_subparsers()
+    chat.register(sub)
+    args = parser.parse_args(["chat"])
+    return chat.run(args)

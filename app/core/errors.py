@@ -1,0 +1,33 @@
+"""Typed errors whose message is one sentence a user understands.
+
+Deeper code raises these; only the CLI's printer and the UI's message bridge
+show them. Anything that is not a HearthError is a bug and gets a crash log.
+"""
+
+
+class HearthError(Exception):
+    """An error with a user-facing sentence as its message."""
+
+
+class ModelFileError(HearthError):
+    """A model file is missing, empty, not GGUF, truncated or unsupported."""
+
+
+class ModelLoadError(HearthError):
+    """llama.cpp refused to load a model or create its context."""
+
+
+class EngineCrashed(HearthError):
+    """The engine process died (native crash, kill, out of memory)."""
+
+
+class EngineBusy(HearthError):
+    """A command arrived while the engine was doing something it cannot interrupt."""
+
+
+class GenerationError(HearthError):
+    """llama.cpp failed while evaluating tokens (for example the context is full)."""
+
+
+class DependencyMissing(HearthError):
+    """An optional dependency is not installed; the message says how to install it."""

@@ -1,0 +1,39 @@
+"""Process and system memory figures, the same on every platform."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import psutil
+
+_MB = 1024 * 1024
+
+
+def rss_mb(pid: int | None = None) -> float:
+    try:
+        return psutil.Process(pid or os.getpid()).memory_info().rss / _MB
+    except (psutil.Error, OSError):
+        return 0.0
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (high-water mark)."""
+    if sys.platform.startswith("win"):
+        info = psutil.Process().memory_info()
+        return getattr(info, "peak_wset", info.rss) / _MB
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux reports KiB, macOS bytes.
+    return peak / _MB if sys.platform == "darwin" else peak / 1024
+
+
+def system_memory_mb() -> dict[str, float]:
+    vm = psutil.virtual_memory()
+    return {"total_mb": vm.total / _MB, "available_mb": vm.available / _MB, "used_mb": vm.used / _MB}
+
+
+def default_threads() -> int:
+    # llama.cpp generation is memory-bound; physical cores beat hyperthreads.
+    return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)

@@ -1,0 +1,40 @@
+"""Cheap checks on a model path before llama.cpp sees it.
+
+llama.cpp prints its reason for refusing a file to its log and returns NULL;
+these checks catch the common cases first with a sentence naming the file.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from app.core.errors import ModelFileError
+
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)
+
+
+def check_model_file(path: str | Path) -> Path:
+    """Return the resolved path, or raise ModelFileError naming the problem."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ModelFileError(f"Model file not found: {p}")
+    if p.is_dir():
+        raise ModelFileError(f"{p} is a folder, not a GGUF model file.")
+    try:
+        size = p.stat().st_size
+        with p.open("rb") as fh:
+            head = fh.read(24)
+    except OSError as exc:
+        raise ModelFileError(f"Cannot read {p}: {exc.strerror or exc}.") from None
+    if size == 0:
+        raise ModelFileError(f"{p.name} is empty (0 bytes); the download or copy may have failed.")
+    if head[:4] != GGUF_MAGIC:
+        raise ModelFileError(f"{p.name} is not a GGUF model file (it does not start with 'GGUF').")
+    if len(head) < 24:
+        raise ModelFileError(f"{p.name} is truncated: it ends inside the GGUF header.")
+    (version,) = struct.unpack_from("<I", head, 4)
+    if version not in SUPPORTED_VERSIONS:
+        raise ModelFileError(f"{p.name} uses GGUF version {version}, which Hearth cannot read.")
+    return p.resolve()

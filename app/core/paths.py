@@ -1,0 +1,74 @@
+"""The one place that knows where Hearth keeps things.
+
+Everything else asks this module. HEARTH_HOME overrides the platform
+directories (tests point it at a temporary folder so that no test touches the
+real home directory).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "Hearth"
+
+
+def _root_override() -> Path | None:
+    value = os.environ.get("HEARTH_HOME")
+    return Path(value) if value else None
+
+
+def _ensure(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def data_dir() -> Path:
+    root = _root_override()
+    return _ensure(root / "data" if root else Path(platformdirs.user_data_dir(APP_NAME, False)))
+
+
+def config_dir() -> Path:
+    root = _root_override()
+    return _ensure(root / "config" if root else Path(platformdirs.user_config_dir(APP_NAME, False)))
+
+
+def cache_dir() -> Path:
+    root = _root_override()
+    return _ensure(root / "cache" if root else Path(platformdirs.user_cache_dir(APP_NAME, False)))
+
+
+def log_dir() -> Path:
+    root = _root_override()
+    return _ensure(root / "logs" if root else Path(platformdirs.user_log_dir(APP_NAME, False)))
+
+
+def models_dir() -> Path:
+    """Models that Hearth downloaded, imported, converted or quantized."""
+    return _ensure(data_dir() / "models")
+
+
+def chats_db() -> Path:
+    return data_dir() / "chats.sqlite3"
+
+
+def settings_file() -> Path:
+    return config_dir() / "settings.json"
+
+
+def machine_facts_file() -> Path:
+    """What Hearth learned about this machine (for example the extra-buffer probe)."""
+    return data_dir() / "machine.json"
+
+
+def all_paths() -> dict[str, str]:
+    return {
+        "data": str(data_dir()),
+        "config": str(config_dir()),
+        "cache": str(cache_dir()),
+        "logs": str(log_dir()),
+        "models": str(models_dir()),
+        "chats": str(chats_db()),
+    }

@@ -1,0 +1,253 @@
+"""The engine's own decode loop.
+
+Why not `Llama.create_chat_completion`: it re-detokenizes the whole answer per
+token and cannot shift the context. Here the loop keeps the token history that
+matches the KV cache, so a new chat turn evaluates only its new tokens, and the
+per-token path does only what it must (sample, append bytes, one decode).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import llama_cpp
+
+from app.core.errors import GenerationError
+from app.core.metrics import peak_rss_mb, rss_mb
+from app.engine.detok import TextStream
+from app.engine.protocol import DONE, STATS, TOKEN, SamplingOptions
+from app.engine.runtime import Runtime
+from app.engine.sampling import Sampler
+
+Emit = Callable[[dict], None]
+STATS_INTERVAL_S = 0.2  # the GUI graphs want at least four points a second
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class Decoder:
+    """Generates on one Runtime, keeping `tokens` equal to what the KV cache holds."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self.tokens: list[int] = []
+        # The text that `tokens` spell, when known: lets the next turn tokenize only its new text.
+        self.cached_text: str | None = None
+        self.last_prompt_evaluated = 0
+        self.total_evaluated = 0
+        self._batch = llama_cpp.llama_batch_init(rt.n_batch, 0, 1)
+        self._one = (llama_cpp.llama_token * 1)()
+        self._batch_one = llama_cpp.llama_batch_get_one(self._one, 1)
+        self._eog: dict[int, bool] = {}
+        # Hooks filled in by later features (context window, speculative decoding).
+        self.context_policy = None
+
+    def close(self) -> None:
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+
+    def reset(self) -> None:
+        self.rt.kv_clear()
+        self.tokens = []
+        self.cached_text = None
+
+    # --- prompt ---------------------------------------------------------
+    def tokenize_prompt(self, prompt_text: str) -> list[int]:
+        cached = self.cached_text
+        if cached and prompt_text.startswith(cached) and len(prompt_text) > len(cached):
+            # Only the new text is tokenized; it begins at a special-token boundary
+            # (the end of the previous answer), so the split does not change tokens.
+            return self.tokens + self.rt.tokenize(prompt_text[len(cached):], add_special=False)
+        return self.rt.tokenize(prompt_text, add_special=self.rt.add_bos(), parse_special=True)
+
+    def sync_prefix(self, prompt: list[int]) -> int:
+        """Drop KV entries past the shared prefix; return how many prompt tokens stay cached."""
+        keep = common_prefix(self.tokens, prompt)
+        if keep == len(prompt):
+            keep -= 1  # we need logits for the last prompt token, so evaluate it again
+        if keep < len(self.tokens):
+            if not self.rt.kv_remove(keep, -1):
+                self.reset()
+                keep = 0
+            else:
+                del self.tokens[keep:]
+        return keep
+
+    def eval_tokens(self, toks: list[int], cancelled: threading.Event | None = None) -> int:
+        """Evaluate tokens in batches, logits on the last one only. Returns how many were evaluated."""
+        batch = self._batch
+        n_batch = self.rt.n_batch
+        done = 0
+        while done < len(toks):
+            if cancelled is not None and cancelled.is_set():
+                break
+            chunk = toks[done : done + n_batch]
+            base = len(self.tokens)
+            for i, tok in enumerate(chunk):
+                batch.token[i] = tok
+                batch.pos[i] = base + i
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = 0
+            batch.logits[len(chunk) - 1] = 1
+            batch.n_tokens = len(chunk)
+            self._decode(batch)
+            self.tokens.extend(chunk)
+            done += len(chunk)
+        self.total_evaluated += done
+        return done
+
+    def _decode(self, batch) -> None:
+        rc = llama_cpp.llama_decode(self.rt.ctx, batch)
+        if rc != 0:
+            if rc == 1:
+                raise GenerationError("The context is full: llama.cpp found no room in the KV cache.")
+            raise GenerationError(f"llama.cpp failed to evaluate tokens (code {rc}).")
+
+    def is_eog(self, token: int) -> bool:
+        flag = self._eog.get(token)
+        if flag is None:
+            flag = self._eog[token] = self.rt.is_eog(token)
+        return flag
+
+    def room_for(self, n: int) -> bool:
+        """Make room for n more tokens in the context; False if the policy says stop."""
+        if len(self.tokens) + n <= self.rt.n_ctx:
+            return True
+        if self.context_policy is not None:
+            return self.context_policy.make_room(self, n)
+        return False
+
+    # --- generation -----------------------------------------------------
+    def generate(self, prompt_text: str, sampling: SamplingOptions, emit: Emit,
+                 cancelled: threading.Event | None = None) -> dict:
+        cancelled = cancelled or threading.Event()
+        rt = self.rt
+        t0 = time.perf_counter()
+        prompt = self.tokenize_prompt(prompt_text)
+        if len(prompt) >= rt.n_ctx:
+            if self.context_policy is not None:
+                prompt = self.context_policy.fit_prompt(self, prompt)
+            else:
+                raise GenerationError(
+                    f"The conversation ({len(prompt)} tokens) does not fit the model's context of "
+                    f"{rt.n_ctx} tokens; start a new chat or load the model with a larger context."
+                )
+        keep = self.sync_prefix(prompt)
+        self.cached_text = None
+        self.last_prompt_evaluated = self.eval_tokens(prompt[keep:], cancelled)
+        t_prompt = time.perf_counter()
+
+        sampler = Sampler(rt.ctx, rt.n_vocab, sampling, self.tokens)
+        stream = TextStream(sampling.stop)
+        piece = rt.piece
+        is_eog = self.is_eog
+        one = self._one
+        batch_one = self._batch_one
+        ctx = rt.ctx
+        decode = llama_cpp.llama_decode
+        tokens = self.tokens
+        n_gen = 0
+        max_tokens = sampling.max_tokens
+        ignore_eos = sampling.ignore_eos
+        t_first = None
+        next_stats = t_prompt + STATS_INTERVAL_S
+        reason = "cancelled" if cancelled.is_set() else None
+        generated: list[int] = []
+
+        try:
+            while reason is None:
+                tok = sampler.sample(-1)
+                if t_first is None:
+                    t_first = time.perf_counter()
+                if is_eog(tok) and not ignore_eos:
+                    reason = "stop"
+                    break
+                n_gen += 1
+                generated.append(tok)
+                text = stream.feed(piece(tok))
+                if text:
+                    emit({"ev": TOKEN, "text": text})
+                if stream.stopped:
+                    reason = "stop"
+                    break
+                if n_gen >= max_tokens:
+                    reason = "length"
+                    break
+                if cancelled.is_set():
+                    reason = "cancelled"
+                    break
+                if len(tokens) >= rt.n_ctx and not self.room_for(1):
+                    reason = "context_full"
+                    break
+                one[0] = tok
+                rc = decode(ctx, batch_one)
+                if rc != 0:
+                    raise GenerationError(f"llama.cpp failed to evaluate a token (code {rc}).")
+                tokens.append(tok)
+                now = time.perf_counter()
+                if now >= next_stats:
+                    next_stats = now + STATS_INTERVAL_S
+                    emit(self._stats(n_gen, t_first, now, len(prompt)))
+        finally:
+            sampler.close()
+        tail = stream.flush()
+        if tail:
+            emit({"ev": TOKEN, "text": tail})
+        t_end = time.perf_counter()
+        self.total_evaluated += n_gen
+        self._remember_text(prompt_text, prompt, generated)
+
+        gen_time = t_end - t_prompt
+        result = {
+            "ev": DONE,
+            "text": stream.text,
+            "finish_reason": reason,
+            "prompt_tokens": len(prompt),
+            "prompt_evaluated": self.last_prompt_evaluated,
+            "completion_tokens": n_gen,
+            "ttft_s": (t_first or t_end) - t0,
+            "prompt_s": t_prompt - t0,
+            "prompt_tok_s": self.last_prompt_evaluated / (t_prompt - t0) if t_prompt > t0 else 0.0,
+            "gen_s": gen_time,
+            "gen_tok_s": n_gen / gen_time if gen_time > 0 and n_gen else 0.0,
+            "n_past": len(self.tokens),
+            "n_ctx": rt.n_ctx,
+            "rss_mb": rss_mb(),
+            "peak_rss_mb": peak_rss_mb(),
+        }
+        return result
+
+    def _remember_text(self, prompt_text: str, prompt: list[int], generated: list[int]) -> None:
+        """Record the text the KV tokens spell, if it is exactly known."""
+        if self.tokens[: len(prompt)] != prompt:
+            return
+        in_kv = self.tokens[len(prompt):]
+        if in_kv != generated[: len(in_kv)]:
+            return
+        raw = b"".join(self.rt.piece(t) for t in in_kv)
+        try:
+            self.cached_text = prompt_text + raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.cached_text = None
+
+    def _stats(self, n_gen: int, t_first: float | None, now: float, n_prompt: int) -> dict:
+        elapsed = now - (t_first or now)
+        return {
+            "ev": STATS,
+            "completion_tokens": n_gen,
+            "gen_tok_s": (n_gen - 1) / elapsed if elapsed > 0 and n_gen > 1 else 0.0,
+            "n_past": len(self.tokens),
+            "n_ctx": self.rt.n_ctx,
+            "prompt_tokens": n_prompt,
+            "rss_mb": rss_mb(),
+        }

@@ -1,0 +1,126 @@
+"""The engine process: reads commands on stdin, writes events on stdout.
+
+The protocol channel is a private duplicate of the original stdout; fd 1 is
+pointed at stderr so that anything llama.cpp prints cannot corrupt it.
+stderr is the engine log that the client keeps (and shows after a crash).
+Cancel is handled by the reader thread at once; everything else runs in
+order on the main thread.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import queue
+import sys
+import threading
+import traceback
+
+from app import __version__
+from app.core.bundled import bundled_model_path
+from app.core.errors import HearthError, ModelFileError
+from app.engine import protocol as P
+
+
+class Host:
+    def __init__(self, out_fd: int):
+        self.out_fd = out_fd
+        self.write_lock = threading.Lock()
+        self.commands: queue.Queue = queue.Queue()
+        self.cancelled = threading.Event()
+        self.session = None  # app.engine.session.Session once a model is loaded
+
+    def emit(self, event: dict) -> None:
+        data = P.encode(event)
+        with self.write_lock:
+            os.write(self.out_fd, data)
+
+    def read_commands(self) -> None:
+        for line in sys.stdin.buffer:
+            if not line.strip():
+                continue
+            try:
+                msg = P.decode(line)
+            except ValueError:
+                self.emit({"ev": P.ERROR, "message": "The engine received a malformed command.", "kind": "protocol"})
+                continue
+            cmd = msg.get("cmd")
+            if cmd == P.CANCEL:
+                self.cancelled.set()
+                continue
+            if cmd in (P.CHAT, P.COMPLETE):
+                # Cleared here, in arrival order, so a cancel sent right after is never lost.
+                self.cancelled.clear()
+            self.commands.put(msg)
+        self.commands.put({"cmd": P.SHUTDOWN})
+
+    def run(self) -> int:
+        threading.Thread(target=self.read_commands, name="engine-stdin", daemon=True).start()
+        self.emit({"ev": P.READY, "pid": os.getpid(), "version": __version__})
+        while True:
+            msg = self.commands.get()
+            cmd = msg.get("cmd")
+            if cmd == P.SHUTDOWN:
+                self._unload()
+                return 0
+            try:
+                self.dispatch(cmd, msg)
+            except HearthError as exc:
+                self.emit({"ev": P.ERROR, "message": str(exc), "kind": type(exc).__name__, "id": msg.get("id")})
+            except Exception as exc:  # a bug: keep the engine alive, log the traceback
+                traceback.print_exc()
+                self.emit({"ev": P.ERROR, "message": f"Internal engine error: {exc}", "kind": "internal",
+                           "id": msg.get("id")})
+
+    def dispatch(self, cmd: str, msg: dict) -> None:
+        if cmd == P.LOAD:
+            self._unload()
+            options = P.LoadOptions.from_dict(msg.get("options"))
+            from app.engine.session import Session
+
+            self.session = Session.load(options, probe_model=_probe_model(options))
+            self.emit({"ev": P.LOADED, "id": msg.get("id"), **self.session.describe()})
+        elif cmd in (P.CHAT, P.COMPLETE):
+            if self.session is None:
+                raise HearthError("No model is loaded.")
+            sampling = P.SamplingOptions.from_dict(msg.get("sampling"))
+            if cmd == P.CHAT:
+                result = self.session.chat(msg.get("messages") or [], sampling, self.emit, self.cancelled)
+            else:
+                result = self.session.complete(msg.get("prompt") or "", sampling, self.emit, self.cancelled)
+            result["id"] = msg.get("id")
+            self.emit(result)
+        elif cmd == P.RESET:
+            if self.session is not None:
+                self.session.reset()
+            self.emit({"ev": P.OK, "id": msg.get("id"), "cmd": cmd})
+        elif cmd == P.UNLOAD:
+            self._unload()
+            self.emit({"ev": P.OK, "id": msg.get("id"), "cmd": cmd})
+        else:
+            raise HearthError(f"The engine does not know the command '{cmd}'.")
+
+    def _unload(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+
+def _probe_model(options: P.LoadOptions) -> str:
+    # The bundled model is quantized, which is what the faulty kernels need to show up.
+    try:
+        return str(bundled_model_path())
+    except ModelFileError:
+        return options.model_path
+
+
+def main() -> int:
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    faulthandler.enable(file=sys.stderr)
+    return Host(out_fd).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Do llama.cpp's extra buffer types (AMX / weight repacking) work on this machine?
+
+On some CPUs every quantized model segfaults inside the AMX kernels on its
+first decode (llama.cpp issue 20824). The only safe test is to try it in a
+throwaway child process. The answer is remembered per machine and llama.cpp
+build, so the probe runs once; where the types work they stay on.
+
+Run as a child: python -m app.engine.probe MODEL_PATH
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+import time
+
+from app.core import paths
+from app.core.jsonstore import read_json, write_json
+from app.engine.spawn import child_command, child_env
+
+PROBE_OK = "HEARTH_PROBE_OK"
+PROBE_TIMEOUT_S = 120
+# Set in tests to make the probe child crash the way the AMX kernels do on
+# affected CPUs; this machine's CPU does not have the fault.
+SIMULATE_CRASH_ENV = "HEARTH_SIMULATE_EXTRA_BUFT_CRASH"
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_key() -> str:
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    raw = "|".join([llama_cpp.__version__, info, _cpu_name(), platform.machine()])
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def cached_result() -> dict | None:
+    facts = read_json(paths.machine_facts_file(), {}) or {}
+    entry = facts.get("extra_bufts")
+    if isinstance(entry, dict) and entry.get("key") == machine_key():
+        return entry
+    return None
+
+
+def run_probe(model_path: str) -> dict:
+    """Probe in a child process and remember the result. Never raises for a crash."""
+    started = time.perf_counter()
+    cmd = child_command("app.engine.probe", model_path)
+    try:
+        proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        ok = proc.returncode == 0 and PROBE_OK in proc.stdout
+        rc = proc.returncode
+        detail = "extra buffer types work" if ok else _describe_failure(rc, proc.stderr)
+        remember = True
+    except subprocess.TimeoutExpired:
+        ok, rc, detail, remember = False, None, "the probe did not finish in time", False
+    entry = {
+        "key": machine_key(),
+        "ok": ok,
+        "returncode": rc,
+        "detail": detail,
+        "probe_s": round(time.perf_counter() - started, 2),
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    if remember:
+        facts = read_json(paths.machine_facts_file(), {}) or {}
+        facts["extra_bufts"] = entry
+        write_json(paths.machine_facts_file(), facts)
+    return entry
+
+
+def _describe_failure(rc: int, stderr: str) -> str:
+    if rc is not None and rc < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"llama.cpp crashed ({name}) with extra buffer types on; Hearth loads models with them off"
+    last = [line for line in (stderr or "").splitlines() if line.strip()][-1:]
+    return f"the probe failed (exit {rc}{': ' + last[0] if last else ''}); Hearth loads models with them off"
+
+
+def extra_bufts_decision(model_path: str) -> dict:
+    """The remembered answer, probing first if this machine and build were never probed."""
+    return cached_result() or run_probe(model_path)
+
+
+def _child(model_path: str) -> int:
+    import llama_cpp
+
+    from app.engine.decode import Decoder
+    from app.engine.protocol import LoadOptions, SamplingOptions
+    from app.engine.runtime import Runtime
+
+    rt = Runtime(LoadOptions(model_path=model_path, n_ctx=256, n_batch=64), extra_bufts=True)
+    if os.environ.get(SIMULATE_CRASH_ENV):
+        import ctypes
+
+        ctypes.string_at(0)  # a real segfault, like the AMX kernel's
+    dec = Decoder(rt)
+    dec.generate("Hello", SamplingOptions(temperature=0, repeat_penalty=1.0, max_tokens=4), lambda ev: None)
+    del llama_cpp
+    print(PROBE_OK, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1]))

@@ -1,0 +1,214 @@
+"""Load a GGUF model and its context through llama-cpp-python's low-level API.
+
+Owns the llama.cpp handles and the small, hot helpers the decode loop needs
+(token pieces, end-of-generation checks, KV memory operations).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from pathlib import Path
+
+import llama_cpp
+
+from app.core.errors import ModelLoadError
+from app.core.metrics import default_threads, rss_mb
+from app.core.modelfile import check_model_file
+from app.engine import llamalog
+from app.engine.protocol import LoadOptions
+
+_KV_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}  # ggml_type values
+_FLASH = {
+    "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    "on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+    "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+}
+
+_backend_ready = False
+
+
+def ensure_backend() -> None:
+    global _backend_ready
+    if not _backend_ready:
+        llamalog.install(verbose=bool(os.environ.get("HEARTH_LLAMA_VERBOSE")))
+        llama_cpp.llama_backend_init()
+        _backend_ready = True
+
+
+def explain_load_failure(path: Path) -> str:
+    """Turn llama.cpp's last log lines into one sentence about the file."""
+    lines = llamalog.recent_lines()
+    text = " ".join(lines).lower()
+    name = path.name
+    for line in lines:
+        if "unknown model architecture" in line:
+            arch = line.split("unknown model architecture:")[-1].strip().strip("'\"")
+            return f"{name} uses the model architecture '{arch}', which this llama.cpp build does not support."
+    if "not within the file bounds" in text or "truncated" in text or "failed to read" in text:
+        return f"{name} is truncated or corrupt: its tensor data runs past the end of the file."
+    errors = [line for line in lines if "error" in line.lower() or "failed" in line.lower()]
+    detail = errors[-1] if errors else "no reason given"
+    return f"llama.cpp could not load {name}: {detail}"
+
+
+class Runtime:
+    """One loaded model with one context (sequence 0)."""
+
+    def __init__(self, options: LoadOptions, extra_bufts: bool = True):
+        ensure_backend()
+        self.options = options
+        self.path = check_model_file(options.model_path)
+        self.model = None
+        self.ctx = None
+        started = time.perf_counter()
+        rss_before = rss_mb()
+        llamalog.clear()
+
+        mp = llama_cpp.llama_model_default_params()
+        mp.n_gpu_layers = int(options.n_gpu_layers)
+        mp.use_extra_bufts = bool(extra_bufts)
+        mode = (llama_cpp.LLAMA_LOAD_MODE_MMAP if options.use_mmap else llama_cpp.LLAMA_LOAD_MODE_NONE)
+        if options.use_mlock:
+            mode |= llama_cpp.LLAMA_LOAD_MODE_MLOCK
+        mp.load_mode = mode
+        self.model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), mp)
+        if not self.model:
+            raise ModelLoadError(explain_load_failure(self.path))
+
+        self.n_threads = int(options.n_threads or default_threads())
+        cp = llama_cpp.llama_context_default_params()
+        cp.n_ctx = int(options.n_ctx)
+        cp.n_batch = int(options.n_batch)
+        cp.n_ubatch = min(int(options.n_batch), 512)
+        cp.n_threads = self.n_threads
+        cp.n_threads_batch = self.n_threads
+        cp.no_perf = False  # the benchmark reads llama.cpp's own eval timers
+        if options.kv_type not in _KV_TYPES:
+            raise ModelLoadError(f"Unknown KV cache type '{options.kv_type}'; use f16, q8_0 or q4_0.")
+        cp.type_k = _KV_TYPES[options.kv_type]
+        cp.type_v = _KV_TYPES[options.kv_type]
+        cp.flash_attn_type = _FLASH.get(options.flash_attn, llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO)
+        self.ctx = llama_cpp.llama_init_from_model(self.model, cp)
+        if not self.ctx:
+            self.close()
+            hint = ""
+            if options.kv_type != "f16":
+                hint = " A quantized KV cache needs flash attention; try --flash-attn on or --kv-type f16."
+            raise ModelLoadError(
+                f"llama.cpp could not create a {options.n_ctx}-token context for {self.path.name}.{hint}"
+            )
+
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.n_ctx = llama_cpp.llama_n_ctx(self.ctx)
+        self.n_batch = llama_cpp.llama_n_batch(self.ctx)
+        self.memory = llama_cpp.llama_get_memory(self.ctx)
+        self.extra_bufts = bool(extra_bufts)
+        self._pieces: dict[int, bytes] = {}
+        self._piece_buf = ctypes.create_string_buffer(256)
+        self.load_s = time.perf_counter() - started
+        self.load_rss_mb = rss_mb() - rss_before
+
+    # --- metadata -------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(4096)
+        n = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace") if n >= 0 else None
+
+    def chat_template(self) -> str | None:
+        raw = llama_cpp.llama_model_chat_template(self.model, None)
+        return raw.decode("utf-8", "replace") if raw else None
+
+    def describe(self) -> dict:
+        desc = ctypes.create_string_buffer(256)
+        llama_cpp.llama_model_desc(self.model, desc, len(desc))
+        return {
+            "model": self.path.name,
+            "path": str(self.path),
+            "name": self.meta("general.name") or self.path.stem,
+            "desc": desc.value.decode("utf-8", "replace"),
+            "n_params": llama_cpp.llama_model_n_params(self.model),
+            "size_bytes": llama_cpp.llama_model_size(self.model),
+            "n_layer": llama_cpp.llama_model_n_layer(self.model),
+            "n_ctx": self.n_ctx,
+            "n_ctx_train": llama_cpp.llama_model_n_ctx_train(self.model),
+            "n_threads": self.n_threads,
+            "n_gpu_layers": self.options.n_gpu_layers,
+            "extra_bufts": self.extra_bufts,
+            "can_shift": bool(llama_cpp.llama_memory_can_shift(self.memory)),
+            "load_s": self.load_s,
+            "rss_mb": rss_mb(),
+        }
+
+    # --- tokens ---------------------------------------------------------
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        cap = len(data) + 16
+        buf = (llama_cpp.llama_token * cap)()
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+        if n < 0:  # buffer too small: -n is the size needed
+            cap = -n
+            buf = (llama_cpp.llama_token * cap)()
+            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        """Bytes of one token (special tokens render as nothing); cached, it is per-token hot."""
+        cached = self._pieces.get(token)
+        if cached is None:
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece_buf, 256, 0, False)
+            cached = self._piece_buf.raw[: max(n, 0)]
+            self._pieces[token] = cached
+        return cached
+
+    def token_text(self, token: int) -> str:
+        raw = llama_cpp.llama_vocab_get_text(self.vocab, token)
+        return raw.decode("utf-8", "replace") if raw else ""
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    def bos_eos_text(self) -> tuple[str, str]:
+        bos = llama_cpp.llama_vocab_bos(self.vocab)
+        eos = llama_cpp.llama_vocab_eos(self.vocab)
+        return (self.token_text(bos) if bos >= 0 else "", self.token_text(eos) if eos >= 0 else "")
+
+    def add_bos(self) -> bool:
+        return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+
+    # --- KV memory ------------------------------------------------------
+    def kv_remove(self, p0: int, p1: int = -1) -> bool:
+        return bool(llama_cpp.llama_memory_seq_rm(self.memory, 0, p0, p1))
+
+    def kv_shift(self, p0: int, p1: int, delta: int) -> None:
+        llama_cpp.llama_memory_seq_add(self.memory, 0, p0, p1, delta)
+
+    def kv_pos_max(self) -> int:
+        return llama_cpp.llama_memory_seq_pos_max(self.memory, 0)
+
+    def kv_clear(self) -> None:
+        llama_cpp.llama_memory_clear(self.memory, True)
+
+    def perf(self) -> dict:
+        data = llama_cpp.llama_perf_context(self.ctx)
+        return {"t_p_eval_ms": data.t_p_eval_ms, "t_eval_ms": data.t_eval_ms,
+                "n_p_eval": data.n_p_eval, "n_eval": data.n_eval}
+
+    def perf_reset(self) -> None:
+        llama_cpp.llama_perf_context_reset(self.ctx)
+
+    def close(self) -> None:
+        if self.ctx:
+            llama_cpp.llama_free(self.ctx)
+            self.ctx = None
+        if self.model:
+            llama_cpp.llama_model_free(self.model)
+            self.model = None
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,73 @@
+"""Build llama.cpp's C sampler chain from SamplingOptions.
+
+Greedy decoding without a repeat penalty skips the chain and takes the argmax
+of the logits directly: the chain copies and sorts the whole vocabulary each
+token, which on a small model is a measurable share of a token's time.
+"""
+
+from __future__ import annotations
+
+import random
+
+import llama_cpp
+import numpy as np
+
+from app.engine.protocol import SamplingOptions
+
+
+class Sampler:
+    def __init__(self, ctx, n_vocab: int, options: SamplingOptions, history: list[int] | None = None):
+        self.ctx = ctx
+        self.n_vocab = n_vocab
+        self.options = options
+        self.fast_greedy = options.greedy and options.repeat_penalty == 1.0
+        self.chain = None
+        self.seed = options.seed if options.seed >= 0 else random.getrandbits(31)
+        if not self.fast_greedy:
+            self.chain = self._build_chain(options)
+            # The repeat penalty looks at recent tokens, the prompt's included.
+            for tok in (history or [])[-max(options.repeat_last_n, 0):]:
+                llama_cpp.llama_sampler_accept(self.chain, tok)
+
+    def _build_chain(self, o: SamplingOptions):
+        params = llama_cpp.llama_sampler_chain_default_params()
+        chain = llama_cpp.llama_sampler_chain_init(params)
+        add = llama_cpp.llama_sampler_chain_add
+        if o.repeat_penalty != 1.0 and o.repeat_last_n != 0:
+            add(chain, llama_cpp.llama_sampler_init_penalties(self.n_vocab, o.repeat_last_n, o.repeat_penalty, 0.0, 0.0))
+        if o.greedy:
+            add(chain, llama_cpp.llama_sampler_init_greedy())
+            return chain
+        if o.top_k > 0:
+            add(chain, llama_cpp.llama_sampler_init_top_k(int(o.top_k)))
+        if 0.0 < o.top_p < 1.0:
+            add(chain, llama_cpp.llama_sampler_init_top_p(float(o.top_p), 1))
+        if o.min_p > 0.0:
+            add(chain, llama_cpp.llama_sampler_init_min_p(float(o.min_p), 1))
+        add(chain, llama_cpp.llama_sampler_init_temp(float(o.temperature)))
+        add(chain, llama_cpp.llama_sampler_init_dist(self.seed))
+        return chain
+
+    def logits(self, idx: int = -1) -> np.ndarray:
+        ptr = llama_cpp.llama_get_logits_ith(self.ctx, idx)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def sample(self, idx: int = -1) -> int:
+        if self.fast_greedy:
+            return int(self.logits(idx).argmax())
+        return llama_cpp.llama_sampler_sample(self.chain, self.ctx, idx)
+
+    def accept(self, token: int) -> None:
+        """Tell the chain about a token chosen elsewhere (speculative verification)."""
+        if self.chain is not None:
+            llama_cpp.llama_sampler_accept(self.chain, token)
+
+    def close(self) -> None:
+        if self.chain is not None:
+            llama_cpp.llama_sampler_free(self.chain)
+            self.chain = None
+
+    def __del__(self):  # pragma: no cover
+        self.close()
+
+

@@ -1,0 +1,51 @@
+"""One loaded model in the engine: runtime, decoder, chat template, and the
+decision about extra buffer types. The host turns commands into calls here."""
+
+from __future__ import annotations
+
+import threading
+
+from app.engine.decode import Decoder
+from app.engine.probe import extra_bufts_decision
+from app.engine.protocol import LoadOptions, SamplingOptions
+from app.engine.runtime import Runtime
+from app.engine.template import ChatTemplate
+
+
+class Session:
+    def __init__(self, runtime: Runtime, probe: dict | None):
+        self.rt = runtime
+        self.probe = probe
+        self.decoder = Decoder(runtime)
+        bos, eos = runtime.bos_eos_text()
+        self.template = ChatTemplate(runtime.chat_template(), bos, eos)
+
+    @classmethod
+    def load(cls, options: LoadOptions, probe_model: str | None = None) -> "Session":
+        probe = None
+        extra = options.extra_bufts
+        if extra is None:
+            probe = extra_bufts_decision(probe_model or options.model_path)
+            extra = bool(probe.get("ok"))
+        return cls(Runtime(options, extra_bufts=extra), probe)
+
+    def describe(self) -> dict:
+        info = self.rt.describe()
+        if self.probe is not None:
+            info["extra_bufts_probe"] = self.probe
+        info["chat_template"] = self.template.source[:2000]
+        return info
+
+    def chat(self, messages: list[dict], sampling: SamplingOptions, emit, cancelled: threading.Event) -> dict:
+        prompt = self.template.render(messages, add_generation_prompt=True)
+        return self.decoder.generate(prompt, sampling, emit, cancelled)
+
+    def complete(self, prompt: str, sampling: SamplingOptions, emit, cancelled: threading.Event) -> dict:
+        return self.decoder.generate(prompt, sampling, emit, cancelled)
+
+    def reset(self) -> None:
+        self.decoder.reset()
+
+    def close(self) -> None:
+        self.decoder.close()
+        self.rt.close()

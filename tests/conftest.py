@@ -1,0 +1,46 @@
+"""Shared fixtures: an isolated Hearth home, the bundled model, engine clients."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture(autouse=True)
+def hearth_home(tmp_path_factory, monkeypatch) -> Path:
+    """Every test gets its own HEARTH_HOME; no test touches the real home folder."""
+    home = tmp_path_factory.mktemp("hearth_home")
+    monkeypatch.setenv("HEARTH_HOME", str(home))
+    # The extra-buffer probe costs a child process; share its (per-machine) answer across tests.
+    shared = _shared_machine_facts(tmp_path_factory)
+    if shared.exists():
+        (home / "data").mkdir(parents=True, exist_ok=True)
+        (home / "data" / "machine.json").write_bytes(shared.read_bytes())
+    yield home
+    produced = home / "data" / "machine.json"
+    if produced.exists() and not shared.exists():
+        shared.write_bytes(produced.read_bytes())
+
+
+def _shared_machine_facts(factory) -> Path:
+    return factory.getbasetemp() / "machine.json"
+
+
+@pytest.fixture(scope="session")
+def bundled_model() -> Path:
+    from app.core.bundled import bundled_model_path
+
+    return bundled_model_path()
+
+
+@pytest.fixture
+def engine():
+    from app.engine.client import EngineClient
+
+    client = EngineClient()
+    yield client
+    client.close()

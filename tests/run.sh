@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs Hearth with its test dependencies and runs the whole suite.
+# Everything the tests need is installed or started from here (or by the tests themselves).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q -e ".[test]"
+export QT_QPA_PLATFORM=offscreen
+python3 -m pytest -q -p no:cacheprovider "$@"
