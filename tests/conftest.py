@@ -44,3 +44,30 @@ def engine():
     client = EngineClient()
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def model_variant(tmp_path_factory, bundled_model):
+    """model_variant("F16" | "Q8_0" | "Q4_0" | "Q4_K_M" | "Q4_1") -> path of the bundled model in that type.
+
+    Made once per test session with llama.cpp's own quantizer (about a second each).
+    """
+    import llama_cpp
+
+    folder = tmp_path_factory.mktemp("variants")
+    made: dict[str, Path] = {"Q4_1": bundled_model}
+    ftypes = {"F16": llama_cpp.LLAMA_FTYPE_MOSTLY_F16, "Q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0,
+              "Q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0, "Q4_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M}
+
+    def get(kind: str) -> Path:
+        if kind not in made:
+            out = folder / f"smollm2-135m-{kind}.gguf"
+            params = llama_cpp.llama_model_quantize_default_params()
+            params.ftype = ftypes[kind]
+            params.allow_requantize = True
+            rc = llama_cpp.llama_model_quantize(str(bundled_model).encode(), str(out).encode(), params)
+            assert rc == 0, f"quantizing to {kind} failed"
+            made[kind] = out
+        return made[kind]
+
+    return get

@@ -1,0 +1,1 @@
+"""Benchmarks behind `hearth bench ...`: numbers and ratios measured side by side in one run."""
