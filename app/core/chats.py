@@ -1,0 +1,156 @@
+"""Conversations kept in one SQLite file (no Qt; the GUI and tests share it).
+
+A conversation has a title, a system prompt and an ordered list of messages.
+Edit-and-resend and regenerate cut the conversation at a message and go on
+from there, so the store can drop every message from a given one onwards.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.core import paths
+from app.core.errors import HearthError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id INTEGER PRIMARY KEY,
+    title TEXT NOT NULL,
+    system_prompt TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+"""
+
+DEFAULT_TITLE = "New chat"
+TITLE_CHARS = 48
+
+
+class ChatStoreError(HearthError):
+    """The chat database cannot be opened or written."""
+
+
+@dataclass
+class Message:
+    id: int
+    role: str
+    content: str
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class Conversation:
+    id: int
+    title: str
+    system_prompt: str
+    updated: float
+
+
+def title_from(text: str) -> str:
+    """A conversation title from its first user message: the first line, shortened at a word."""
+    line = " ".join(text.strip().split())
+    if len(line) <= TITLE_CHARS:
+        return line or DEFAULT_TITLE
+    cut = line[:TITLE_CHARS].rsplit(" ", 1)[0] or line[:TITLE_CHARS]
+    return cut + "…"
+
+
+class ChatStore:
+    def __init__(self, path: Path | str | None = None):
+        self.path = Path(path) if path else paths.chats_db()
+        try:
+            self.db = sqlite3.connect(str(self.path))
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise ChatStoreError(f"The chat history at {self.path} cannot be opened ({exc}).") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _write(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        try:
+            with self.db:
+                return self.db.execute(sql, args)
+        except sqlite3.DatabaseError as exc:
+            raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
+
+    # --- conversations --------------------------------------------------
+    def create(self, title: str = DEFAULT_TITLE, system_prompt: str = "") -> int:
+        now = time.time()
+        cur = self._write("INSERT INTO conversations (title, system_prompt, created, updated) VALUES (?, ?, ?, ?)",
+                          (title, system_prompt, now, now))
+        return int(cur.lastrowid)
+
+    def get(self, conversation_id: int) -> Conversation | None:
+        row = self.db.execute("SELECT id, title, system_prompt, updated FROM conversations WHERE id = ?",
+                              (conversation_id,)).fetchone()
+        return Conversation(*row) if row else None
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        title = " ".join(title.split()) or DEFAULT_TITLE
+        self._write("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+
+    def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
+        self._write("UPDATE conversations SET system_prompt = ? WHERE id = ?", (system_prompt, conversation_id))
+
+    def delete(self, conversation_id: int) -> None:
+        self._write("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def list(self, search: str = "") -> list[Conversation]:
+        """Most recently updated first; a search matches titles and message text."""
+        if not search.strip():
+            rows = self.db.execute("SELECT id, title, system_prompt, updated FROM conversations "
+                                   "ORDER BY updated DESC, id DESC").fetchall()
+        else:
+            like = "%" + search.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            rows = self.db.execute(
+                "SELECT id, title, system_prompt, updated FROM conversations c WHERE title LIKE ? ESCAPE '\\' "
+                "OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.content LIKE ? ESCAPE '\\') "
+                "ORDER BY updated DESC, id DESC", (like, like)).fetchall()
+        return [Conversation(*row) for row in rows]
+
+    # --- messages -------------------------------------------------------
+    def add_message(self, conversation_id: int, role: str, content: str, meta: dict | None = None) -> int:
+        now = time.time()
+        cur = self._write("INSERT INTO messages (conversation_id, role, content, meta, created) VALUES (?, ?, ?, ?, ?)",
+                          (conversation_id, role, content, json.dumps(meta or {}), now))
+        self._write("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        return int(cur.lastrowid)
+
+    def update_message(self, message_id: int, content: str, meta: dict | None = None) -> None:
+        if meta is None:
+            self._write("UPDATE messages SET content = ? WHERE id = ?", (content, message_id))
+        else:
+            self._write("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
+                        (content, json.dumps(meta), message_id))
+
+    def messages(self, conversation_id: int) -> list[Message]:
+        rows = self.db.execute("SELECT id, role, content, meta FROM messages WHERE conversation_id = ? ORDER BY id",
+                               (conversation_id,)).fetchall()
+        out = []
+        for mid, role, content, meta in rows:
+            try:
+                parsed = json.loads(meta) if meta else {}
+            except ValueError:
+                parsed = {}
+            out.append(Message(mid, role, content, parsed if isinstance(parsed, dict) else {}))
+        return out
+
+    def truncate_from(self, conversation_id: int, message_id: int) -> None:
+        """Drop this message and everything after it (edit-and-resend, regenerate)."""
+        self._write("DELETE FROM messages WHERE conversation_id = ? AND id >= ?", (conversation_id, message_id))
