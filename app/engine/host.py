@@ -14,6 +14,7 @@ import os
 import queue
 import sys
 import threading
+import time
 import traceback
 
 from app import __version__
@@ -48,7 +49,7 @@ class Host:
             if cmd == P.CANCEL:
                 self.cancelled.set()
                 continue
-            if cmd in (P.CHAT, P.COMPLETE):
+            if cmd in (P.CHAT, P.COMPLETE, P.LOAD):
                 # Cleared here, in arrival order, so a cancel sent right after is never lost.
                 self.cancelled.clear()
             self.commands.put(msg)
@@ -78,7 +79,7 @@ class Host:
             options = P.LoadOptions.from_dict(msg.get("options"))
             from app.engine.session import Session
 
-            self.session = Session.load(options, probe_model=_probe_model(options))
+            self.session = Session.load(options, probe_model=_probe_model(options), progress=self._load_progress())
             self.emit({"ev": P.LOADED, "id": msg.get("id"), **self.session.describe()})
         elif cmd in (P.CHAT, P.COMPLETE):
             if self.session is None:
@@ -99,6 +100,19 @@ class Host:
             self.emit({"ev": P.OK, "id": msg.get("id"), "cmd": cmd})
         else:
             raise HearthError(f"The engine does not know the command '{cmd}'.")
+
+    def _load_progress(self):
+        """Progress events at most every 0.1 s; a cancel stops the load."""
+        last = [0.0]
+
+        def progress(fraction: float) -> bool:
+            now = time.monotonic()
+            if now - last[0] >= 0.1 or fraction >= 1.0:
+                last[0] = now
+                self.emit({"ev": P.PROGRESS, "fraction": round(float(fraction), 3)})
+            return not self.cancelled.is_set()
+
+        return progress
 
     def _unload(self) -> None:
         if self.session is not None:

@@ -26,6 +26,7 @@ STATS = "stats"
 DONE = "done"
 ERROR = "error"
 READY = "ready"  # host process is up and reading commands
+PROGRESS = "progress"  # model loading, {fraction}
 OK = "ok"  # a command without a result finished (reset, unload)
 
 KV_TYPES = ("f16", "q8_0", "q4_0")

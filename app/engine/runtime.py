@@ -10,6 +10,7 @@ import ctypes
 import os
 import time
 from pathlib import Path
+from typing import Callable
 
 import llama_cpp
 
@@ -56,7 +57,9 @@ def explain_load_failure(path: Path) -> str:
 class Runtime:
     """One loaded model with one context (sequence 0)."""
 
-    def __init__(self, options: LoadOptions, extra_bufts: bool = True):
+    def __init__(self, options: LoadOptions, extra_bufts: bool = True,
+                 progress: Callable[[float], bool] | None = None):
+        """progress(fraction) is called while loading; returning False cancels the load."""
         ensure_backend()
         self.options = options
         self.path = check_model_file(options.model_path)
@@ -73,8 +76,14 @@ class Runtime:
         if options.use_mlock:
             mode |= llama_cpp.LLAMA_LOAD_MODE_MLOCK
         mp.load_mode = mode
+        # Our own callback also silences llama.cpp's default progress dots on stderr.
+        self._progress = llama_cpp.llama_progress_callback(
+            lambda fraction, _data: bool(progress(fraction)) if progress else True)
+        mp.progress_callback = self._progress
         self.model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), mp)
         if not self.model:
+            if progress is not None and any("cancelled" in line for line in llamalog.recent_lines()):
+                raise ModelLoadError(f"Loading {self.path.name} was cancelled.")
             raise ModelLoadError(explain_load_failure(self.path))
 
         self.n_threads = int(options.n_threads or default_threads())
