@@ -1,0 +1,198 @@
+"""Will this model fit? An estimate of the memory a loaded model takes.
+
+What "memory" means here: the resident set (RSS) of Hearth's engine process
+once the model is loaded, which is what the operating system has to find in
+RAM. It is the sum of
+- the engine's own runtime (Python, llama.cpp's libraries): a constant;
+- the weights: llama.cpp maps the file and prefetches the mapping, so every
+  weight page is resident after loading (with --no-mmap the same bytes are
+  read into RAM instead); layers offloaded to a GPU leave RAM;
+- the KV cache: layers x context x KV heads x (key + value head size) x the
+  bytes of the KV type; llama.cpp clears it at creation, so it is resident;
+- the compute buffers: llama.cpp reserves room for a full batch's logits
+  (n_ubatch x vocabulary floats) but a chat only ever reads the last token's,
+  so those pages are never touched; what is touched are the activations of one
+  batch (and, without flash attention, the attention scores).
+Measured against the real engine in tests/engine/test_fit.py.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+from app.core.errors import HearthError
+from app.core.gguf_info import GGUFInfo, read_gguf_info
+
+MB = 2**20
+# Python + llama.cpp's libraries + numpy in an engine process before any model
+# (measured on Linux x86-64: 44 MB; the estimate is dominated by weights anyway).
+ENGINE_OVERHEAD_MB = 44.0
+# Bytes per KV element for the KV types the engine offers (q8_0 / q4_0 blocks of 32 with an f16 scale).
+KV_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
+# Room left for the desktop and other programs before a model counts as fitting.
+RAM_RESERVE_MB = 512.0
+# A GPU needs room for CUDA's own context and the compute buffers beyond the layers.
+GPU_RESERVE_MB = 600.0
+
+
+@dataclass
+class FitEstimate:
+    """Memory figures in MiB, plus the suggested offload and a one-sentence verdict."""
+
+    model: str
+    n_ctx: int
+    kv_type: str
+    weights_mb: float
+    kv_cache_mb: float
+    compute_mb: float  # the part of the compute buffers that is touched (resident)
+    compute_reserved_mb: float  # what llama.cpp reserves (address space; on a GPU it is real memory)
+    overhead_mb: float
+    total_mb: float  # expected resident memory of the engine with everything on the CPU
+    ram_available_mb: float
+    gpu_free_mb: float | None
+    gpu_layers: int  # suggested --gpu-layers (0: CPU only, -1 would mean all; we give the count)
+    n_layers: int
+    ram_needed_mb: float  # with the suggested offload
+    fits: bool
+    verdict: str
+    hints: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def kv_cache_bytes(info: GGUFInfo, n_ctx: int, kv_type: str = "f16") -> float:
+    if kv_type not in KV_BYTES:
+        raise HearthError(f"Unknown KV cache type '{kv_type}'; use {', '.join(KV_BYTES)}.")
+    head_k = info.head_size_k or 0
+    head_v = info.head_size_v or 0
+    # Sliding-window layers (Gemma-style) keep only their window; without a per-layer pattern, count all layers full.
+    return n_ctx * info.kv_heads_total() * (head_k + head_v) * KV_BYTES[kv_type]
+
+
+def compute_bytes(info: GGUFInfo, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True) -> tuple[float, float]:
+    """(touched, reserved) bytes of llama.cpp's compute and output buffers for one context."""
+    n_embd = info.embedding_size or 0
+    n_ff = info.feed_forward_size or 4 * n_embd
+    vocab = info.vocab_size or 0
+    activations = n_ubatch * (4 * n_embd + 4 * n_ff) * 4
+    if not flash_attn:
+        activations += n_ctx * n_ubatch * (info.heads or 1) * 4
+    logits_reserved = n_ubatch * vocab * 4
+    output = vocab * 4  # the last token's logits
+    return activations + output, activations + logits_reserved + output
+
+
+def gpu_free_mb() -> float | None:
+    """Free memory of the first GPU llama.cpp could offload to, or None without one."""
+    try:
+        import llama_cpp
+
+        if not llama_cpp.llama_supports_gpu_offload():
+            return None
+    except Exception:
+        return None
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=10).stdout
+            values = [float(x) for x in out.split() if x.replace(".", "", 1).isdigit()]
+            if values:
+                return max(values)
+        except (OSError, subprocess.SubprocessError, ValueError):
+            pass
+    # Apple Silicon (Metal) shares RAM with the GPU: what is free for one is free for the other.
+    return psutil.virtual_memory().available / MB
+
+
+def estimate_fit(model: str | Path | GGUFInfo, n_ctx: int | None = None, kv_type: str = "f16",
+                 n_ubatch: int = 512, flash_attn: bool = True, ram_available_mb: float | None = None,
+                 gpu_available_mb: float | None | bool = True) -> FitEstimate:
+    """Estimate memory for a model file at a context size and KV type.
+
+    n_ctx None: the engine's default context (4096), or the trained context when that is smaller.
+    gpu_available_mb True: ask the machine; None: no GPU; a number: use it (tests, what-if).
+    """
+    info = model if isinstance(model, GGUFInfo) else read_gguf_info(model)
+    if n_ctx is None:
+        n_ctx = min(info.context_length or 4096, 4096)
+    if n_ctx <= 0:
+        raise HearthError("The context size must be a positive number of tokens.")
+    weights = info.weights_bytes / MB
+    kv = kv_cache_bytes(info, n_ctx, kv_type) / MB
+    touched, reserved = (b / MB for b in compute_bytes(info, n_ctx, n_ubatch, flash_attn))
+    total = ENGINE_OVERHEAD_MB + weights + kv + touched
+    ram = psutil.virtual_memory().available / MB if ram_available_mb is None else float(ram_available_mb)
+    gpu = gpu_free_mb() if gpu_available_mb is True else gpu_available_mb
+    n_layers = info.layers or 0
+
+    gpu_layers = 0
+    ram_needed = total
+    if gpu and n_layers:
+        per_layer = (weights * 0.9 + kv) / n_layers  # ~10% of the weights are embeddings/output, they stay
+        room = gpu - GPU_RESERVE_MB - reserved
+        gpu_layers = max(0, min(n_layers, int(room // per_layer))) if per_layer > 0 else n_layers
+        ram_needed = total - gpu_layers * per_layer
+
+    est = FitEstimate(model=info.path, n_ctx=n_ctx, kv_type=kv_type, weights_mb=round(weights, 1),
+                      kv_cache_mb=round(kv, 1), compute_mb=round(touched, 1), compute_reserved_mb=round(reserved, 1),
+                      overhead_mb=ENGINE_OVERHEAD_MB, total_mb=round(total, 1), ram_available_mb=round(ram),
+                      gpu_free_mb=None if gpu is None else round(gpu), gpu_layers=gpu_layers, n_layers=n_layers,
+                      ram_needed_mb=round(ram_needed, 1), fits=False, verdict="")
+    _judge(est, info)
+    return est
+
+
+def _judge(est: FitEstimate, info: GGUFInfo) -> None:
+    room = est.ram_available_mb - RAM_RESERVE_MB
+    est.fits = est.ram_needed_mb <= room
+    name = Path(est.model).name
+    if est.fits and est.gpu_layers and est.gpu_layers >= est.n_layers:
+        est.verdict = (f"Fits: all {est.n_layers} layers on the GPU ({est.gpu_free_mb:,.0f} MB free there), "
+                       f"{est.ram_needed_mb:,.0f} MB of RAM for the rest.")
+    elif est.fits and est.gpu_layers:
+        est.verdict = (f"Fits with {est.gpu_layers} of {est.n_layers} layers on the GPU and "
+                       f"{est.ram_needed_mb:,.0f} MB in RAM ({est.ram_available_mb:,.0f} MB available).")
+    elif est.fits:
+        est.verdict = (f"Fits in RAM: needs about {est.ram_needed_mb:,.0f} MB, {est.ram_available_mb:,.0f} MB "
+                       "are available.")
+    else:
+        est.verdict = (f"Does not fit: {name} at {est.n_ctx:,} tokens of context needs about "
+                       f"{est.ram_needed_mb:,.0f} MB of RAM but only {est.ram_available_mb:,.0f} MB are available "
+                       f"(keeping {RAM_RESERVE_MB:.0f} MB for the system).")
+        est.hints = _hints(est, info, room)
+        if est.hints:
+            est.verdict += " " + est.hints[0]
+
+
+def _hints(est: FitEstimate, info: GGUFInfo, room: float) -> list[str]:
+    hints = []
+    fixed = est.ram_needed_mb - est.kv_cache_mb
+    per_token = est.kv_cache_mb / est.n_ctx if est.n_ctx else 0
+    if per_token > 0 and fixed < room:
+        ctx = int((room - fixed) / per_token) // 256 * 256
+        if ctx >= 512:
+            hints.append(f"It fits with a context of {ctx:,} tokens (--ctx {ctx}).")
+    if est.kv_type == "f16" and per_token > 0:
+        hints.append("A quantized KV cache (--kv-type q8_0) halves the KV cache.")
+    bits = 8 * info.weights_bytes / max(info.parameters, 1)
+    if bits > 5.5:
+        smaller = info.parameters * 4.85 / 8 / MB  # Q4_K_M's bits per weight
+        hints.append(f"A Q4_K_M version of this model would need about {smaller:,.0f} MB for its weights "
+                     "(hearth models quantize ... --type Q4_K_M).")
+    return hints
+
+
+def max_context(info: GGUFInfo, ram_mb: float, kv_type: str = "f16") -> int:
+    """Largest context (multiple of 256) whose estimate fits in ram_mb, 0 when even the weights do not."""
+    per_token = kv_cache_bytes(info, 1, kv_type) / MB
+    fixed = ENGINE_OVERHEAD_MB + info.weights_bytes / MB + compute_bytes(info, 0)[0] / MB
+    if per_token <= 0 or fixed >= ram_mb:
+        return 0
+    return int(math.floor((ram_mb - fixed) / per_token / 256) * 256)

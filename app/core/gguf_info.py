@@ -1,0 +1,373 @@
+"""Read a GGUF file's metadata and tensor table without loading any tensor.
+
+A small reader of its own rather than gguf.GGUFReader: that one maps the whole
+file and materialises every array (the tokenizer's 150k strings) as numpy
+objects, and it trusts the lengths in the header. Here every length is checked
+against what is left of the file and against fixed caps before anything is
+read, big arrays are skipped instead of kept, and the whole header may not
+exceed MAX_HEADER_BYTES, so a hostile or truncated file costs one clear
+ModelFileError, never a hang or gigabytes of reading.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import struct
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import gguf
+
+from app.core.errors import ModelFileError
+
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)
+# The biggest real headers (256k-token vocabularies with merges) are tens of MB.
+MAX_HEADER_BYTES = 512 * 2**20
+MAX_STRING_BYTES = 64 * 2**20
+MAX_KV = 1_000_000
+MAX_TENSORS = 10_000_000
+MAX_DIMS = 8
+# Arrays longer than this are counted, not kept (vocabularies, merges, scores).
+KEEP_ARRAY_ITEMS = 256
+
+_SCALARS = {  # GGUF value type -> struct format
+    0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d",
+}
+_STRING, _ARRAY = 8, 9
+
+# What people call the types: GGUF's name, with the seed-style name where one is common.
+SEED_NAMES = {"F32": "FP32", "F16": "FP16", "BF16": "BF16", "Q8_0": "INT8", "Q6_K": "6-bit", "Q5_K_M": "5-bit",
+              "Q5_K_S": "5-bit", "Q5_0": "5-bit", "Q5_1": "5-bit", "Q4_K_M": "INT4", "Q4_K_S": "INT4",
+              "Q4_0": "INT4", "Q4_1": "INT4", "IQ4_XS": "INT4", "IQ4_NL": "INT4", "Q3_K_M": "3-bit",
+              "Q3_K_S": "3-bit", "Q3_K_L": "3-bit", "Q2_K": "2-bit"}
+
+
+class _Truncated(Exception):
+    pass
+
+
+@dataclass
+class TensorInfo:
+    name: str
+    shape: list[int]
+    type: str  # ggml type name, e.g. Q4_K
+    n_elements: int
+    n_bytes: int
+
+
+@dataclass
+class GGUFInfo:
+    """Everything `hearth models inspect` shows; sizes in bytes, counts as plain ints."""
+
+    path: str
+    file_size: int
+    version: int
+    name: str | None = None
+    architecture: str | None = None
+    parameters: int = 0
+    file_type: str | None = None  # general.file_type as a name (Q4_K_M), else the most common weight type
+    layers: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None  # the largest per-layer value when the file lists one per layer
+    kv_heads_per_layer: list[int] | None = None
+    embedding_size: int | None = None
+    head_size_k: int | None = None
+    head_size_v: int | None = None
+    feed_forward_size: int | None = None
+    context_length: int | None = None
+    vocab_size: int | None = None
+    tokenizer: str | None = None
+    chat_template: str | None = None
+    license: str | None = None
+    sliding_window: int | None = None
+    split_count: int = 1
+    weights_bytes: int = 0
+    header_bytes: int = 0
+    quant_by_kind: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> {type: tensors}
+    metadata: dict[str, Any] = field(default_factory=dict)  # small values; big arrays as "<array of N type>"
+    tensors: list[TensorInfo] = field(default_factory=list)
+
+    @property
+    def seed_name(self) -> str | None:
+        return SEED_NAMES.get(self.file_type or "")
+
+    def kv_heads_total(self) -> int:
+        """Sum over layers of the KV head count (what the KV cache is made of)."""
+        if self.kv_heads_per_layer:
+            return sum(self.kv_heads_per_layer)
+        return (self.kv_heads or self.heads or 0) * (self.layers or 0)
+
+    def to_dict(self, tensors: bool = False) -> dict[str, Any]:
+        data = asdict(self)
+        data["seed_name"] = self.seed_name
+        if not tensors:
+            data.pop("tensors")
+        return data
+
+
+class _Reader:
+    """Bounded reads from a buffered file; every length is validated before use."""
+
+    def __init__(self, fh: BinaryIO, size: int, name: str):
+        self.fh, self.size, self.name = fh, size, name
+        self.pos = 0
+
+    def read(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > self.size:
+            raise _Truncated()
+        if self.pos + n > MAX_HEADER_BYTES:
+            raise ModelFileError(f"{self.name} has a GGUF header larger than {MAX_HEADER_BYTES // 2**20} MB, "
+                                 "which no real model has; the file is corrupt.")
+        data = self.fh.read(n)
+        if len(data) != n:
+            raise _Truncated()
+        self.pos += n
+        return data
+
+    def skip(self, n: int) -> None:
+        if n < 0 or self.pos + n > self.size:
+            raise _Truncated()
+        if self.pos + n > MAX_HEADER_BYTES:
+            self.read(n)  # raises the header-size error
+        self.fh.seek(n, io.SEEK_CUR)
+        self.pos += n
+
+    def u32(self) -> int:
+        return struct.unpack("<I", self.read(4))[0]
+
+    def u64(self) -> int:
+        return struct.unpack("<Q", self.read(8))[0]
+
+    def count(self, n: int, min_item: int, what: str, cap: int) -> int:
+        if n > cap or n * min_item > self.size - self.pos:
+            raise ModelFileError(f"{self.name} claims {n:,} {what}, more than the file can hold; "
+                                 "the GGUF header is corrupt.")
+        return n
+
+    def string(self) -> str:
+        n = self.count(self.u64(), 1, "bytes in one string", MAX_STRING_BYTES)
+        return self.read(n).decode("utf-8", "replace")
+
+    def skip_string(self) -> None:
+        self.skip(self.count(self.u64(), 1, "bytes in one string", MAX_STRING_BYTES))
+
+    def value(self, vtype: int) -> Any:
+        if vtype in _SCALARS:
+            fmt = _SCALARS[vtype]
+            return struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
+        if vtype == _STRING:
+            return self.string()
+        if vtype == _ARRAY:
+            etype = self.u32()
+            if etype not in _SCALARS and etype != _STRING:
+                raise ModelFileError(f"{self.name} has an array of unknown GGUF type {etype}; "
+                                     "the header is corrupt.")
+            width = struct.calcsize(_SCALARS[etype]) if etype in _SCALARS else 8
+            n = self.count(self.u64(), width, "array items", self.size)
+            if n > KEEP_ARRAY_ITEMS:
+                if etype == _STRING:
+                    for _ in range(n):
+                        self.skip_string()
+                else:
+                    self.skip(n * width)
+                return _BigArray(n, _type_name(etype))
+            return [self.value(etype) for _ in range(n)]
+        raise ModelFileError(f"{self.name} has a metadata value of unknown GGUF type {vtype}; "
+                             "the header is corrupt.")
+
+
+@dataclass
+class _BigArray:
+    length: int
+    item_type: str
+
+    def __repr__(self) -> str:
+        return f"<array of {self.length} {self.item_type}>"
+
+
+def _type_name(vtype: int) -> str:
+    try:
+        return gguf.GGUFValueType(vtype).name.lower()
+    except ValueError:
+        return str(vtype)
+
+
+def _ggml_type(code: int, name: str) -> tuple[str, int, int]:
+    try:
+        qtype = gguf.GGMLQuantizationType(code)
+    except ValueError:
+        raise ModelFileError(f"{name} uses tensor type {code}, which this version of Hearth does not know.") from None
+    block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    return qtype.name, block, type_size
+
+
+def _file_type_name(code: Any) -> str | None:
+    if not isinstance(code, int):
+        return None
+    try:
+        return gguf.LlamaFileType(code).name.replace("MOSTLY_", "").replace("ALL_", "")
+    except ValueError:
+        return None
+
+
+_LAYER = re.compile(r"^blk\.\d+\.")
+
+
+def tensor_kind(name: str) -> str:
+    """blk.12.attn_q.weight -> attn_q; token_embd.weight -> token_embd."""
+    base = _LAYER.sub("", name)
+    return base.rsplit(".", 1)[0] if base.endswith((".weight", ".bias")) else base
+
+
+def read_gguf_info(path: str | Path) -> GGUFInfo:
+    """Parse the header of a GGUF file; raises ModelFileError for anything that is not a sound GGUF."""
+    p = Path(path).expanduser()
+    name = p.name
+    try:
+        size = p.stat().st_size
+        if p.is_dir():
+            raise ModelFileError(f"{p} is a folder, not a GGUF model file.")
+        fh = p.open("rb")
+    except FileNotFoundError:
+        raise ModelFileError(f"Model file not found: {p}") from None
+    except OSError as exc:
+        raise ModelFileError(f"Cannot read {p}: {exc.strerror or exc}.") from None
+    with fh:
+        reader = _Reader(io.BufferedReader(fh, buffer_size=1 << 20), size, name)
+        try:
+            return _parse(reader, p)
+        except _Truncated:
+            if size == 0:
+                raise ModelFileError(f"{name} is empty (0 bytes); the download or copy may have failed.") from None
+            raise ModelFileError(f"{name} is truncated: it ends inside the GGUF header.") from None
+        except (UnicodeDecodeError, struct.error, MemoryError, OverflowError):
+            raise ModelFileError(f"{name} has a corrupt GGUF header.") from None
+
+
+def _parse(r: _Reader, p: Path) -> GGUFInfo:
+    magic = r.fh.read(4)
+    r.pos = len(magic)
+    if not GGUF_MAGIC.startswith(magic) or (magic != GGUF_MAGIC and r.size >= 4):
+        raise ModelFileError(f"{r.name} is not a GGUF model file (it does not start with 'GGUF').")
+    if magic != GGUF_MAGIC:
+        raise _Truncated()
+    version = r.u32()
+    if version not in SUPPORTED_VERSIONS:
+        raise ModelFileError(f"{r.name} uses GGUF version {version}, which Hearth cannot read "
+                             f"(it reads versions {', '.join(map(str, SUPPORTED_VERSIONS))}).")
+    n_tensors = r.u64()
+    n_kv = r.u64()
+    r.count(n_kv, 12, "metadata entries", MAX_KV)
+    r.count(n_tensors, 24, "tensors", MAX_TENSORS)
+
+    meta: dict[str, Any] = {}
+    for _ in range(n_kv):
+        key = r.string()
+        meta[key] = r.value(r.u32())
+
+    alignment = meta.get("general.alignment", 32)
+    if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+        raise ModelFileError(f"{r.name} declares an invalid tensor alignment ({alignment}).")
+
+    tensors: list[TensorInfo] = []
+    for _ in range(n_tensors):
+        tname = r.string()
+        n_dims = r.u32()
+        if n_dims > MAX_DIMS:
+            raise ModelFileError(f"{r.name} has a tensor with {n_dims} dimensions; the header is corrupt.")
+        shape = [r.u64() for _ in range(n_dims)]
+        type_name, block, type_size = _ggml_type(r.u32(), r.name)
+        r.u64()  # data offset
+        n_el = 1
+        for d in shape:
+            n_el *= d
+        if n_el > 2**50:
+            raise ModelFileError(f"{r.name} has a tensor of {n_el:,} elements; the header is corrupt.")
+        tensors.append(TensorInfo(tname, shape, type_name, n_el, n_el // block * type_size))
+
+    info = GGUFInfo(path=str(p), file_size=r.size, version=version, header_bytes=r.pos)
+    info.tensors = tensors
+    info.parameters = sum(t.n_elements for t in tensors)
+    info.weights_bytes = sum(t.n_bytes for t in tensors)
+    _fill_from_metadata(info, meta)
+    return info
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _fill_from_metadata(info: GGUFInfo, meta: dict[str, Any]) -> None:
+    arch = meta.get("general.architecture")
+    info.architecture = arch if isinstance(arch, str) else None
+    a = f"{info.architecture}." if info.architecture else "\0"
+
+    def get(key: str) -> Any:
+        return meta.get(a + key)
+
+    info.name = meta.get("general.name") if isinstance(meta.get("general.name"), str) else None
+    lic = meta.get("general.license")
+    info.license = lic if isinstance(lic, str) else None
+    info.layers = _int(get("block_count"))
+    info.embedding_size = _int(get("embedding_length"))
+    info.feed_forward_size = _int(get("feed_forward_length")) if not isinstance(get("feed_forward_length"), list) \
+        else max(get("feed_forward_length"), default=None)
+    info.context_length = _int(get("context_length"))
+    info.sliding_window = _int(get("attention.sliding_window"))
+    heads = get("attention.head_count")
+    info.heads = max(heads, default=None) if isinstance(heads, list) else _int(heads)
+    kv = get("attention.head_count_kv")
+    if isinstance(kv, list) and all(isinstance(x, int) for x in kv):
+        info.kv_heads_per_layer = list(kv)
+        info.kv_heads = max(kv, default=None)
+    else:
+        info.kv_heads = _int(kv) if kv is not None else info.heads
+    head = info.embedding_size // info.heads if info.embedding_size and info.heads else None
+    info.head_size_k = _int(get("attention.key_length")) or head
+    info.head_size_v = _int(get("attention.value_length")) or head
+    info.split_count = _int(meta.get("split.count")) or 1
+
+    tokens = meta.get("tokenizer.ggml.tokens")
+    if isinstance(tokens, _BigArray):
+        info.vocab_size = tokens.length
+    elif isinstance(tokens, list):
+        info.vocab_size = len(tokens)
+    else:
+        info.vocab_size = _int(get("vocab_size"))
+    model = meta.get("tokenizer.ggml.model")
+    info.tokenizer = model if isinstance(model, str) else None
+    template = meta.get("tokenizer.chat_template")
+    info.chat_template = template if isinstance(template, str) else None
+
+    kinds: dict[str, Counter] = {}
+    for t in info.tensors:
+        kinds.setdefault(tensor_kind(t.name), Counter())[t.type] += 1
+    info.quant_by_kind = {k: dict(v) for k, v in sorted(kinds.items())}
+    info.file_type = _file_type_name(meta.get("general.file_type")) or _dominant_type(info.tensors)
+    info.metadata = {k: (repr(v) if isinstance(v, _BigArray) else v) for k, v in meta.items()
+                     if k != "tokenizer.chat_template"}
+
+
+def _dominant_type(tensors: list[TensorInfo]) -> str | None:
+    # Without general.file_type, name the file after the type holding most of the 2-D weights' bytes.
+    weights = Counter()
+    for t in tensors:
+        if len(t.shape) >= 2:
+            weights[t.type] += t.n_bytes
+    return weights.most_common(1)[0][0] if weights else None
+
+
+def quant_from_filename(filename: str) -> str | None:
+    """Guess the quantization type from a file name (qwen2.5-7b-instruct-q4_k_m.gguf -> Q4_K_M)."""
+    stem = Path(filename).name
+    stem = re.sub(r"-\d{5}-of-\d{5}", "", stem, flags=re.I)
+    match = re.search(r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|FP16|F32|FP32)(?=[.\-_]|$)",
+                      stem.upper().rsplit(".GGUF", 1)[0] + ".")
+    if not match:
+        return None
+    found = match.group(1)
+    return {"FP16": "F16", "FP32": "F32"}.get(found, found)

@@ -1,0 +1,49 @@
+"""The memory-fit estimate against the resident memory of the real engine after loading."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.fit import estimate_fit
+from app.engine.protocol import LoadOptions, SamplingOptions
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("kind", ["Q4_1", "Q8_0", "F16", "Q4_K_M"])
+def test_estimate_within_15_percent_of_rss_after_load(engine, model_variant, kind):
+    path = model_variant(kind)
+    measured = {}
+    for n_ctx in (2048, 8192):
+        loaded = engine.load(LoadOptions(model_path=str(path), n_ctx=n_ctx, kv_type="f16"))
+        est = estimate_fit(path, n_ctx=n_ctx, kv_type="f16", gpu_available_mb=None)
+        measured[n_ctx] = loaded["rss_mb"]
+        print(f"{kind} ctx={n_ctx}: estimate {est.total_mb:.0f} MB, engine RSS after load {loaded['rss_mb']:.0f} MB")
+        assert est.total_mb == pytest.approx(loaded["rss_mb"], rel=0.15)
+        engine.unload()
+    # The KV cache is what grows with the context: the estimate must track the measured growth too.
+    grown = estimate_fit(path, n_ctx=8192, gpu_available_mb=None).total_mb - \
+        estimate_fit(path, n_ctx=2048, gpu_available_mb=None).total_mb
+    assert grown == pytest.approx(measured[8192] - measured[2048], rel=0.15)
+
+
+def test_estimate_holds_after_a_prompt_is_processed(engine, bundled_model):
+    engine.load(LoadOptions(model_path=str(bundled_model), n_ctx=2048))
+    done = None
+    for event in engine.complete("The quick brown fox jumps over the lazy dog. " * 40,
+                                 SamplingOptions(max_tokens=4, temperature=0)):
+        done = event
+    est = estimate_fit(bundled_model, n_ctx=2048, gpu_available_mb=None)
+    print(f"after a 400-token prompt: estimate {est.total_mb:.0f} MB, RSS {done['rss_mb']:.0f} MB")
+    assert est.total_mb == pytest.approx(done["rss_mb"], rel=0.15)
+
+
+def test_quantized_kv_cache_shrinks_the_estimate_like_the_engine(engine, bundled_model):
+    f16 = engine.load(LoadOptions(model_path=str(bundled_model), n_ctx=8192, kv_type="f16", flash_attn="on"))
+    engine.unload()
+    q8 = engine.load(LoadOptions(model_path=str(bundled_model), n_ctx=8192, kv_type="q8_0", flash_attn="on"))
+    est_f16 = estimate_fit(bundled_model, n_ctx=8192, kv_type="f16", gpu_available_mb=None)
+    est_q8 = estimate_fit(bundled_model, n_ctx=8192, kv_type="q8_0", gpu_available_mb=None)
+    assert est_q8.kv_cache_mb == pytest.approx(est_f16.kv_cache_mb * 34 / 64, rel=0.01)
+    assert est_q8.total_mb == pytest.approx(q8["rss_mb"], rel=0.15)
+    assert est_f16.total_mb - est_q8.total_mb == pytest.approx(f16["rss_mb"] - q8["rss_mb"], rel=0.2)
