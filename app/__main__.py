@@ -11,7 +11,7 @@ import sys
 
 def main() -> int:
     argv = sys.argv[1:]
-    if argv and argv[0] in ("--engine-host", "--engine-probe", "--quantize-worker"):
+    if argv and argv[0] in ("--engine-host", "--engine-probe", "--quantize-worker", "--convert-worker"):
         flag, rest = argv[0], argv[1:]
         sys.argv = [sys.argv[0], *rest]
         if flag == "--engine-host":
@@ -22,6 +22,10 @@ def main() -> int:
             from app.engine.probe import _child
 
             return _child(rest[0])
+        if flag == "--convert-worker":
+            from app.core.convert_worker import main as convert_main
+
+            return convert_main(rest)
         from app.core.quantize_worker import main as quantize_main
 
         return quantize_main(rest)

@@ -15,6 +15,7 @@ ENTRY_FLAGS = {
     "app.engine.host": "--engine-host",
     "app.engine.probe": "--engine-probe",
     "app.core.quantize_worker": "--quantize-worker",
+    "app.core.convert_worker": "--convert-worker",
 }
 
 
