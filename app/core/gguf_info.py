@@ -144,8 +144,8 @@ class _Reader:
 
     def count(self, n: int, min_item: int, what: str, cap: int) -> int:
         if n > cap or n * min_item > self.size - self.pos:
-            raise ModelFileError(f"{self.name} claims {n:,} {what}, more than the file can hold; "
-                                 "the GGUF header is corrupt.")
+            raise ModelFileError(f"{self.name} claims {n:,} {what}, more than the rest of the file "
+                                 "can hold; the file is truncated or its GGUF header is corrupt.")
         return n
 
     def string(self) -> str:
