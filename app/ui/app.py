@@ -1,0 +1,63 @@
+"""Start the Qt application and show the main window."""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication
+
+from app.core.errors import DependencyMissing
+from app.ui.theme import apply_theme
+
+
+def check_qt_binding() -> None:
+    """Refuse a PySide6 whose Signal.emit() loses a reference to True (6.12.0 on Python 3.11).
+
+    Each token is a signal, so such a build aborts the whole app after a few thousand tokens.
+    """
+    from PySide6.QtCore import QObject, Signal
+
+    class _Probe(QObject):
+        fired = Signal()
+
+    probe = _Probe()
+    before = sys.getrefcount(True)
+    for _ in range(16):
+        probe.fired.emit()
+    lost = before - sys.getrefcount(True)
+    if lost >= 16:
+        import PySide6
+
+        raise DependencyMissing(f"PySide6 {PySide6.__version__} has a reference-counting bug that crashes Hearth; "
+                                "install another version with `pip install \"PySide6-Essentials!=6.12.0\"`.")
+
+
+def make_app(argv: list[str]) -> QApplication:
+    check_qt_binding()
+    app = QApplication.instance() or QApplication(["hearth", *argv])
+    app.setApplicationName("Hearth")
+    app.setOrganizationName("Hearth")
+    app.setStyle("Fusion")
+    apply_theme(app)
+    hints = QGuiApplication.styleHints()
+    if hasattr(hints, "colorSchemeChanged"):
+        hints.colorSchemeChanged.connect(lambda _scheme: apply_theme(app))
+    return app
+
+
+def run_gui(argv: list[str]) -> int:
+    app = make_app(argv)
+    from app.ui.main_window import MainWindow
+
+    window = MainWindow()
+    window.show()
+    return app.exec()
+
+
+def main() -> int:
+    return run_gui(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""The chat page: conversations, transcript, input, system prompt and sampling.
+
+The answer in progress belongs to the conversation it was asked in. When the
+engine fails mid-answer, what was generated is kept (in the transcript and in
+the store) with an error line; switching conversations mid-answer stops it.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSplitter,
+                               QVBoxLayout, QWidget)
+
+from app.core.chats import DEFAULT_TITLE, ChatStore, title_from
+from app.ui.chat.conversation_list import ConversationList
+from app.ui.chat.sampling_panel import SamplingPanel
+from app.ui.chat.transcript import Transcript
+from app.ui.engine_bridge import EngineBridge
+
+
+class PromptEdit(QPlainTextEdit):
+    """The message box: Ctrl+Enter sends (Enter alone makes a new line)."""
+
+    submitted = Signal()
+
+    def keyPressEvent(self, event):
+        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and event.modifiers() & Qt.ControlModifier:
+            self.submitted.emit()
+            return
+        super().keyPressEvent(event)
+
+
+class ChatView(QWidget):
+    generation_started = Signal()
+    answer_saved = Signal(int)  # message id
+
+    def __init__(self, bridge: EngineBridge, store: ChatStore, parent=None):
+        super().__init__(parent)
+        self.bridge = bridge
+        self.store = store
+        self.conversation_id: int | None = None
+        self._gen_conversation: int | None = None  # where the answer in progress goes
+        self._detached = False  # the user switched away mid-answer
+        self._editing: int | None = None  # message id being edited (edit-and-resend)
+
+        self.conversations = ConversationList(store)
+        self.transcript = Transcript()
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setPlaceholderText("System prompt (optional): how the assistant should behave")
+        self.system_prompt.setFixedHeight(52)
+        self.input = PromptEdit()
+        self.input.setPlaceholderText("Message the model. Ctrl+Enter sends, Esc stops.")
+        self.input.setFixedHeight(84)
+        self.send_button = QPushButton("Send")
+        self.send_button.setToolTip("Send (Ctrl+Enter)")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Stop the answer (Esc)")
+        self.regen_button = QPushButton("Regenerate")
+        self.edit_button = QPushButton("Edit last")
+        self.edit_button.setToolTip("Put your last message back in the box; sending replaces it and what followed")
+        self.hint = QLabel()
+        self.hint.setObjectName("chatHint")
+        self.sampling = SamplingPanel()
+
+        center = QWidget()
+        col = QVBoxLayout(center)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.addWidget(self.system_prompt)
+        col.addWidget(self.transcript, 1)
+        col.addWidget(self.hint)
+        col.addWidget(self.input)
+        row = QHBoxLayout()
+        row.addWidget(self.edit_button)
+        row.addWidget(self.regen_button)
+        row.addStretch(1)
+        row.addWidget(self.stop_button)
+        row.addWidget(self.send_button)
+        col.addLayout(row)
+
+        side = QGroupBox("Sampling")
+        side_layout = QVBoxLayout(side)
+        side_layout.addWidget(self.sampling)
+        side_layout.addStretch(1)
+
+        splitter = QSplitter()
+        splitter.addWidget(self.conversations)
+        splitter.addWidget(center)
+        splitter.addWidget(side)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([240, 760, 260])
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(splitter)
+
+        self.send_button.clicked.connect(self.send)
+        self.input.submitted.connect(self.send)
+        self.stop_button.clicked.connect(self.stop)
+        self.regen_button.clicked.connect(self.regenerate)
+        self.edit_button.clicked.connect(self.edit_last)
+        self.conversations.conversation_chosen.connect(self.open_conversation)
+        self.conversations.new_requested.connect(self.new_conversation)
+        self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
+        self.system_prompt.textChanged.connect(self._on_system_prompt_changed)
+        bridge.token_received.connect(self._on_token_received)
+        bridge.generation_finished.connect(self._on_generation_finished)
+        bridge.generation_failed.connect(self._on_generation_failed)
+        bridge.engine_crashed.connect(self._on_generation_failed)
+        bridge.model_loaded.connect(self._update_buttons)
+        bridge.model_loading.connect(self._update_buttons)
+        bridge.load_failed.connect(self._update_buttons)
+
+        first = store.list()
+        if first:
+            self.open_conversation(first[0].id)
+            self.conversations.select(first[0].id)
+        self._update_buttons()
+
+    # --- state ------------------------------------------------------------
+    @property
+    def generating(self) -> bool:
+        return self._gen_conversation is not None
+
+    def _update_buttons(self, *_args) -> None:
+        ready = self.bridge.ready
+        self.send_button.setEnabled(ready and not self.generating)
+        self.stop_button.setEnabled(self.generating)
+        has_turn = self.conversation_id is not None and any(
+            m.role == "user" for m in self.store.messages(self.conversation_id))
+        self.regen_button.setEnabled(ready and not self.generating and has_turn)
+        self.edit_button.setEnabled(not self.generating and has_turn)
+        if self.bridge.loading:
+            self.hint.setText("Loading the model…")
+        elif not ready:
+            self.hint.setText("No model is loaded. Choose one under Models.")
+        elif self._editing is not None:
+            self.hint.setText("Editing your last message: sending replaces it and the answer after it.")
+        else:
+            self.hint.setText("")
+        self.hint.setVisible(bool(self.hint.text()))
+
+    # --- conversations ------------------------------------------------------
+    def new_conversation(self) -> None:
+        self._leave_current()
+        self.conversation_id = None
+        self._editing = None
+        self.transcript.clear_all()
+        self.system_prompt.blockSignals(True)
+        self.system_prompt.setPlainText("")
+        self.system_prompt.blockSignals(False)
+        self.conversations.list.clearSelection()
+        self.conversations.list.setCurrentItem(None)
+        self.input.setFocus()
+        self._update_buttons()
+
+    def open_conversation(self, conversation_id: int) -> None:
+        if conversation_id == self.conversation_id:
+            return
+        conv = self.store.get(conversation_id)
+        if conv is None:
+            return
+        self._leave_current()
+        self.conversation_id = conversation_id
+        self._editing = None
+        self.system_prompt.blockSignals(True)
+        self.system_prompt.setPlainText(conv.system_prompt)
+        self.system_prompt.blockSignals(False)
+        self._render_conversation()
+        self._update_buttons()
+
+    def _render_conversation(self) -> None:
+        self.transcript.clear_all()
+        for msg in self.store.messages(self.conversation_id):
+            self.transcript.append_message(msg.role, msg.content, self._note(msg.meta))
+            if msg.meta.get("error"):
+                self.transcript.append_message("error", msg.meta["error"])
+
+    def _leave_current(self) -> None:
+        if self.generating and not self._detached:
+            self._detached = True
+            self.transcript.end_stream()
+            self.bridge.cancel()
+
+    def _on_conversation_deleted(self, conversation_id: int) -> None:
+        if conversation_id == self.conversation_id:
+            self.conversation_id = None
+            self.new_conversation()
+
+    def _on_system_prompt_changed(self) -> None:
+        if self.conversation_id is not None:
+            self.store.set_system_prompt(self.conversation_id, self.system_prompt.toPlainText())
+
+    # --- sending ------------------------------------------------------------
+    def send(self) -> None:
+        text = self.input.toPlainText().strip()
+        if not text or self.generating or not self.bridge.ready:
+            return
+        if self.conversation_id is None:
+            self.conversation_id = self.store.create(title_from(text), self.system_prompt.toPlainText())
+            self.conversations.select(self.conversation_id)
+        else:
+            conv = self.store.get(self.conversation_id)
+            if conv is not None and conv.title == DEFAULT_TITLE:
+                self.store.rename(self.conversation_id, title_from(text))
+                self.conversations.refresh()
+        if self._editing is not None:
+            self.store.truncate_from(self.conversation_id, self._editing)
+            self._editing = None
+            self.store.add_message(self.conversation_id, "user", text)
+            self._render_conversation()
+        else:
+            self.store.add_message(self.conversation_id, "user", text)
+            self.transcript.append_message("user", text)
+        self.input.clear()
+        self._ask()
+
+    def _ask(self) -> None:
+        messages = [{"role": m.role, "content": m.content}
+                    for m in self.store.messages(self.conversation_id) if m.role in ("user", "assistant")]
+        system = self.system_prompt.toPlainText().strip()
+        if system:
+            messages.insert(0, {"role": "system", "content": system})
+        if not self.bridge.chat(messages, self.sampling.options()):
+            self.transcript.append_message("error", "The engine is not ready; try again in a moment.")
+            return
+        self._gen_conversation = self.conversation_id
+        self._detached = False
+        self.transcript.begin_stream()
+        self._update_buttons()
+        self.generation_started.emit()
+
+    def stop(self) -> None:
+        if self.generating:
+            self.bridge.cancel()
+
+    def regenerate(self) -> None:
+        if self.generating or not self.bridge.ready or self.conversation_id is None:
+            return
+        msgs = self.store.messages(self.conversation_id)
+        while msgs and msgs[-1].role != "user":
+            msgs.pop()
+        if not msgs:
+            return
+        last_user = msgs[-1]
+        following = [m for m in self.store.messages(self.conversation_id) if m.id > last_user.id]
+        if following:
+            self.store.truncate_from(self.conversation_id, following[0].id)
+            self._render_conversation()
+        self._ask()
+
+    def edit_last(self) -> None:
+        if self.generating or self.conversation_id is None:
+            return
+        users = [m for m in self.store.messages(self.conversation_id) if m.role == "user"]
+        if not users:
+            return
+        self._editing = users[-1].id
+        self.input.setPlainText(users[-1].content)
+        self.input.setFocus()
+        self._update_buttons()
+
+    # --- answers ------------------------------------------------------------
+    def _on_token_received(self, text: str) -> None:
+        if self.generating and not self._detached:
+            self.transcript.append_token(text)
+
+    @staticmethod
+    def _note(meta: dict) -> str:
+        if not meta.get("completion_tokens"):
+            return ""
+        note = f"{meta['completion_tokens']} tokens · {meta.get('gen_tok_s', 0):.1f} tok/s"
+        if meta.get("finish_reason") == "cancelled":
+            note += " · stopped"
+        elif meta.get("finish_reason") == "length":
+            note += " · hit the length limit"
+        return note
+
+    def _finish(self, text: str, meta: dict) -> None:
+        conversation = self._gen_conversation
+        self._gen_conversation = None
+        if self._detached:
+            self._detached = False
+        else:
+            self.transcript.end_stream(self._note(meta))
+        if conversation is not None and self.store.get(conversation) is not None and (text or meta.get("error")):
+            mid = self.store.add_message(conversation, "assistant", text, meta)
+            self.answer_saved.emit(mid)
+        self._update_buttons()
+
+    def _on_generation_finished(self, done: dict) -> None:
+        if not self.generating:
+            return
+        meta = {k: done[k] for k in ("finish_reason", "completion_tokens", "gen_tok_s", "ttft_s", "prompt_tok_s")
+                if k in done}
+        self._finish(done.get("text", ""), meta)
+
+    def _on_generation_failed(self, message: str) -> None:
+        if not self.generating:
+            return
+        shown = not self._detached
+        text = self.transcript.stream_text() if shown else ""
+        self._finish(text, {"error": message, "finish_reason": "error"})
+        if shown:
+            self.transcript.append_message("error", message)

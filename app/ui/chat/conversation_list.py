@@ -1,0 +1,104 @@
+"""The list of conversations: search, new, rename, delete."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLineEdit, QListWidget, QListWidgetItem, QMenu,
+                               QMessageBox, QPushButton, QVBoxLayout, QWidget)
+
+from app.core.chats import ChatStore
+
+
+class ConversationList(QWidget):
+    conversation_chosen = Signal(int)
+    new_requested = Signal()
+    conversation_deleted = Signal(int)
+
+    def __init__(self, store: ChatStore, parent=None):
+        super().__init__(parent)
+        self.store = store
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        top = QHBoxLayout()
+        self.search = QLineEdit(placeholderText="Search chats")
+        self.search.setClearButtonEnabled(True)
+        self.new_button = QPushButton("New chat")
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        top.addWidget(self.search, 1)
+        top.addWidget(self.new_button)
+        layout.addLayout(top)
+        self.list = QListWidget()
+        self.list.setContextMenuPolicy(Qt.CustomContextMenu)
+        layout.addWidget(self.list, 1)
+        buttons = QHBoxLayout()
+        self.rename_button = QPushButton("Rename")
+        self.delete_button = QPushButton("Delete")
+        buttons.addWidget(self.rename_button)
+        buttons.addWidget(self.delete_button)
+        layout.addLayout(buttons)
+
+        self.search.textChanged.connect(self.refresh)
+        self.new_button.clicked.connect(self.new_requested)
+        self.list.currentItemChanged.connect(self._on_current_changed)
+        self.list.customContextMenuRequested.connect(self._on_context_menu)
+        self.rename_button.clicked.connect(self.rename_current)
+        self.delete_button.clicked.connect(self.delete_current)
+        self._quiet = False
+        self.refresh()
+
+    def refresh(self, *_args, select: int | None = None) -> None:
+        current = select if select is not None else self.current_id()
+        self._quiet = True
+        self.list.clear()
+        for conv in self.store.list(self.search.text()):
+            item = QListWidgetItem(conv.title)
+            item.setData(Qt.UserRole, conv.id)
+            item.setToolTip(conv.title)
+            self.list.addItem(item)
+            if conv.id == current:
+                self.list.setCurrentItem(item)
+        self._quiet = False
+
+    def current_id(self) -> int | None:
+        item = self.list.currentItem()
+        return item.data(Qt.UserRole) if item else None
+
+    def select(self, conversation_id: int) -> None:
+        self.refresh(select=conversation_id)
+
+    def _on_current_changed(self, current, _previous) -> None:
+        if current is not None and not self._quiet:
+            self.conversation_chosen.emit(current.data(Qt.UserRole))
+
+    def _on_context_menu(self, pos) -> None:
+        if self.list.itemAt(pos) is None:
+            return
+        menu = QMenu(self)
+        menu.addAction("Rename…", self.rename_current)
+        menu.addAction("Delete", self.delete_current)
+        menu.exec(self.list.mapToGlobal(pos))
+
+    def rename_current(self, title: str | None = None) -> None:
+        cid = self.current_id()
+        if cid is None:
+            return
+        if not isinstance(title, str):
+            conv = self.store.get(cid)
+            title, ok = QInputDialog.getText(self, "Rename chat", "Name:", text=conv.title if conv else "")
+            if not ok:
+                return
+        self.store.rename(cid, title)
+        self.refresh()
+
+    def delete_current(self, confirm: bool = True) -> None:
+        cid = self.current_id()
+        if cid is None:
+            return
+        if confirm is not False:
+            conv = self.store.get(cid)
+            answer = QMessageBox.question(self, "Delete chat", f"Delete “{conv.title if conv else ''}”?")
+            if answer != QMessageBox.Yes:
+                return
+        self.store.delete(cid)
+        self.refresh()
+        self.conversation_deleted.emit(cid)

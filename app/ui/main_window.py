@@ -1,0 +1,208 @@
+"""Hearth's main window: chat and models as pages, live monitor beside them, a status bar."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QByteArray, Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget
+
+from app import __version__
+from app.core.bundled import bundled_model_path
+from app.core.chats import ChatStore
+from app.core.errors import HearthError
+from app.core.settings import load_settings, save_settings
+from app.engine.protocol import LoadOptions, SamplingOptions
+from app.ui.chat.chat_view import ChatView
+from app.ui.engine_bridge import EngineBridge
+from app.ui.models.models_view import ModelsView
+from app.ui.monitor.monitor_view import MonitorView
+
+DEFAULT_SIZE = (1280, 800)
+
+
+def extra_bufts_notice(info: dict) -> str:
+    """A sentence when the extra-buffer-types probe turned them off on this machine (else '')."""
+    probe = info.get("extra_bufts_probe") or {}
+    if info.get("extra_bufts") is False and probe and not probe.get("ok", True):
+        detail = probe.get("detail") or "the probe crashed"
+        return ("llama.cpp's extra buffer types (AMX / weight repacking) are off on this machine because they "
+                f"crashed in a test run ({detail}); models run safely without them, a little slower.")
+    return ""
+
+
+class MainWindow(QMainWindow):
+    closed = Signal()
+
+    def __init__(self, load_on_start: bool = True):
+        super().__init__()
+        self.setWindowTitle("Hearth")
+        self.settings = load_settings()
+        self.store = ChatStore()
+        self.bridge = EngineBridge(self)
+
+        self.chat = ChatView(self.bridge, self.store)
+        self.models = ModelsView(self.bridge, self.settings)
+        self.monitor = MonitorView()
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.chat, "Chat")
+        self.tabs.addTab(self.models, "Models")
+        self.setCentralWidget(self.tabs)
+        self.monitor_dock = QDockWidget("Live monitor", self)
+        self.monitor_dock.setObjectName("monitorDock")
+        self.monitor_dock.setWidget(self.monitor)
+        self.monitor_dock.setFeatures(QDockWidget.DockWidgetClosable | QDockWidget.DockWidgetMovable)
+        self.addDockWidget(Qt.RightDockWidgetArea, self.monitor_dock)
+        self.resizeDocks([self.monitor_dock], [330], Qt.Horizontal)
+
+        self._build_status_bar()
+        self._build_menus()
+        self._connect()
+        self._restore()
+        from PySide6.QtWidgets import QApplication
+
+        self.apply_theme(bool(QApplication.instance().property("hearth_dark")))
+        if load_on_start:
+            self.load_start_model()
+
+    # --- construction ---------------------------------------------------------
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.state_label = QLabel("Starting…")
+        self.model_label = QLabel("")
+        self.speed_label = QLabel("")
+        self.ctx_label = QLabel("")
+        self.mem_label = QLabel("")
+        self.notice_label = QLabel("")
+        self.notice_label.setStyleSheet("color: #f59e0b")
+        for label in (self.state_label, self.model_label, self.speed_label, self.ctx_label, self.mem_label):
+            label.setContentsMargins(6, 0, 6, 0)
+            bar.addWidget(label)
+        bar.addPermanentWidget(self.notice_label)
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        new_chat = QAction("New chat", self, shortcut=QKeySequence("Ctrl+N"), triggered=self._new_chat)
+        file_menu.addAction(new_chat)
+        file_menu.addSeparator()
+        file_menu.addAction(QAction("Quit", self, shortcut=QKeySequence.Quit, triggered=self.close))
+        view_menu = self.menuBar().addMenu("&View")
+        view_menu.addAction(self.monitor_dock.toggleViewAction())
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction(QAction("About Hearth", self, triggered=self._about))
+        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.chat.send)
+        QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.chat.send)
+        QShortcut(QKeySequence(Qt.Key_Escape), self, activated=self.chat.stop)
+
+    def _connect(self) -> None:
+        b = self.bridge
+        b.model_loading.connect(self._on_model_loading)
+        b.model_loaded.connect(self._on_model_loaded)
+        b.load_failed.connect(self._on_load_failed)
+        b.stats_received.connect(self._on_stats_received)
+        b.stats_received.connect(self.monitor._on_stats)
+        b.generation_finished.connect(self._on_generation_finished)
+        b.generation_finished.connect(self.monitor._on_done)
+        b.model_loaded.connect(self.monitor._on_loaded)
+        b.engine_crashed.connect(self._on_engine_crashed)
+        b.engine_restarted.connect(lambda: self.state_label.setText("Engine restarted"))
+        self.chat.generation_started.connect(lambda: self.state_label.setText("Generating…"))
+        self.models.load_requested.connect(self.load_model)
+
+    # --- models ----------------------------------------------------------------
+    def load_start_model(self) -> None:
+        last = self.settings.get("load_options")
+        options = LoadOptions.from_dict(last) if isinstance(last, dict) else None
+        if options is None or not options.model_path:
+            try:
+                options = LoadOptions(model_path=str(bundled_model_path()))
+            except HearthError as exc:
+                self._on_load_failed(str(exc))
+                return
+        self.load_model(options)
+
+    def load_model(self, options: LoadOptions) -> None:
+        self.bridge.load(options)
+
+    def _on_model_loading(self, options: LoadOptions) -> None:
+        self.state_label.setText("Loading model…")
+        from pathlib import Path
+
+        self.model_label.setText(Path(options.model_path).name)
+
+    def _on_model_loaded(self, info: dict) -> None:
+        self.state_label.setText("Ready")
+        self.model_label.setText(info.get("name") or info.get("model", ""))
+        self.model_label.setToolTip(info.get("path", ""))
+        self.ctx_label.setText(f"context {info.get('n_ctx', 0)}")
+        self.mem_label.setText(f"engine {info.get('rss_mb', 0):.0f} MB")
+        notice = extra_bufts_notice(info)
+        self.notice_label.setText("Extra buffer types off" if notice else "")
+        self.notice_label.setToolTip(notice)
+        if self.bridge.options is not None:
+            self.settings["load_options"] = self.bridge.options.to_dict()
+
+    def _on_load_failed(self, message: str) -> None:
+        self.state_label.setText("No model loaded")
+        self.statusBar().showMessage(message, 15000)
+        self.models.show_error(message)
+
+    def _on_engine_crashed(self, message: str) -> None:
+        self.state_label.setText("Engine crashed; restarting…")
+        self.statusBar().showMessage(message, 15000)
+
+    # --- figures -----------------------------------------------------------------
+    def _on_stats_received(self, stats: dict) -> None:
+        self.speed_label.setText(f"{stats.get('gen_tok_s', 0):.1f} tok/s")
+        if stats.get("n_ctx"):
+            self.ctx_label.setText(f"context {stats.get('n_past', 0)}/{stats['n_ctx']}")
+        if stats.get("rss_mb"):
+            self.mem_label.setText(f"engine {stats['rss_mb']:.0f} MB")
+
+    def _on_generation_finished(self, done: dict) -> None:
+        self.state_label.setText("Ready")
+        self._on_stats_received(done)
+
+    # --- window ------------------------------------------------------------------
+    def _new_chat(self) -> None:
+        self.tabs.setCurrentWidget(self.chat)
+        self.chat.new_conversation()
+
+    def _about(self) -> None:
+        QMessageBox.about(self, "About Hearth", f"Hearth {__version__}: large language models on your own "
+                          "computer, with llama.cpp.")
+
+    def _restore(self) -> None:
+        geometry = self.settings.get("window_geometry")
+        if isinstance(geometry, str):
+            self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
+        else:
+            self.resize(*DEFAULT_SIZE)
+        state = self.settings.get("window_state")
+        if isinstance(state, str):
+            self.restoreState(QByteArray.fromBase64(state.encode()))
+        sampling = self.settings.get("sampling")
+        if isinstance(sampling, dict):
+            self.chat.sampling.set_options(SamplingOptions.from_dict(sampling))
+
+    def save_state(self) -> None:
+        self.settings["window_geometry"] = bytes(self.saveGeometry().toBase64()).decode()
+        self.settings["window_state"] = bytes(self.saveState().toBase64()).decode()
+        self.settings["sampling"] = self.chat.sampling.options().to_dict()
+        self.settings.update(self.models.settings_to_save())
+        try:
+            save_settings(self.settings)
+        except OSError:
+            pass
+
+    def apply_theme(self, dark: bool) -> None:
+        self.monitor.apply_theme(dark)
+
+    def closeEvent(self, event) -> None:
+        self.save_state()
+        self.monitor.timer.stop()
+        self.models.close_tasks()
+        self.bridge.close()
+        self.store.close()
+        self.closed.emit()
+        super().closeEvent(event)

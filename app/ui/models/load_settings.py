@@ -1,0 +1,150 @@
+"""How a model is loaded: GPU layers, threads, context, memory, KV type, speculation, context policy."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
+                               QSlider, QSpinBox, QWidget, QFileDialog)
+
+from app.core.metrics import default_threads
+from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
+
+CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+
+
+def gpu_offload_supported() -> tuple[bool, str]:
+    """(supported, reason when not) for this llama.cpp build."""
+    try:
+        import llama_cpp
+
+        if llama_cpp.llama_supports_gpu_offload():
+            return True, ""
+    except Exception as exc:  # a broken llama.cpp import shows up elsewhere with its own message
+        return False, f"llama.cpp could not be asked about GPU support ({exc})."
+    return False, ("This build of llama.cpp runs on the CPU only; install llama-cpp-python built with GPU "
+                   "support (for example CMAKE_ARGS=\"-DGGML_CUDA=on\") to offload layers.")
+
+
+class LoadSettings(QWidget):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        form = QFormLayout(self)
+        form.setContentsMargins(0, 0, 0, 0)
+        gpu_row = QHBoxLayout()
+        self.gpu_layers = QSlider(Qt.Horizontal)
+        self.gpu_layers.setRange(0, 32)
+        self.gpu_value = QLabel("0")
+        self.gpu_value.setMinimumWidth(70)
+        self.gpu_layers.valueChanged.connect(self._on_gpu_layers_changed)
+        gpu_row.addWidget(self.gpu_layers, 1)
+        gpu_row.addWidget(self.gpu_value)
+        self.gpu_reason = QLabel()
+        self.gpu_reason.setWordWrap(True)
+        self.gpu_reason.setObjectName("hint")
+        self.suggested_layers: int | None = None
+        supported, reason = gpu_offload_supported()
+        self.gpu_layers.setEnabled(supported)
+        self.gpu_reason.setText(reason)
+        self.gpu_reason.setVisible(bool(reason))
+
+        self.threads = QSpinBox()
+        self.threads.setRange(1, 256)
+        self.threads.setValue(default_threads())
+        self.ctx = QComboBox()
+        for n in CTX_CHOICES:
+            self.ctx.addItem(f"{n:,} tokens", n)
+        self.mmap = QCheckBox("Map the file into memory (mmap)")
+        self.mlock = QCheckBox("Lock the model in RAM (mlock)")
+        self.kv_type = QComboBox()
+        self.kv_type.addItems(list(KV_TYPES))
+        self.kv_type.setToolTip("q8_0 halves and q4_0 quarters the KV cache's memory, at a small accuracy cost")
+        self.flash = QComboBox()
+        self.flash.addItems(list(FLASH_ATTN))
+        self.spec_mode = QComboBox()
+        self.spec_mode.addItems(["Off", "Draft model", "Prompt lookup (n-grams)"])
+        draft_row = QHBoxLayout()
+        self.draft_path = QLineEdit(placeholderText="small GGUF with the same vocabulary")
+        self.draft_browse = QPushButton("Browse…")
+        self.draft_browse.clicked.connect(self._on_browse_draft)
+        draft_row.addWidget(self.draft_path, 1)
+        draft_row.addWidget(self.draft_browse)
+        self.policy = QComboBox()
+        self.policy.addItems(list(CONTEXT_POLICIES))
+        self.policy.setToolTip("window: keep the first tokens (attention sinks) and slide over the rest")
+        self.sinks = QSpinBox()
+        self.sinks.setRange(0, 64)
+        self.keep_system = QCheckBox("Keep the system prompt when the window slides")
+
+        form.addRow("GPU layers", gpu_row)
+        form.addRow("", self.gpu_reason)
+        form.addRow("CPU threads", self.threads)
+        form.addRow("Context size", self.ctx)
+        form.addRow("", self.mmap)
+        form.addRow("", self.mlock)
+        form.addRow("KV cache type", self.kv_type)
+        form.addRow("Flash attention", self.flash)
+        form.addRow("Speculative decoding", self.spec_mode)
+        form.addRow("Draft model", draft_row)
+        form.addRow("When context is full", self.policy)
+        form.addRow("Attention sinks", self.sinks)
+        form.addRow("", self.keep_system)
+        self.spec_mode.currentIndexChanged.connect(self._on_spec_mode_changed)
+        self.policy.currentTextChanged.connect(lambda p: self.sinks.setEnabled(p == "window"))
+        self.set_options(LoadOptions())
+
+    def _on_gpu_layers_changed(self, value: int) -> None:
+        text = "all" if value >= self.gpu_layers.maximum() else str(value)
+        if self.suggested_layers is not None:
+            text += f" (suggested {self.suggested_layers})"
+        self.gpu_value.setText(text)
+
+    def set_layer_count(self, n_layers: int | None, suggested: int | None = None) -> None:
+        if n_layers:
+            self.gpu_layers.setMaximum(n_layers)
+        self.suggested_layers = suggested
+        if suggested is not None:
+            self.gpu_layers.setToolTip(f"Suggested for this machine: {suggested}")
+        self._on_gpu_layers_changed(self.gpu_layers.value())
+
+    def _on_spec_mode_changed(self, index: int) -> None:
+        self.draft_path.setEnabled(index == 1)
+        self.draft_browse.setEnabled(index == 1)
+
+    def _on_browse_draft(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Draft model", "", "GGUF models (*.gguf)")
+        if path:
+            self.draft_path.setText(path)
+
+    def options(self, model_path: str) -> LoadOptions:
+        gpu = self.gpu_layers.value() if self.gpu_layers.isEnabled() else 0
+        if self.gpu_layers.isEnabled() and gpu >= self.gpu_layers.maximum():
+            gpu = -1
+        mode = self.spec_mode.currentIndex()
+        return LoadOptions(
+            model_path=model_path, n_ctx=self.ctx.currentData(), n_threads=self.threads.value(), n_gpu_layers=gpu,
+            use_mmap=self.mmap.isChecked(), use_mlock=self.mlock.isChecked(), kv_type=self.kv_type.currentText(),
+            flash_attn=self.flash.currentText(),
+            draft_model=self.draft_path.text().strip() or None if mode == 1 else None, lookup=mode == 2,
+            context_policy=self.policy.currentText(), sink_tokens=self.sinks.value(),
+            keep_system=self.keep_system.isChecked(),
+        )
+
+    def set_options(self, o: LoadOptions) -> None:
+        self.gpu_layers.setValue(self.gpu_layers.maximum() if o.n_gpu_layers < 0 else o.n_gpu_layers)
+        if o.n_threads:
+            self.threads.setValue(o.n_threads)
+        index = self.ctx.findData(o.n_ctx)
+        if index < 0:
+            self.ctx.addItem(f"{o.n_ctx:,} tokens", o.n_ctx)
+            index = self.ctx.count() - 1
+        self.ctx.setCurrentIndex(index)
+        self.mmap.setChecked(o.use_mmap)
+        self.mlock.setChecked(o.use_mlock)
+        self.kv_type.setCurrentText(o.kv_type)
+        self.flash.setCurrentText(o.flash_attn)
+        self.spec_mode.setCurrentIndex(1 if o.draft_model else 2 if o.lookup else 0)
+        self.draft_path.setText(o.draft_model or "")
+        self._on_spec_mode_changed(self.spec_mode.currentIndex())
+        self.policy.setCurrentText(o.context_policy)
+        self.sinks.setValue(o.sink_tokens)
+        self.keep_system.setChecked(o.keep_system)

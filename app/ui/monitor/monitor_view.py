@@ -1,0 +1,156 @@
+"""Live graphs of what the engine and the machine are doing.
+
+Engine `stats` events arrive about every 0.2 s during generation; they only
+append to ring buffers. A timer redraws at most every REDRAW_MS, and only
+when something changed and the graphs are visible, so the graphs cost the
+engine (which shares the CPU) as little as possible. All plots live in one
+GraphicsLayoutWidget: one repaint per update, not one per plot.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from app.core.metrics import system_memory_mb
+
+REDRAW_MS = 200  # the issue asks for at least four updates a second
+HISTORY = 900  # points per series: three minutes at five a second
+SYSTEM_MEMORY_EVERY_S = 1.0
+
+
+class Series:
+    def __init__(self):
+        self.t: deque = deque(maxlen=HISTORY)
+        self.v: deque = deque(maxlen=HISTORY)
+
+    def add(self, t: float, v: float) -> None:
+        self.t.append(t)
+        self.v.append(v)
+
+    def arrays(self):
+        return np.fromiter(self.t, float, len(self.t)), np.fromiter(self.v, float, len(self.v))
+
+    def clear(self) -> None:
+        self.t.clear()
+        self.v.clear()
+
+
+class MonitorView(QWidget):
+    redrawn = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        pg.setConfigOptions(antialias=False, foreground="#9ca3af")
+        self.t0 = time.monotonic()
+        self.series = {name: Series() for name in
+                       ("gen_tok_s", "prompt_tok_s", "ttft_s", "engine_mb", "system_mb", "kv_fill", "shifts",
+                        "acceptance")}
+        self.graphs = pg.GraphicsLayoutWidget()
+        self.graphs.setBackground(None)
+        self.curves = {}
+        self.plots = {}
+        layout_spec = [
+            ("speed", "Tokens/s", [("gen_tok_s", "#10b981", "generation"), ("prompt_tok_s", "#3b82f6", "prompt")]),
+            ("ttft", "Time to first token (s)", [("ttft_s", "#f59e0b", "per answer")]),
+            ("memory", "Memory (MB)", [("engine_mb", "#a855f7", "engine"), ("system_mb", "#6b7280", "system used")]),
+            ("kv", "KV cache fill (%) · window shifts", [("kv_fill", "#ef4444", "fill"),
+                                                          ("shifts", "#f97316", "shifts")]),
+            ("draft", "Draft acceptance (%)", [("acceptance", "#14b8a6", "accepted")]),
+        ]
+        for row, (key, title, curves) in enumerate(layout_spec):
+            plot = self.graphs.addPlot(row=row, col=0, title=title)
+            plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.setMenuEnabled(False)
+            plot.setMouseEnabled(x=False, y=False)
+            plot.hideButtons()
+            plot.getAxis("bottom").setHeight(14)
+            if len(curves) > 1:
+                plot.addLegend(offset=(4, 4), labelTextSize="8pt")
+            for name, color, label in curves:
+                symbol = "o" if name in ("prompt_tok_s", "ttft_s") else None
+                self.curves[name] = plot.plot(pen=pg.mkPen(color, width=2), name=label, symbol=symbol,
+                                              symbolSize=6, symbolBrush=color, symbolPen=None)
+            self.plots[key] = plot
+        self.summary = QLabel("Idle")
+        self.summary.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.graphs, 1)
+
+        self._dirty = False
+        self._last_system = 0.0
+        self.redraws = 0
+        self.timer = QTimer(self)
+        self.timer.setInterval(REDRAW_MS)
+        self.timer.timeout.connect(self._on_tick)
+        self.timer.start()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    # --- inputs (slots for the bridge's signals) ---------------------------
+    def _on_stats(self, stats: dict) -> None:
+        t = self.now()
+        s = self.series
+        if stats.get("gen_tok_s"):
+            s["gen_tok_s"].add(t, stats["gen_tok_s"])
+        if stats.get("rss_mb"):
+            s["engine_mb"].add(t, stats["rss_mb"])
+        if stats.get("n_ctx"):
+            s["kv_fill"].add(t, 100.0 * stats.get("n_past", 0) / stats["n_ctx"])
+        window = stats.get("window") or {}
+        if "shifts" in window:
+            s["shifts"].add(t, window["shifts"])
+        spec = stats.get("spec") or {}
+        if spec.get("acceptance") is not None:
+            s["acceptance"].add(t, 100.0 * spec["acceptance"])
+        self._dirty = True
+
+    def _on_done(self, done: dict) -> None:
+        t = self.now()
+        if done.get("prompt_tok_s"):
+            self.series["prompt_tok_s"].add(t, done["prompt_tok_s"])
+        if done.get("ttft_s") is not None:
+            self.series["ttft_s"].add(t, done["ttft_s"])
+        self._on_stats({k: v for k, v in done.items() if k != "gen_tok_s"})
+        parts = [f"{done.get('completion_tokens', 0)} tokens at {done.get('gen_tok_s', 0):.1f} tok/s",
+                 f"prompt {done.get('prompt_tok_s', 0):.0f} tok/s", f"first token {done.get('ttft_s', 0):.2f} s"]
+        if done.get("peak_rss_mb"):
+            parts.append(f"peak engine memory {done['peak_rss_mb']:.0f} MB")
+        spec = done.get("spec") or {}
+        if spec.get("acceptance") is not None:
+            parts.append(f"draft acceptance {100 * spec['acceptance']:.0f}%")
+        self.summary.setText("Last answer: " + ", ".join(parts))
+
+    def _on_loaded(self, info: dict) -> None:
+        if info.get("rss_mb"):
+            self.series["engine_mb"].add(self.now(), info["rss_mb"])
+            self._dirty = True
+
+    # --- drawing -----------------------------------------------------------
+    def _on_tick(self) -> None:
+        t = self.now()
+        if t - self._last_system >= SYSTEM_MEMORY_EVERY_S:
+            self._last_system = t
+            self.series["system_mb"].add(t, system_memory_mb()["used_mb"])
+            self._dirty = True
+        if self._dirty and self.isVisible():
+            self.redraw()
+
+    def redraw(self) -> None:
+        self._dirty = False
+        for name, curve in self.curves.items():
+            x, y = self.series[name].arrays()
+            curve.setData(x, y)
+        self.redraws += 1
+        self.redrawn.emit()
+
+    def apply_theme(self, dark: bool) -> None:
+        self.graphs.setBackground("#111418" if dark else "#ffffff")

@@ -1,0 +1,63 @@
+"""Run blocking work (disk, network, child processes) off the GUI thread.
+
+`Tasks.run(fn, on_result, on_error)` calls fn on a daemon thread and delivers
+its result or its HearthError sentence back on the GUI thread through a
+queued signal. Progress callbacks go through `progress(...)`, which is safe
+to call from the worker. `join()` waits for every task (tests leave no
+thread running; the window joins on close).
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from app.core.errors import HearthError
+
+
+class Tasks(QObject):
+    _finished = Signal(object, object, object)  # callback, value, is_error
+    progressed = Signal(str, object)  # task name, payload
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._threads: list[threading.Thread] = []
+        self._finished.connect(self._on_finished)
+
+    def run(self, fn: Callable[[], Any], on_result: Callable[[Any], None] | None = None,
+            on_error: Callable[[str], None] | None = None, name: str = "task") -> threading.Thread:
+        def body():
+            try:
+                value = fn()
+            except HearthError as exc:
+                self._finished.emit(on_error, str(exc), True)
+            except Exception as exc:  # a bug: say so in one line, keep the trace for the log
+                traceback.print_exc()
+                self._finished.emit(on_error, f"Internal error: {type(exc).__name__}: {exc}", True)
+            else:
+                self._finished.emit(on_result, value, False)
+
+        self._threads = [t for t in self._threads if t.is_alive()]
+        thread = threading.Thread(target=body, name=f"hearth-{name}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+        return thread
+
+    def progress(self, name: str, payload: Any) -> None:
+        self.progressed.emit(name, payload)
+
+    @Slot(object, object, object)
+    def _on_finished(self, callback, value, is_error) -> None:
+        if callback is not None:
+            callback(value)
+
+    def busy(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    def join(self, timeout: float = 30.0) -> None:
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads = [t for t in self._threads if t.is_alive()]
