@@ -15,6 +15,8 @@ def hearth_home(tmp_path_factory, monkeypatch) -> Path:
     """Every test gets its own HEARTH_HOME; no test touches the real home folder."""
     home = tmp_path_factory.mktemp("hearth_home")
     monkeypatch.setenv("HEARTH_HOME", str(home))
+    # Model discovery (app/core/library.py) looks for other apps' models here instead of the real home.
+    monkeypatch.setenv("HEARTH_DISCOVERY_HOME", str(home / "discovery-home"))
     # The extra-buffer probe costs a child process; share its (per-machine) answer across tests.
     shared = _shared_machine_facts(tmp_path_factory)
     if shared.exists():

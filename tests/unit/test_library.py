@@ -1,0 +1,149 @@
+"""The local library: Hearth's own files, imports, and read-only discovery of other apps' GGUFs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from app.core import library, paths
+from app.core.errors import HearthError, ModelFileError
+from tests.unit.test_gguf_info import write_tiny_gguf
+
+
+@pytest.fixture
+def other_apps(tmp_path, monkeypatch):
+    """A fake home with models where HF, LM Studio, GPT4All and Ollama keep them."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HEARTH_DISCOVERY_HOME", str(home))
+    monkeypatch.delenv("HEARTH_NO_DISCOVERY", raising=False)
+    snap = home / ".cache/huggingface/hub/models--acme--Tiny-GGUF/snapshots/abc123"
+    blobs = home / ".cache/huggingface/hub/models--acme--Tiny-GGUF/blobs"
+    blobs.mkdir(parents=True)
+    snap.mkdir(parents=True)
+    write_tiny_gguf(blobs / "deadbeef")
+    (snap / "tiny-Q8_0.gguf").symlink_to(blobs / "deadbeef")
+    lms = home / ".lmstudio/models/lmstudio-community/Tiny-GGUF"
+    lms.mkdir(parents=True)
+    write_tiny_gguf(lms / "tiny-lms-Q4_K_M.gguf", name="LMS Tiny")
+    g4a = home / ".local/share/nomic.ai/GPT4All"
+    g4a.mkdir(parents=True)
+    write_tiny_gguf(g4a / "gpt4all-tiny.Q4_0.gguf")
+    oll = home / ".ollama/models"
+    (oll / "blobs").mkdir(parents=True)
+    write_tiny_gguf(oll / "blobs" / ("sha256-" + "a" * 64))
+    (oll / "blobs" / ("sha256-" + "b" * 64)).write_text('{"not": "gguf"}')  # a config blob
+    manifest = oll / "manifests/registry.ollama.ai/library/tinyllama/latest"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"layers": [
+        {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:" + "a" * 64},
+        {"mediaType": "application/vnd.ollama.image.params", "digest": "sha256:" + "b" * 64}]}))
+    return home
+
+
+def _by_source(entries):
+    out = {}
+    for e in entries:
+        out.setdefault(e.source, []).append(e)
+    return out
+
+
+def test_list_finds_bundled_own_and_other_apps_models(other_apps, bundled_model):
+    own = paths.models_dir() / "acme__Tiny-GGUF"
+    own.mkdir()
+    write_tiny_gguf(own / "mine-Q4_K_M.gguf")
+    (own / "partial.gguf.part").write_bytes(b"GGUF")  # an unfinished download is not a model
+    found = _by_source(library.list_models())
+    assert [e.path for e in found["bundled"]] == [str(bundled_model)]
+    assert found["bundled"][0].architecture == "llama" and found["bundled"][0].quantization == "Q4_1"
+    assert [e.name for e in found["hearth"]] == ["acme/Tiny-GGUF/mine-Q4_K_M.gguf"]
+    assert [e.name for e in found["huggingface"]] == ["acme/Tiny-GGUF/tiny-Q8_0.gguf"]
+    assert [e.name for e in found["lmstudio"]] == ["lmstudio-community/Tiny-GGUF/tiny-lms-Q4_K_M.gguf"]
+    assert [e.name for e in found["gpt4all"]] == ["gpt4all-tiny.Q4_0.gguf"]
+    assert [e.name for e in found["ollama"]] == ["tinyllama:latest"]  # the config blob is not GGUF
+    for source in library.DISCOVERED_SOURCES:
+        (entry,) = found[source]
+        assert not entry.owned and entry.architecture == "llama" and entry.parameters > 0
+        assert entry.context_length == 1024 and entry.size_bytes > 0
+
+
+def test_discovery_can_be_turned_off(other_apps, monkeypatch):
+    monkeypatch.setenv("HEARTH_NO_DISCOVERY", "1")
+    assert {e.source for e in library.list_models()} == {"bundled"}
+
+
+def test_split_sets_list_once_with_their_total_size(other_apps):
+    folder = paths.models_dir() / "acme__Split"
+    folder.mkdir()
+    for i in (1, 2):
+        write_tiny_gguf(folder / f"big-Q4_0-0000{i}-of-00002.gguf")
+    (entry,) = [e for e in library.list_models() if e.source == "hearth"]
+    assert entry.parts == 2 and entry.name.endswith("big-Q4_0-00001-of-00002.gguf")
+    assert entry.size_bytes == sum(p.stat().st_size for p in folder.iterdir())
+    removal = library.remove_model("big-Q4_0-00001-of-00002")
+    assert len(removal.deleted) == 2 and not folder.exists()
+
+
+@pytest.mark.parametrize("mode", ["copy", "move", "link"])
+def test_import_modes(tmp_path, mode):
+    src = write_tiny_gguf(tmp_path / "outside-Q4_0.gguf")
+    entry = library.import_model(src, mode)
+    assert entry.source == "imported" and entry.architecture == "llama"
+    if mode == "link":
+        assert entry.path == str(src.resolve()) and not entry.owned
+    else:
+        assert entry.owned and entry.path.startswith(str(paths.models_dir().resolve()))
+        assert src.exists() == (mode == "copy")
+    assert library.resolve("outside-Q4_0").path == entry.path
+    removal = library.remove_model("outside-Q4_0")
+    if mode == "link":
+        assert removal.forgotten and not removal.deleted and src.exists()  # a linked file is never deleted
+    else:
+        assert removal.deleted == [entry.path] and not (paths.models_dir() / "imported" / src.name).exists()
+    assert all(e.path != entry.path for e in library.list_models(discover_others=False))
+
+
+def test_import_refuses_non_gguf_and_duplicates(tmp_path):
+    bad = tmp_path / "notes.gguf"
+    bad.write_text("hello")
+    with pytest.raises(ModelFileError, match="not a GGUF"):
+        library.import_model(bad, "copy")
+    src = write_tiny_gguf(tmp_path / "dup.gguf")
+    library.import_model(src, "copy")
+    with pytest.raises(HearthError, match="already in Hearth's models folder"):
+        library.import_model(src, "copy")
+
+
+def test_rm_refuses_what_hearth_does_not_own(other_apps, bundled_model, tmp_path):
+    with pytest.raises(HearthError, match="bundled model is part of Hearth"):
+        library.remove_model("bundled")
+    with pytest.raises(HearthError, match="belongs to LM Studio"):
+        library.remove_model("tiny-lms-Q4_K_M")
+    with pytest.raises(HearthError, match="belongs to Ollama"):
+        library.remove_model("tinyllama:latest")
+    loose = write_tiny_gguf(tmp_path / "loose.gguf")
+    with pytest.raises(HearthError, match="not in Hearth's library"):
+        library.remove_model(loose)
+    assert loose.exists() and bundled_model.exists()
+    assert (other_apps / ".lmstudio/models/lmstudio-community/Tiny-GGUF/tiny-lms-Q4_K_M.gguf").exists()
+
+
+def test_resolve_unknown_name():
+    with pytest.raises(ModelFileError, match="No model named 'nothing-here'"):
+        library.resolve("nothing-here")
+
+
+def test_broken_file_in_models_folder_is_listed_with_its_error():
+    (paths.models_dir() / "broken.gguf").write_bytes(b"GGUF\x03\x00")
+    (entry,) = [e for e in library.list_models(discover_others=False) if e.source == "hearth"]
+    assert "truncated" in entry.error
+
+
+def test_metadata_cache_is_refreshed_when_the_file_changes(tmp_path):
+    target = paths.models_dir() / "x.gguf"
+    write_tiny_gguf(target, ctx=1024)
+    assert library.resolve("x").context_length == 1024
+    write_tiny_gguf(tmp_path / "y.gguf", ctx=4096, layers=3)
+    shutil.copy(tmp_path / "y.gguf", target)
+    assert library.resolve("x").context_length == 4096
