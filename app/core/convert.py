@@ -75,7 +75,10 @@ class Checkpoint:
 
 
 def converter_installed() -> bool:
-    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers", "conversion"))
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers", "conversion"))
+    except (ImportError, ValueError):  # a half-removed install
+        return False
 
 
 def require_converter() -> None:
