@@ -47,6 +47,7 @@ class Decoder:
         self._one = (llama_cpp.llama_token * 1)()
         self._batch_one = llama_cpp.llama_batch_get_one(self._one, 1)
         self._eog: dict[int, bool] = {}
+        self.cancelled: threading.Event | None = None
         # Hooks filled in by later features (context window, speculative decoding).
         self.context_policy = None
 
@@ -131,6 +132,7 @@ class Decoder:
     def generate(self, prompt_text: str, sampling: SamplingOptions, emit: Emit,
                  cancelled: threading.Event | None = None) -> dict:
         cancelled = cancelled or threading.Event()
+        self.cancelled = cancelled  # a context policy's rebuild stops on it too
         rt = self.rt
         t0 = time.perf_counter()
         prompt = self.tokenize_prompt(prompt_text)
@@ -225,6 +227,8 @@ class Decoder:
             "rss_mb": rss_mb(),
             "peak_rss_mb": peak_rss_mb(),
         }
+        if self.context_policy is not None:
+            result["window"] = self.context_policy.state(self)
         return result
 
     def _remember_text(self, prompt_text: str, prompt: list[int], generated: list[int]) -> None:
@@ -242,7 +246,7 @@ class Decoder:
 
     def _stats(self, n_gen: int, t_first: float | None, now: float, n_prompt: int) -> dict:
         elapsed = now - (t_first or now)
-        return {
+        stats = {
             "ev": STATS,
             "completion_tokens": n_gen,
             "gen_tok_s": (n_gen - 1) / elapsed if elapsed > 0 and n_gen > 1 else 0.0,
@@ -251,3 +255,6 @@ class Decoder:
             "prompt_tokens": n_prompt,
             "rss_mb": rss_mb(),
         }
+        if self.context_policy is not None:
+            stats["window"] = self.context_policy.state(self)
+        return stats

@@ -10,6 +10,7 @@ from app.engine.probe import extra_bufts_decision
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.template import ChatTemplate
+from app.engine.window import make_policy, system_prefix
 
 
 class Session:
@@ -19,6 +20,8 @@ class Session:
         self.decoder = Decoder(runtime)
         bos, eos = runtime.bos_eos_text()
         self.template = ChatTemplate(runtime.chat_template(), bos, eos)
+        o = runtime.options
+        self.decoder.context_policy = make_policy(o.context_policy, runtime, o.sink_tokens, o.keep_system)
 
     @classmethod
     def load(cls, options: LoadOptions, probe_model: str | None = None) -> "Session":
@@ -34,17 +37,21 @@ class Session:
         if self.probe is not None:
             info["extra_bufts_probe"] = self.probe
         info["chat_template"] = self.template.source[:2000]
+        info["window"] = self.decoder.context_policy.state(self.decoder)
         return info
 
     def chat(self, messages: list[dict], sampling: SamplingOptions, emit, cancelled: threading.Event) -> dict:
         prompt = self.template.render(messages, add_generation_prompt=True)
+        self.decoder.context_policy.system_text = system_prefix(self.template, messages, prompt)
         return self.decoder.generate(prompt, sampling, emit, cancelled)
 
     def complete(self, prompt: str, sampling: SamplingOptions, emit, cancelled: threading.Event) -> dict:
+        self.decoder.context_policy.system_text = None
         return self.decoder.generate(prompt, sampling, emit, cancelled)
 
     def reset(self) -> None:
         self.decoder.reset()
+        self.decoder.context_policy.reset()
 
     def close(self) -> None:
         self.decoder.close()
