@@ -1,0 +1,298 @@
+"""`hearth models list|inspect|search|pull|import|rm|fit|quantize`: the model manager on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+import time
+
+from app.core.gguf_info import SEED_NAMES
+
+QUANT_CHOICES = ("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("models", help="list, inspect, search, download, import, remove, fit and quantize models",
+                       description="The local model library and Hugging Face downloads.")
+    models_sub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+
+    s = models_sub.add_parser("list", help="models on this computer (Hearth's and other apps', read-only)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--no-discover", action="store_true", help="skip other apps' folders")
+    s.set_defaults(func=_list)
+
+    s = models_sub.add_parser("inspect", help="GGUF metadata without loading the model")
+    s.add_argument("model", metavar="PATH|NAME")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--tensors", action="store_true", help="also list every tensor (with --json)")
+    s.set_defaults(func=_inspect)
+
+    s = models_sub.add_parser("search", help="GGUF repositories on Hugging Face (no query: recommended models)")
+    s.add_argument("query", nargs="?", default="")
+    s.add_argument("--limit", type=int, default=10, metavar="N")
+    s.add_argument("--token", help="Hugging Face token (default: HF_TOKEN or your saved login)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_search)
+
+    s = models_sub.add_parser("pull", help="download a GGUF model from Hugging Face (resumes, verifies SHA-256)")
+    s.add_argument("repo", metavar="REPO", help="owner/name")
+    s.add_argument("file", metavar="FILE", nargs="?", help="file in the repository (default: by --quant)")
+    s.add_argument("--quant", metavar="TYPE", help="quantization type to pick, e.g. Q4_K_M (default)")
+    s.add_argument("--token", help="Hugging Face token for gated repositories (default: HF_TOKEN)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_pull)
+
+    s = models_sub.add_parser("import", help="add a GGUF file to the library")
+    s.add_argument("path", metavar="PATH")
+    mode = s.add_mutually_exclusive_group()
+    mode.add_argument("--link", dest="mode", action="store_const", const="link",
+                      help="record the file where it is (default; Hearth never deletes it)")
+    mode.add_argument("--copy", dest="mode", action="store_const", const="copy", help="copy it into Hearth's folder")
+    mode.add_argument("--move", dest="mode", action="store_const", const="move", help="move it into Hearth's folder")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_import, mode="link")
+
+    s = models_sub.add_parser("rm", help="delete a model Hearth owns (other apps' files are never deleted)")
+    s.add_argument("model", metavar="NAME")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_rm)
+
+    s = models_sub.add_parser("fit", help="will it fit? memory estimate and suggested GPU layers")
+    s.add_argument("model", metavar="PATH|NAME")
+    s.add_argument("--ctx", type=int, metavar="N", help="context size (default 4096 or the trained context)")
+    s.add_argument("--kv-type", choices=("f16", "q8_0", "q4_0"), default="f16")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_fit)
+
+    s = models_sub.add_parser("quantize", help="requantize with llama.cpp's quantizer",
+                              description="Types: " + ", ".join(_label(q) for q in QUANT_CHOICES) + ".")
+    s.add_argument("model", metavar="PATH|NAME")
+    # Checked by quantize() rather than argparse, so a wrong type is one sentence and exit code 1.
+    s.add_argument("--type", required=True, metavar="TYPE",
+                   help=" | ".join(_label(q) for q in QUANT_CHOICES))
+    s.add_argument("--out", metavar="PATH", help="output file (default: Hearth's models folder)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_quantize)
+
+    if importlib.util.find_spec("app.commands.convert") is not None:
+        importlib.import_module("app.commands.convert").register(models_sub)
+
+
+# --- formatting -----------------------------------------------------------------
+
+def _label(qtype: str | None) -> str:
+    seed = SEED_NAMES.get(qtype or "")
+    return f"{qtype} ({seed})" if seed and qtype else (qtype or "?")
+
+
+def human_size(n: int | float | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return "?"
+
+
+def human_params(n: int | None) -> str:
+    if not n:
+        return "?"
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
+
+
+def _print_json(data) -> int:
+    print(json.dumps(data, indent=2, default=str))
+    return 0
+
+
+class ProgressBar:
+    """A one-line bar on a terminal; a line per 10% otherwise (logs, pipes)."""
+
+    def __init__(self, label: str, stream=None):
+        self.label, self.stream = label, stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.started = time.monotonic()
+        self._last_tenth = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        frac = done / total if total else 0.0
+        if self.tty:
+            speed = done / max(time.monotonic() - self.started, 1e-6)
+            bar = "#" * int(frac * 30)
+            self.stream.write(f"\r{self.label} [{bar:<30}] {frac:5.1%} {human_size(done)} / {human_size(total)} "
+                              f"{human_size(speed)}/s ")
+            self.stream.flush()
+        elif int(frac * 10) > self._last_tenth:
+            self._last_tenth = int(frac * 10)
+            print(f"{self.label}: {frac:.0%} of {human_size(total)}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --- actions ----------------------------------------------------------------------
+
+def _list(args: argparse.Namespace) -> int:
+    from app.core.library import list_models
+
+    entries = list_models(discover_others=not args.no_discover)
+    if args.json:
+        return _print_json([e.to_dict() for e in entries])
+    rows = [("NAME", "SIZE", "ARCH", "PARAMS", "QUANT", "CONTEXT", "SOURCE")]
+    for e in entries:
+        rows.append((e.name, human_size(e.size_bytes), e.architecture or "?", human_params(e.parameters),
+                     e.quantization or "?", f"{e.context_length:,}" if e.context_length else "?",
+                     e.source + (" (unreadable)" if e.error else "")))
+    widths = [min(max(len(r[i]) for r in rows), 60) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    for e in entries:
+        if e.error:
+            print(f"note: {e.error}", file=sys.stderr)
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from app.core.gguf_info import read_gguf_info
+    from app.core.library import resolve
+
+    info = read_gguf_info(resolve(args.model).path)
+    if args.json:
+        return _print_json(info.to_dict(tensors=args.tensors))
+    kv = (f"{info.kv_heads} (per layer: {sorted(set(info.kv_heads_per_layer))})" if info.kv_heads_per_layer
+          else str(info.kv_heads))
+    lines = [
+        f"File:           {info.path} ({human_size(info.file_size)}, GGUF v{info.version})",
+        f"Name:           {info.name or '?'}",
+        f"Architecture:   {info.architecture or '?'}",
+        f"Parameters:     {human_params(info.parameters)} ({info.parameters:,})",
+        f"Quantization:   {_label(info.file_type)}",
+        f"Layers:         {info.layers}",
+        f"Heads:          {info.heads} attention, {kv} KV (head size {info.head_size_k})",
+        f"Embedding:      {info.embedding_size}",
+        f"Vocabulary:     {info.vocab_size} tokens ({info.tokenizer or '?'} tokenizer)",
+        f"Context:        {info.context_length} tokens (trained)",
+        f"License:        {info.license or '?'}",
+        f"Chat template:  {'yes, ' + str(len(info.chat_template)) + ' characters' if info.chat_template else 'none'}",
+        "Tensor types by kind:",
+    ]
+    for kind, types in info.quant_by_kind.items():
+        lines.append(f"  {kind:<16} " + ", ".join(f"{t} x{n}" for t, n in sorted(types.items())))
+    print("\n".join(lines))
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    from app.core import hub
+
+    if not args.query:
+        models = hub.recommended_models()
+        if args.json:
+            return _print_json(models)
+        print("Recommended models (hearth models pull REPO FILE):")
+        for m in models:
+            print(f"\n  {m['name']}  [{m.get('quant', '?')}, {m['size_gb']:.1f} GB]  {m['good_at']}")
+            print(f"    {m['repo']}  {m['file']}")
+            if m.get("draft"):
+                d = m["draft"]
+                print(f"    draft for speculative decoding: {d['name']} ({d['repo']}  {d['file']})")
+        return 0
+    repos = hub.search(args.query, limit=args.limit, token=args.token)
+    if args.json:
+        return _print_json([r.to_dict() for r in repos])
+    if not repos:
+        print(f"No GGUF repositories match '{args.query}'.")
+        return 0
+    for r in repos:
+        gated = ", gated" if r.gated else ""
+        print(f"{r.repo_id}  ({r.downloads or 0:,} downloads, {r.likes or 0:,} likes{gated})")
+        for f in r.files:
+            if (f.split_index or 1) == 1:
+                part = f" (part 1 of {f.split_count})" if f.split_count else ""
+                print(f"    {f.filename:<60} {human_size(f.size):>9}  {_label(f.quant)}{part}")
+    return 0
+
+
+def _pull(args: argparse.Namespace) -> int:
+    from app.core import hub
+
+    bar = ProgressBar(f"{args.repo}")
+    try:
+        result = hub.pull(args.repo, args.file, quant=args.quant, progress=bar, token=args.token)
+    finally:
+        bar.close()
+    if args.json:
+        return _print_json(result.to_dict())
+    check = "SHA-256 verified" if result.verified else "size checked (no SHA-256 published)"
+    print(f"Downloaded {result.paths[0]}" + (f" and {len(result.paths) - 1} more parts" if len(result.paths) > 1
+                                              else "") + f" ({check}).")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from app.core.library import import_model
+
+    entry = import_model(args.path, args.mode)
+    if args.json:
+        return _print_json(entry.to_dict())
+    verb = {"link": "Linked", "copy": "Copied", "move": "Moved"}[args.mode]
+    print(f"{verb} {entry.name} into the library ({entry.path}).")
+    return 0
+
+
+def _rm(args: argparse.Namespace) -> int:
+    from app.core.library import remove_model
+
+    removal = remove_model(args.model)
+    if args.json:
+        return _print_json({"entry": removal.entry.to_dict(), "deleted": removal.deleted,
+                            "forgotten": removal.forgotten})
+    if removal.forgotten:
+        print(f"Removed {removal.entry.name} from the library; the file stays at {removal.entry.path}.")
+    else:
+        print(f"Deleted {', '.join(removal.deleted)}.")
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from app.core.fit import estimate_fit
+    from app.core.library import resolve
+
+    est = estimate_fit(resolve(args.model).path, n_ctx=args.ctx, kv_type=args.kv_type)
+    if args.json:
+        return _print_json(est.to_dict())
+    gpu = f"{est.gpu_free_mb:,.0f} MB free" if est.gpu_free_mb is not None else "none usable by this llama.cpp build"
+    print(f"Model:          {est.model}")
+    print(f"Context:        {est.n_ctx:,} tokens, KV cache {est.kv_type}")
+    print(f"Weights:        {est.weights_mb:,.0f} MB")
+    print(f"KV cache:       {est.kv_cache_mb:,.0f} MB")
+    print(f"Compute:        {est.compute_mb:,.0f} MB (llama.cpp reserves {est.compute_reserved_mb:,.0f} MB)")
+    print(f"Runtime:        {est.overhead_mb:,.0f} MB")
+    print(f"Total:          {est.total_mb:,.0f} MB resident once loaded")
+    print(f"RAM available:  {est.ram_available_mb:,.0f} MB")
+    print(f"GPU:            {gpu}; suggested --gpu-layers {est.gpu_layers}")
+    print(est.verdict)
+    for hint in est.hints[1:]:
+        print(f"  {hint}")
+    return 0
+
+
+def _quantize(args: argparse.Namespace) -> int:
+    from app.core.quantize import quantize
+
+    bar = ProgressBar(f"Quantizing to {_label(args.type)}")
+    try:
+        result = quantize(args.model, args.type, out=args.out, progress=bar)
+    finally:
+        bar.close()
+    if args.json:
+        return _print_json(result.to_dict())
+    print(f"Wrote {result.path} ({_label(result.type)}, {human_size(result.size_bytes)}, "
+          f"{result.seconds:.1f} s); it is in the library now.")
+    return 0

@@ -1,0 +1,159 @@
+"""`hearth models ...` run as a user runs it: a subprocess, its output and its exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from tests.hfserver import FakeHub, FakeRepo
+from tests.unit.test_gguf_info import write_tiny_gguf
+from tests.unit.test_hub import blob
+
+
+def hearth(*args, env=None, preexec_fn=None, timeout=120):
+    proc = subprocess.run([sys.executable, "-m", "app", "models", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, preexec_fn=preexec_fn)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def one_sentence_error(proc, *fragments):
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    # Progress lines may come first; the error is one sentence on the last line.
+    lines = proc.stderr.strip().splitlines()
+    errors = [ln for ln in lines if ln.startswith("hearth: ")]
+    assert errors == lines[-1:], proc.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    server = FakeHub(repos={
+        "acme/Tiny-GGUF": FakeRepo({"tiny-Q4_K_M.gguf": blob(400_000, 1), "tiny-Q8_0.gguf": blob(600_000, 2)},
+                                   downloads=42, likes=5),
+        "acme/Gated-GGUF": FakeRepo({"gated-Q4_K_M.gguf": blob(10_000, 3)}, gated=True),
+        "acme/Broken-GGUF": FakeRepo({"broken-Q4_K_M.gguf": blob(10_000, 4)}, wrong_sha=True),
+        "evil/Traversal-GGUF": FakeRepo({"../../escape-Q4_K_M.gguf": blob(1000, 5)}),
+    }).start()
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+    yield server
+    server.stop()
+
+
+def test_list_and_inspect(hearth_home, bundled_model):
+    lms = hearth_home / "discovery-home/.lmstudio/models/someone/Tiny"
+    lms.mkdir(parents=True)
+    write_tiny_gguf(lms / "tiny-F16.gguf")
+    proc = hearth("list", "--json")
+    assert proc.returncode == 0
+    entries = {e["source"]: e for e in json.loads(proc.stdout)}
+    assert entries["bundled"]["path"] == str(bundled_model) and entries["bundled"]["parameters"] > 130e6
+    assert entries["lmstudio"]["name"] == "someone/Tiny/tiny-F16.gguf" and not entries["lmstudio"]["owned"]
+    table = hearth("list").stdout
+    assert "SmolLM2-135M-Instruct" in table and "lmstudio" in table and "Q4_1" in table
+
+    info = json.loads(hearth("inspect", "bundled", "--json").stdout)
+    assert (info["architecture"], info["layers"], info["kv_heads"], info["vocab_size"]) == ("llama", 30, 3, 49152)
+    assert info["quant_by_kind"]["attn_q"] == {"Q4_1": 30} and info["seed_name"] == "INT4"
+    text = hearth("inspect", str(bundled_model)).stdout
+    assert "Quantization:   Q4_1 (INT4)" in text and "Context:        8192" in text
+
+
+def test_bad_inputs_are_one_sentence(tmp_path):
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"GGUF" + b"\xff" * 40)
+    one_sentence_error(hearth("inspect", str(junk)), "junk.gguf")
+    one_sentence_error(hearth("inspect", "no-such-model"), "No model named 'no-such-model'")
+    one_sentence_error(hearth("fit", str(tmp_path / "missing.gguf")), "No model named")
+    one_sentence_error(hearth("rm", "bundled"), "cannot be removed")
+    one_sentence_error(hearth("quantize", "bundled", "--type", "Q9_9"), "Unknown quantization type 'Q9_9'")
+    one_sentence_error(hearth("import", str(tmp_path / "nothing.gguf")), "not found")
+
+
+def test_fit(bundled_model):
+    proc = hearth("fit", "bundled", "--ctx", "8192", "--kv-type", "q8_0", "--json")
+    est = json.loads(proc.stdout)
+    assert est["n_ctx"] == 8192 and est["fits"] and est["gpu_layers"] == 0
+    assert est["kv_cache_mb"] == pytest.approx(30 * 8192 * 3 * 128 * 34 / 32 / 2**20, rel=0.01)
+    text = hearth("fit", "bundled", "--ctx", "2048").stdout
+    assert "Fits in RAM" in text and "KV cache:       45 MB" in text
+
+
+def test_search_recommended_and_remote(fake_hub):
+    text = hearth("search").stdout
+    assert "Qwen2.5 7B Instruct" in text and "draft for speculative decoding: Qwen2.5 0.5B" in text
+    repos = json.loads(hearth("search", "tiny", "--json").stdout)
+    assert [r["repo_id"] for r in repos] == ["acme/Tiny-GGUF"]
+    assert {f["quant"] for f in repos[0]["files"]} == {"Q4_K_M", "Q8_0"}
+    text = hearth("search", "tiny").stdout
+    assert "acme/Tiny-GGUF  (42 downloads, 5 likes)" in text and "Q8_0 (INT8)" in text
+
+
+def test_pull_list_rm(fake_hub, hearth_home):
+    proc = hearth("pull", "acme/Tiny-GGUF", "--quant", "Q8_0")
+    assert proc.returncode == 0, proc.stderr
+    assert "SHA-256 verified" in proc.stdout and "100% of 600.0 KB" in proc.stderr
+    listed = json.loads(hearth("list", "--json").stdout)
+    (mine,) = [e for e in listed if e["source"] == "hearth"]
+    assert mine["name"] == "acme/Tiny-GGUF/tiny-Q8_0.gguf" and mine["size_bytes"] == 600_000
+    proc = hearth("rm", "tiny-Q8_0")
+    assert proc.returncode == 0 and "Deleted" in proc.stdout
+    assert not list((hearth_home / "data/models").rglob("*.gguf"))
+
+
+def test_pull_failures(fake_hub, tmp_path):
+    one_sentence_error(hearth("pull", "acme/Gated-GGUF"), "gated repository")
+    assert hearth("pull", "acme/Gated-GGUF", "--token", fake_hub.token).returncode == 0
+    one_sentence_error(hearth("pull", "acme/Nope-GGUF"), "acme/Nope-GGUF was not found")
+    one_sentence_error(hearth("pull", "acme/Tiny-GGUF", "other.gguf"), "no GGUF file named 'other.gguf'")
+    one_sentence_error(hearth("pull", "acme/Broken-GGUF"), "does not match the SHA-256")
+    one_sentence_error(hearth("pull", "evil/Traversal-GGUF"), "outside the models folder")
+    assert not list(tmp_path.parent.rglob("escape-Q4_K_M.gguf"))
+    one_sentence_error(hearth("pull", "acme/Tiny-GGUF", env={"HF_ENDPOINT": "http://127.0.0.1:9"}),
+                       "Cannot reach Hugging Face at http://127.0.0.1:9")
+
+
+def test_disk_full_during_download(fake_hub, hearth_home):
+    def small_disk():
+        # Writes past 100 kB fail with EFBIG, the way a full disk fails them with ENOSPC.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+
+    proc = hearth("pull", "acme/Tiny-GGUF", preexec_fn=small_disk)
+    one_sentence_error(proc, "The disk is full")
+    part = hearth_home / "data/models/acme__Tiny-GGUF/tiny-Q4_K_M.gguf.part"
+    kept = part.stat().st_size
+    assert 0 < kept <= 100_000
+    # With room again, the same command resumes from the partial file.
+    assert hearth("pull", "acme/Tiny-GGUF").returncode == 0
+    assert fake_hub.file_requests("tiny-Q4_K_M.gguf")[-1].range == f"bytes={kept}-"
+    assert (part.parent / "tiny-Q4_K_M.gguf").read_bytes() == blob(400_000, 1)
+
+
+def test_import_copy_and_rm(tmp_path):
+    src = write_tiny_gguf(tmp_path / "mine-Q4_0.gguf")
+    proc = hearth("import", str(src), "--copy", "--json")
+    entry = json.loads(proc.stdout)
+    assert entry["source"] == "imported" and entry["owned"] and src.exists()
+    proc = hearth("rm", "mine-Q4_0")
+    assert proc.returncode == 0 and not os.path.exists(entry["path"]) and src.exists()
+    proc = hearth("import", str(src))
+    assert "Linked" in proc.stdout
+    proc = hearth("rm", "mine-Q4_0")
+    assert "the file stays" in proc.stdout and src.exists()
+
+
+@pytest.mark.slow
+def test_quantize_then_list(hearth_home):
+    proc = hearth("quantize", "bundled", "--type", "q8_0")
+    assert proc.returncode == 0, proc.stderr
+    assert "Q8_0 (INT8)" in proc.stdout
+    listed = {e["name"]: e for e in json.loads(hearth("list", "--json").stdout)}
+    assert listed["SmolLM2-135M-Instruct-Q8_0.gguf"]["quantization"] == "Q8_0"
