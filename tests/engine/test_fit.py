@@ -47,3 +47,17 @@ def test_quantized_kv_cache_shrinks_the_estimate_like_the_engine(engine, bundled
     assert est_q8.kv_cache_mb == pytest.approx(est_f16.kv_cache_mb * 34 / 64, rel=0.01)
     assert est_q8.total_mb == pytest.approx(q8["rss_mb"], rel=0.15)
     assert est_f16.total_mb - est_q8.total_mb == pytest.approx(f16["rss_mb"] - q8["rss_mb"], rel=0.2)
+
+
+def test_verdicts_for_small_ram_and_a_gpu(bundled_model):
+    tight = estimate_fit(bundled_model, n_ctx=8192, ram_available_mb=700, gpu_available_mb=None)
+    assert not tight.fits and tight.verdict.startswith("Does not fit")
+    assert "--ctx" in tight.verdict  # the weights fit, so a shorter context is the first hint
+    assert any("--kv-type q8_0" in h for h in tight.hints)
+    roomy = estimate_fit(bundled_model, n_ctx=2048, ram_available_mb=16000, gpu_available_mb=None)
+    assert roomy.fits and roomy.gpu_layers == 0 and roomy.verdict.startswith("Fits in RAM")
+    partial = estimate_fit(bundled_model, n_ctx=8192, ram_available_mb=16000, gpu_available_mb=800)
+    assert 0 < partial.gpu_layers < 30 and "layers on the GPU" in partial.verdict
+    assert partial.ram_needed_mb < partial.total_mb
+    full = estimate_fit(bundled_model, n_ctx=2048, ram_available_mb=16000, gpu_available_mb=24000)
+    assert full.gpu_layers == 30 and full.verdict.startswith("Fits: all 30 layers")
