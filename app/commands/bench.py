@@ -8,7 +8,7 @@ import importlib.util
 from app.commands.options import add_model_args
 
 # Each module has register(bench_subparsers); they join as they are written.
-BENCH_MODULES = ["app.bench.spec", "app.bench.window", "app.bench.matrix", "app.bench.compare"]
+BENCH_MODULES = ["app.bench.spec", "app.bench.window", "app.bench.matrix", "app.bench.compare", "app.bench.gui"]
 
 
 def register(sub) -> None:

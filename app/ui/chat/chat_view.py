@@ -42,6 +42,7 @@ class ChatView(QWidget):
         self._gen_conversation: int | None = None  # where the answer in progress goes
         self._detached = False  # the user switched away mid-answer
         self._editing: int | None = None  # message id being edited (edit-and-resend)
+        self.sampling_overrides: dict = {}  # set by `hearth bench gui` (ignore_eos), not shown to users
 
         self.conversations = ConversationList(store)
         self.transcript = Transcript()
@@ -219,7 +220,10 @@ class ChatView(QWidget):
         system = self.system_prompt.toPlainText().strip()
         if system:
             messages.insert(0, {"role": "system", "content": system})
-        if not self.bridge.chat(messages, self.sampling.options()):
+        sampling = self.sampling.options()
+        for key, value in self.sampling_overrides.items():
+            setattr(sampling, key, value)
+        if not self.bridge.chat(messages, sampling):
             self.transcript.append_message("error", "The engine is not ready; try again in a moment.")
             return
         self._gen_conversation = self.conversation_id

@@ -1,0 +1,124 @@
+"""`hearth bench gui`: generation speed with the window and live graphs open, as a ratio to headless.
+
+Both sides use the same engine process type and the same model; the figure is
+the engine's own generation tok/s for a fixed number of tokens (ignore_eos).
+Headless is EngineClient.chat() as `hearth chat` uses it; the GUI run types the
+same message into the real main window (offscreen unless a display is set),
+with the transcript streaming and the monitor redrawing. Runs alternate
+(headless, GUI, headless, ...) so machine noise hits both alike; medians are
+reported. The issue's bound is a ratio of at least 0.97.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+
+from app.commands.options import add_model_args, model_path
+from app.core.modelfile import check_model_file
+from app.engine.client import EngineClient
+from app.engine.protocol import DONE, LoadOptions, SamplingOptions
+
+PROMPT = "Write a long story about a lighthouse keeper and the sea."
+BOUND = 0.97
+
+
+def register(kinds) -> None:
+    p = kinds.add_parser("gui", help="generation speed with the window and graphs open vs headless",
+                         description=__doc__.split("\n\n")[0])
+    add_model_args(p)
+    p.add_argument("--tokens", type=int, default=200, metavar="N", help="tokens generated per run (default 200)")
+    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per side; medians are reported")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def _sampling(tokens: int) -> SamplingOptions:
+    return SamplingOptions(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+
+
+def headless_run(client: EngineClient, tokens: int) -> float:
+    for event in client.chat([{"role": "user", "content": PROMPT}], _sampling(tokens)):
+        if event["ev"] == DONE:
+            return event["gen_tok_s"]
+    return 0.0
+
+
+class GuiRunner:
+    def __init__(self, options: LoadOptions):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        from app.ui.app import make_app
+        from app.ui.main_window import MainWindow
+
+        self.app = make_app([])
+        self.window = MainWindow(load_on_start=False)
+        self.window.resize(1280, 800)
+        self.window.show()
+        self.window.load_model(options)
+        self._wait(lambda: self.window.bridge.ready or not self.window.bridge.loading, 300)
+        if not self.window.bridge.ready:
+            from app.core.errors import ModelLoadError
+
+            raise ModelLoadError("The window could not load the model for the benchmark.")
+        self.flushes = 0
+        self.redraws = 0
+
+    def _wait(self, condition, timeout_s: float) -> None:
+        from PySide6.QtCore import QDeadlineTimer, QEventLoop
+
+        deadline = QDeadlineTimer(int(timeout_s * 1000))
+        while not condition() and not deadline.hasExpired():
+            self.app.processEvents(QEventLoop.AllEvents, 50)
+
+    def run(self, tokens: int) -> float:
+        chat = self.window.chat
+        chat.new_conversation()
+        chat.sampling_overrides = {"ignore_eos": True}
+        chat.sampling.set_options(_sampling(tokens))
+        result: dict = {}
+        self.window.bridge.generation_finished.connect(result.update)
+        flushes, redraws = chat.transcript.flushes, self.window.monitor.redraws
+        chat.input.setPlainText(PROMPT)
+        chat.send()
+        self._wait(lambda: bool(result), 600)
+        self.window.bridge.generation_finished.disconnect(result.update)
+        self.flushes += chat.transcript.flushes - flushes
+        self.redraws += self.window.monitor.redraws - redraws
+        return result.get("gen_tok_s", 0.0)
+
+    def close(self) -> None:
+        self.window.close()
+
+
+def run(args) -> int:
+    path = model_path(args)
+    check_model_file(path)
+    options = LoadOptions(model_path=path, n_threads=args.threads, n_gpu_layers=args.gpu_layers)
+    headless: list[float] = []
+    gui: list[float] = []
+    gui_runner = GuiRunner(options)
+    try:
+        with EngineClient() as client:
+            client.load(options)
+            headless_run(client, 16)  # warm-up: first-run costs are not what either side measures
+            gui_runner.run(16)
+            # The two engines exist side by side; each runs only while the other waits.
+            for _ in range(args.repeats):
+                headless.append(headless_run(client, args.tokens))
+                gui.append(gui_runner.run(args.tokens))
+    finally:
+        gui_runner.close()
+    h, g = statistics.median(headless), statistics.median(gui)
+    ratio = g / h if h else 0.0
+    out = {"model": os.path.basename(path), "tokens": args.tokens, "headless_tok_s": headless, "gui_tok_s": gui,
+           "headless_median": h, "gui_median": g, "ratio": ratio, "bound": BOUND, "ok": ratio >= BOUND,
+           "transcript_appends": gui_runner.flushes, "graph_redraws": gui_runner.redraws}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"headless: {h:.1f} tok/s (runs {', '.join(f'{x:.1f}' for x in headless)})")
+        print(f"GUI:      {g:.1f} tok/s (runs {', '.join(f'{x:.1f}' for x in gui)}), "
+              f"{gui_runner.flushes} transcript appends, {gui_runner.redraws} graph redraws")
+        print(f"ratio GUI/headless: {ratio:.3f} (bound {BOUND}: {'ok' if ratio >= BOUND else 'BELOW'})")
+    return 0
