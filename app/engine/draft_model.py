@@ -1,0 +1,107 @@
+"""Drafts from a second, smaller GGUF model that shares the target's vocabulary.
+
+The draft model has its own context in the same process. Its KV cache follows the target's accepted tokens:
+each round evaluates only what it has not seen (the new token, and a fully accepted draft's last token),
+and drafts that the target rejected are removed from it, so history is never evaluated twice.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import llama_cpp
+import numpy as np
+
+from app.engine.decode import Decoder, common_prefix
+from app.engine.protocol import LoadOptions
+from app.engine.runtime import Runtime
+from app.engine.vocab_compat import check_draft_compatible
+
+
+class DraftModelDrafter:
+    name = "draft-model"
+    follows_kv = True
+
+    def __init__(self, target_options: LoadOptions, draft_path: str, extra_bufts: bool, n_ctx: int):
+        check_draft_compatible(target_options.model_path, draft_path)
+        # Same threads and placement as the target; no speculation options of its own.
+        options = replace(target_options, model_path=str(draft_path), n_ctx=n_ctx, draft_model=None, lookup=False)
+        self.rt = Runtime(options, extra_bufts=extra_bufts)
+        self.decoder = Decoder(self.rt)
+        self.seq: list[int] = []
+        self._confirmed: int | None = None
+        self.n_vocab = self.rt.n_vocab
+        self.step_s = 0.0  # measured cost of one draft token; the speculator reads it
+
+    @property
+    def model_name(self) -> str:
+        return self.rt.path.name
+
+    def begin(self, history: list[int]) -> None:
+        self.seq = list(history)
+        self._confirmed = None
+
+    def advance(self, tokens: list[int]) -> None:
+        self.seq.extend(tokens)
+
+    def _sync(self) -> None:
+        """Make the draft KV hold exactly `seq`, evaluating only what it lacks; logits for the last token."""
+        dec = self.decoder
+        seq = self.seq
+        if self._confirmed is None:  # a new turn or a moved window: compare once in full
+            keep = common_prefix(dec.tokens, seq)
+        else:
+            # Everything before _confirmed is known to agree; rejected drafts start after it.
+            keep = self._confirmed
+            n = min(len(dec.tokens), len(seq))
+            while keep < n and dec.tokens[keep] == seq[keep]:
+                keep += 1
+        keep = min(keep, len(seq) - 1)  # the last token is evaluated again for fresh logits
+        if keep < len(dec.tokens):
+            if not self.rt.kv_remove(keep, -1):
+                dec.reset()
+                keep = 0
+            del dec.tokens[keep:]
+        dec.eval_tokens(seq[keep:])
+        self._confirmed = len(seq)
+
+    def propose(self, k: int) -> list[int]:
+        if k <= 0 or not self.seq:
+            return []
+        if len(self.seq) + k > self.rt.n_ctx:
+            return []
+        started = time.perf_counter()
+        self._sync()
+        dec = self.decoder
+        ctx = self.rt.ctx
+        out: list[int] = []
+        for i in range(k):
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(self.n_vocab,))
+            tok = int(logits.argmax())
+            out.append(tok)
+            if i == k - 1 or dec.is_eog(tok):
+                break
+            dec.eval_tokens([tok])
+        elapsed = time.perf_counter() - started
+        per = elapsed / len(out)
+        self.step_s = per if not self.step_s else 0.8 * self.step_s + 0.2 * min(per, 2 * self.step_s)
+        return out
+
+    def measure(self, reps: int = 3) -> float:
+        """One draft token's cost, measured on a short dummy context; leaves the draft KV empty."""
+        dec = self.decoder
+        dec.reset()
+        dec.eval_tokens(self.rt.tokenize("The quick brown fox jumps over the lazy dog.", add_special=True))
+        times = []
+        for _ in range(reps):
+            started = time.perf_counter()
+            dec.eval_tokens([dec.tokens[-1]])
+            times.append(time.perf_counter() - started)
+        dec.reset()
+        self.step_s = sorted(times)[len(times) // 2]
+        return self.step_s
+
+    def close(self) -> None:
+        self.decoder.close()
+        self.rt.close()
