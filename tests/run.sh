@@ -3,6 +3,8 @@
 # Everything the tests need is installed or started from here (or by the tests themselves).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -e ".[test]"
+# torch first, pinned to the CPU build on this machine's disk, so that the convert extra cannot pull a CUDA one.
+python3 -m pip install -q torch==2.13.0
+python3 -m pip install -q -e ".[test,convert]"
 export QT_QPA_PLATFORM=offscreen
 python3 -m pytest -q -p no:cacheprovider "$@"

@@ -32,17 +32,21 @@ class _Printer:
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
+        # A log file or pipe gets one line per stage instead of carriage-return updates.
+        self.tty = sys.stderr.isatty()
         self._last = 0.0
         self._stage = ""
 
     def __call__(self, stage: str, done: float, total: float) -> None:
         now = time.monotonic()
-        if not self.enabled or (stage == self._stage and now - self._last < 0.25 and done < total):
+        if not self.enabled or (stage == self._stage and (now - self._last < 0.25 or not self.tty)):
             return
+        if not self.tty and self._stage:
+            print(file=sys.stderr)
         self._last, self._stage = now, stage
-        pct = f" {100 * done / total:5.1f}%" if total else ""
-        print(f"\r{stage}:{pct} {done / 2**20:,.1f}/{total / 2**20:,.1f} MiB" if total and stage != "quantize"
-              else f"\r{stage}:{pct}", end="", file=sys.stderr, flush=True)
+        pct = f" {100 * done / total:5.1f}%" if total and self.tty else ""
+        size = f" {total / 2**20:,.1f} MiB" if total and stage != "quantize" else ""
+        print(f"\r{stage}:{pct}{size}", end="", file=sys.stderr, flush=True)
 
     def finish(self) -> None:
         if self.enabled and self._stage:

