@@ -50,6 +50,7 @@ class Decoder:
         self.cancelled: threading.Event | None = None
         # Hooks filled in by later features (context window, speculative decoding).
         self.context_policy = None
+        self.speculator = None  # app.engine.speculative.Speculator when a drafter is configured
 
     def close(self) -> None:
         if self._batch is not None:
@@ -167,6 +168,9 @@ class Decoder:
         generated: list[int] = []
 
         try:
+            if self.speculator is not None and reason is None:
+                n_gen, reason, t_first = self.speculator.run(self, sampler, stream, generated, emit, cancelled,
+                                                             sampling, len(prompt))
             while reason is None:
                 tok = sampler.sample(-1)
                 if t_first is None:
@@ -229,6 +233,8 @@ class Decoder:
         }
         if self.context_policy is not None:
             result["window"] = self.context_policy.state(self)
+        if self.speculator is not None:
+            result["spec"] = self.speculator.summary()
         return result
 
     def _remember_text(self, prompt_text: str, prompt: list[int], generated: list[int]) -> None:

@@ -9,6 +9,7 @@ from app.engine.decode import Decoder
 from app.engine.probe import extra_bufts_decision
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
+from app.engine.speculative import check_speculation_options, make_speculator
 from app.engine.template import ChatTemplate
 from app.engine.window import make_policy, system_prefix
 
@@ -22,15 +23,21 @@ class Session:
         self.template = ChatTemplate(runtime.chat_template(), bos, eos)
         o = runtime.options
         self.decoder.context_policy = make_policy(o.context_policy, runtime, o.sink_tokens, o.keep_system)
+        try:
+            self.decoder.speculator = make_speculator(runtime, self.decoder)
+        except BaseException:
+            self.close()  # nothing stays loaded half-way
+            raise
 
     @classmethod
-    def load(cls, options: LoadOptions, probe_model: str | None = None) -> "Session":
+    def load(cls, options: LoadOptions, probe_model: str | None = None, progress=None) -> "Session":
         probe = None
         extra = options.extra_bufts
         if extra is None:
             probe = extra_bufts_decision(probe_model or options.model_path)
             extra = bool(probe.get("ok"))
-        return cls(Runtime(options, extra_bufts=extra), probe)
+        check_speculation_options(options)
+        return cls(Runtime(options, extra_bufts=extra, progress=progress), probe)
 
     def describe(self) -> dict:
         info = self.rt.describe()
@@ -54,5 +61,8 @@ class Session:
         self.decoder.context_policy.reset()
 
     def close(self) -> None:
+        if self.decoder.speculator is not None:
+            self.decoder.speculator.close()
+            self.decoder.speculator = None
         self.decoder.close()
         self.rt.close()

@@ -209,7 +209,9 @@ class SlidingContext(ContextPolicy):
         self.rebuilds += 1
         self.reevaluated += done
         self.pauses.append(time.perf_counter() - started)
-        return done == len(recent)
+        # Cancelled half-way, the cache holds fewer recent tokens but still matches `tokens`,
+        # and there is room: the decode loop goes on to notice the cancel itself.
+        return True
 
     def fit_prompt(self, decoder, prompt: list[int]) -> list[int]:
         """Sinks + system prompt + the most recent part of a prompt longer than the context.

@@ -1,0 +1,47 @@
+"""Copy a GGUF file with an edited tokenizer, for tests that need a model whose vocabulary differs.
+
+Only metadata changes; tensors are copied byte for byte, so the copy loads and runs like the original.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import gguf
+
+TOKENS_KEY = "tokenizer.ggml.tokens"
+
+
+def copy_with_tokens(src: str | Path, dst: str | Path, edit: Callable[[list[str]], list[str]]) -> Path:
+    """Write dst = src with tokenizer.ggml.tokens replaced by edit(tokens)."""
+    reader = gguf.GGUFReader(str(src))
+    arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
+    writer = gguf.GGUFWriter(str(dst), arch=arch, endianess=reader.endianess)
+    for field in reader.fields.values():
+        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
+            continue  # the writer adds these itself
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        value = field.contents()
+        if field.name == TOKENS_KEY:
+            value = edit(list(value))
+        writer.add_key_value(field.name, value, vtype, sub_type=sub)
+    for t in reader.tensors:
+        writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for t in reader.tensors:
+        writer.write_tensor_data(t.data, tensor_endianess=reader.endianess)
+    writer.close()
+    return Path(dst)
+
+
+def swap_tokens(src: str | Path, dst: str | Path, a: int, b: int) -> Path:
+    """A copy whose tokens a and b trade places: same set of strings, different ids."""
+    def edit(tokens: list[str]) -> list[str]:
+        tokens[a], tokens[b] = tokens[b], tokens[a]
+        return tokens
+
+    return copy_with_tokens(src, dst, edit)
