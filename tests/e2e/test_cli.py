@@ -1,0 +1,111 @@
+"""The CLI as a user runs it: real subprocesses, real engine, the bundled model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from app import __version__
+
+
+def hearth(*args: str, env_extra: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+def test_version():
+    proc = hearth("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"hearth {__version__}"
+
+
+def test_chat_json_has_the_documented_fields():
+    proc = hearth("chat", "--prompt", "Say hello.", "--temp", "0", "--max-tokens", "12", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in ("text", "model", "prompt_tokens", "completion_tokens", "finish_reason", "ttft_s", "prompt_tok_s",
+                "gen_tok_s", "peak_rss_mb"):
+        assert key in out, key
+    assert out["model"].endswith(".gguf")
+    assert 0 < out["completion_tokens"] <= 12
+    assert out["gen_tok_s"] > 0 and out["peak_rss_mb"] > 50
+    assert out["finish_reason"] in ("stop", "length")
+
+
+def test_chat_prints_the_streamed_answer_and_honours_system_and_options():
+    args = ("chat", "--prompt", "Name a fruit.", "--system", "You answer in one word.", "--temp", "0",
+            "--max-tokens", "8", "--ctx", "512", "--threads", "1", "--kv-type", "q8_0", "--flash-attn", "on")
+    plain = hearth(*args)
+    assert plain.returncode == 0, plain.stderr
+    js = json.loads(hearth(*args, "--json").stdout)
+    assert plain.stdout.strip() == js["text"].strip()
+    assert js["n_ctx"] == 512
+
+
+def test_interactive_chat_two_turns_then_exit():
+    proc = subprocess.run([sys.executable, "-m", "app", "chat", "--temp", "0", "--max-tokens", "10"],
+                          input="Hello!\nAnd again?\n/exit\n", capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("assistant>") == 2
+    assert proc.stdout.count("tok/s]") == 2
+
+
+@pytest.mark.parametrize("content,expected", [
+    (None, "not found"),
+    (b"", "empty"),
+    (b"hello, I am not a model\n", "not a GGUF"),
+])
+def test_bad_model_path_prints_one_sentence(tmp_path, content, expected):
+    path = tmp_path / "model.gguf"
+    if content is not None:
+        path.write_bytes(content)
+    proc = hearth("chat", "--model", str(path), "--prompt", "hi")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and "model.gguf" in lines[0]
+
+
+def test_truncated_model_fails_cleanly_in_the_engine(tmp_path, bundled_model):
+    from tests.helpers.tiny_gguf import write_truncated_copy
+
+    path = write_truncated_copy(bundled_model, tmp_path / "half.gguf", 0.5)
+    proc = hearth("chat", "--model", str(path), "--prompt", "hi")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "half.gguf" in proc.stderr and "truncated" in proc.stderr
+
+
+def test_doctor_json_reports_machine_and_probe():
+    proc = hearth("doctor", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["cpu"]["logical_cores"] >= 1
+    assert report["ram_total_mb"] > 0
+    assert isinstance(report["gpu_offload"], bool)
+    assert report["extra_bufts"]["ok"] in (True, False)
+    assert report["versions"]["llama-cpp-python"] == "0.3.36"
+    assert os.environ["HEARTH_HOME"] in report["paths"]["data"]
+
+
+def test_doctor_text_mentions_gpu_and_extra_buffers():
+    proc = hearth("doctor")
+    assert proc.returncode == 0
+    assert "GPU offload:" in proc.stdout and "Extra buffer types" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_bench_json_fields():
+    proc = hearth("bench", "--repeats", "1", "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    for key in ("pp512", "tg128", "overhead_ms_per_token", "llama_generate_tg", "ratio_vs_llama_generate"):
+        assert r[key] > 0 or key == "overhead_ms_per_token", key
+    assert r["ratio_vs_llama_generate"] == pytest.approx(r["tg128"] / r["llama_generate_tg"])

@@ -1,0 +1,37 @@
+"""The extra-buffer-types probe: detect a crash in a throwaway child, fall back, remember, tell."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from app.core import paths
+from app.engine import probe
+from app.engine.protocol import LoadOptions
+
+
+def test_probe_runs_once_and_is_remembered(bundled_model):
+    first = probe.extra_bufts_decision(str(bundled_model))
+    assert first["ok"] in (True, False)
+    stored = json.loads(paths.machine_facts_file().read_text())
+    assert stored["extra_bufts"]["key"] == probe.machine_key()
+    assert probe.cached_result() == first
+
+
+def test_crashing_probe_turns_extra_buffers_off(bundled_model, monkeypatch, engine):
+    # This machine's CPU does not have the AMX fault; the child segfaults on purpose instead.
+    monkeypatch.setenv(probe.SIMULATE_CRASH_ENV, "1")
+    paths.machine_facts_file().unlink(missing_ok=True)
+    result = probe.run_probe(str(bundled_model))
+    assert result["ok"] is False
+    assert "SIGSEGV" in result["detail"] and "off" in result["detail"]
+    monkeypatch.delenv(probe.SIMULATE_CRASH_ENV)
+    # Remembered: the engine loads with them off without probing again, and says so.
+    info = engine.load(LoadOptions(model_path=str(bundled_model), n_ctx=256))
+    assert info["extra_bufts"] is False
+    assert info["extra_bufts_probe"]["ok"] is False
+    doctor = subprocess.run([sys.executable, "-m", "app", "doctor"], capture_output=True, text=True,
+                            env=dict(os.environ), timeout=120)
+    assert "Extra buffer types (AMX/repack): off" in doctor.stdout
