@@ -1,0 +1,251 @@
+"""The context window (StreamingLLM sinks + sliding window) on the real bundled model.
+
+In-process tests drive a Session directly so they can compare the engine's token history
+with what llama.cpp reports about its KV cache; the multi-turn and cancel tests go through
+the engine process, as the GUI does.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import llama_cpp
+import numpy as np
+import pytest
+
+from app.core.errors import GenerationError
+from app.engine.decode import Decoder
+from app.engine.protocol import DONE, STATS, LoadOptions, SamplingOptions
+from app.engine.runtime import Runtime
+from app.engine.session import Session
+from app.engine.window import NO_SHIFT_ENV, NO_SHIFT_NOTICE
+
+CTX = 256  # llama.cpp's smallest context; a few hundred tokens fill it several times
+SYSTEM = ("You are Captain Hearth, a pirate who answers every question with a sea shanty "
+          "and always mentions the parrot named Biscuit.")
+STORY = [{"role": "system", "content": SYSTEM},
+         {"role": "user", "content": "Tell me a long story about the sea."}]
+
+
+def greedy(n: int) -> SamplingOptions:
+    return SamplingOptions(max_tokens=n, temperature=0.0, repeat_penalty=1.0, ignore_eos=True)
+
+
+def options(model, **kw) -> LoadOptions:
+    return LoadOptions(model_path=str(model), n_ctx=CTX, n_threads=1, extra_bufts=False, **kw)
+
+
+@pytest.fixture
+def sessions(bundled_model):
+    made: list[Session] = []
+
+    def make(**kw) -> Session:
+        made.append(Session(Runtime(options(bundled_model, **kw), extra_bufts=False), None))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def text_of(rt, tokens) -> str:
+    return b"".join(rt.piece(t) for t in tokens).decode("utf-8", "replace")
+
+
+def kv_span(rt) -> tuple[int, int]:
+    return (llama_cpp.llama_memory_seq_pos_min(rt.memory, 0), rt.kv_pos_max())
+
+
+def assert_cache_matches_history(session: Session, min_cos: float) -> None:
+    """The KV cache holds exactly decoder.tokens at positions 0..n-1, and means what they say.
+
+    The last logits (computed through every shift) are compared with those of evaluating the
+    same tokens afresh. After a rebuild they are equal up to rounding. After a window shift
+    they are only close: the entries that stay were computed while the dropped tokens were
+    still in view (StreamingLLM does not recompute them). A wrong position does not get here:
+    llama.cpp refuses the next decode.
+    """
+    rt, tokens = session.rt, session.decoder.tokens
+    assert kv_span(rt) == (0, len(tokens) - 1)
+    shifted = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(rt.ctx, -1), shape=(rt.n_vocab,)).copy()
+    fresh_rt = Runtime(rt.options, extra_bufts=False)
+    fresh = Decoder(fresh_rt)
+    try:
+        fresh.eval_tokens(list(tokens))
+        ref = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(fresh_rt.ctx, -1), shape=(rt.n_vocab,))
+        assert int(shifted.argmax()) == int(ref.argmax())
+        cos = float(shifted @ ref / (np.linalg.norm(shifted) * np.linalg.norm(ref)))
+        assert cos > min_cos, cos
+    finally:
+        fresh.close()
+        fresh_rt.close()
+
+
+def watch_make_room(session: Session) -> list[dict]:
+    """Record the cache before and after each make_room the decode loop asks for."""
+    policy, rt, dec = session.decoder.context_policy, session.rt, session.decoder
+    real = policy.make_room
+    seen: list[dict] = []
+
+    def make_room(decoder, n):
+        before = (len(dec.tokens), kv_span(rt), policy.protected(rt, dec.tokens))
+        ok = real(decoder, n)
+        seen.append({"n": n, "len_before": before[0], "kv_before": before[1], "head": before[2],
+                     "len_after": len(dec.tokens), "kv_after": kv_span(rt), "ok": ok})
+        return ok
+
+    policy.make_room = make_room
+    return seen
+
+
+def test_window_shifts_when_full_by_half_the_movable_part(sessions):
+    s = sessions()
+    seen = watch_make_room(s)
+    done = s.chat(STORY, greedy(450), lambda ev: None, None)
+    assert done["finish_reason"] == "length" and done["completion_tokens"] == 450
+    window = done["window"]
+    assert window["policy"] == "window" and window["shifts"] == len(seen) >= 2
+    for call in seen:
+        assert call["ok"]
+        assert call["len_before"] == CTX and call["kv_before"] == (0, CTX - 1)  # only when full
+        drop = (CTX - call["head"]) // 2
+        assert call["len_after"] == CTX - drop
+        assert call["kv_after"] == (0, CTX - drop - 1)  # llama.cpp's positions moved down with the history
+    assert window["dropped"] == sum(c["len_before"] - c["len_after"] for c in seen)
+    assert window["n_cached"] == len(s.decoder.tokens) <= CTX
+    # What the cache holds after the head is the newest part of the answer, in order.
+    head = seen[-1]["head"]
+    kv_text = text_of(s.rt, s.decoder.tokens[head:])
+    last_piece = 16  # the last sampled token ends the answer without being evaluated
+    assert done["text"].find(kv_text, len(done["text"]) - len(kv_text) - last_piece) >= 0
+    assert_cache_matches_history(s, min_cos=0.95)
+
+
+def test_system_prompt_survives_shifting_unless_told_otherwise(sessions):
+    kept = sessions()
+    kept.chat(STORY, greedy(400), lambda ev: None, None)
+    system = kept.decoder.context_policy.system_tokens(kept.rt)
+    assert len(system) > 20 and kept.decoder.context_policy.shifts >= 2
+    assert kept.decoder.tokens[: len(system)] == system
+    assert "Biscuit" in text_of(kept.rt, kept.decoder.tokens)
+
+    slid = sessions(keep_system=False)
+    slid.chat(STORY, greedy(400), lambda ev: None, None)
+    assert slid.decoder.context_policy.shifts >= 2
+    assert slid.decoder.tokens[:4] == system[:4]  # the sinks stay
+    assert "Biscuit" not in text_of(slid.rt, slid.decoder.tokens)
+
+
+def test_prompt_longer_than_the_context_keeps_sinks_system_and_the_end(sessions):
+    s = sessions()
+    words = " ".join(f"item{i}" for i in range(400))
+    messages = [{"role": "system", "content": SYSTEM},
+                {"role": "user", "content": f"{words} Which item came last?"}]
+    done = s.chat(messages, greedy(20), lambda ev: None, None)
+    assert done["finish_reason"] == "length"
+    assert done["prompt_tokens"] < CTX
+    seen = text_of(s.rt, s.decoder.tokens)
+    assert "Biscuit" in seen and "Which item came last?" in seen and "item399" in seen
+    assert "item0 " not in seen
+    assert done["window"]["dropped"] > 300
+    assert_cache_matches_history(s, min_cos=0.999)
+
+
+def test_stop_policy_ends_the_answer_and_refuses_a_long_prompt(sessions):
+    s = sessions(context_policy="stop")
+    done = s.chat(STORY, greedy(450), lambda ev: None, None)
+    assert done["finish_reason"] == "context_full"
+    assert len(s.decoder.tokens) == CTX and done["window"]["shifts"] == 0
+    with pytest.raises(GenerationError, match="does not fit"):
+        s.chat([{"role": "user", "content": "word " * 400}], greedy(5), lambda ev: None, None)
+
+
+def test_fallback_to_truncate_middle_when_the_cache_cannot_shift(sessions, monkeypatch):
+    # Test-only switch (see app/engine/window.py): no shift-incapable model can be made here.
+    monkeypatch.setenv(NO_SHIFT_ENV, "1")
+    s = sessions()
+    assert s.describe()["window"] == {"policy": "truncate-middle", "n_cached": 0, "dropped": 0, "shifts": 0,
+                                      "sinks": 4, "notice": NO_SHIFT_NOTICE}
+    seen = watch_make_room(s)
+    stats = []
+    done = s.chat(STORY, greedy(400), lambda ev: stats.append(ev) if ev["ev"] == STATS else None, None)
+    assert done["finish_reason"] == "length" and done["completion_tokens"] == 400
+    window = done["window"]
+    assert window["policy"] == "truncate-middle" and window["shifts"] == 0
+    assert window["rebuilds"] == len(seen) >= 2 and window["notice"] == NO_SHIFT_NOTICE
+    for call in seen:
+        drop = (CTX - call["head"]) // 2
+        assert call["len_after"] == CTX - drop and call["kv_after"] == (0, CTX - drop - 1)
+    assert window["reevaluated"] == sum(CTX - (CTX - c["head"]) // 2 - c["head"] for c in seen)
+    assert all(ev["window"]["notice"] == NO_SHIFT_NOTICE for ev in stats)
+    assert_cache_matches_history(s, min_cos=0.999)
+
+
+def test_cancel_during_a_truncate_middle_rebuild_leaves_a_consistent_cache(sessions, monkeypatch):
+    monkeypatch.setenv(NO_SHIFT_ENV, "1")
+    s = sessions()
+    cancelled = threading.Event()
+    policy = s.decoder.context_policy
+    real_rebuild = policy._rebuild
+    in_rebuild = []
+
+    def rebuild(decoder, head, drop):
+        in_rebuild.append(len(decoder.tokens) - head - drop)  # tokens it is about to re-read
+        cancelled.set()  # the user's stop arrives as the pause begins
+        return real_rebuild(decoder, head, drop)
+
+    policy._rebuild = rebuild
+    done = s.chat(STORY, greedy(1000), lambda ev: None, cancelled)
+    assert in_rebuild and done["finish_reason"] == "cancelled"
+    assert done["window"]["reevaluated"] < in_rebuild[0]  # it stopped re-reading early
+    assert kv_span(s.rt) == (0, len(s.decoder.tokens) - 1)
+    # The next turn carries on from there.
+    follow = STORY + [{"role": "assistant", "content": done["text"]}, {"role": "user", "content": "Go on."}]
+    again = s.chat(follow, greedy(30), lambda ev: None, threading.Event())
+    assert again["finish_reason"] == "length" and kv_span(s.rt) == (0, len(s.decoder.tokens) - 1)
+
+
+def chat_events(engine, messages, n, cancel_after_shift=False):
+    done, stats = None, []
+    for ev in engine.chat(messages, greedy(n)):
+        if ev["ev"] == STATS:
+            stats.append(ev)
+            if cancel_after_shift and ev["window"]["shifts"] >= 1:
+                engine.cancel()
+                cancel_after_shift = False
+        elif ev["ev"] == DONE:
+            done = ev
+    return done, stats
+
+
+def test_multi_turn_chat_past_the_window_through_the_engine(engine, bundled_model):
+    info = engine.load(options(bundled_model))
+    assert info["window"]["policy"] == "window" and info["can_shift"]
+    messages = [{"role": "system", "content": SYSTEM}]
+    shifts, transcript_chars = 0, 0
+    for turn, question in enumerate(["Tell me about the sea.", "And the parrot?", "What next?", "The end?"]):
+        messages.append({"role": "user", "content": question})
+        done, stats = chat_events(engine, messages, 160)
+        assert done["finish_reason"] == "length" and done["completion_tokens"] == 160
+        window = done["window"]
+        assert window["n_cached"] <= CTX and window["shifts"] >= shifts
+        assert all(ev["window"]["n_cached"] <= CTX for ev in stats)
+        if turn >= 1:
+            # The whole transcript is longer than the context, yet only the new turn is read.
+            assert done["prompt_evaluated"] <= 20 < done["prompt_tokens"]
+        shifts = window["shifts"]
+        messages.append({"role": "assistant", "content": done["text"]})
+        transcript_chars += len(done["text"])
+    assert shifts >= 3 and window["dropped"] > CTX
+    assert transcript_chars > 4 * CTX  # the transcript (kept by the client) is far longer than the view
+
+
+def test_cancel_right_after_a_shift_then_continue(engine, bundled_model):
+    engine.load(options(bundled_model))
+    done, _ = chat_events(engine, STORY, 5000, cancel_after_shift=True)
+    assert done["finish_reason"] == "cancelled"
+    assert done["window"]["shifts"] >= 1 and done["completion_tokens"] < 5000
+    follow = STORY + [{"role": "assistant", "content": done["text"]}, {"role": "user", "content": "Go on."}]
+    again, _ = chat_events(engine, follow, 20)
+    assert again["finish_reason"] == "length"
+    assert again["prompt_evaluated"] <= 20  # the shifted cache was reused after the cancel
