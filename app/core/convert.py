@@ -43,7 +43,6 @@ _NEEDED_NAMES = {"config.json", "generation_config.json", "tokenizer.json", "tok
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 Progress = Callable[[str, float, float], None]  # (stage: "download" | "convert" | "quantize", done, total)
-Cancel = Callable[[], bool]
 
 
 class ConvertError(HearthError):
@@ -219,55 +218,28 @@ def needed_repo_files(files: dict[str, int | None]) -> dict[str, int | None]:
                 name.endswith(".safetensors") and not name.startswith("consolidated")))}
 
 
-def _list_repo(repo: str, token: str | None) -> dict[str, int | None]:
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
-
-    try:
-        info = HfApi().model_info(repo, files_metadata=True, token=token)
-    except GatedRepoError:
-        raise ConvertError(f"The repository {repo} is gated: accept its terms on Hugging Face and give a token.") \
-            from None
-    except RepositoryNotFoundError:
-        raise ConvertError(f"There is no repository {repo} on Hugging Face (or it is private).") from None
-    except OSError as exc:
-        raise ConvertError(f"Could not reach Hugging Face to list {repo} ({exc}).") from None
-    return {s.rfilename: s.size for s in info.siblings or []}
-
-
 def _download(repo: str, files: dict[str, int | None], dest: Path, progress: Progress | None,
-              cancel: Cancel | None, token: str | None) -> None:
-    try:
-        from app.core.hub import download_files  # the model manager's resumable, verified downloads
-    except ImportError:
-        download_files = None
-    if download_files is not None:
-        download_files(repo, list(files), dest, progress=progress, cancel=cancel, token=token)
-        return
-    from huggingface_hub import hf_hub_download
+              cancel: threading.Event | None, token: str | None, remote) -> None:
+    from app.core import hub  # the model manager's resumable, verified downloads
 
-    total = sum(s or 0 for s in files.values())
-    done = 0
-    for name, size in files.items():
-        if cancel is not None and cancel():
-            raise ConvertCancelled("Conversion cancelled.")
-        try:
-            hf_hub_download(repo, name, local_dir=dest, token=token)
-        except OSError as exc:
-            raise ConvertError(f"Downloading {name} from {repo} failed ({exc}).") from None
-        done += size or 0
-        if progress:
-            progress("download", done, total)
+    if progress is not None:
+        hub_progress = lambda done, total: progress("download", done, total)  # noqa: E731
+    else:
+        hub_progress = None
+    hub.download_files(repo, list(files), dest, progress=hub_progress, cancel=cancel, token=token, remote=remote)
 
 
-def fetch_repo(repo: str, progress: Progress | None = None, cancel: Cancel | None = None,
+def fetch_repo(repo: str, progress: Progress | None = None, cancel: threading.Event | None = None,
                token: str | None = None, outtype: str = "f16", quantize: str | None = None,
                out_dir: Path | None = None) -> Path:
     """Download what the converter needs from a repository into Hearth's cache; returns the folder.
 
     Checks the architecture (from config.json alone) and the room for the download and the output before
     fetching the weights."""
-    files = needed_repo_files(_list_repo(repo, token))
+    from app.core import hub
+
+    remote = hub.repo_files(repo, token=token, gguf_only=False)  # its errors already say what went wrong
+    files = needed_repo_files({f.filename: f.size for f in remote.files})
     if "config.json" not in files:
         raise ConvertError(f"The repository {repo} has no config.json, so it is not a Hugging Face checkpoint.")
     weights = {n: s for n, s in files.items() if n.endswith(".safetensors")}
@@ -276,14 +248,14 @@ def fetch_repo(repo: str, progress: Progress | None = None, cancel: Cancel | Non
                            "convert it.")
     dest = paths.cache_dir() / "convert" / repo.replace("/", "--")
     small = {n: s for n, s in files.items() if n not in weights}
-    _download(repo, small, dest, progress, cancel, token)
+    _download(repo, small, dest, progress, cancel, token, remote)
     config = _read_config(dest, f"The repository {repo}")
     check_architecture(architecture_of(config), f"The repository {repo}")
     weight_bytes = sum(s or 0 for s in weights.values())
     n_params = weight_bytes // _dtype_bytes(config)
     check_disk_room(dest, weight_bytes, f"Downloading {repo}")
     check_disk_room(out_dir or paths.models_dir(), _needed_output(n_params, outtype, quantize), f"Converting {repo}")
-    _download(repo, weights, dest, progress, cancel, token)
+    _download(repo, weights, dest, progress, cancel, token, remote)
     return dest
 
 
@@ -295,11 +267,11 @@ def _needed_output(n_params: int, outtype: str, quantize: str | None) -> int:
 
 def convert(source: str | os.PathLike, outtype: str = "f16", quantize: str | None = None,
             out: str | os.PathLike | None = None, progress: Progress | None = None,
-            cancel: Cancel | None = None, token: str | None = None) -> Path:
+            cancel: threading.Event | None = None, token: str | None = None) -> Path:
     """Convert a checkpoint folder or a repository (`owner/name`) to a GGUF; returns the GGUF's path.
 
-    progress(stage, done, total) reports "download", "convert" (bytes written) and "quantize"; cancel()
-    returning True stops the work within a fraction of a second and removes partial files."""
+    progress(stage, done, total) reports "download", "convert" (bytes written) and "quantize"; setting the
+    cancel event stops the work within a fraction of a second and removes partial files."""
     require_converter()
     outtype = outtype.lower()
     if outtype not in OUTTYPES:
@@ -336,7 +308,7 @@ def _refuse_existing(target: Path) -> None:
 
 
 def _run_worker(ckpt: Checkpoint, target: Path, outtype: str, quantize: str | None,
-                progress: Progress | None, cancel: Cancel | None) -> None:
+                progress: Progress | None, cancel: threading.Event | None) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     # Hidden partial files beside the target, so the final rename is atomic and a crash leaves no half GGUF.
     stem = f".hearth-convert-{os.getpid()}-{threading.get_ident()}"
@@ -378,11 +350,11 @@ def _read_lines(stream, events: queue.Queue) -> None:
     events.put(None)
 
 
-def _follow(proc, events: queue.Queue, progress: Progress | None, cancel: Cancel | None) -> dict | None:
+def _follow(proc, events: queue.Queue, progress: Progress | None, cancel: threading.Event | None) -> dict | None:
     """Relay the child's events until it ends; returns its error event, if any."""
     error = None
     while True:
-        if cancel is not None and cancel():
+        if cancel is not None and cancel.is_set():
             proc.kill()
             raise ConvertCancelled("Conversion cancelled.")
         try:
