@@ -89,8 +89,8 @@ class Transcript(QTextBrowser):
                 self._code.append(body)
                 label = html.escape(lang) + " · " if lang else ""
                 cursor.insertHtml(
-                    f"<table width='100%' cellpadding='8' style='background-color:{self._code_bg()};"
-                    f" border-collapse:collapse'><tr><td>"
+                    f"<table width='100%' cellpadding='8' cellspacing='0' bgcolor='{self._code_bg()}'>"
+                    f"<tr><td bgcolor='{self._code_bg()}'>"
                     f"<div align='right'><span style='color:#9ca3af'>{label}</span>"
                     f"<a href='copy:{index}'>Copy</a></div>"
                     f"<pre style='font-family:monospace'>{html.escape(body)}</pre></td></tr></table>")

@@ -69,7 +69,7 @@ def _quant_from_name(name: str) -> str:
 def _normalize(entry: dict) -> dict:
     entry.setdefault("name", Path(entry.get("path", "")).stem)
     entry.setdefault("size_bytes", entry.get("size", 0))
-    entry.setdefault("quant", entry.get("quant_type") or entry.get("file_type") or "?")
+    entry["quant"] = entry.get("quantization") or entry.get("quant") or entry.get("file_type") or "?"
     entry.setdefault("source", entry.get("origin", ""))
     return entry
 
@@ -90,3 +90,14 @@ def fit(path: str, n_ctx: int, kv_type: str) -> dict | None:
         if callable(fn):
             return _as_dict(fn(path, n_ctx=n_ctx, kv_type=kv_type))
     return None
+
+
+def import_model(path: str) -> dict | None:
+    """Add a GGUF file to the library (linked, not copied); None while the library is not installed."""
+    if not available("library"):
+        return None
+    return _normalize(_as_dict(_core("library").import_model(path, mode="link")))
+
+
+def remove_model(path: str) -> None:
+    _core("library").remove_model(path)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QGroupBox, QHBoxLayout, QHeaderView, QLabel,
-                               QPushButton, QScrollArea, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
+                               QMessageBox, QPushButton, QScrollArea, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
 from app.engine.protocol import LoadOptions
@@ -46,6 +46,8 @@ class ModelsView(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
         self.import_button = QPushButton("Import…")
         self.refresh_button = QPushButton("Refresh")
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.setToolTip("Delete a model Hearth downloaded or made; imported files are only forgotten")
         lib_box = QGroupBox("Library")
         lib_layout = QVBoxLayout(lib_box)
         lib_layout.addWidget(self.table, 1)
@@ -53,6 +55,7 @@ class ModelsView(QWidget):
         row.addWidget(self.import_button)
         row.addWidget(self.refresh_button)
         row.addStretch(1)
+        row.addWidget(self.delete_button)
         lib_layout.addLayout(row)
         self.download_box = QGroupBox("Search and download")
         dl_layout = QVBoxLayout(self.download_box)
@@ -101,6 +104,7 @@ class ModelsView(QWidget):
         right_layout.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         scroll.setWidget(right)
         splitter = QSplitter()
         splitter.addWidget(left)
@@ -115,6 +119,7 @@ class ModelsView(QWidget):
         self.cancel_button.clicked.connect(self.bridge.cancel_load)
         self.import_button.clicked.connect(self._on_import)
         self.refresh_button.clicked.connect(self.refresh)
+        self.delete_button.clicked.connect(self._on_delete)
         self.load_settings.ctx.currentIndexChanged.connect(self._update_fit)
         self.load_settings.kv_type.currentIndexChanged.connect(self._update_fit)
         bridge.model_loading.connect(self._on_model_loading)
@@ -230,9 +235,25 @@ class ModelsView(QWidget):
             self.import_file(path)
 
     def import_file(self, path: str) -> None:
-        if path not in self.imported:
-            self.imported.append(path)
-        self.refresh()
+        def done(entry):
+            if entry is None and path not in self.imported:  # no library module: remember it here
+                self.imported.append(path)
+            self.refresh()
+
+        self.tasks.run(lambda: manager.import_model(path), done, self.show_error, "import")
+
+    def _on_delete(self) -> None:
+        path = self.selected_path()
+        if not path:
+            return
+        if self.bridge.options is not None and self.bridge.options.model_path == path:
+            self.show_error("This model is loaded; load another one before deleting it.")
+            return
+        answer = QMessageBox.question(self, "Delete model", f"Remove {Path(path).name} from the library?")
+        if answer == QMessageBox.Yes:
+            if path in self.imported:
+                self.imported.remove(path)
+            self.tasks.run(lambda: manager.remove_model(path), lambda _r: self.refresh(), self.show_error, "delete")
 
     def _update_download_note(self) -> None:
         if manager.available("hub"):

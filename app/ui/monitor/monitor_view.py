@@ -22,6 +22,7 @@ from app.core.metrics import system_memory_mb
 REDRAW_MS = 200  # the issue asks for at least four updates a second
 HISTORY = 900  # points per series: three minutes at five a second
 SYSTEM_MEMORY_EVERY_S = 1.0
+PER_ANSWER = ("prompt_tok_s", "ttft_s")
 
 
 class Series:
@@ -73,9 +74,11 @@ class MonitorView(QWidget):
             if len(curves) > 1:
                 plot.addLegend(offset=(4, 4), labelTextSize="8pt")
             for name, color, label in curves:
-                symbol = "o" if name in ("prompt_tok_s", "ttft_s") else None
-                self.curves[name] = plot.plot(pen=pg.mkPen(color, width=2), name=label, symbol=symbol,
-                                              symbolSize=6, symbolBrush=color, symbolPen=None)
+                if name in PER_ANSWER:  # one point per answer: dots, no line between answers
+                    self.curves[name] = plot.plot(pen=None, name=label, symbol="o", symbolSize=7,
+                                                  symbolBrush=color, symbolPen=None)
+                else:
+                    self.curves[name] = plot.plot(pen=pg.mkPen(color, width=2), name=label)
             self.plots[key] = plot
         self.summary = QLabel("Idle")
         self.summary.setWordWrap(True)

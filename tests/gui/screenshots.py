@@ -1,0 +1,59 @@
+"""Save screenshots of the main views: `python -m tests.gui.screenshots [dark|light]` (offscreen).
+
+Runs the real window against the real engine in a throwaway HEARTH_HOME and
+writes docs/screenshots/{chat,models}-{theme}.png.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def main(theme: str = "light") -> int:
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    os.environ["HEARTH_THEME"] = theme
+    os.environ["HEARTH_HOME"] = tempfile.mkdtemp(prefix="hearth-shots-")
+    from PySide6.QtCore import QDeadlineTimer, QEventLoop
+
+    from app.ui.app import make_app
+    from app.ui.main_window import MainWindow
+
+    app = make_app([])
+    window = MainWindow()
+    window.resize(1280, 800)
+    window.show()
+
+    def wait(condition, seconds: float) -> None:
+        deadline = QDeadlineTimer(int(seconds * 1000))
+        while not condition() and not deadline.hasExpired():
+            app.processEvents(QEventLoop.AllEvents, 50)
+
+    wait(lambda: window.bridge.ready, 120)
+    chat = window.chat
+    chat.sampling.temperature.setValue(0.0)
+    chat.sampling.max_tokens.setValue(90)
+    for question in ("What is a GGUF file?", "Write a Python function that reverses a string."):
+        finished: list = []
+        window.bridge.generation_finished.connect(finished.append)
+        chat.input.setPlainText(question)
+        chat.send()
+        wait(lambda: bool(finished), 300)
+        window.bridge.generation_finished.disconnect(finished.append)
+    OUT.mkdir(parents=True, exist_ok=True)
+    wait(lambda: False, 0.5)
+    window.grab().save(str(OUT / f"chat-{theme}.png"))
+    window.tabs.setCurrentWidget(window.models)
+    wait(lambda: False, 1.5)
+    window.grab().save(str(OUT / f"models-{theme}.png"))
+    window.close()
+    print("saved", sorted(p.name for p in OUT.glob("*.png")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*(sys.argv[1:2] or ["light"])))
