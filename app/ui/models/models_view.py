@@ -109,7 +109,7 @@ class ModelsView(QWidget):
         splitter = QSplitter()
         splitter.addWidget(left)
         splitter.addWidget(scroll)
-        splitter.setSizes([520, 480])
+        splitter.setSizes([400, 620])
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(splitter)
@@ -177,7 +177,9 @@ class ModelsView(QWidget):
                 ("Trained context", info.get("context_length")), ("Vocabulary", info.get("vocab_size")),
                 ("File size", human_size(info.get("file_size", 0))), ("License", info.get("license")),
                 ("Path", path)]
-        body = "".join(f"<tr><td style='color:#9ca3af; padding-right:12px'>{k}</td><td>{html.escape(str(v))}</td></tr>"
+        # Zero-width spaces after slashes let a long path wrap instead of widening the page.
+        body = "".join(f"<tr><td style='color:#9ca3af; padding-right:12px'>{k}</td>"
+                       f"<td>{html.escape(str(v)).replace('/', '/&#8203;')}</td></tr>"
                        for k, v in rows if v not in (None, ""))
         name = html.escape(info.get("name") or Path(path).stem)
         self.details.setText(f"<b>{name}</b><table>{body}</table>")
