@@ -19,24 +19,18 @@ keep `decoder.tokens` equal to the KV cache, at positions 0..n-1.
 
 from __future__ import annotations
 
-import os
 import time
 
 import llama_cpp
 
 from app.core.errors import GenerationError
 
-# Test-only: pretend the loaded model's KV cache cannot be shifted. This llama.cpp build
-# cannot make a shift-incapable model from the gguf package alone in a test's time.
-NO_SHIFT_ENV = "HEARTH_TEST_NO_KV_SHIFT"
 DEFAULT_FRACTION = 0.5  # of the movable part, dropped at once: one shift per half window
 NO_SHIFT_NOTICE = ("This model's KV cache cannot be shifted, so the context window falls back to "
                    "truncate-middle: when the context is full, the recent part is evaluated again (a pause).")
 
 
 def kv_can_shift(rt) -> bool:
-    if os.environ.get(NO_SHIFT_ENV):
-        return False
     return bool(llama_cpp.llama_memory_can_shift(rt.memory))
 
 

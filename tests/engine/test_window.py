@@ -8,7 +8,9 @@ the engine process, as the GUI does.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
+import gguf
 import llama_cpp
 import numpy as np
 import pytest
@@ -18,7 +20,7 @@ from app.engine.decode import Decoder
 from app.engine.protocol import DONE, STATS, LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.session import Session
-from app.engine.window import NO_SHIFT_ENV, NO_SHIFT_NOTICE
+from app.engine.window import NO_SHIFT_NOTICE
 
 CTX = 256  # llama.cpp's smallest context; a few hundred tokens fill it several times
 SYSTEM = ("You are Captain Hearth, a pirate who answers every question with a sea shanty "
@@ -39,13 +41,65 @@ def options(model, **kw) -> LoadOptions:
 def sessions(bundled_model):
     made: list[Session] = []
 
-    def make(**kw) -> Session:
-        made.append(Session(Runtime(options(bundled_model, **kw), extra_bufts=False), None))
+    def make(model=None, **kw) -> Session:
+        made.append(Session(Runtime(options(model or bundled_model, **kw), extra_bufts=False), None))
         return made[-1]
 
     yield make
     for s in made:
         s.close()
+
+
+def write_mrope_model(path: Path, tokenizer_from: Path) -> Path:
+    """A tiny random-weight qwen2vl model: M-RoPE (several positions per token), which
+    llama.cpp cannot shift. It borrows the bundled model's tokenizer and chat template."""
+    reader = gguf.GGUFReader(str(tokenizer_from))
+    w = gguf.GGUFWriter(str(path), "qwen2vl")
+    n_embd, n_ff, n_layer = 64, 128, 2
+    w.add_block_count(n_layer)
+    w.add_context_length(2048)
+    w.add_embedding_length(n_embd)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(4)
+    w.add_head_count_kv(4)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(10000.0)
+    w.add_rope_dimension_sections([4, 2, 2, 0])
+    for field in reader.fields.values():
+        if field.name.startswith("tokenizer."):
+            vtype = field.types[0]
+            sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+            w.add_key_value(field.name, field.contents(), vtype, sub_type=sub)
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].contents())
+    rng = np.random.default_rng(0)
+
+    def rand(*shape):
+        return (rng.standard_normal(shape) * 0.05).astype(np.float32)
+
+    w.add_tensor("token_embd.weight", rand(n_vocab, n_embd))
+    w.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))
+    w.add_tensor("output.weight", rand(n_vocab, n_embd))
+    for i in range(n_layer):
+        b = f"blk.{i}."
+        w.add_tensor(b + "attn_norm.weight", np.ones(n_embd, np.float32))
+        for t in ("q", "k", "v"):
+            w.add_tensor(b + f"attn_{t}.weight", rand(n_embd, n_embd))
+            w.add_tensor(b + f"attn_{t}.bias", np.zeros(n_embd, np.float32))
+        w.add_tensor(b + "attn_output.weight", rand(n_embd, n_embd))
+        w.add_tensor(b + "ffn_norm.weight", np.ones(n_embd, np.float32))
+        w.add_tensor(b + "ffn_gate.weight", rand(n_ff, n_embd))
+        w.add_tensor(b + "ffn_up.weight", rand(n_ff, n_embd))
+        w.add_tensor(b + "ffn_down.weight", rand(n_embd, n_ff))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def no_shift_model(tmp_path_factory, bundled_model) -> Path:
+    return write_mrope_model(tmp_path_factory.mktemp("noshift") / "tiny-qwen2vl.gguf", bundled_model)
 
 
 def text_of(rt, tokens) -> str:
@@ -101,8 +155,8 @@ def watch_make_room(session: Session) -> list[dict]:
 def test_window_shifts_when_full_by_half_the_movable_part(sessions):
     s = sessions()
     seen = watch_make_room(s)
-    done = s.chat(STORY, greedy(450), lambda ev: None, None)
-    assert done["finish_reason"] == "length" and done["completion_tokens"] == 450
+    done = s.chat(STORY, greedy(340), lambda ev: None, None)
+    assert done["finish_reason"] == "length" and done["completion_tokens"] == 340
     window = done["window"]
     assert window["policy"] == "window" and window["shifts"] == len(seen) >= 2
     for call in seen:
@@ -123,14 +177,14 @@ def test_window_shifts_when_full_by_half_the_movable_part(sessions):
 
 def test_system_prompt_survives_shifting_unless_told_otherwise(sessions):
     kept = sessions()
-    kept.chat(STORY, greedy(400), lambda ev: None, None)
+    kept.chat(STORY, greedy(340), lambda ev: None, None)
     system = kept.decoder.context_policy.system_tokens(kept.rt)
     assert len(system) > 20 and kept.decoder.context_policy.shifts >= 2
     assert kept.decoder.tokens[: len(system)] == system
     assert "Biscuit" in text_of(kept.rt, kept.decoder.tokens)
 
     slid = sessions(keep_system=False)
-    slid.chat(STORY, greedy(400), lambda ev: None, None)
+    slid.chat(STORY, greedy(340), lambda ev: None, None)
     assert slid.decoder.context_policy.shifts >= 2
     assert slid.decoder.tokens[:4] == system[:4]  # the sinks stay
     assert "Biscuit" not in text_of(slid.rt, slid.decoder.tokens)
@@ -153,23 +207,22 @@ def test_prompt_longer_than_the_context_keeps_sinks_system_and_the_end(sessions)
 
 def test_stop_policy_ends_the_answer_and_refuses_a_long_prompt(sessions):
     s = sessions(context_policy="stop")
-    done = s.chat(STORY, greedy(450), lambda ev: None, None)
+    done = s.chat(STORY, greedy(340), lambda ev: None, None)
     assert done["finish_reason"] == "context_full"
     assert len(s.decoder.tokens) == CTX and done["window"]["shifts"] == 0
     with pytest.raises(GenerationError, match="does not fit"):
         s.chat([{"role": "user", "content": "word " * 400}], greedy(5), lambda ev: None, None)
 
 
-def test_fallback_to_truncate_middle_when_the_cache_cannot_shift(sessions, monkeypatch):
-    # Test-only switch (see app/engine/window.py): no shift-incapable model can be made here.
-    monkeypatch.setenv(NO_SHIFT_ENV, "1")
-    s = sessions()
+def test_fallback_to_truncate_middle_when_the_cache_cannot_shift(sessions, no_shift_model):
+    s = sessions(no_shift_model)
+    assert not s.describe()["can_shift"]
     assert s.describe()["window"] == {"policy": "truncate-middle", "n_cached": 0, "dropped": 0, "shifts": 0,
                                       "sinks": 4, "notice": NO_SHIFT_NOTICE}
     seen = watch_make_room(s)
     stats = []
-    done = s.chat(STORY, greedy(400), lambda ev: stats.append(ev) if ev["ev"] == STATS else None, None)
-    assert done["finish_reason"] == "length" and done["completion_tokens"] == 400
+    done = s.chat(STORY, greedy(340), lambda ev: stats.append(ev) if ev["ev"] == STATS else None, None)
+    assert done["finish_reason"] == "length" and done["completion_tokens"] == 340
     window = done["window"]
     assert window["policy"] == "truncate-middle" and window["shifts"] == 0
     assert window["rebuilds"] == len(seen) >= 2 and window["notice"] == NO_SHIFT_NOTICE
@@ -181,9 +234,8 @@ def test_fallback_to_truncate_middle_when_the_cache_cannot_shift(sessions, monke
     assert_cache_matches_history(s, min_cos=0.999)
 
 
-def test_cancel_during_a_truncate_middle_rebuild_leaves_a_consistent_cache(sessions, monkeypatch):
-    monkeypatch.setenv(NO_SHIFT_ENV, "1")
-    s = sessions()
+def test_cancel_during_a_truncate_middle_rebuild_leaves_a_consistent_cache(sessions, no_shift_model):
+    s = sessions(no_shift_model)
     cancelled = threading.Event()
     policy = s.decoder.context_policy
     real_rebuild = policy._rebuild
@@ -249,3 +301,15 @@ def test_cancel_right_after_a_shift_then_continue(engine, bundled_model):
     again, _ = chat_events(engine, follow, 20)
     assert again["finish_reason"] == "length"
     assert again["prompt_evaluated"] <= 20  # the shifted cache was reused after the cancel
+
+
+def test_no_shift_model_through_the_engine_tells_the_user_and_keeps_going(engine, no_shift_model):
+    info = engine.load(options(no_shift_model))
+    assert not info["can_shift"] and info["window"]["policy"] == "truncate-middle"
+    assert info["window"]["notice"] == NO_SHIFT_NOTICE
+    messages = list(STORY)
+    for _ in range(2):
+        done, stats = chat_events(engine, messages, 300)
+        assert done["finish_reason"] == "length" and done["window"]["rebuilds"] >= 1
+        assert all(ev["window"]["notice"] == NO_SHIFT_NOTICE for ev in stats)
+        messages += [{"role": "assistant", "content": done["text"]}, {"role": "user", "content": "More."}]
