@@ -81,6 +81,9 @@ class Speculator:
         self.misses = 2.0
         self._rates: list[float] = []
         self.k = 0
+        # What speculation really delivered (drafting included), decayed: the last word on whether it pays.
+        self.spec_s = 0.0
+        self.spec_tokens = 0.0
         self._reset_counts()
 
     # --- statistics -------------------------------------------------------
@@ -154,11 +157,17 @@ class Speculator:
             if rate > best:
                 best_k, best = m, rate
         self._rates = rates
-        self.k = best_k
+        self.k = 0 if self._measured_slower() else best_k
 
-    def _learn(self, drafted: int, accepted: int) -> None:
+    def _learn(self, drafted: int, accepted: int, seconds: float) -> None:
         self.hits = self.hits * DECAY + accepted
         self.misses = self.misses * DECAY + (1 if accepted < drafted else 0)
+        self.spec_s = self.spec_s * DECAY + seconds
+        self.spec_tokens = self.spec_tokens * DECAY + accepted + 1
+
+    def _measured_slower(self) -> bool:
+        plain = self.costs.t[1]
+        return self.spec_tokens >= 8.0 and plain is not None and self.spec_s / self.spec_tokens > plain
 
     # --- the loop -----------------------------------------------------------
     def run(self, dec, sampler, stream, generated: list[int], emit, cancelled: threading.Event,
@@ -185,6 +194,8 @@ class Speculator:
         drafter.begin(tokens)
         self._plan()
         plain_run = 0
+        # A probe costs a draft model its catch-up on everything it skipped: probe it less often.
+        explore_every = EXPLORE_EVERY * (4 if drafter.follows_kv else 1)
         n_gen = 0
         new = [pending]  # tokens to hand out; all but the last are already in the KV cache
 
@@ -221,9 +232,10 @@ class Speculator:
             drafter.advance([pending])
 
             k = self.k
-            if k == 0 and self.k_max and plain_run >= EXPLORE_EVERY:
+            if k == 0 and self.k_max and plain_run >= explore_every:
                 k = min(2, self.k_max)
             draft: list[int] = []
+            t_step = time.perf_counter()
             if k:
                 draft = drafter.propose(min(k, max_tokens - n_gen))
                 if draft and not (k != self.k or self._rates[len(draft)] > 0.0):
@@ -280,7 +292,7 @@ class Speculator:
                 self.costs.observe(m + 1, time.perf_counter() - started)
                 self.drafted += m
                 self.accepted += a
-                self._learn(m, a)
+                self._learn(m, a, time.perf_counter() - t_step)
                 plain_run = 0
             self.steps += 1
             self._plan()
