@@ -13,8 +13,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
+import sys
 import time
 
 import llama_cpp
@@ -200,7 +202,8 @@ def run(args) -> int:
     threads = getattr(args, "threads", None)
     base = LoadOptions(model_path=str(path), n_ctx=args.ctx, n_threads=threads,
                        n_gpu_layers=getattr(args, "gpu_layers", 0), sink_tokens=args.sinks)
-    say = (lambda *a: None) if args.json else print
+    # With --json, the progress and series go to stderr: a long run shows it is alive.
+    say = functools.partial(print, file=sys.stderr, flush=True) if args.json else print
     result: dict = {"ctx": args.ctx, "model": path.name, "threads": threads}
 
     say(f"window: generating {args.tokens} tokens in a {args.ctx}-token context ...")
