@@ -24,6 +24,7 @@ import time
 import llama_cpp
 
 from app.core.errors import GenerationError
+from app.engine.decode import common_prefix
 
 DEFAULT_FRACTION = 0.5  # of the movable part, dropped at once: one shift per half window
 NO_SHIFT_NOTICE = ("This model's KV cache cannot be shifted, so the context window falls back to "
@@ -68,23 +69,20 @@ def find_reuse(cached: list[int], start: int, prompt: list[int]) -> tuple[int, i
         anchor = movable[skip : skip + 8]
         if not anchor:
             break
-        first, size = anchor[0], len(anchor)
-        at = prompt.index(first, start) if first in prompt[start:] else -1
-        while at >= 0:
-            if prompt[at : at + size] == anchor:
-                length = size
-                limit = min(len(movable) - skip, len(prompt) - at)
-                while length < limit and prompt[at + length] == movable[skip + length]:
-                    length += 1
-                if best is None or length >= best[2]:  # ties: the latest run, the cache holds recent text
-                    best = (skip, at, length)
-            try:
-                at = prompt.index(first, at + 1)
-            except ValueError:
-                at = -1
+        want = len(movable) - skip
+        first = anchor[0]
+        # Latest first: the cache holds the recent text, and repetitive text matches in many places.
+        for at in reversed([i for i in range(start, len(prompt)) if prompt[i] == first]):
+            if prompt[at : at + len(anchor)] != anchor:
+                continue
+            length = common_prefix(prompt[at : at + want], movable[skip:])
+            if best is None or length > best[2]:
+                best = (skip, at, length)
+            if length == want:
+                break
         if best is not None:
             return best
-    return best
+    return None
 
 
 class ContextPolicy:

@@ -313,3 +313,19 @@ def test_no_shift_model_through_the_engine_tells_the_user_and_keeps_going(engine
         assert done["finish_reason"] == "length" and done["window"]["rebuilds"] >= 1
         assert all(ev["window"]["notice"] == NO_SHIFT_NOTICE for ev in stats)
         messages += [{"role": "assistant", "content": done["text"]}, {"role": "user", "content": "More."}]
+
+
+def test_find_reuse_picks_the_latest_full_run_and_survives_a_retokenized_start():
+    from app.engine.window import find_reuse
+
+    head = [1, 2, 3, 4]
+    cached = head + [7, 8, 9] * 20  # repetitive, as greedy answers are
+    prompt = head + [7, 8, 9] * 30 + [50, 51]  # the transcript: more of it, then the new turn
+    skip, at, length = find_reuse(cached, 4, prompt)
+    assert (skip, length) == (0, 60) and prompt[at + length :] == [50, 51]
+    # The transcript tokenized afresh split the first words after the dropped chunk differently.
+    cached = head + [99, 98] + list(range(100, 200))
+    prompt = head + list(range(10, 60)) + [97] + list(range(100, 200)) + [50]
+    skip, at, length = find_reuse(cached, 4, prompt)
+    assert cached[4 + skip : 4 + skip + length] == prompt[at : at + length] and length >= 90
+    assert find_reuse(head + [300, 301], 4, prompt) is None
