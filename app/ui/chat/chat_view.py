@@ -169,11 +169,12 @@ class ChatView(QWidget):
         self._update_buttons()
 
     def _render_conversation(self) -> None:
-        self.transcript.clear_all()
+        shown: list[tuple[str, str, str]] = []
         for msg in self.store.messages(self.conversation_id):
-            self.transcript.append_message(msg.role, msg.content, self._note(msg.meta))
+            shown.append((msg.role, msg.content, self._note(msg.meta)))
             if msg.meta.get("error"):
-                self.transcript.append_message("error", msg.meta["error"])
+                shown.append(("error", msg.meta["error"], ""))
+        self.transcript.show_messages(shown)
 
     def _leave_current(self) -> None:
         if self.generating and not self._detached:

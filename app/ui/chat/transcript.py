@@ -6,12 +6,20 @@ token: tokens are buffered and appended as plain text at most every
 FLUSH_MS, and only when the answer ends is that one message re-rendered as
 Markdown. Nothing ever re-renders the whole transcript, so a long
 conversation costs nothing per token.
+
+Opening a conversation (`show_messages`) renders its messages a few at a time
+between events (RENDER_BUDGET_MS of work per turn), always appending at the end
+(which keeps Qt's layout incremental; inserting above costs a relayout of all
+below), so a 50,000-token chat opens without freezing the window. Whatever
+arrives meanwhile (a new message, the answer's tokens) queues behind it.
 """
 
 from __future__ import annotations
 
 import html
 import re
+
+import time
 
 from PySide6.QtCore import QTimer, QUrl, Signal
 from PySide6.QtGui import (QFont, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor,
@@ -20,6 +28,8 @@ from PySide6.QtWidgets import QTextBrowser
 
 FLUSH_MS = 40
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
+RENDER_BUDGET_MS = 12  # rendering work per event-loop turn while a long conversation fills in
+STREAM = object()  # the place of the answer in progress in the backlog
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System", "error": "Error"}
 
 
@@ -49,7 +59,14 @@ class Transcript(QTextBrowser):
         self.document().setDocumentMargin(12)
         self._code: list[str] = []
         self._pending: list[str] = []
-        self._stream_start: int | None = None
+        self._stream_block = None  # the answer's first block (a handle: it follows edits above it)
+        self._stream_queued = False  # the answer waits behind the backlog
+        # Messages still to render, oldest first; a new message or answer waits behind them.
+        self._backlog: list = []
+        self._backlog_timer = QTimer(self)
+        self._backlog_timer.setSingleShot(True)
+        self._backlog_timer.setInterval(0)
+        self._backlog_timer.timeout.connect(self._render_backlog)
         self._stream_text: list[str] = []
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
@@ -57,15 +74,51 @@ class Transcript(QTextBrowser):
         self._flush_timer.timeout.connect(self.flush)
         self._plain = QTextCharFormat()
         self.flushes = 0  # counted for tests and the benchmark: appends that touched the document
+        self.full_renders = 0  # times the whole transcript was (re)built: opening a conversation, never per token
 
     # --- whole messages -------------------------------------------------
     def clear_all(self) -> None:
         self._flush_timer.stop()
+        self._backlog_timer.stop()
+        self._backlog.clear()
         self._pending.clear()
         self._stream_text.clear()
-        self._stream_start = None
+        self._stream_block = None
+        self._stream_queued = False
         self._code.clear()
         self.clear()
+
+    def show_messages(self, messages: list[tuple[str, str, str]]) -> None:
+        """Show a conversation [(role, text, note)], rendered a few messages per event-loop turn."""
+        self.clear_all()
+        self.full_renders += 1
+        self._backlog = list(messages)
+        self._render_backlog()
+
+    @property
+    def loading(self) -> bool:
+        """Messages of the open conversation are still being rendered."""
+        return bool(self._backlog)
+
+    def _render_backlog(self) -> None:
+        bar = self.verticalScrollBar()
+        follow = bar.value() >= bar.maximum() - 4
+        started = time.perf_counter()
+        done = 0
+        while done < len(self._backlog) and (time.perf_counter() - started) * 1000 < RENDER_BUDGET_MS:
+            item = self._backlog[done]
+            done += 1
+            if item is STREAM:
+                self._start_stream()
+            else:
+                self._append(*item)
+        del self._backlog[:done]
+        if follow:  # a conversation opens at its end and follows it while the rest fills in
+            self._scroll_to_end()
+        if self._backlog:
+            self._backlog_timer.start()
+        elif self._pending:
+            self._flush_timer.start()
 
     def _end_cursor(self) -> QTextCursor:
         cursor = QTextCursor(self.document())
@@ -74,9 +127,6 @@ class Transcript(QTextBrowser):
 
     def _header(self, cursor: QTextCursor, role: str, note: str = "") -> None:
         color = {"user": "#3b82f6", "assistant": "#10b981", "error": "#ef4444"}.get(role, "#9ca3af")
-        if not self.document().isEmpty():
-            cursor.insertBlock()
-            cursor.insertBlock()
         extra = f" <span style='color:#9ca3af; font-weight:normal'>{html.escape(note)}</span>" if note else ""
         cursor.insertHtml(f"<b style='color:{color}'>{ROLE_NAMES.get(role, role)}</b>{extra}")
         # A fresh block with plain formats: the body must not inherit the header's bold colour.
@@ -101,25 +151,49 @@ class Transcript(QTextBrowser):
     def _code_bg(self) -> str:
         return "#1f2430" if self.palette().base().color().lightness() < 128 else "#f3f4f6"
 
-    def append_message(self, role: str, text: str, note: str = "") -> None:
-        cursor = self._end_cursor()
+    def _separate(self, cursor: QTextCursor) -> None:
+        if not self.document().isEmpty():
+            cursor.insertBlock()
+            cursor.insertBlock()
+
+    def _write_message(self, cursor: QTextCursor, role: str, text: str, note: str) -> None:
         self._header(cursor, role, note)
         if role == "error":
             cursor.insertHtml(f"<span style='color:#ef4444'>{html.escape(text)}</span>")
         else:
             self._render_body(cursor, text)
+
+    def append_message(self, role: str, text: str, note: str = "") -> None:
+        if self._backlog:
+            self._backlog.append((role, text, note))
+        else:
+            self._append(role, text, note)
+
+    def _append(self, role: str, text: str, note: str) -> None:
+        cursor = self._end_cursor()
+        self._separate(cursor)
+        self._write_message(cursor, role, text, note)
         self._scroll_to_end()
 
     # --- the answer in progress -----------------------------------------
     def begin_stream(self) -> None:
-        cursor = self._end_cursor()
-        self._header(cursor, "assistant")
-        self._stream_start = cursor.position()
         self._stream_text = []
+        if self._backlog:
+            self._backlog.append(STREAM)
+            self._stream_queued = True
+        else:
+            self._start_stream()
+
+    def _start_stream(self) -> None:
+        self._stream_queued = False
+        cursor = self._end_cursor()
+        self._separate(cursor)
+        self._header(cursor, "assistant")
+        self._stream_block = cursor.block()
 
     @property
     def streaming(self) -> bool:
-        return self._stream_start is not None
+        return self._stream_block is not None or self._stream_queued
 
     def append_token(self, text: str) -> None:
         self._pending.append(text)
@@ -128,7 +202,7 @@ class Transcript(QTextBrowser):
             self._flush_timer.start()
 
     def flush(self) -> None:
-        if not self._pending:
+        if not self._pending or self._backlog:  # the backlog flushes when it is done
             return
         chunk = "".join(self._pending)
         self._pending.clear()
@@ -147,17 +221,22 @@ class Transcript(QTextBrowser):
         self._flush_timer.stop()
         self._pending.clear()
         text = self.stream_text()
-        if self._stream_start is None:
+        if self._stream_queued:  # still behind the backlog: it becomes an ordinary message there
+            self._backlog[self._backlog.index(STREAM)] = ("assistant", text, note)
+            self._stream_queued = False
+            self._stream_text = []
+            return text
+        if self._stream_block is None:
             return text
         cursor = QTextCursor(self.document())
-        cursor.setPosition(self._stream_start)
+        cursor.setPosition(self._stream_block.position())
         cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
         cursor.removeSelectedText()
         self._render_body(cursor, text)
         if note:
             cursor.insertBlock()
             cursor.insertHtml(f"<span style='color:#9ca3af'>{html.escape(note)}</span>")
-        self._stream_start = None
+        self._stream_block = None
         self._stream_text = []
         self._scroll_to_end()
         return text
