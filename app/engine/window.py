@@ -191,10 +191,10 @@ class SlidingContext(ContextPolicy):
         recent = decoder.tokens[head + drop :]
         if rt.kv_remove(head, -1):
             del decoder.tokens[head:]
-        else:  # a recurrent cache cannot cut its middle: start from nothing
-            kept = decoder.tokens[:head]
-            decoder.reset()
-            recent = kept + recent
+        else:  # a cache that cannot cut its middle: start from nothing
+            recent = decoder.tokens[:head] + recent
+            rt.kv_clear()
+            del decoder.tokens[:]  # in place: the decode loop holds this very list
         decoder.cached_text = None
         done = decoder.eval_tokens(recent, getattr(decoder, "cancelled", None))
         self.dropped += drop
