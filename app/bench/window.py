@@ -114,12 +114,12 @@ def summarize(run: dict, ctx: int) -> dict:
         "kv_consistent": run["kv_consistent"],
         "series": series(points, n),
     }
-    if n >= 2 * BLOCK:
-        out["tok_s_1000_2000"] = rate(points, BLOCK, 2 * BLOCK)
-        out["tok_s_last_1000"] = rate(points, n - BLOCK, n)
-    if n >= ctx:
-        out["rss_mb_after_first_ctx"] = rss_at(points, ctx)
-        out["rss_mb_end"] = done["rss_mb"]
+    # None where the run is too short to measure it.
+    long_enough = n >= 2 * BLOCK
+    out["tok_s_1000_2000"] = rate(points, BLOCK, 2 * BLOCK) if long_enough else None
+    out["tok_s_last_1000"] = rate(points, n - BLOCK, n) if long_enough else None
+    out["rss_mb_after_first_ctx"] = rss_at(points, ctx) if n >= ctx else None
+    out["rss_mb_end"] = done["rss_mb"]
     if run["pauses"]:
         ms = [p * 1000 for p in run["pauses"]]
         out["pauses"] = {"count": len(ms), "median_ms": statistics.median(ms), "max_ms": max(ms),
@@ -212,10 +212,9 @@ def run(args) -> int:
     result.update({k: v for k, v in win.items() if k != "window"})
     result["shifts"] = (win["window"] or {}).get("shifts", 0)
     result["window_state"] = win["window"]
-    if "rss_mb_end" in win:
-        result["rss_change"] = win["rss_mb_end"] / win["rss_mb_after_first_ctx"] - 1
-    if "tok_s_last_1000" in win and win["tok_s_1000_2000"]:
-        result["rate_ratio"] = win["tok_s_last_1000"] / win["tok_s_1000_2000"]
+    first = win["rss_mb_after_first_ctx"]
+    result["rss_change"] = win["rss_mb_end"] / first - 1 if first else None
+    result["rate_ratio"] = win["tok_s_last_1000"] / win["tok_s_1000_2000"] if win["tok_s_1000_2000"] else None
     _print_series(say, win)
 
     n_compare = args.tokens if args.compare_tokens is None else args.compare_tokens
@@ -251,10 +250,10 @@ def _print_series(say, run: dict) -> None:
 def _print_summary(r: dict, sinks: int) -> None:
     print(f"\nwindow, ctx {r['ctx']}: {r['tokens_generated']} tokens ({r['finish_reason']}), "
           f"{r['shifts']} shifts, KV cache and token history agree: {r['kv_consistent']}")
-    if "rss_change" in r:
+    if r["rss_change"] is not None:
         print(f"  RSS after the first {r['ctx']} tokens {r['rss_mb_after_first_ctx']:.1f} MB, at the end "
               f"{r['rss_mb_end']:.1f} MB ({r['rss_change']:+.2%}; goal within 2%)")
-    if "rate_ratio" in r:
+    if r["rate_ratio"] is not None:
         print(f"  tok/s tokens 1000-2000 {r['tok_s_1000_2000']:.1f}, last 1000 {r['tok_s_last_1000']:.1f} "
               f"(ratio {r['rate_ratio']:.2f}; goal at least 0.90)")
     tm = r.get("truncate_middle")

@@ -329,3 +329,20 @@ def test_find_reuse_picks_the_latest_full_run_and_survives_a_retokenized_start()
     skip, at, length = find_reuse(cached, 4, prompt)
     assert cached[4 + skip : 4 + skip + length] == prompt[at : at + length] and length >= 90
     assert find_reuse(head + [300, 301], 4, prompt) is None
+
+
+def test_bench_window_json_has_the_issue_keys(capsys):
+    import json
+
+    from app.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "window", "--threads", "1", "--tokens", "240", "--ctx", "256",
+                                      "--compare-tokens", "0", "--ppl-tokens", "200", "--ppl-window", "64",
+                                      "--json"])
+    assert args.func(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("tokens_generated", "ctx", "rss_mb_after_first_ctx", "rss_mb_end", "tok_s_1000_2000",
+                "tok_s_last_1000", "shifts", "ppl_full", "ppl_window_sinks", "ppl_window_nosinks"):
+        assert key in out
+    assert out["tokens_generated"] == 240 and out["ctx"] == 256 and out["shifts"] >= 1 and out["kv_consistent"]
+    assert out["ppl_full"] > 1.0 and out["ppl_window_sinks"] > 1.0
