@@ -108,6 +108,7 @@ class MainWindow(QMainWindow):
         b.engine_restarted.connect(lambda: self.state_label.setText("Engine restarted"))
         self.chat.generation_started.connect(lambda: self.state_label.setText("Generating…"))
         self.models.load_requested.connect(self.load_model)
+        self.models.error_reported.connect(self.show_message)
 
     # --- models ----------------------------------------------------------------
     def load_start_model(self) -> None:
@@ -142,14 +143,17 @@ class MainWindow(QMainWindow):
         if self.bridge.options is not None:
             self.settings["load_options"] = self.bridge.options.to_dict()
 
+    def show_message(self, message: str) -> None:
+        """The message bridge: every error sentence a user should read passes here."""
+        self.statusBar().showMessage(message, 15000)
+
     def _on_load_failed(self, message: str) -> None:
         self.state_label.setText("No model loaded")
-        self.statusBar().showMessage(message, 15000)
-        self.models.show_error(message)
+        self.models.show_error(message)  # which reports it to show_message
 
     def _on_engine_crashed(self, message: str) -> None:
         self.state_label.setText("Engine crashed; restarting…")
-        self.statusBar().showMessage(message, 15000)
+        self.show_message(message)
 
     # --- figures -----------------------------------------------------------------
     def _on_stats_received(self, stats: dict) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
-                               QSlider, QSpinBox, QWidget, QFileDialog)
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QColor, QPainter, QPolygonF
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+                               QPushButton, QSlider, QSpinBox, QStyle, QStyleOptionSlider, QWidget)
 
 from app.core.metrics import default_threads
 from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
@@ -25,13 +26,56 @@ def gpu_offload_supported() -> tuple[bool, str]:
                    "support (for example CMAKE_ARGS=\"-DGGML_CUDA=on\") to offload layers.")
 
 
+class MarkedSlider(QSlider):
+    """A slider with one value marked by a small triangle under the groove (the suggested GPU layers)."""
+
+    MARK_COLOR = "#f59e0b"
+
+    def __init__(self, orientation=Qt.Horizontal, parent=None):
+        super().__init__(orientation, parent)
+        self.mark: int | None = None
+        self.setMinimumHeight(26)
+
+    def set_mark(self, value: int | None) -> None:
+        self.mark = value
+        self.update()
+
+    def mark_x(self) -> int | None:
+        """The mark's x position in widget pixels (None without a mark)."""
+        if self.mark is None:
+            return None
+        opt = QStyleOptionSlider()
+        self.initStyleOption(opt)
+        handle = self.style().subControlRect(QStyle.CC_Slider, opt, QStyle.SC_SliderHandle, self)
+        groove = self.style().subControlRect(QStyle.CC_Slider, opt, QStyle.SC_SliderGroove, self)
+        span = groove.width() - handle.width()
+        pos = QStyle.sliderPositionFromValue(self.minimum(), self.maximum(), min(self.mark, self.maximum()), span)
+        return groove.x() + pos + handle.width() // 2
+
+    def paintEvent(self, event) -> None:
+        super().paintEvent(event)
+        x = self.mark_x()
+        if x is None:
+            return
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.Antialiasing)
+        color = QColor(self.MARK_COLOR)
+        if not self.isEnabled():
+            color.setAlpha(140)
+        painter.setPen(Qt.NoPen)
+        painter.setBrush(color)
+        bottom = self.height() - 1
+        painter.drawPolygon(QPolygonF([QPointF(x, bottom - 6), QPointF(x - 5, bottom), QPointF(x + 5, bottom)]))
+        painter.end()
+
+
 class LoadSettings(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         gpu_row = QHBoxLayout()
-        self.gpu_layers = QSlider(Qt.Horizontal)
+        self.gpu_layers = MarkedSlider(Qt.Horizontal)
         self.gpu_layers.setRange(0, 32)
         self.gpu_value = QLabel("0")
         self.gpu_value.setMinimumWidth(70)
@@ -102,8 +146,9 @@ class LoadSettings(QWidget):
         if n_layers:
             self.gpu_layers.setMaximum(n_layers)
         self.suggested_layers = suggested
-        if suggested is not None:
-            self.gpu_layers.setToolTip(f"Suggested for this machine: {suggested}")
+        self.gpu_layers.set_mark(suggested)
+        self.gpu_layers.setToolTip(f"Suggested for this machine: {suggested} (the orange mark)"
+                                   if suggested is not None else "")
         self._on_gpu_layers_changed(self.gpu_layers.value())
 
     def _on_spec_mode_changed(self, index: int) -> None:

@@ -1,77 +1,40 @@
-"""What the Models page asks of the headless model manager (app.core library/hub/fit/quantize).
+"""What the Models page asks of the headless model manager (app.core library, hub, fit, quantize, convert).
 
-These functions block (disk, network); the page calls them through
-app.ui.worker.Tasks. Parts of the manager that are not installed yet make the
-matching feature report itself unavailable instead of failing.
+These functions block (disk, network, child processes); the page calls them
+through app.ui.worker.Tasks. They return plain dicts shaped for the page's
+tables, and let HearthError sentences through for the message bridge.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import threading
 from pathlib import Path
+from typing import Callable
 
-from app.core import paths
-from app.core.bundled import BUNDLED_NAME, bundled_model_path
-from app.core.errors import HearthError
-
-
-def available(module: str) -> bool:
-    return importlib.util.find_spec(f"app.core.{module}") is not None
+from app.core.gguf_info import SEED_NAMES
 
 
-def _core(module: str):
-    if not available(module):
-        raise HearthError(f"This part of the model manager (app.core.{module}) is not installed yet.")
-    return importlib.import_module(f"app.core.{module}")
-
-
-def _as_dict(entry) -> dict:
-    if isinstance(entry, dict):
-        return dict(entry)
-    if hasattr(entry, "to_dict"):
-        return entry.to_dict()
-    return dict(vars(entry))
+def _entry_row(entry: dict) -> dict:
+    """A library entry as the table shows it; `quantization` is the library's field for the GGUF type."""
+    row = dict(entry)
+    row["quant"] = entry.get("quantization") or "?"
+    row.setdefault("name", Path(entry.get("path", "")).stem)
+    return row
 
 
 def list_models(extra_paths: list[str] = ()) -> list[dict]:
-    """[{name, path, size_bytes, quant, source}] for the library (or a folder scan without it)."""
-    if available("library"):
-        lib = _core("library")
-        for fn_name in ("list_models", "scan", "library"):
-            fn = getattr(lib, fn_name, None)
-            if callable(fn):
-                return [_normalize(_as_dict(e)) for e in fn()]
-    models = []
-    try:
-        bundled = bundled_model_path()
-        models.append({"name": BUNDLED_NAME, "path": str(bundled), "size_bytes": bundled.stat().st_size,
-                       "quant": "Q4_1", "source": "bundled"})
-    except (HearthError, OSError):
-        pass
-    seen = {m["path"] for m in models}
-    for path in [*sorted(paths.models_dir().glob("*.gguf")), *map(Path, extra_paths)]:
-        if str(path) in seen or not path.is_file():
-            continue
-        seen.add(str(path))
-        models.append({"name": path.stem, "path": str(path), "size_bytes": path.stat().st_size,
-                       "quant": _quant_from_name(path.name), "source": "Hearth" if path.parent == paths.models_dir()
-                       else "imported"})
-    return models
+    """[{name, path, size_bytes, quant, source, ...}]: the library, plus imported paths it does not know."""
+    from app.core import library
 
-
-def _quant_from_name(name: str) -> str:
-    from app.core.gguf_info import quant_from_filename
-
-    return quant_from_filename(name) or "?"
-
-
-def _normalize(entry: dict) -> dict:
-    entry.setdefault("name", Path(entry.get("path", "")).stem)
-    entry.setdefault("size_bytes", entry.get("size", 0))
-    entry["quant"] = entry.get("quantization") or entry.get("quant") or entry.get("file_type") or "?"
-    entry.setdefault("source", entry.get("origin", ""))
-    return entry
+    rows = [_entry_row(e.to_dict()) for e in library.list_models()]
+    known = {r["path"] for r in rows}
+    for path in extra_paths:
+        if path not in known and Path(path).is_file():
+            try:
+                rows.append(_entry_row(library.resolve(path, discover_others=False).to_dict()))
+            except Exception:  # noqa: BLE001 - an unreadable leftover import is skipped, not fatal
+                continue
+    return rows
 
 
 def inspect(path: str) -> dict:
@@ -80,24 +43,91 @@ def inspect(path: str) -> dict:
     return read_gguf_info(path).to_dict()
 
 
-def fit(path: str, n_ctx: int, kv_type: str) -> dict | None:
-    """The memory-fit verdict, or None while app.core.fit is not installed."""
-    if not available("fit"):
-        return None
-    mod = _core("fit")
-    for fn_name in ("estimate_fit", "fit", "estimate"):
-        fn = getattr(mod, fn_name, None)
-        if callable(fn):
-            return _as_dict(fn(path, n_ctx=n_ctx, kv_type=kv_type))
-    return None
+def fit(path: str, n_ctx: int, kv_type: str) -> dict:
+    """The memory-fit verdict (FitEstimate as a dict: verdict, fits, gpu_layers, n_layers, ...)."""
+    from app.core.fit import estimate_fit
+
+    return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type).to_dict()
 
 
-def import_model(path: str) -> dict | None:
-    """Add a GGUF file to the library (linked, not copied); None while the library is not installed."""
-    if not available("library"):
-        return None
-    return _normalize(_as_dict(_core("library").import_model(path, mode="link")))
+def import_model(path: str) -> dict:
+    """Add a GGUF file to the library (linked, not copied)."""
+    from app.core import library
+
+    return _entry_row(library.import_model(path, mode="link").to_dict())
 
 
 def remove_model(path: str) -> None:
-    _core("library").remove_model(path)
+    from app.core import library
+
+    library.remove_model(path)
+
+
+# --- Hugging Face ------------------------------------------------------------------
+
+def recommended() -> list[dict]:
+    """The curated list, as result rows: {repo_id, filename, quant, size, title, note, draft}."""
+    from app.core.hub import recommended_models
+
+    rows = []
+    for m in recommended_models():
+        draft = m.get("draft") or {}
+        rows.append({"repo_id": m["repo"], "filename": m.get("file"), "quant": m.get("quant"),
+                     "size": int(m["size_gb"] * 1e9) if m.get("size_gb") else None,
+                     "title": m.get("name") or m["repo"], "note": m.get("good_at", ""),
+                     "draft": draft.get("name"), "params": m.get("params")})
+    return rows
+
+
+def search(query: str) -> list[dict]:
+    """Repositories with their GGUF files: [{repo_id, downloads, likes, gated, files: [{filename, size, quant}]}]."""
+    from app.core import hub
+
+    out = []
+    for repo in hub.search(query, limit=30):
+        files = [f for f in repo.files if (f.split_index or 1) == 1]  # a split set downloads as one
+        out.append({"repo_id": repo.repo_id, "downloads": repo.downloads, "likes": repo.likes, "gated": repo.gated,
+                    "files": [{"filename": f.filename, "size": f.size, "quant": f.quant,
+                               "parts": f.split_count or 1} for f in files]})
+    return out
+
+
+def pull(repo_id: str, filename: str | None, progress: Callable[[int, int], None],
+         cancel: threading.Event) -> str:
+    """Download a model into the models folder (where the library finds it); returns the path to load."""
+    from app.core import hub
+
+    return str(hub.pull(repo_id, filename, progress=progress, cancel=cancel).paths[0])
+
+
+# --- making new files ---------------------------------------------------------------
+
+def quant_types() -> list[tuple[str, str]]:
+    """[(GGUF type, label)] for the quantize menu: 'Q4_K_M (INT4)'."""
+    from app.core.quantize import QUANT_TYPES, type_label
+
+    return [(q, type_label(q)) for q in QUANT_TYPES]
+
+
+def quantize(path: str, qtype: str, progress: Callable[[int, int], None], cancel: threading.Event) -> str:
+    from app.core.quantize import quantize as run
+
+    return run(path, qtype, progress=progress, cancel=cancel).path
+
+
+def converter_note() -> str:
+    """'' when conversion can run, else the sentence that says what to install."""
+    from app.core.convert import INSTALL_HINT, converter_installed
+
+    return "" if converter_installed() else INSTALL_HINT + "."
+
+
+def convert(source: str, outtype: str, quantize_to: str | None, progress: Callable[[str, float, float], None],
+            cancel: threading.Event) -> str:
+    from app.core.convert import convert as run
+
+    return str(run(source, outtype=outtype, quantize=quantize_to, progress=progress, cancel=cancel))
+
+
+def seed_name(qtype: str | None) -> str:
+    return SEED_NAMES.get(qtype or "", "")

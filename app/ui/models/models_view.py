@@ -1,4 +1,11 @@
-"""The Models page: the library, a model's details and fit verdict, load settings, import and download."""
+"""The Models page: the library, Hugging Face search and download, quantize and convert, a model's details
+and fit verdict, and the load settings.
+
+Everything that touches the disk, the network or a child process runs on a
+Tasks thread; the long jobs (download, quantize, convert) go through one
+JobBar with progress and Cancel. Their results join the library and the
+table refreshes; their errors reach the message bridge (`error_reported`).
+"""
 
 from __future__ import annotations
 
@@ -6,29 +13,26 @@ import html
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QGroupBox, QHBoxLayout, QHeaderView, QLabel,
-                               QMessageBox, QPushButton, QScrollArea, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QHeaderView,
+                               QLabel, QMessageBox, QPushButton, QScrollArea, QSplitter, QTableWidget, QTableWidgetItem,
+                               QTabWidget, QVBoxLayout, QWidget)
 
 from app.engine.protocol import LoadOptions
 from app.ui.engine_bridge import EngineBridge
 from app.ui.models import manager
+from app.ui.models.convert_panel import ConvertPanel
+from app.ui.models.hub_panel import HubPanel
+from app.ui.models.jobs import JobBar, human_size
 from app.ui.models.load_settings import LoadSettings
 from app.ui.worker import Tasks
 
 COLUMNS = ["Name", "Type", "Size", "Source"]
 
 
-def human_size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit in ("B", "KB") else f"{n:.1f} {unit}"
-        n /= 1024
-    return ""
-
-
 class ModelsView(QWidget):
     load_requested = Signal(object)  # LoadOptions
+    error_reported = Signal(str)  # a sentence for the window's message bridge
+    library_changed = Signal(str)  # the path a job added (download, quantize, convert)
 
     def __init__(self, bridge: EngineBridge, settings: dict, parent=None):
         super().__init__(parent)
@@ -36,6 +40,7 @@ class ModelsView(QWidget):
         self.imported: list[str] = [p for p in settings.get("imported_models", []) if isinstance(p, str)]
         self.tasks = Tasks(self)
         self.models: list[dict] = []
+        self._select_after_refresh: str | None = None  # a job's new file, chosen once the table has it
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -48,8 +53,15 @@ class ModelsView(QWidget):
         self.refresh_button = QPushButton("Refresh")
         self.delete_button = QPushButton("Delete")
         self.delete_button.setToolTip("Delete a model Hearth downloaded or made; imported files are only forgotten")
-        lib_box = QGroupBox("Library")
-        lib_layout = QVBoxLayout(lib_box)
+        self.quant_type = QComboBox()
+        for qtype, label in manager.quant_types():
+            self.quant_type.addItem(label, qtype)
+        self.quant_type.setCurrentIndex(max(0, self.quant_type.findData("Q4_K_M")))
+        self.quantize_button = QPushButton("Quantize")
+        self.quantize_button.setToolTip("Make a smaller copy of the chosen model with llama.cpp's quantizer")
+        lib_page = QWidget()
+        lib_layout = QVBoxLayout(lib_page)
+        lib_layout.setContentsMargins(6, 6, 6, 6)
         lib_layout.addWidget(self.table, 1)
         row = QHBoxLayout()
         row.addWidget(self.import_button)
@@ -57,11 +69,18 @@ class ModelsView(QWidget):
         row.addStretch(1)
         row.addWidget(self.delete_button)
         lib_layout.addLayout(row)
-        self.download_box = QGroupBox("Search and download")
-        dl_layout = QVBoxLayout(self.download_box)
-        self.download_note = QLabel()
-        self.download_note.setWordWrap(True)
-        dl_layout.addWidget(self.download_note)
+        qrow = QHBoxLayout()
+        qrow.addWidget(QLabel("Quantize to"))
+        qrow.addWidget(self.quant_type, 1)
+        qrow.addWidget(self.quantize_button)
+        lib_layout.addLayout(qrow)
+        self.hub = HubPanel(self.tasks)
+        self.converter = ConvertPanel()
+        self.jobs = JobBar(self.tasks)
+        self.sources = QTabWidget()
+        self.sources.addTab(lib_page, "Library")
+        self.sources.addTab(self.hub, "Download")
+        self.sources.addTab(self.converter, "Convert")
 
         self.details = QLabel("Choose a model to see its details.")
         self.details.setWordWrap(True)
@@ -84,8 +103,8 @@ class ModelsView(QWidget):
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
-        left_layout.addWidget(lib_box, 3)
-        left_layout.addWidget(self.download_box, 1)
+        left_layout.addWidget(self.sources, 1)
+        left_layout.addWidget(self.jobs)
         right = QWidget()
         right_layout = QVBoxLayout(right)
         details_box = QGroupBox("Details")
@@ -109,7 +128,7 @@ class ModelsView(QWidget):
         splitter = QSplitter()
         splitter.addWidget(left)
         splitter.addWidget(scroll)
-        splitter.setSizes([400, 620])
+        splitter.setSizes([520, 500])
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(splitter)
@@ -120,13 +139,20 @@ class ModelsView(QWidget):
         self.import_button.clicked.connect(self._on_import)
         self.refresh_button.clicked.connect(self.refresh)
         self.delete_button.clicked.connect(self._on_delete)
+        self.quantize_button.clicked.connect(self.quantize_selected)
+        self.hub.download_requested.connect(self.download)
+        self.hub.error_reported.connect(self.show_error)
+        self.converter.convert_requested.connect(self.convert)
+        self.jobs.job_finished.connect(self._on_job_finished)
+        self.jobs.job_failed.connect(self.show_error)
+        self.sources.currentChanged.connect(self._on_source_tab_changed)
         self.load_settings.ctx.currentIndexChanged.connect(self._update_fit)
         self.load_settings.kv_type.currentIndexChanged.connect(self._update_fit)
         bridge.model_loading.connect(self._on_model_loading)
         bridge.model_loaded.connect(self._on_model_loaded)
         bridge.load_failed.connect(lambda _m: self._set_loading(False))
-        self._update_download_note()
         self.refresh()
+        self.tasks.run(manager.converter_note, self.converter.set_converter_note, self.show_error, "converter")
 
     # --- library -----------------------------------------------------------------
     def refresh(self) -> None:
@@ -147,7 +173,9 @@ class ModelsView(QWidget):
         self.table.resizeColumnsToContents()
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
         paths = [m.get("path") for m in models]
-        target = current or (self.bridge.options.model_path if self.bridge.options else None)
+        target = self._select_after_refresh or current or (
+            self.bridge.options.model_path if self.bridge.options else None)
+        self._select_after_refresh = None
         if target in paths:
             self.table.selectRow(paths.index(target))
         elif models:
@@ -163,6 +191,7 @@ class ModelsView(QWidget):
         path = self.selected_path()
         if not path:
             return
+        self.load_settings.set_layer_count(None, None)  # the old model's suggestion no longer applies
         self.tasks.run(lambda: manager.inspect(path), lambda info: self._show_details(path, info),
                        lambda msg: self.details.setText(html.escape(msg)), "inspect")
         self._update_fit()
@@ -183,29 +212,22 @@ class ModelsView(QWidget):
                        for k, v in rows if v not in (None, ""))
         name = html.escape(info.get("name") or Path(path).stem)
         self.details.setText(f"<b>{name}</b><table>{body}</table>")
-        self.load_settings.set_layer_count(info.get("layers"))
+        self.load_settings.set_layer_count(info.get("layers"), self.load_settings.suggested_layers)
 
     def _update_fit(self, *_args) -> None:
         path = self.selected_path()
         if not path:
             return
-        if not manager.available("fit"):
-            self.fit_label.setText("")
-            return
         n_ctx, kv = self.load_settings.ctx.currentData(), self.load_settings.kv_type.currentText()
         self.tasks.run(lambda: manager.fit(path, n_ctx, kv), self._show_fit, self.fit_label.setText, "fit")
 
-    def _show_fit(self, verdict: dict | None) -> None:
-        if not verdict:
-            self.fit_label.setText("")
-            return
-        text = verdict.get("verdict") or verdict.get("message") or ""
-        fits = verdict.get("fits", True)
-        color = "#10b981" if fits else "#ef4444"
-        self.fit_label.setText(f"<span style='color:{color}'>{html.escape(str(text))}</span>")
-        suggested = verdict.get("suggested_gpu_layers")
-        if suggested is not None:
-            self.load_settings.set_layer_count(verdict.get("n_layers"), suggested)
+    def _show_fit(self, verdict: dict) -> None:
+        if verdict.get("model") != self.selected_path():
+            return  # an answer for a model the user has since left
+        color = "#10b981" if verdict["fits"] else "#ef4444"
+        self.fit_label.setText(f"<span style='color:{color}'>{html.escape(verdict['verdict'])}</span>")
+        self.fit_label.setToolTip("\n".join(verdict.get("hints") or []))
+        self.load_settings.set_layer_count(verdict.get("n_layers"), verdict.get("gpu_layers"))
 
     # --- loading -----------------------------------------------------------------
     def load_selected(self) -> None:
@@ -229,6 +251,7 @@ class ModelsView(QWidget):
 
     def show_error(self, message: str) -> None:
         self.status.setText(f"<span style='color:#ef4444'>{html.escape(message)}</span>")
+        self.error_reported.emit(message)
 
     # --- import / download ---------------------------------------------------------
     def _on_import(self) -> None:
@@ -237,8 +260,8 @@ class ModelsView(QWidget):
             self.import_file(path)
 
     def import_file(self, path: str) -> None:
-        def done(entry):
-            if entry is None and path not in self.imported:  # no library module: remember it here
+        def done(_entry):
+            if path not in self.imported:
                 self.imported.append(path)
             self.refresh()
 
@@ -257,15 +280,42 @@ class ModelsView(QWidget):
                 self.imported.remove(path)
             self.tasks.run(lambda: manager.remove_model(path), lambda _r: self.refresh(), self.show_error, "delete")
 
-    def _update_download_note(self) -> None:
-        if manager.available("hub"):
-            self.download_note.setText("Search Hugging Face for GGUF models.")
-        else:
-            self.download_note.setText("Searching and downloading models needs the model manager's hub module, "
-                                       "which is not part of this build yet.")
+    # --- jobs: download, quantize, convert --------------------------------------------
+    def _on_source_tab_changed(self, index: int) -> None:
+        if self.sources.widget(index) is self.hub and self.hub.tree.topLevelItemCount() == 0:
+            self.hub.search()  # the recommended list, the first time the tab opens
+
+    def download(self, repo_id: str, filename: str | None) -> bool:
+        title = f"Downloading {filename or repo_id}"
+        return self.jobs.start("download", title, lambda report, cancel: manager.pull(repo_id, filename, report,
+                                                                                      cancel))
+
+    def quantize_selected(self) -> bool:
+        path = self.selected_path()
+        if not path:
+            self.show_error("Choose a model in the library first.")
+            return False
+        qtype = self.quant_type.currentData()
+        return self.jobs.start("quantize", f"Quantizing {Path(path).name} to {qtype}",
+                               lambda report, cancel: manager.quantize(path, qtype, report, cancel))
+
+    def convert(self, source: str, outtype: str, quantize_to: str | None) -> bool:
+        def work(report, cancel):
+            return manager.convert(source, outtype, quantize_to, lambda stage, d, t: report(d, t, stage), cancel)
+
+        return self.jobs.start("convert", f"Converting {Path(source).name}", work)
+
+    def _on_job_finished(self, kind: str, path: str) -> None:
+        verb = {"download": "Downloaded", "quantize": "Quantized", "convert": "Converted"}.get(kind, "Made")
+        self.status.setText(f"{verb} {html.escape(Path(path).name)}; it is in the library.")
+        self._select_after_refresh = path
+        self.sources.setCurrentIndex(0)
+        self.refresh()
+        self.library_changed.emit(path)
 
     def settings_to_save(self) -> dict:
         return {"imported_models": self.imported}
 
     def close_tasks(self) -> None:
+        self.jobs.cancel()  # a quantizer or converter child must not outlive the window
         self.tasks.join()

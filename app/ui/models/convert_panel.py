@@ -1,0 +1,74 @@
+"""Convert a Hugging Face checkpoint (a folder or `owner/name`) to GGUF, optionally quantized."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
+                               QVBoxLayout, QWidget)
+
+from app.ui.models import manager
+
+OUTTYPES = ("f16", "bf16", "q8_0")
+QUANTIZE_CHOICES = ("", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
+
+
+class ConvertPanel(QWidget):
+    convert_requested = Signal(str, str, object)  # source, outtype, quantize (None: keep outtype)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.source = QLineEdit(placeholderText="A checkpoint folder, or a repository such as owner/name")
+        self.browse = QPushButton("Folder…")
+        self.outtype = QComboBox()
+        self.outtype.addItems(list(OUTTYPES))
+        self.quantize_to = QComboBox()
+        for q in QUANTIZE_CHOICES:
+            seed = manager.seed_name(q)
+            self.quantize_to.addItem(f"{q} ({seed})" if seed else (q or "no, keep the output type"), q or None)
+        self.convert_button = QPushButton("Convert")
+        self.note = QLabel("Turns a Hugging Face checkpoint (config, tokenizer and safetensors) into a GGUF file "
+                           "that joins the library. For a repository only the files the converter reads are "
+                           "downloaded.")
+        self.note.setWordWrap(True)
+        self.note.setObjectName("hint")
+        self.missing = QLabel()
+        self.missing.setWordWrap(True)
+        self.missing.setStyleSheet("color: #f59e0b")
+
+        row = QHBoxLayout()
+        row.addWidget(self.source, 1)
+        row.addWidget(self.browse)
+        form = QFormLayout()
+        form.addRow("Source", row)
+        form.addRow("Output type", self.outtype)
+        form.addRow("Then quantize", self.quantize_to)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(self.note)
+        layout.addLayout(form)
+        layout.addWidget(self.missing)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.convert_button)
+        layout.addLayout(buttons)
+        layout.addStretch(1)
+
+        self.browse.clicked.connect(self._on_browse)
+        self.convert_button.clicked.connect(self._on_convert_clicked)
+        self.source.returnPressed.connect(self._on_convert_clicked)
+
+    def set_converter_note(self, note: str) -> None:
+        """'' when the converter is installed, else what to install (the button stays off)."""
+        self.missing.setText(note)
+        self.missing.setVisible(bool(note))
+        self.convert_button.setEnabled(not note)
+
+    def _on_browse(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Hugging Face checkpoint folder")
+        if folder:
+            self.source.setText(folder)
+
+    def _on_convert_clicked(self) -> None:
+        source = self.source.text().strip()
+        if source and self.convert_button.isEnabled():
+            self.convert_requested.emit(source, self.outtype.currentText(), self.quantize_to.currentData())

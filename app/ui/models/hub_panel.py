@@ -1,0 +1,165 @@
+"""Search Hugging Face for GGUF models; with no query, the curated recommended list.
+
+Results are a tree: a repository with its GGUF files (size, quantization). A
+search runs on a Tasks thread; an answer that arrives after a newer search
+started is dropped, so typing fast never shows stale results.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton,
+                               QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
+
+from app.ui.models import manager
+from app.ui.models.jobs import human_size
+from app.ui.worker import Tasks
+
+COLUMNS = ["Model / file", "Type", "Size", "Downloads"]
+FILE_ROLE = Qt.UserRole  # (repo_id, filename or None)
+
+
+class HubPanel(QWidget):
+    download_requested = Signal(str, object)  # repo_id, filename (None: the default choice)
+    results_shown = Signal(int)  # rows at the top level
+    error_reported = Signal(str)
+
+    def __init__(self, tasks: Tasks, parent=None):
+        super().__init__(parent)
+        self.tasks = tasks
+        self._generation = 0  # the search whose answer is wanted
+        self.query = QLineEdit(placeholderText="Search Hugging Face (e.g. qwen 0.5b), empty for recommendations")
+        self.query.setClearButtonEnabled(True)
+        self.search_button = QPushButton("Search")
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(COLUMNS)
+        self.tree.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.tree.setUniformRowHeights(True)
+        self.tree.setAlternatingRowColors(True)
+        header = self.tree.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.Stretch)
+        for col in (1, 2, 3):
+            header.setSectionResizeMode(col, QHeaderView.ResizeToContents)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setObjectName("hint")
+        self.download_button = QPushButton("Download")
+        self.download_button.setEnabled(False)
+
+        top = QHBoxLayout()
+        top.addWidget(self.query, 1)
+        top.addWidget(self.search_button)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.note, 1)
+        bottom.addWidget(self.download_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(top)
+        layout.addWidget(self.tree, 1)
+        layout.addLayout(bottom)
+
+        self.query.returnPressed.connect(self.search)
+        self.search_button.clicked.connect(self.search)
+        self.tree.itemSelectionChanged.connect(self._on_selection_changed)
+        self.tree.itemDoubleClicked.connect(lambda *_: self._on_download_clicked())
+        self.download_button.clicked.connect(self._on_download_clicked)
+
+    # --- searching -------------------------------------------------------------------
+    def search(self) -> None:
+        text = self.query.text().strip()
+        self._generation += 1
+        generation = self._generation
+        self.search_button.setEnabled(False)
+        if text:
+            self.note.setText(f"Searching for “{text}”…")
+            self.tasks.run(lambda: manager.search(text), lambda rows: self._on_found(generation, rows),
+                           lambda msg: self._on_failed(generation, msg), "search")
+        else:
+            self.note.setText("Loading the recommended models…")
+            self.tasks.run(manager.recommended, lambda rows: self._on_recommended(generation, rows),
+                           lambda msg: self._on_failed(generation, msg), "recommended")
+
+    def _on_failed(self, generation: int, message: str) -> None:
+        if generation != self._generation:
+            return
+        self.search_button.setEnabled(True)
+        self.note.setText(message)
+        self.error_reported.emit(message)
+
+    def _on_found(self, generation: int, repos: list[dict]) -> None:
+        if generation != self._generation:
+            return
+        self.search_button.setEnabled(True)
+        self.tree.clear()
+        for repo in repos:
+            downloads = f"{repo['downloads']:,}" if repo.get("downloads") is not None else ""
+            name = repo["repo_id"] + ("  (gated: needs a token)" if repo.get("gated") else "")
+            top = QTreeWidgetItem([name, "", "", downloads])
+            top.setData(0, FILE_ROLE, (repo["repo_id"], None))
+            for f in repo["files"]:
+                parts = f" ({f['parts']} parts)" if f.get("parts", 1) > 1 else ""
+                child = QTreeWidgetItem([f["filename"] + parts, self._type(f.get("quant")),
+                                         human_size(f["size"]) if f.get("size") else "", ""])
+                child.setData(0, FILE_ROLE, (repo["repo_id"], f["filename"]))
+                top.addChild(child)
+            self.tree.addTopLevelItem(top)
+        if len(repos) <= 3:
+            self.tree.expandAll()
+        self.note.setText(f"{len(repos)} repositories with GGUF files." if repos else
+                          "No repository with GGUF files matches; try fewer words.")
+        self.results_shown.emit(len(repos))
+
+    def _on_recommended(self, generation: int, rows: list[dict]) -> None:
+        if generation != self._generation:
+            return
+        self.search_button.setEnabled(True)
+        self.tree.clear()
+        for m in rows:
+            top = QTreeWidgetItem([m["title"], self._type(m.get("quant")),
+                                   human_size(m["size"]) if m.get("size") else "", ""])
+            tip = f"{m['repo_id']} / {m['filename']}\nGood at: {m['note']}"
+            if m.get("draft"):
+                tip += f"\nDraft model for speculative decoding: {m['draft']}"
+            top.setToolTip(0, tip)
+            top.setData(0, FILE_ROLE, (m["repo_id"], m.get("filename")))
+            note = QTreeWidgetItem([m["note"], "", "", ""])
+            note.setFlags(Qt.ItemIsEnabled)
+            note.setData(0, FILE_ROLE, (m["repo_id"], m.get("filename")))
+            top.addChild(note)
+            self.tree.addTopLevelItem(top)
+        self.tree.expandAll()
+        self.note.setText("Recommended models. Type to search Hugging Face.")
+        self.results_shown.emit(len(rows))
+
+    @staticmethod
+    def _type(quant: str | None) -> str:
+        seed = manager.seed_name(quant)
+        return f"{quant} ({seed})" if quant and seed and seed not in quant else (quant or "")
+
+    # --- choosing --------------------------------------------------------------------
+    def chosen(self) -> tuple[str, str | None] | None:
+        items = self.tree.selectedItems()
+        return items[0].data(0, FILE_ROLE) if items else None
+
+    def _on_selection_changed(self) -> None:
+        choice = self.chosen()
+        self.download_button.setEnabled(choice is not None)
+        if choice is not None:
+            repo, filename = choice
+            self.download_button.setToolTip(f"Download {filename or 'the recommended file of ' + repo}")
+
+    def _on_download_clicked(self) -> None:
+        choice = self.chosen()
+        if choice is not None:
+            self.download_requested.emit(*choice)
+
+    def select(self, repo_id: str, filename: str | None) -> bool:
+        """Select a result row (tests, and the screenshot script)."""
+        for i in range(self.tree.topLevelItemCount()):
+            top = self.tree.topLevelItem(i)
+            for item in [top, *(top.child(j) for j in range(top.childCount()))]:
+                if item.data(0, FILE_ROLE) == (repo_id, filename):
+                    self.tree.setCurrentItem(item)
+                    return True
+        return False

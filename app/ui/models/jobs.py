@@ -1,0 +1,113 @@
+"""One long model job at a time (download, quantize, convert) with a progress bar and Cancel.
+
+The job runs on a Tasks thread; its progress callback is throttled on that
+thread (at most every PROGRESS_MS) before it crosses to the GUI thread, so a
+download reporting per chunk never floods the event loop. Cancel sets the
+job's threading.Event, which the core functions check between chunks/steps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+
+from app.ui.worker import Tasks
+
+PROGRESS_MS = 100
+SCALE = 1000  # the bar's range: QProgressBar takes ints, byte counts overflow them
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit in ("B", "KB") else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+class JobBar(QWidget):
+    job_finished = Signal(str, object)  # kind, result (None when it failed or was cancelled)
+    job_failed = Signal(str)  # the sentence to show
+
+    def __init__(self, tasks: Tasks, parent=None):
+        super().__init__(parent)
+        self.tasks = tasks
+        self.kind = ""
+        self.cancel_event: threading.Event | None = None
+        self.updates = 0  # progress updates that reached the widgets (tests check the throttle)
+        self.label = QLabel()
+        self.label.setMinimumWidth(120)
+        self.bar = QProgressBar()
+        self.bar.setRange(0, SCALE)
+        self.bar.setTextVisible(True)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.label, 1)
+        row.addWidget(self.bar, 2)
+        row.addWidget(self.cancel_button)
+        tasks.progressed.connect(self._on_progressed)
+        self.setVisible(False)
+
+    @property
+    def running(self) -> bool:
+        return self.cancel_event is not None
+
+    def start(self, kind: str, title: str, work: Callable[[Callable[..., None], threading.Event], Any]) -> bool:
+        """Run work(report, cancel) on a thread; report(done, total, text='') updates the bar. False when busy."""
+        if self.running:
+            self.job_failed.emit(f"Wait for the {self.kind} that is running, or cancel it.")
+            return False
+        self.kind = kind
+        cancel = self.cancel_event = threading.Event()
+        last = [0.0]
+
+        def report(done: float, total: float, text: str = "") -> None:
+            now = time.monotonic()
+            if (now - last[0]) * 1000 >= PROGRESS_MS or (total and done >= total):
+                last[0] = now
+                self.tasks.progress(f"job:{kind}", (float(done), float(total), text))
+
+        self.label.setText(title)
+        self.bar.setValue(0)
+        self.bar.setFormat("starting…")
+        self.cancel_button.setEnabled(True)
+        self.setVisible(True)
+        self.tasks.run(lambda: work(report, cancel), self._on_done, self._on_error, kind)
+        return True
+
+    def cancel(self) -> None:
+        if self.cancel_event is not None:
+            self.cancel_event.set()
+            self.cancel_button.setEnabled(False)
+            self.bar.setFormat("cancelling…")
+
+    def _on_progressed(self, name: str, payload) -> None:
+        if name != f"job:{self.kind}" or not self.running or self.cancel_event.is_set():
+            return
+        done, total, text = payload
+        self.updates += 1
+        if total > 0:
+            self.bar.setValue(int(SCALE * min(done / total, 1.0)))
+            size = f"{human_size(done)} of {human_size(total)}" if total > 4096 else f"{done / total:.0%}"
+            self.bar.setFormat(f"{text}  {size}".strip() if text else size)
+        else:
+            self.bar.setFormat(text or "working…")
+
+    def _end(self) -> None:
+        self.cancel_event = None
+        self.setVisible(False)
+
+    def _on_done(self, result) -> None:
+        kind = self.kind
+        self._end()
+        self.job_finished.emit(kind, result)
+
+    def _on_error(self, message: str) -> None:
+        self._end()
+        self.job_failed.emit(message)

@@ -1,0 +1,124 @@
+"""The Models page against real parts: a local Hub-shaped server, llama.cpp's quantizer, the fit estimate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.core import paths
+from app.core.hub import recommended_models
+
+JOB_TIMEOUT_MS = 60_000
+
+
+def open_download_tab(qtbot, w):
+    w.tabs.setCurrentWidget(w.models)
+    with qtbot.waitSignal(w.models.hub.results_shown, timeout=10_000) as shown:
+        w.models.sources.setCurrentWidget(w.models.hub)
+    return shown.args[0]
+
+
+def search(qtbot, w, text: str) -> int:
+    w.models.hub.query.setText(text)
+    with qtbot.waitSignal(w.models.hub.results_shown, timeout=20_000) as shown:
+        w.models.hub.search_button.click()
+    return shown.args[0]
+
+
+def library_paths(w) -> list[str]:
+    return [m["path"] for m in w.models.models]
+
+
+def test_empty_query_shows_the_recommended_models(qtbot, idle_window):
+    w = idle_window
+    count = open_download_tab(qtbot, w)
+    expected = recommended_models()
+    assert count == len(expected) == w.models.hub.tree.topLevelItemCount()
+    first = w.models.hub.tree.topLevelItem(0)
+    assert first.text(0) == expected[0]["name"] and "Q4_K_M" in first.text(1) and "INT4" in first.text(1)
+    assert expected[0]["good_at"] in first.child(0).text(0)
+
+
+def test_search_download_with_progress_joins_the_library(qtbot, idle_window, hub_server):
+    w = idle_window
+    open_download_tab(qtbot, w)
+    assert search(qtbot, w, "gguf") == 3
+    hub = w.models.hub
+    names = {hub.tree.topLevelItem(i).text(0).split()[0] for i in range(hub.tree.topLevelItemCount())}
+    assert names == {"acme/Tiny-GGUF", "acme/Big-GGUF", "acme/Gated-GGUF"}
+    assert hub.select("acme/Big-GGUF", "big-F16.gguf")
+    hub_server.rate = 16 * 2**20  # 8 MB in about half a second: long enough to watch the bar move
+    seen: list[int] = []
+    w.models.jobs.bar.valueChanged.connect(seen.append)
+    with qtbot.waitSignal(w.models.jobs.job_finished, timeout=JOB_TIMEOUT_MS) as finished:
+        hub.download_button.click()
+        assert w.models.jobs.isVisible() and w.models.jobs.cancel_button.isEnabled()
+    kind, path = finished.args
+    assert kind == "download" and Path(path).is_relative_to(paths.models_dir())
+    assert Path(path).stat().st_size == len(hub_server.repos["acme/Big-GGUF"].files["big-F16.gguf"])
+    assert len(seen) >= 2 and seen == sorted(seen), "the bar moved forward during the download"
+    assert not w.models.jobs.isVisible()
+    # The library refreshed with the new file, chosen, with its type read from the file.
+    qtbot.waitUntil(lambda: w.models.selected_path() == path, timeout=10_000)
+    row = w.models.models[library_paths(w).index(path)]
+    assert row["quant"] == "F16"
+    assert "Downloaded big-F16.gguf" in w.models.status.text()
+
+
+def test_cancel_a_download_and_errors_reach_the_message_bridge(qtbot, idle_window, hub_server):
+    w = idle_window
+    open_download_tab(qtbot, w)
+    search(qtbot, w, "big")
+    hub_server.rate = 2 * 2**20  # four seconds for 8 MB: time to cancel
+    messages: list[str] = []
+    w.models.error_reported.connect(messages.append)
+    w.models.hub.select("acme/Big-GGUF", "big-F16.gguf")
+    w.models.hub.download_button.click()
+    qtbot.waitUntil(lambda: w.models.jobs.bar.value() > 0, timeout=10_000)
+    with qtbot.waitSignal(w.models.jobs.job_failed, timeout=10_000):
+        w.models.jobs.cancel_button.click()
+    assert messages and "cancel" in messages[-1].lower()
+    assert not w.models.jobs.isVisible()
+    assert "cancel" in w.statusBar().currentMessage().lower()
+    assert not any(p.endswith("big-F16.gguf") for p in library_paths(w))
+    # A gated repository: one sentence, no traceback, and the page stays usable.
+    search(qtbot, w, "gated")
+    w.models.hub.select("acme/Gated-GGUF", None)
+    with qtbot.waitSignal(w.models.jobs.job_failed, timeout=JOB_TIMEOUT_MS) as failed:
+        w.models.hub.download_button.click()
+    assert "gated" in failed.args[0].lower() and "Traceback" not in failed.args[0]
+    assert "\n" not in failed.args[0].strip()
+
+
+def test_quantize_the_bundled_model_with_progress(qtbot, idle_window, bundled_model):
+    w = idle_window
+    w.tabs.setCurrentWidget(w.models)
+    qtbot.waitUntil(lambda: str(bundled_model) in library_paths(w), timeout=20_000)
+    w.models.table.selectRow(library_paths(w).index(str(bundled_model)))
+    w.models.quant_type.setCurrentIndex(w.models.quant_type.findData("Q8_0"))
+    assert w.models.quant_type.currentText() == "Q8_0 (INT8)"
+    updates = w.models.jobs.updates
+    with qtbot.waitSignal(w.models.jobs.job_finished, timeout=JOB_TIMEOUT_MS) as finished:
+        w.models.quantize_button.click()
+    kind, path = finished.args
+    assert kind == "quantize" and Path(path).exists() and Path(path).name.endswith("-Q8_0.gguf")
+    assert w.models.jobs.updates > updates
+    qtbot.waitUntil(lambda: w.models.selected_path() == path, timeout=10_000)
+    assert w.models.models[library_paths(w).index(path)]["quant"] == "Q8_0"
+
+
+def test_fit_verdict_marks_the_suggested_gpu_layers(qtbot, idle_window, bundled_model):
+    w = idle_window
+    w.tabs.setCurrentWidget(w.models)
+    qtbot.waitUntil(lambda: str(bundled_model) in library_paths(w), timeout=20_000)
+    w.models.table.selectRow(library_paths(w).index(str(bundled_model)))
+    slider = w.models.load_settings.gpu_layers
+    qtbot.waitUntil(lambda: slider.mark is not None and w.models.fit_label.text() != "", timeout=20_000)
+    from app.core.fit import estimate_fit
+
+    expected = estimate_fit(bundled_model, n_ctx=w.models.load_settings.ctx.currentData(),
+                            kv_type=w.models.load_settings.kv_type.currentText())
+    assert slider.mark == expected.gpu_layers and slider.maximum() == expected.n_layers
+    assert expected.verdict.split(",")[0] in w.models.fit_label.text()  # free RAM moves between the two
+    assert f"suggested {expected.gpu_layers}" in w.models.load_settings.gpu_value.text()
+    x = slider.mark_x()
+    assert 0 <= x <= slider.width()
