@@ -122,3 +122,20 @@ def test_fit_verdict_marks_the_suggested_gpu_layers(qtbot, idle_window, bundled_
     assert f"suggested {expected.gpu_layers}" in w.models.load_settings.gpu_value.text()
     x = slider.mark_x()
     assert 0 <= x <= slider.width()
+
+
+def test_convert_a_folder_that_is_not_a_checkpoint_says_why(qtbot, idle_window, tmp_path):
+    w = idle_window
+    w.tabs.setCurrentWidget(w.models)
+    panel = w.models.converter
+    w.models.sources.setCurrentWidget(panel)
+    qtbot.waitUntil(lambda: panel.convert_button.isEnabled() or panel.missing.text() != "", timeout=10_000)
+    if not panel.convert_button.isEnabled():  # no convert extra: the page says what to install
+        assert 'pip install "hearth[convert]"' in panel.missing.text()
+        return
+    (tmp_path / "notes.txt").write_text("not a model")
+    panel.source.setText(str(tmp_path))
+    with qtbot.waitSignal(w.models.jobs.job_failed, timeout=JOB_TIMEOUT_MS) as failed:
+        panel.convert_button.click()
+    assert "config.json" in failed.args[0] and "Traceback" not in failed.args[0]
+    assert failed.args[0] in w.statusBar().currentMessage()

@@ -1,0 +1,58 @@
+"""A QTimer heartbeat that measures event-loop stalls, the way the issue's bounds are stated.
+
+`busy` is GUI-thread CPU time between beats: work the app itself did without
+returning to the event loop; it is enforced always. `gaps` is wall-clock time
+between beats, which also holds time the OS did not schedule the process at
+all; it is enforced only when the machine had a core to spare.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from PySide6.QtCore import QTimer
+
+HEARTBEAT_MS = 10
+MAX_STALL_MS = 50
+
+
+class Heartbeat:
+    def __init__(self, interval_ms: int = HEARTBEAT_MS):
+        self.gaps: list[float] = []
+        self.busy: list[float] = []
+        self._last = [time.perf_counter(), time.thread_time()]
+        self.timer = QTimer()
+        self.timer.setInterval(interval_ms)
+        self.timer.timeout.connect(self._beat)
+        self.load_before = 0.0
+
+    def _beat(self) -> None:
+        now, cpu = time.perf_counter(), time.thread_time()
+        self.gaps.append((now - self._last[0]) * 1000)
+        self.busy.append((cpu - self._last[1]) * 1000)
+        self._last[:] = [now, cpu]
+
+    def start(self) -> "Heartbeat":
+        self.load_before = os.getloadavg()[0]
+        self._last[:] = [time.perf_counter(), time.thread_time()]
+        self.timer.start()
+        return self
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def overloaded(self) -> bool:
+        return max(self.load_before, os.getloadavg()[0]) > (os.cpu_count() or 1)
+
+    def assert_no_stall(self, what: str, limit_ms: float = MAX_STALL_MS, min_beats: int = 10) -> None:
+        assert len(self.gaps) >= min_beats, f"only {len(self.gaps)} heartbeats during {what}"
+        worst_cpu = max(self.busy)
+        assert worst_cpu <= limit_ms, f"during {what} the GUI thread worked {worst_cpu:.0f} ms without a break"
+        if not self.overloaded():
+            worst = max(self.gaps)
+            assert worst <= limit_ms, f"during {what} the event loop stalled for {worst:.0f} ms"
+
+    def summary(self) -> str:
+        return (f"{len(self.gaps)} beats, worst gap {max(self.gaps):.1f} ms, worst GUI-thread work "
+                f"{max(self.busy):.1f} ms")
