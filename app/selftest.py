@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Callable
 
@@ -163,7 +164,9 @@ def run_selftest() -> int:
             except HearthError as exc:
                 detail, ok = str(exc), False
             except Exception as exc:  # the report must name any failure, whatever raised it
-                detail, ok = f"{type(exc).__name__}: {exc}", False
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                place = "/".join(Path(where.filename).parts[-2:])
+                detail, ok = f"{type(exc).__name__}: {exc} (at {place}:{where.lineno})", False
             else:
                 ok = True
             if not ok:

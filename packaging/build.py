@@ -1,0 +1,72 @@
+"""Build Hearth's one-folder bundle with PyInstaller, and an archive of it.
+
+    pip install -e ".[package]"
+    python packaging/build.py            # -> dist/Hearth/ and dist/Hearth-<version>-<os>-<arch>.tar.gz (.zip on Windows)
+
+The same command works on Linux, Windows and macOS (see packaging/README.md for what differs). It builds
+for the machine it runs on, with whatever llama-cpp-python is installed: install a CUDA build first
+(CMAKE_ARGS="-DGGML_CUDA=on") to get a CUDA bundle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "packaging" / "hearth.spec"
+
+
+def folder_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def archive(bundle: Path, dist: Path, version: str) -> Path:
+    system = {"win32": "windows", "darwin": "macos"}.get(sys.platform, "linux")
+    stem = dist / f"Hearth-{version}-{system}-{platform.machine().lower()}"
+    if system == "linux":
+        target = stem.with_name(stem.name + ".tar.gz")
+        with tarfile.open(target, "w:gz", compresslevel=6) as tar:
+            tar.add(bundle, arcname=bundle.name)
+        return target
+    # macOS ships the .app (it sits next to the folder); a zip keeps its symlinks and permissions well enough
+    # for a download, and Windows users expect a zip.
+    app = dist / "Hearth.app"
+    source = app if app.is_dir() else bundle
+    return Path(shutil.make_archive(str(stem), "zip", root_dir=source.parent, base_dir=source.name))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dist", type=Path, default=ROOT / "dist", help="where the bundle goes (default dist/)")
+    parser.add_argument("--work", type=Path, default=ROOT / "build", help="PyInstaller's work folder (default build/)")
+    parser.add_argument("--no-archive", action="store_true", help="build the folder only")
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(ROOT))
+    from app import __version__
+
+    started = time.monotonic()
+    command = [sys.executable, "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
+               "--distpath", str(args.dist), "--workpath", str(args.work), str(SPEC)]
+    print("+", " ".join(command), flush=True)
+    if subprocess.call(command, cwd=ROOT) != 0:
+        print("build.py: PyInstaller failed", file=sys.stderr)
+        return 1
+    bundle = args.dist / "Hearth"
+    print(f"bundle: {bundle} ({folder_size(bundle) / 1e6:.0f} MB) built in {time.monotonic() - started:.0f} s",
+          flush=True)
+    if not args.no_archive:
+        target = archive(bundle, args.dist, __version__)
+        print(f"archive: {target} ({target.stat().st_size / 1e6:.0f} MB)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
