@@ -1,0 +1,67 @@
+"""What a benchmark ran on: saved with every result so that runs on different machines compare."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+import psutil
+
+from app import __version__
+from app.commands.doctor import _cpu
+
+
+def _gpus() -> list[str]:
+    """GPU names as the NVIDIA driver reports them; other vendors' tools are not asked (yet)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return []
+    try:
+        out = subprocess.run([smi, "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def describe_machine() -> dict:
+    import llama_cpp
+
+    cpu = _cpu()
+    offload = bool(llama_cpp.llama_supports_gpu_offload())
+    gpus = _gpus()
+    return {
+        "cpu": cpu["name"],
+        "arch": cpu["arch"],
+        "cpu_features": cpu["features"],
+        "physical_cores": cpu["physical_cores"],
+        "logical_cores": cpu["logical_cores"],
+        "ram_total_mb": round(psutil.virtual_memory().total / 2**20),
+        "gpus": gpus,
+        "gpu_offload": offload,
+        "gpu": (", ".join(gpus) or "GPU offload available") if offload else
+               (f"{', '.join(gpus)} (unused: CPU-only llama.cpp build)" if gpus else "none (CPU-only llama.cpp build)"),
+        "llama_cpp_python": llama_cpp.__version__,
+        "llama_system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(" |"),
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+        "hearth": __version__,
+        "hostname": platform.node(),
+    }
+
+
+def machine_label(m: dict) -> str:
+    """One line naming the machine, for table captions."""
+    ram = m.get("ram_total_mb", 0) / 1024
+    return (f"{m.get('cpu', '?')}, {m.get('physical_cores', '?')} cores, {ram:.0f} GiB RAM, "
+            f"GPU: {m.get('gpu', '?')}, llama-cpp-python {m.get('llama_cpp_python', '?')}")
