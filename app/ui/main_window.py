@@ -12,6 +12,7 @@ from app.core.chats import ChatStore
 from app.core.errors import HearthError
 from app.core.settings import load_settings, save_settings
 from app.engine.protocol import LoadOptions, SamplingOptions
+from app.ui.bench.bench_view import BenchView
 from app.ui.chat.chat_view import ChatView
 from app.ui.engine_bridge import EngineBridge
 from app.ui.models.models_view import ModelsView
@@ -43,10 +44,12 @@ class MainWindow(QMainWindow):
         self.chat = ChatView(self.bridge, self.store)
         self.models = ModelsView(self.bridge, self.settings)
         self.monitor = MonitorView()
+        self.bench = BenchView()
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.chat, "Chat")
         self.tabs.addTab(self.models, "Models")
+        self.tabs.addTab(self.bench, "Benchmark")
         self.setCentralWidget(self.tabs)
         self.monitor_dock = QDockWidget("Live monitor", self)
         self.monitor_dock.setObjectName("monitorDock")
@@ -109,6 +112,8 @@ class MainWindow(QMainWindow):
         self.chat.generation_started.connect(lambda: self.state_label.setText("Generating…"))
         self.models.load_requested.connect(self.load_model)
         self.models.error_reported.connect(self.show_message)
+        self.bench.error_reported.connect(self.show_message)
+        b.model_loaded.connect(lambda info: self.bench.set_model(info.get("path")))
 
     # --- models ----------------------------------------------------------------
     def load_start_model(self) -> None:
@@ -201,11 +206,13 @@ class MainWindow(QMainWindow):
 
     def apply_theme(self, dark: bool) -> None:
         self.monitor.apply_theme(dark)
+        self.bench.apply_theme(dark)
 
     def closeEvent(self, event) -> None:
         self.save_state()
         self.monitor.timer.stop()
         self.models.close_tasks()
+        self.bench.close_tasks()
         self.bridge.close()
         self.store.close()
         self.closed.emit()

@@ -1,0 +1,279 @@
+"""The Benchmark tab: what quantization, speculation and the KV-cache settings buy on this machine.
+
+It runs app.bench.matrix.run_matrix on a worker thread (the matrix itself
+measures in child processes), with the Models page's JobBar for progress and
+Cancel, then shows the matrix as a table per workload and a bar chart of
+generation speed, and exports it as JSON or CSV. A saved result can be
+opened again to compare.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton,
+                               QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from app.core.errors import HearthError
+from app.ui.models.jobs import JobBar
+from app.ui.worker import Tasks
+
+BAR_COLORS = ("#3b82f6", "#10b981", "#f59e0b", "#ef4444")
+
+
+def matrix_available() -> bool:
+    return importlib.util.find_spec("app.bench.matrix") is not None
+
+
+def _matrix():
+    from app.bench import matrix
+
+    return matrix
+
+
+def read_result(path: str) -> dict:
+    try:
+        result = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise HearthError(f"{Path(path).name} is not a readable benchmark result ({exc}).") from None
+    if not isinstance(result, dict) or result.get("kind") != "hearth-bench-matrix":
+        raise HearthError(f"{Path(path).name} is not a result of `hearth bench matrix`.")
+    return result
+
+
+def write_json(result: dict, path: str) -> None:
+    try:
+        Path(path).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    except OSError as exc:
+        raise HearthError(f"Could not write {path}: {exc.strerror or exc}.") from None
+
+
+class BenchView(QWidget):
+    result_shown = Signal(object)  # the result dict
+    error_reported = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.tasks = Tasks(self)
+        self.result: dict | None = None
+        self.model_path: str | None = None  # None: the bundled model
+        self.rows: list[str] | None = None  # matrix row ids to run (tests run one); None: all
+
+        self.model_label = QLabel()
+        self.quick = QCheckBox("Quick (short answers, for a first look)")
+        self.repeats = QSpinBox()
+        self.repeats.setRange(1, 9)
+        self.repeats.setValue(3)
+        self.repeats.setPrefix("repeats ")
+        self.run_button = QPushButton("Run benchmark")
+        self.open_button = QPushButton("Open result…")
+        self.json_button = QPushButton("Export JSON…")
+        self.csv_button = QPushButton("Export CSV…")
+        self.jobs = JobBar(self.tasks)
+        self.workload = QComboBox()
+        self.caption = QLabel()
+        self.caption.setWordWrap(True)
+        self.caption.setObjectName("hint")
+        self.caption.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.table = QTableWidget(0, 0)
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.table.setWordWrap(False)
+        self.plot = pg.PlotWidget()
+        self.plot.setMenuEnabled(False)
+        self.plot.setMouseEnabled(False, False)
+        self.plot.hideButtons()
+        self.plot.setLabel("left", "generation tok/s")
+        self.plot.addLegend(offset=(-10, 10))
+        self.plot.setMinimumHeight(200)
+
+        top = QHBoxLayout()
+        top.addWidget(self.model_label, 1)
+        top.addWidget(self.quick)
+        top.addWidget(self.repeats)
+        top.addWidget(self.run_button)
+        files = QHBoxLayout()
+        files.addWidget(QLabel("Workload"))
+        files.addWidget(self.workload)
+        files.addStretch(1)
+        files.addWidget(self.open_button)
+        files.addWidget(self.json_button)
+        files.addWidget(self.csv_button)
+        results = QSplitter(Qt.Vertical)
+        results.addWidget(self.table)
+        results.addWidget(self.plot)
+        results.setSizes([260, 300])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(top)
+        layout.addWidget(self.jobs)
+        layout.addWidget(self.caption)
+        layout.addLayout(files)
+        layout.addWidget(results, 1)
+
+        self.run_button.clicked.connect(self.run)
+        self.open_button.clicked.connect(self._on_open_clicked)
+        self.json_button.clicked.connect(lambda: self._on_export_clicked("json"))
+        self.csv_button.clicked.connect(lambda: self._on_export_clicked("csv"))
+        self.workload.currentIndexChanged.connect(self._show_table)
+        self.jobs.job_finished.connect(lambda _kind, result: self.show_result(result))
+        self.jobs.job_failed.connect(self._on_failed)
+        self.set_model(None)
+        self._update_buttons()
+        if not matrix_available():
+            self.caption.setText("The benchmark module (app.bench.matrix) is not part of this build.")
+            self.run_button.setEnabled(False)
+        else:
+            self.caption.setText("Measures F16, Q8_0 (INT8), Q4_K_M (INT4), INT4 with speculative decoding, and all "
+                                 "combined, on this machine with one model: prompt and generation speed, time to "
+                                 "first token, memory. The full run takes several minutes.")
+
+    # --- running -----------------------------------------------------------------------
+    def set_model(self, path: str | None) -> None:
+        """The model to measure (the loaded one; None: the bundled model)."""
+        self.model_path = path
+        self.model_label.setText(f"Model: {Path(path).name if path else 'the bundled model'}")
+        self.model_label.setToolTip(path or "")
+
+    def run(self) -> bool:
+        if not matrix_available():
+            return False
+        model, quick, repeats, rows = self.model_path, self.quick.isChecked(), self.repeats.value(), self.rows
+
+        def work(report, cancel):
+            return _matrix().run_matrix(model, progress=lambda f, message: report(f, 1.0, message), cancel=cancel,
+                                        repeats=repeats, quick=quick, rows=rows)
+
+        started = self.jobs.start("benchmark", "Benchmarking…", work)
+        self._update_buttons()
+        return started
+
+    def _on_failed(self, message: str) -> None:
+        self.caption.setText(message)
+        self._update_buttons()
+        self.error_reported.emit(message)
+
+    def _update_buttons(self) -> None:
+        self.run_button.setEnabled(matrix_available() and not self.jobs.running)
+        has = self.result is not None
+        self.json_button.setEnabled(has)
+        self.csv_button.setEnabled(has and matrix_available())
+
+    # --- showing -----------------------------------------------------------------------
+    def show_result(self, result: dict) -> None:
+        self.result = result
+        self._update_buttons()
+        names = list(result.get("workloads", {}))
+        self.workload.blockSignals(True)
+        self.workload.clear()
+        for name in names:
+            self.workload.addItem(result["workloads"][name].get("label", name), name)
+        self.workload.blockSignals(False)
+        self.caption.setText(self._caption(result))
+        self._show_table()
+        self._show_chart()
+        self.result_shown.emit(result)
+
+    @staticmethod
+    def _caption(result: dict) -> str:
+        from app.bench.machine import machine_label
+
+        runs = f"median [min-max] of {result.get('repeats')} runs" + (" (quick)" if result.get("quick") else "")
+        bw = (result.get("bandwidth") or {}).get("read_gb_s")
+        text = f"{result.get('model')}, {result.get('threads')} threads, {runs}; % is the change against F16."
+        if result.get("machine"):
+            text += f" Machine: {machine_label(result['machine'])}"
+        if bw:
+            text += f"; read bandwidth {bw:.1f} GB/s"
+        if result.get("load_average_start") is not None:
+            text += f"; load average {result['load_average_start']} at the start"
+        return text + "."
+
+    def _show_table(self, *_args) -> None:
+        name = self.workload.currentData()
+        if self.result is None or name is None:
+            return
+        rows = _matrix().table_rows(self.result, name)
+        self.table.clear()
+        self.table.setColumnCount(len(rows[0]))
+        self.table.setRowCount(len(rows) - 1)
+        self.table.setHorizontalHeaderLabels(rows[0])
+        for r, line in enumerate(rows[1:]):
+            failed = len(line) > 1 and line[1].startswith("FAILED")
+            for c, value in enumerate(line):
+                item = QTableWidgetItem(value)
+                if failed:
+                    item.setForeground(Qt.red)
+                item.setToolTip(value)
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
+
+    def chart_values(self) -> dict[str, list[float]]:
+        """Generation tok/s (median) per workload, one value per row; 0 for a failed row."""
+        out: dict[str, list[float]] = {}
+        for name in (self.result or {}).get("workloads", {}):
+            values = []
+            for row in self.result["rows"]:
+                gen = ((row.get("workloads") or {}).get(name) or {}).get("gen_tok_s") if row["status"] == "ok" else None
+                values.append(float(gen["median"]) if gen else 0.0)
+            out[name] = values
+        return out
+
+    def _show_chart(self) -> None:
+        self.plot.clear()
+        legend = self.plot.plotItem.legend
+        if legend is not None:
+            legend.clear()
+        values = self.chart_values()
+        rows = self.result["rows"]
+        width = 0.8 / max(1, len(values))
+        for k, (name, heights) in enumerate(values.items()):
+            x = np.arange(len(rows)) - 0.4 + width * (k + 0.5)
+            bars = pg.BarGraphItem(x=x, height=heights, width=width * 0.9, brush=BAR_COLORS[k % len(BAR_COLORS)],
+                                   pen=None, name=self.result["workloads"][name].get("label", name))
+            self.plot.addItem(bars)
+        labels = [(i, row["label"].replace(" + ", "\n+ ")) for i, row in enumerate(rows)]
+        self.plot.getAxis("bottom").setTicks([labels])
+        self.plot.setXRange(-0.6, len(rows) - 0.4, padding=0)
+        top = max([v for h in values.values() for v in h] + [1.0])
+        self.plot.setYRange(0, top * 1.15, padding=0)
+
+    def apply_theme(self, dark: bool) -> None:
+        self.plot.setBackground("#0f1215" if dark else "w")
+        fg = "#e5e7eb" if dark else "#111827"
+        for axis in ("left", "bottom"):
+            self.plot.getAxis(axis).setPen(fg)
+            self.plot.getAxis(axis).setTextPen(fg)
+
+    # --- files -------------------------------------------------------------------------
+    def _on_open_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a benchmark result", "", "Benchmark results (*.json)")
+        if path:
+            self.open_result(path)
+
+    def open_result(self, path: str) -> None:
+        self.tasks.run(lambda: read_result(path), self.show_result, self._on_failed, "open-result")
+
+    def _on_export_clicked(self, kind: str) -> None:
+        if self.result is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, f"Export the benchmark as {kind.upper()}",
+                                              f"hearth-bench.{kind}", f"{kind.upper()} files (*.{kind})")
+        if path:
+            self.export(kind, path)
+
+    def export(self, kind: str, path: str) -> None:
+        result = self.result
+        write = write_json if kind == "json" else _matrix().write_csv
+        self.tasks.run(lambda: write(result, path), lambda _r: self.caption.setText(f"Saved {path}."),
+                       self._on_failed, "export")
+
+    def close_tasks(self) -> None:
+        self.jobs.cancel()
+        self.tasks.join()
