@@ -173,7 +173,8 @@ def _worker(cfg: dict, out_fd: int) -> dict:
               "extra_bufts": session.rt.extra_bufts, "pp512": [], "workloads": {}}
     try:
         note("warm-up")
-        measure_pp(session.decoder, rng)
+        if not cfg.get("quick"):
+            measure_pp(session.decoder, rng)
         for name, w in cfg["workloads"].items():
             session.reset()
             session.chat(w["messages"], SamplingOptions(max_tokens=8, temperature=0.0, repeat_penalty=1.0),
@@ -359,7 +360,7 @@ def run_matrix(model: str | Path | None = None, progress: Progress | None = None
     check_model_file(source)
     if draft_model:
         draft_model = str(Path(library.resolve(draft_model).path).resolve())
-    chosen = [dict(r, **(row_overrides or {}).get(r["id"], {})) for r in ROWS if rows is None or r["id"] in rows]
+    chosen = _choose_rows(rows, row_overrides)
     drafters = ["lookup"] + (["draft-model"] if draft_model else [])
     workloads = {name: {"messages": w["messages"], "max_tokens": QUICK_TOKENS[name] if quick else w["max_tokens"]}
                  for name, w in WORKLOADS.items()}
@@ -432,7 +433,7 @@ def run_matrix(model: str | Path | None = None, progress: Progress | None = None
         for drafter in candidates:
             cfg = {"row": row["id"], "model": variant["path"], "threads": threads, "gpu_layers": gpu_layers,
                    "kv_type": row["kv_type"], "flash_attn": row["flash_attn"], "drafter": drafter,
-                   "draft_model": draft_model, "repeats": repeats, "workloads": workloads}
+                   "draft_model": draft_model, "repeats": repeats, "workloads": workloads, "quick": quick}
             title = f"{row['label']}" + (f" ({drafter})" if drafter else "")
             report(title)
             load_before = load_average()
@@ -453,6 +454,36 @@ def run_matrix(model: str | Path | None = None, progress: Progress | None = None
         result["saved_to"] = str(target)
         target.write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result
+
+
+OVERRIDABLE = {"qtype": ("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0"), "kv_type": ("f16", "q8_0", "q4_0"),
+               "flash_attn": ("on", "off", "auto")}
+
+
+def _choose_rows(rows: list[str] | None, overrides: dict[str, dict] | None) -> list[dict]:
+    ids = [r["id"] for r in ROWS]
+    for rid in list(rows or []) + list(overrides or {}):
+        if rid not in ids:
+            raise HearthError(f"There is no configuration '{rid}' in the matrix; use one of {', '.join(ids)}.")
+    for rid, changes in (overrides or {}).items():
+        for key, value in changes.items():
+            if key not in OVERRIDABLE or value not in OVERRIDABLE[key]:
+                raise HearthError(f"'{rid}.{key}={value}' cannot be set; settable: "
+                                  + "; ".join(f"{k} ({', '.join(v)})" for k, v in OVERRIDABLE.items()) + ".")
+    return [dict(r, **(overrides or {}).get(r["id"], {})) for r in ROWS if rows is None or r["id"] in rows]
+
+
+def parse_settings(items: list[str]) -> dict[str, dict]:
+    """['combined.flash_attn=off'] -> {'combined': {'flash_attn': 'off'}}"""
+    out: dict[str, dict] = {}
+    for item in items:
+        target, sep, value = item.partition("=")
+        rid, dot, key = target.partition(".")
+        if not (sep and dot and rid and key):
+            raise HearthError(f"'{item}' is not ROW.KEY=VALUE, for example combined.kv_type=q4_0.")
+        value = value.strip()
+        out.setdefault(rid.strip(), {})[key.strip()] = value.upper() if key.strip() == "qtype" else value
+    return out
 
 
 def _fill_row(row: dict, runs: dict, workloads: list[str], bw: float) -> None:
@@ -521,6 +552,16 @@ def table_rows(result: dict, workload: str) -> list[list[str]]:
     return out
 
 
+def busy_warning(result: dict) -> str | None:
+    """Other programs running meanwhile slow every row, and llama.cpp's threads more than their share."""
+    cores = result["machine"].get("physical_cores") or 1
+    loads = [x[0] for x in (result.get("load_average_start"), result.get("load_average_end")) if x]
+    if not loads or max(loads) < cores:
+        return None
+    return (f"Warning: the machine was busy (load average up to {max(loads):.1f} on {cores} cores): all figures "
+            "are lower and noisier than on an idle machine; compare rows of this run with each other.")
+
+
 def format_markdown(result: dict) -> str:
     from app.bench.machine import machine_label
 
@@ -530,6 +571,9 @@ def format_markdown(result: dict) -> str:
              f"Machine: {machine_label(result['machine'])}; measured read bandwidth {bw['read_gb_s']:.1f} GB/s; "
              f"load average {result.get('load_average_start')} at start, {result.get('load_average_end')} at end; "
              f"whole run {result['wall_s'] / 60:.1f} min.", ""]
+    busy = busy_warning(result)
+    if busy:
+        lines.insert(2, busy)
     for name, w in result["workloads"].items():
         rows = table_rows(result, name)
         lines.append(f"Workload: {w['label']} (up to {w['max_tokens']} tokens)")
@@ -671,6 +715,9 @@ def register(kinds) -> None:
     p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure (default 3)")
     p.add_argument("--quick", action="store_true", help="short answers and one run each: a first look")
     p.add_argument("--draft-model", metavar="PATH|NAME", help="also try this draft model in the speculative rows")
+    p.add_argument("--rows", metavar="ID,...", help=f"only these configurations ({', '.join(r['id'] for r in ROWS)})")
+    p.add_argument("--set", action="append", default=[], metavar="ROW.KEY=VALUE", dest="settings",
+                   help="change a configuration, e.g. combined.kv_type=q4_0 (keys: qtype, kv_type, flash_attn)")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="stop a configuration after S seconds and mark it failed (default 600)")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
@@ -687,9 +734,11 @@ def run(args: argparse.Namespace) -> int:
 
     repeats = 1 if args.quick and args.repeats == 3 else max(1, args.repeats)
     try:
+        rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
         result = run_matrix(getattr(args, "model", None), progress=show, repeats=repeats, quick=args.quick,
                             draft_model=args.draft_model, threads=getattr(args, "threads", None),
-                            timeout_s=args.timeout, save=not args.no_save)
+                            timeout_s=args.timeout, rows=rows, row_overrides=parse_settings(args.settings),
+                            save=not args.no_save)
     except MatrixCancelled:
         print("Cancelled.", file=sys.stderr)
         return 130

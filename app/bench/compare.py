@@ -1,0 +1,126 @@
+"""`hearth bench compare A.json B.json`: two saved matrix results side by side, with B/A ratios.
+
+Rows are matched by configuration (F16, Q8_0, ...), figures are the saved medians; a
+configuration that failed or is missing in one run shows as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from app.core.errors import HearthError
+
+FIGURES = [  # (label, how to read the median from a row for a workload)
+    ("gen tok/s", lambda row, w: row["workloads"][w]["gen_tok_s"]["median"]),
+    ("prompt tok/s", lambda row, w: row["workloads"][w]["prompt_tok_s"]["median"]),
+    ("TTFT ms", lambda row, w: row["workloads"][w]["ttft_s"]["median"] * 1000),
+    ("peak RSS MB", lambda row, w: row["peak_rss_mb"]),
+]
+
+
+def load_result(path: str | Path) -> dict:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise HearthError(f"There is no file {p}.") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise HearthError(f"{p.name} is not a readable benchmark result ({exc}).") from None
+    if not isinstance(data, dict) or data.get("kind") != "hearth-bench-matrix" or not isinstance(data.get("rows"), list):
+        raise HearthError(f"{p.name} is not a result of `hearth bench matrix`.")
+    return data
+
+
+def _value(row: dict | None, workload: str, read) -> float | None:
+    if row is None or row.get("status") != "ok":
+        return None
+    try:
+        return float(read(row, workload))
+    except (KeyError, TypeError):
+        return None
+
+
+def compare(a: dict, b: dict) -> dict:
+    """Per workload and configuration: A, B and B/A for each figure (None where a side has no number)."""
+    rows_a = {r["id"]: r for r in a["rows"]}
+    rows_b = {r["id"]: r for r in b["rows"]}
+    ids = list(rows_a) + [i for i in rows_b if i not in rows_a]
+    out = {"a": _side(a), "b": _side(b), "workloads": {}}
+    for w in [n for n in a.get("workloads", {}) if n in b.get("workloads", {})]:
+        lines = []
+        for rid in ids:
+            ra, rb = rows_a.get(rid), rows_b.get(rid)
+            line = {"id": rid, "label": (ra or rb)["label"], "status_a": _status(ra), "status_b": _status(rb)}
+            for label, read in FIGURES:
+                va, vb = _value(ra, w, read), _value(rb, w, read)
+                line[label] = {"a": va, "b": vb, "ratio": vb / va if va and vb is not None else None}
+            lines.append(line)
+        out["workloads"][w] = lines
+    return out
+
+
+def _status(row: dict | None) -> str:
+    if row is None:
+        return "missing"
+    return "ok" if row.get("status") == "ok" else f"failed: {row.get('reason', 'unknown')}"
+
+
+def _side(r: dict) -> dict:
+    from app.bench.machine import machine_label
+
+    return {"model": r.get("model"), "started": r.get("started"), "machine": machine_label(r.get("machine", {})),
+            "threads": r.get("threads"), "repeats": r.get("repeats"), "quick": r.get("quick"),
+            "read_gb_s": (r.get("bandwidth") or {}).get("read_gb_s"), "saved_to": r.get("saved_to")}
+
+
+def format_comparison(c: dict, names: tuple[str, str] = ("A", "B")) -> str:
+    lines = []
+    for key, name in zip(("a", "b"), names):
+        s = c[key]
+        bw = f", read bandwidth {s['read_gb_s']:.1f} GB/s" if s.get("read_gb_s") else ""
+        lines.append(f"{key.upper()}: {name}: {s['model']}, {s['started']}, {s['threads']} threads, "
+                     f"{s['repeats']} repeats{' (quick)' if s.get('quick') else ''}")
+        lines.append(f"   {s['machine']}{bw}")
+    for w, rows in c["workloads"].items():
+        lines += ["", f"Workload: {w}", ""]
+        header = ["config"] + [label for label, _ in FIGURES]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "---|" * len(header))
+        for line in rows:
+            cells = [line["label"]]
+            cells += [_cell(line[label], line) for label, _ in FIGURES]
+            lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Each cell: A -> B (B/A)."]
+    return "\n".join(lines)
+
+
+def _cell(f: dict, line: dict) -> str:
+    def side(v, status):
+        if v is not None:
+            return f"{v:.1f}"
+        return "missing" if status == "missing" else "failed" if status.startswith("failed") else "-"
+
+    text = f"{side(f['a'], line['status_a'])} -> {side(f['b'], line['status_b'])}"
+    if f["ratio"] is not None:
+        text += f" ({f['ratio']:.2f}x)"
+    return text
+
+
+def register(kinds) -> None:
+    p = kinds.add_parser("compare", help="two saved `bench matrix` results side by side",
+                         description=__doc__.split("\n\n", 1)[1])
+    p.add_argument("a", metavar="A.json")
+    p.add_argument("b", metavar="B.json")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    c = compare(load_result(args.a), load_result(args.b))
+    if args.json:
+        print(json.dumps(c, indent=2))
+    else:
+        print(format_comparison(c, (Path(args.a).name, Path(args.b).name)))
+    return 0
