@@ -1,7 +1,10 @@
-"""Save screenshots of the main views: `python -m tests.gui.screenshots [dark|light]` (offscreen).
+"""Save screenshots of the main views: `python -m tests.gui.screenshots [dark|light] [BENCH_RESULT.json]`.
 
-Runs the real window against the real engine in a throwaway HEARTH_HOME and
-writes docs/screenshots/{chat,models}-{theme}.png.
+Runs the real window (offscreen) against the real engine in a throwaway
+HEARTH_HOME and writes docs/screenshots/{chat,models,download,benchmark}-{theme}.png.
+The download page shows the recommended list (no network needed). The
+benchmark tab shows a saved `hearth bench matrix` result (the newest under
+the real data folder, or the file named); without one it is skipped.
 """
 
 from __future__ import annotations
@@ -14,8 +17,16 @@ from pathlib import Path
 OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
-def main(theme: str = "light") -> int:
+def newest_bench_result() -> str | None:
+    from app.core import paths
+
+    found = sorted((paths.data_dir() / "bench").glob("matrix-*.json"), key=lambda p: p.stat().st_mtime)
+    return str(found[-1]) if found else None
+
+
+def main(theme: str = "light", bench_result: str | None = None) -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    bench_result = bench_result or newest_bench_result()  # looked up before HEARTH_HOME points elsewhere
     os.environ["HEARTH_THEME"] = theme
     os.environ["HEARTH_HOME"] = tempfile.mkdtemp(prefix="hearth-shots-")
     from PySide6.QtCore import QDeadlineTimer, QEventLoop
@@ -50,10 +61,26 @@ def main(theme: str = "light") -> int:
     window.tabs.setCurrentWidget(window.models)
     wait(lambda: False, 1.5)
     window.grab().save(str(OUT / f"models-{theme}.png"))
+    hub = window.models.hub
+    window.models.sources.setCurrentWidget(hub)
+    wait(lambda: hub.tree.topLevelItemCount() > 0, 10)
+    from app.ui.models.hub_panel import FILE_ROLE
+
+    hub.select(*hub.tree.topLevelItem(0).data(0, FILE_ROLE))
+    wait(lambda: False, 0.5)
+    window.grab().save(str(OUT / f"download-{theme}.png"))
+    if bench_result:
+        window.tabs.setCurrentWidget(window.bench)
+        shown: list = []
+        window.bench.result_shown.connect(shown.append)
+        window.bench.open_result(bench_result)
+        wait(lambda: bool(shown), 10)
+        wait(lambda: False, 0.5)
+        window.grab().save(str(OUT / f"benchmark-{theme}.png"))
     window.close()
     print("saved", sorted(p.name for p in OUT.glob("*.png")))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(*(sys.argv[1:2] or ["light"])))
+    sys.exit(main(*(sys.argv[1:3] or ["light"])))

@@ -76,6 +76,7 @@ class BenchView(QWidget):
         self.csv_button = QPushButton("Export CSV…")
         self.jobs = JobBar(self.tasks)
         self.workload = QComboBox()
+        self.workload.setSizeAdjustPolicy(QComboBox.AdjustToContents)
         self.caption = QLabel()
         self.caption.setWordWrap(True)
         self.caption.setObjectName("hint")
@@ -91,6 +92,7 @@ class BenchView(QWidget):
         self.plot.setLabel("left", "generation tok/s")
         self.plot.addLegend(offset=(-10, 10))
         self.plot.setMinimumHeight(200)
+        self.plot.getAxis("bottom").setHeight(44)  # two-line row labels
 
         top = QHBoxLayout()
         top.addWidget(self.model_label, 1)
@@ -107,7 +109,7 @@ class BenchView(QWidget):
         results = QSplitter(Qt.Vertical)
         results.addWidget(self.table)
         results.addWidget(self.plot)
-        results.setSizes([260, 300])
+        results.setSizes([200, 360])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(top)

@@ -92,6 +92,7 @@ class HubPanel(QWidget):
             return
         self.search_button.setEnabled(True)
         self.tree.clear()
+        self.tree.setColumnHidden(3, False)
         for repo in repos:
             downloads = f"{repo['downloads']:,}" if repo.get("downloads") is not None else ""
             name = repo["repo_id"] + ("  (gated: needs a token)" if repo.get("gated") else "")
@@ -115,6 +116,7 @@ class HubPanel(QWidget):
             return
         self.search_button.setEnabled(True)
         self.tree.clear()
+        self.tree.setColumnHidden(3, True)  # the curated list has no download counts: room for the names
         for m in rows:
             top = QTreeWidgetItem([m["title"], self._type(m.get("quant")),
                                    human_size(m["size"]) if m.get("size") else "", ""])
@@ -128,6 +130,7 @@ class HubPanel(QWidget):
             note.setData(0, FILE_ROLE, (m["repo_id"], m.get("filename")))
             top.addChild(note)
             self.tree.addTopLevelItem(top)
+            note.setFirstColumnSpanned(True)
         self.tree.expandAll()
         self.note.setText("Recommended models. Type to search Hugging Face.")
         self.results_shown.emit(len(rows))
