@@ -141,13 +141,28 @@ def bytes_read_per_token(info) -> int:
 
 
 # --- one configuration, in a child process -------------------------------------------
+def own_peak_rss_mb() -> float:
+    """This process's own resident high-water mark. On Linux getrusage's ru_maxrss is not that: a child
+    inherits its parent's peak across fork and exec, so a big parent would be charged to every row."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    from app.core.metrics import peak_rss_mb
+
+    return peak_rss_mb()
+
+
 def _worker(cfg: dict, out_fd: int) -> dict:
     """Runs in the child: load, warm up, measure; returns raw runs (the parent takes medians)."""
     import llama_cpp  # noqa: F401 - loaded before timing anything
 
     from app.bench.basic import _emitter, measure_pp
     from app.core.bundled import bundled_model_path
-    from app.core.metrics import peak_rss_mb, rss_mb
+    from app.core.metrics import rss_mb
     from app.engine.protocol import LoadOptions, SamplingOptions
     from app.engine.session import Session
 
@@ -196,7 +211,7 @@ def _worker(cfg: dict, out_fd: int) -> dict:
     finally:
         os.close(fd)
         session.close()
-    result["peak_rss_mb"] = peak_rss_mb()
+    result["peak_rss_mb"] = own_peak_rss_mb()
     return result
 
 

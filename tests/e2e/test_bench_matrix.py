@@ -26,22 +26,14 @@ def hearth(*args: str, home: Path, timeout: float = 600) -> subprocess.Completed
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
-    """The whole matrix, quick, with the combined row broken on purpose (a quantized V cache needs flash
-    attention): llama.cpp refuses it, and the row must say so instead of vanishing."""
+    """The whole matrix, quick, with the Q8_0 row broken on purpose (a quantized V cache needs flash
+    attention, which rows 1-4 leave off): llama.cpp refuses it, and the row must say so instead of vanishing."""
     home = tmp_path_factory.mktemp("matrix-home")
     out = tmp_path_factory.mktemp("matrix-out")
-    proc = hearth("bench", "matrix", "--quick", "--threads", "1", "--set", "combined.flash_attn=off", "--json",
+    proc = hearth("bench", "matrix", "--quick", "--threads", "1", "--set", "q8_0.kv_type=q8_0", "--json",
                   "--csv", str(out / "m.csv"), "--plot", str(out / "m.png"), home=home)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"result": json.loads(proc.stdout), "out": out, "home": home}
-
-
-@pytest.fixture(scope="module")
-def combined(tmp_path_factory):
-    home = tmp_path_factory.mktemp("matrix-combined-home")
-    proc = hearth("bench", "matrix", "--quick", "--threads", "1", "--rows", "combined", "--json", home=home)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
 
 
 def rows_by_id(result: dict) -> dict:
@@ -53,7 +45,7 @@ def test_every_configuration_is_reported_with_medians_and_spread(full):
     r = full["result"]
     assert [row["id"] for row in r["rows"]] == ROW_IDS
     rows = rows_by_id(r)
-    for rid in ROW_IDS[:4]:
+    for rid in ("f16", "q4_k_m", "q4_k_m_spec", "combined"):
         row = rows[rid]
         assert row["status"] == "ok", row.get("reason")
         assert row["file_size_bytes"] == os.path.getsize(row["model_file"])
@@ -77,8 +69,8 @@ def test_every_configuration_is_reported_with_medians_and_spread(full):
     assert rows["f16"]["peak_rss_mb"] > rows["q4_k_m"]["peak_rss_mb"] + 0.5 * (sizes[0] - sizes[2]) / 2**20
     # Percentages against the F16 baseline.
     base = rows["f16"]["workloads"]["chat"]["gen_tok_s"]["median"]
-    q8 = rows["q8_0"]["workloads"]["chat"]
-    assert q8["gen_vs_baseline_pct"] == pytest.approx(100 * (q8["gen_tok_s"]["median"] / base - 1))
+    q4 = rows["q4_k_m"]["workloads"]["chat"]
+    assert q4["gen_vs_baseline_pct"] == pytest.approx(100 * (q4["gen_tok_s"]["median"] / base - 1))
     assert rows["f16"]["vs_baseline"]["file_size_pct"] == 0
 
 
@@ -86,12 +78,12 @@ def test_every_configuration_is_reported_with_medians_and_spread(full):
 def test_a_failed_configuration_is_shown_failed_with_the_reason(full):
     from app.bench.matrix import format_markdown, table_rows
 
-    row = rows_by_id(full["result"])["combined"]
+    row = rows_by_id(full["result"])["q8_0"]
     assert row["status"] == "failed"
     assert "flash attention" in row["reason"]
     for name in full["result"]["workloads"]:
-        line = table_rows(full["result"], name)[-1]
-        assert line[0].startswith("combined") and line[1].startswith("FAILED:") and "flash attention" in line[1]
+        line = table_rows(full["result"], name)[2]
+        assert line[0] == "Q8_0 (INT8)" and line[1].startswith("FAILED:") and "flash attention" in line[1]
     assert "FAILED:" in format_markdown(full["result"])
 
 
@@ -109,7 +101,7 @@ def test_results_are_saved_with_the_machine_and_exported(full):
     assert {p.parent for p in made} == {home / "data" / "models"} and len(made) == 3
     lines = list(csv.DictReader((out / "m.csv").open()))
     assert len(lines) == 2 * len(ROW_IDS)
-    assert {(x["workload"], x["status"]) for x in lines if x["config"] == "combined"} == \
+    assert {(x["workload"], x["status"]) for x in lines if x["config"] == "Q8_0 (INT8)"} == \
         {("chat", "failed"), ("code", "failed")}
     f16 = next(x for x in lines if x["workload"] == "code" and x["config"] == "F16 baseline")
     assert float(f16["gen_tok_s"]) == pytest.approx(rows_by_id(r)["f16"]["workloads"]["code"]["gen_tok_s"]["median"],
@@ -119,30 +111,32 @@ def test_results_are_saved_with_the_machine_and_exported(full):
 
 
 @pytest.mark.slow
-def test_combined_row_adds_kv_quantization_flash_attention_and_says_why_no_gpu(combined):
+def test_combined_row_adds_kv_quantization_flash_attention_and_says_why_no_gpu(full):
     import llama_cpp
 
-    [row] = combined["rows"]
+    row = rows_by_id(full["result"])["combined"]
     assert row["status"] == "ok", row.get("reason")
     assert (row["kv_type"], row["flash_attn"], row["speculative"]) == ("q8_0", "on", True)
     if not llama_cpp.llama_supports_gpu_offload():
         assert row["gpu_offload"] == "n/a (CPU-only build)" and row["gpu_layers"] == 0
     assert all(w["spec"]["drafter"] == "lookup" for w in row["workloads"].values())
-    assert "vs_baseline" not in row  # no F16 row in this run: no made-up percentages
+    assert row["vs_baseline"]["peak_rss_pct"] < 0  # q8_0 KV cache and INT4 weights against F16 and f16 KV
 
 
 @pytest.mark.slow
-def test_compare_prints_two_runs_side_by_side(full, combined, tmp_path):
+def test_compare_prints_two_runs_side_by_side(full, tmp_path):
     a = Path(full["result"]["saved_to"])
-    b = tmp_path / "b.json"
-    b.write_text(json.dumps(combined))
+    b = tmp_path / "b.json"  # what a `--rows q8_0,combined` run saves
+    b.write_text(json.dumps(dict(full["result"], rows=[r for r in full["result"]["rows"]
+                                                       if r["id"] in ("q8_0", "combined")])))
     proc = hearth("bench", "compare", str(a), str(b), home=tmp_path)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
     assert full["result"]["machine"]["cpu"] in text
-    combined_line = next(line for line in text.splitlines() if line.startswith("| combined"))
-    assert "failed ->" in combined_line
-    assert "| F16 baseline" in text and "-> missing" in text
+    line = next(x for x in text.splitlines() if x.startswith("| Q8_0"))
+    assert "failed -> failed" in line
+    assert "-> missing" in next(x for x in text.splitlines() if x.startswith("| F16 baseline"))
+    assert "(1.00x)" in next(x for x in text.splitlines() if x.startswith("| combined"))
     # The same run against itself: every figure 1.00x.
     same = hearth("bench", "compare", str(a), str(a), "--json", home=tmp_path)
     c = json.loads(same.stdout)
@@ -214,3 +208,13 @@ def test_a_crashed_configuration_is_failed_with_the_signal_and_the_log():
     assert row["status"] == "failed"
     assert "crashed (SIGKILL)" in row["reason"] and ".log" in row["reason"]
     assert "saved_to" not in result
+
+
+def test_peak_rss_of_a_configuration_is_its_own_not_its_parents():
+    import numpy as np
+
+    big = np.ones(400 * 2**20 // 8)  # the parent peaks at 400+ MB (as a GUI with a chat open might)
+    out = subprocess.run([sys.executable, "-c", "from app.bench.matrix import own_peak_rss_mb; "
+                          "print(own_peak_rss_mb())"], capture_output=True, text=True, timeout=60, check=True)
+    del big
+    assert 5 < float(out.stdout) < 200
