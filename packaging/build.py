@@ -1,7 +1,7 @@
 """Build Hearth's one-folder bundle with PyInstaller, and an archive of it.
 
     pip install -e ".[package]"
-    python packaging/build.py            # -> dist/Hearth/ and dist/Hearth-<version>-<os>-<arch>.tar.gz (.zip on Windows)
+    python packaging/build.py    # -> dist/Hearth/ and dist/Hearth-<version>-<os>-<arch>.tar.gz (.zip elsewhere)
 
 The same command works on Linux, Windows and macOS (see packaging/README.md for what differs). It builds
 for the machine it runs on, with whatever llama-cpp-python is installed: install a CUDA build first

@@ -8,6 +8,7 @@ llama.cpp and model.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -104,6 +105,25 @@ def test_unpacked_bundle_runs_the_cli_and_names_a_bad_model_in_one_sentence(unpa
     assert proc.returncode != 0
     assert proc.stderr.startswith("hearth: ") and "Traceback" not in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@linux_only
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 300)
+def test_unpacked_bundle_quantizes_in_its_worker_process_and_chats_with_the_result(unpacked, tmp_path):
+    """`--quantize-worker` is another hidden flag of the frozen executable; its output must load and answer."""
+    home = tmp_path / "home"
+    home.mkdir()
+    model = next((unpacked.parent / "_internal" / "models").glob("*.gguf"))
+    out = home / "smol-q8_0.gguf"
+    proc = run_bundle(unpacked, "models", "quantize", "--type", "Q8_0", "--out", str(out), "--json", str(model),
+                      home=home)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["type"] == "Q8_0" and out.stat().st_size > model.stat().st_size
+    chat = run_bundle(unpacked, "chat", "--model", str(out), "--prompt", "Say hi.", "--temp", "0", "--max-tokens",
+                      "6", "--json", home=home)
+    assert chat.returncode == 0, chat.stderr
+    assert json.loads(chat.stdout)["completion_tokens"] > 0
 
 
 @linux_only
