@@ -8,7 +8,6 @@ import signal
 from PySide6.QtCore import Qt
 
 from app.core.chats import ChatStore
-from app.engine.protocol import LoadOptions
 from tests.gui.conftest import ask
 
 
