@@ -65,6 +65,7 @@ class LoadOptions(_Options):
     context_policy: str = "window"
     sink_tokens: int = 4
     keep_system: bool = True
+    window_fraction: float = 0.5  # of the movable part dropped each time the window slides
 
 
 @dataclass

@@ -22,7 +22,8 @@ class Session:
         bos, eos = runtime.bos_eos_text()
         self.template = ChatTemplate(runtime.chat_template(), bos, eos)
         o = runtime.options
-        self.decoder.context_policy = make_policy(o.context_policy, runtime, o.sink_tokens, o.keep_system)
+        self.decoder.context_policy = make_policy(o.context_policy, runtime, o.sink_tokens, o.keep_system,
+                                                  o.window_fraction)
         try:
             self.decoder.speculator = make_speculator(runtime, self.decoder)
         except BaseException:

@@ -196,7 +196,7 @@ class SlidingContext(ContextPolicy):
             rt.kv_clear()
             del decoder.tokens[:]  # in place: the decode loop holds this very list
         decoder.cached_text = None
-        done = decoder.eval_tokens(recent, getattr(decoder, "cancelled", None))
+        done = decoder.eval_tokens(recent, decoder.cancelled)
         self.dropped += drop
         self.rebuilds += 1
         self.reevaluated += done

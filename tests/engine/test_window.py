@@ -346,3 +346,11 @@ def test_bench_window_json_has_the_issue_keys(capsys):
         assert key in out
     assert out["tokens_generated"] == 240 and out["ctx"] == 256 and out["shifts"] >= 1 and out["kv_consistent"]
     assert out["ppl_full"] > 1.0 and out["ppl_window_sinks"] > 1.0
+
+
+def test_window_fraction_sets_the_chunk_dropped_per_shift(sessions):
+    s = sessions(window_fraction=0.25)
+    seen = watch_make_room(s)
+    s.chat(STORY, greedy(230), lambda ev: None, None)
+    assert seen and all(c["len_before"] - c["len_after"] == (CTX - c["head"]) // 4 for c in seen)
+    assert kv_span(s.rt) == (0, len(s.decoder.tokens) - 1)
