@@ -234,7 +234,7 @@ class Decoder:
         if self.context_policy is not None:
             result["window"] = self.context_policy.state(self)
         if self.speculator is not None:
-            result["spec"] = self.speculator.summary()
+            result["spec"] = self.speculator.summary(n_gen, gen_time)
         return result
 
     def _remember_text(self, prompt_text: str, prompt: list[int], generated: list[int]) -> None:
@@ -263,4 +263,6 @@ class Decoder:
         }
         if self.context_policy is not None:
             stats["window"] = self.context_policy.state(self)
+        if self.speculator is not None:
+            stats["spec"] = self.speculator.summary(n_gen, elapsed)
         return stats

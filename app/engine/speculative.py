@@ -21,10 +21,18 @@ import numpy as np
 from app.core.errors import GenerationError, ModelLoadError
 from app.engine.protocol import STATS, TOKEN
 
-CALIBRATION_SIZES = (1, 2, 4, 8, 12)
+CALIBRATION_SIZES = (1, 2, 3, 5, 9, 13)  # a plain step, and verify batches of 1, 2, 4, 8, 12 drafts
 MARGIN = 1.05  # a mode must promise this much over plain decoding before it is used
-EXPLORE_EVERY = 32  # plain steps between probes, so a rising acceptance rate is noticed
-DECAY = 0.9  # acceptance statistics forget with a half-life of about seven verify steps
+OPTIMISTIC_ALPHA = 0.9  # acceptance when the answer copies its input; if even that cannot pay, never draft
+DRAFT_COST_LIMIT = 1 / 3  # a draft token costing more than this share of a target step cannot pay
+DECAY = 0.9  # acceptance statistics forget with a half-life of about seven observations
+FIRST_BACKOFF = 8  # plain steps after the first losing verify; doubles with every further loss
+MAX_BACKOFF = 1024
+DRAFT_PROBE_GAP = 32  # a draft model planned out is probed again after this many plain steps at the least
+GIVE_UP_BACKOFF = 256  # a draft model backed off this far hands the rest of the answer to the plain loop
+
+# Step costs measured per loaded model (path, threads, placement): a model is calibrated once per process.
+_CALIBRATIONS: dict[tuple, dict[int, float]] = {}
 
 
 class StepCosts:
@@ -44,8 +52,8 @@ class StepCosts:
             self.t[n] = 0.85 * old + 0.15 * min(max(seconds, 0.5 * old), 2.0 * old)
 
     def table(self, n_max: int) -> list[float]:
-        """Cost for n = 0..n_max in one pass (the planner asks every step): measured, interpolated between
-        measured sizes, and past the largest measured size grown linearly, the pessimistic guess."""
+        """Cost for n = 0..n_max in one pass: measured, interpolated between measured sizes, and past the
+        largest measured size grown linearly, the pessimistic guess."""
         known = [(i, v) for i, v in enumerate(self.t) if v is not None]
         out: list[float] = []
         j = 0
@@ -68,6 +76,11 @@ class StepCosts:
         return self.table(n)[n]
 
 
+def expected_tokens(alpha: float, m: int) -> float:
+    """Tokens from one verify of m drafts when each is accepted with probability alpha: 1 + a + ... + a^m."""
+    return sum(alpha ** i for i in range(m + 1))
+
+
 class Speculator:
     """Owns a drafter and the decisions; `run` replaces the plain loop in Decoder.generate."""
 
@@ -81,6 +94,11 @@ class Speculator:
         self.misses = 2.0
         self._rates: list[float] = []
         self.k = 0
+        # Why drafting cannot pay on this machine and model (None: it can); set by calibrate.
+        self.plain_reason: str | None = None
+        # Plain steps to wait before the next verify, and the current length of that wait after losses.
+        self.wait = 0
+        self.backoff = 0
         # What speculation really delivered (drafting included), decayed: the last word on whether it pays.
         self.spec_s = 0.0
         self.spec_tokens = 0.0
@@ -98,42 +116,58 @@ class Speculator:
     def alpha(self) -> float:
         return self.hits / (self.hits + self.misses)
 
-    def summary(self) -> dict:
+    def summary(self, n_gen: int | None = None, elapsed: float | None = None) -> dict:
+        """Figures for `stats` and `done`. n_gen and elapsed cover the whole answer: tokens made by the plain
+        loop after a hand-over count one target step each."""
+        n = self.n_gen if n_gen is None else n_gen
+        seconds = self.elapsed if elapsed is None else elapsed
+        steps = self.steps + max(0, n - self.n_gen)
         plain = self.costs.get(1)
-        rate = self.n_gen / self.elapsed if self.elapsed > 0 else 0.0
+        rate = n / seconds if seconds > 0 else 0.0
         return {
             "drafter": self.drafter.name,
             "drafted": self.drafted,
             "accepted": self.accepted,
             "acceptance": self.accepted / self.drafted if self.drafted else 0.0,
-            "tokens_per_step": self.n_gen / self.steps if self.steps else 0.0,
+            "tokens_per_step": n / steps if steps else (1.0 if n else 0.0),
             "k": self.k,
             "speedup": rate * plain if plain > 0 and rate > 0 else 1.0,
+            "plain_reason": self.plain_reason,
         }
 
     # --- cost model -------------------------------------------------------
-    def calibrate(self, decoder, reps: int = 3) -> None:
-        """Time verify batches against a plain step on this machine and model, on a short dummy context."""
+    def calibrate(self, decoder, reps: int = 4) -> None:
+        """Time verify batches against a plain step on this machine and model (once per model and process),
+        then decide whether drafting can pay at all."""
         rt = decoder.rt
-        decoder.reset()
-        decoder.eval_tokens(rt.tokenize("The quick brown fox jumps over the lazy dog. " * 3, add_special=True))
-        base = len(decoder.tokens)
-        batch = decoder._batch
-        filler = decoder.tokens[1:]
-        for n in CALIBRATION_SIZES:
-            if n > self.k_max + 1:
-                break
-            times = []
-            for _ in range(reps):
-                _fill(batch, filler[:n], base, logits_all=True)
-                started = time.perf_counter()
-                decoder._decode(batch)
-                times.append(time.perf_counter() - started)
-                rt.kv_remove(base, -1)
-            self.costs.t[n] = sorted(times)[len(times) // 2]
+        o = rt.options
+        key = (str(rt.path), rt.n_threads, o.n_gpu_layers, rt.n_batch, getattr(o, "type_k", None))
+        measured = _CALIBRATIONS.get(key)
+        if measured is None:
+            measured = _CALIBRATIONS[key] = _measure_costs(decoder, reps)
+        for n, seconds in measured.items():
+            if n < len(self.costs.t):
+                self.costs.t[n] = seconds
         if hasattr(self.drafter, "measure"):
             self.drafter.measure()
-        decoder.reset()
+        self.plain_reason = self._why_plain()
+
+    def _why_plain(self) -> str | None:
+        """Why no draft length can beat plain decoding here, even with optimistic acceptance; None if one can."""
+        if self.k_max == 0:
+            return "draft length capped at 0"
+        cost = self.costs.table(self.k_max + 1)
+        plain = cost[1]
+        step = getattr(self.drafter, "step_s", 0.0)
+        if self.drafter.follows_kv and step >= DRAFT_COST_LIMIT * plain:
+            return (f"a draft token costs {step / plain:.0%} of a target step; "
+                    f"above {DRAFT_COST_LIMIT:.0%} drafting cannot pay")
+        best = max(expected_tokens(OPTIMISTIC_ALPHA, m) * plain / (cost[m + 1] + step * m)
+                   for m in range(1, self.k_max + 1))
+        if best < MARGIN:
+            return (f"verifying drafts costs nearly as much as plain steps: at most {best:.2f}x "
+                    f"with {OPTIMISTIC_ALPHA:.0%} of drafts accepted")
+        return None
 
     def _plan(self) -> None:
         """Expected tokens per second for each draft length; _rates[m] > 0 only where m beats plain."""
@@ -150,29 +184,43 @@ class Speculator:
         step = getattr(self.drafter, "step_s", 0.0)
         for m in range(1, self.k_max + 1):
             p *= a
-            expected += p  # tokens from a verify of m drafts: 1 + a + a^2 + ... + a^m
+            expected += p
             rate = expected / (cost[m + 1] + step * m)
             if rate > plain_rate * MARGIN:
                 rates[m] = rate
             if rate > best:
                 best_k, best = m, rate
         self._rates = rates
-        self.k = 0 if self._measured_slower() else best_k
+        self.k = best_k
 
-    def _learn(self, drafted: int, accepted: int, seconds: float) -> None:
+    def _learn(self, drafted: int, accepted: int) -> None:
         self.hits = self.hits * DECAY + accepted
         self.misses = self.misses * DECAY + (1 if accepted < drafted else 0)
+
+    def _judge(self, m: int, accepted: int, seconds: float) -> None:
+        """After a verify: did it beat the plain steps it replaced? Losses make the next try wait, longer
+        after every loss in a row; a win ends the back-off."""
         self.spec_s = self.spec_s * DECAY + seconds
         self.spec_tokens = self.spec_tokens * DECAY + accepted + 1
-
-    def _measured_slower(self) -> bool:
-        plain = self.costs.t[1]
-        return self.spec_tokens >= 8.0 and plain is not None and self.spec_s / self.spec_tokens > plain
+        plain = self.costs.get(1)
+        modelled = self.costs.get(m + 1) + getattr(self.drafter, "step_s", 0.0) * m
+        measured_slower = self.spec_tokens >= 8.0 and self.spec_s / self.spec_tokens > plain
+        if (accepted + 1) * plain > modelled and not measured_slower:
+            self.backoff = 0
+        elif self.adaptive:
+            self.backoff = min(max(2 * self.backoff, FIRST_BACKOFF), MAX_BACKOFF)
+            self.wait = self.backoff
 
     # --- the loop -----------------------------------------------------------
     def run(self, dec, sampler, stream, generated: list[int], emit, cancelled: threading.Event,
-            sampling, n_prompt: int) -> tuple[int, str, float]:
-        """Generate until a stop; returns (tokens generated, finish reason, time of the first token)."""
+            sampling, n_prompt: int) -> tuple[int, str | None, float | None]:
+        """Generate until a stop; returns (tokens generated, finish reason, time of the first token).
+        Reason None hands the rest of the answer to Decoder.generate's plain loop: at once when drafting
+        cannot pay here (no per-token work at all), or when a draft model kept losing."""
+        self._reset_counts()
+        self.k = 0
+        if self.adaptive and self.plain_reason is not None:
+            return 0, None, None
         rt = dec.rt
         ctx = rt.ctx
         n_vocab = rt.n_vocab
@@ -187,19 +235,22 @@ class Speculator:
         decode = llama_cpp.llama_decode
         from app.engine.decode import STATS_INTERVAL_S
 
-        self._reset_counts()
         pending = sampler.sample(-1)
         t_first = time.perf_counter()
         next_stats = t_first + STATS_INTERVAL_S
         drafter.begin(tokens)
         self._plan()
+        # Prompt lookup costs next to nothing, so its drafts are checked against the plain tokens without
+        # verifying them (a shadow): acceptance is learnt for free. A draft model is only probed now and then,
+        # as each probe makes it catch up on everything it skipped.
+        shadow_free = not drafter.follows_kv
+        shadow: list[int] = []
+        shadow_at = 0
         plain_run = 0
-        # A probe costs a draft model its catch-up on everything it skipped: probe it less often.
-        explore_every = EXPLORE_EVERY * (4 if drafter.follows_kv else 1)
         n_gen = 0
         new = [pending]  # tokens to hand out; all but the last are already in the KV cache
 
-        def finish(reason: str) -> tuple[int, str, float]:
+        def finish(reason: str | None) -> tuple[int, str | None, float]:
             self.n_gen = n_gen
             self.elapsed = time.perf_counter() - t_first
             return n_gen, reason, t_first
@@ -231,15 +282,21 @@ class Speculator:
             pending = new[-1]
             drafter.advance([pending])
 
-            k = self.k
-            if k == 0 and self.k_max and plain_run >= explore_every:
-                k = min(2, self.k_max)
+            k = self.k if not self.wait else 0
+            probing = False
+            if not k and not shadow_free and not self.wait and self.k_max:
+                if self.backoff >= GIVE_UP_BACKOFF and self.adaptive:
+                    k = -1  # hand over below, after this plain step
+                elif plain_run >= max(DRAFT_PROBE_GAP, self.backoff):
+                    k, probing = min(2, self.k_max), True
             draft: list[int] = []
             t_step = time.perf_counter()
-            if k:
+            if k > 0:
                 draft = drafter.propose(min(k, max_tokens - n_gen))
-                if draft and not (k != self.k or self._rates[len(draft)] > 0.0):
-                    draft = []  # shorter than planned and too short to pay
+                if draft and not (probing or self._rates[len(draft)] > 0.0):
+                    if shadow_free and not shadow:
+                        shadow, shadow_at = draft, 0  # too short to pay; still worth watching
+                    draft = []
                 if draft:
                     n_before = len(tokens)
                     if not dec.room_for(len(draft) + 1):
@@ -247,6 +304,8 @@ class Speculator:
                     tokens = dec.tokens
                     if len(tokens) != n_before and drafter.follows_kv:
                         drafter.begin(tokens + [pending])  # the window moved: re-read the history once
+            elif shadow_free and not shadow and self.k_max:
+                shadow, shadow_at = drafter.propose(self.k_max), 0
 
             started = time.perf_counter()
             if not draft:
@@ -261,9 +320,22 @@ class Speculator:
                 if rc != 0:
                     raise GenerationError(f"llama.cpp failed to evaluate a token (code {rc}).")
                 tokens.append(pending)
-                new = [sampler.sample(-1)]
                 self.costs.observe(1, time.perf_counter() - started)
+                self.steps += 1
+                if k < 0:
+                    return finish(None)  # the plain loop samples the logits just computed
+                tok = sampler.sample(-1)
+                new = [tok]
                 plain_run += 1
+                if self.wait:
+                    self.wait -= 1
+                if shadow:
+                    hit = tok == shadow[shadow_at]
+                    shadow_at += hit
+                    if not hit or shadow_at == len(shadow):  # the draft is settled: learn as from a verify
+                        self._learn(len(shadow), shadow_at)
+                        self._plan()
+                        shadow = []
             else:
                 m = len(draft)
                 base = len(tokens)
@@ -292,23 +364,46 @@ class Speculator:
                 self.costs.observe(m + 1, time.perf_counter() - started)
                 self.drafted += m
                 self.accepted += a
-                self._learn(m, a, time.perf_counter() - t_step)
+                self.steps += 1
+                self._learn(m, a)
+                self._judge(m, a, time.perf_counter() - t_step)
+                self._plan()
+                shadow = []
                 plain_run = 0
-            self.steps += 1
-            self._plan()
 
             now = time.perf_counter()
             if now >= next_stats:
                 next_stats = now + STATS_INTERVAL_S
                 self.n_gen, self.elapsed = n_gen, now - t_first
-                stats = dec._stats(n_gen, t_first, now, n_prompt)
-                stats["spec"] = self.summary()
-                emit(stats)
+                emit(dec._stats(n_gen, t_first, now, n_prompt))
 
     def close(self) -> None:
         close = getattr(self.drafter, "close", None)
         if close is not None:
             close()
+
+
+def _measure_costs(decoder, reps: int) -> dict[int, float]:
+    """Median seconds of one decode per batch size, sizes interleaved so a busy moment hits all alike;
+    the first round only warms up (llama.cpp builds a graph per batch size)."""
+    rt = decoder.rt
+    decoder.reset()
+    decoder.eval_tokens(rt.tokenize("The quick brown fox jumps over the lazy dog. " * 3, add_special=True))
+    base = len(decoder.tokens)
+    filler = decoder.tokens[1:]
+    times: dict[int, list[float]] = {n: [] for n in CALIBRATION_SIZES}
+    try:
+        for rep in range(reps + 1):
+            for n in CALIBRATION_SIZES:
+                _fill(decoder._batch, filler[:n], base, logits_all=True)
+                started = time.perf_counter()
+                decoder._decode(decoder._batch)
+                if rep:
+                    times[n].append(time.perf_counter() - started)
+                rt.kv_remove(base, -1)
+    finally:
+        decoder.reset()
+    return {n: sorted(t)[len(t) // 2] for n, t in times.items()}
 
 
 def _fill(batch, toks: list[int], base: int, logits_all: bool) -> None:

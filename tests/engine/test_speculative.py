@@ -17,7 +17,7 @@ from app.engine.speculative import Speculator
 from app.engine.template import ChatTemplate
 
 N_TOKENS = 48
-SPEC_KEYS = {"drafter", "drafted", "accepted", "acceptance", "tokens_per_step", "k", "speedup"}
+SPEC_KEYS = {"drafter", "drafted", "accepted", "acceptance", "tokens_per_step", "k", "speedup", "plain_reason"}
 CODE = '''def moving_average(values, window):
     if window <= 0:
         raise ValueError("window must be positive")
