@@ -23,7 +23,7 @@ from app import __version__
 from app.core.errors import HearthError
 
 PROMPT = "Say hello in one short sentence."
-MAX_TOKENS = 16
+MAX_TOKENS = 8
 WINDOW_TIMEOUT_S = 20.0
 LOAD_TIMEOUT_S = 180.0
 GENERATE_TIMEOUT_S = 120.0

@@ -28,7 +28,14 @@ UNUSED_QT = ("WebEngine", "Qt6Qml", "Qt6Quick", "Qt63D", "Qt6Multimedia", "Qt6Pd
 # Heavy Python packages that optional imports would drag in.
 UNUSED_PACKAGES = ("torch", "transformers", "botocore", "openai", "pydantic", "cryptography", "hf_xet", "PIL")
 MAX_BUNDLE_MB = 400
-linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CI builds the Linux bundle")
+
+
+def bundle_test(func):
+    """Slow (it needs the build, which the first such test pays for) and Linux-only: the CI builds that one."""
+    for mark in (pytest.mark.timeout(BUILD_TIMEOUT_S + 600), pytest.mark.slow,
+                 pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CI builds the Linux bundle")):
+        func = mark(func)
+    return func
 
 
 def clean_env(home: Path) -> dict[str, str]:
@@ -38,6 +45,14 @@ def clean_env(home: Path) -> dict[str, str]:
 def run_bundle(exe: Path, *args: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout, env=clean_env(home),
                           cwd=home, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    """An empty home folder for the bundle's clean environment."""
+    folder = tmp_path / "home"
+    folder.mkdir()
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +82,8 @@ def unpacked(built, tmp_path_factory) -> Path:
     return exe
 
 
-@linux_only
-@pytest.mark.slow
-@pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
-def test_unpacked_bundle_passes_its_selftest_in_a_clean_environment(unpacked, tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
+@bundle_test
+def test_unpacked_bundle_passes_its_selftest_in_a_clean_environment(unpacked, home):
     proc = run_bundle(unpacked, "--selftest", home=home)
     report = proc.stdout
     print(report)
@@ -91,12 +102,8 @@ def test_unpacked_bundle_passes_its_selftest_in_a_clean_environment(unpacked, tm
     assert gui_line and float(gui_line.group(1)) < 60, report
 
 
-@linux_only
-@pytest.mark.slow
-@pytest.mark.timeout(BUILD_TIMEOUT_S + 300)
-def test_unpacked_bundle_runs_the_cli_and_names_a_bad_model_in_one_sentence(unpacked, tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
+@bundle_test
+def test_unpacked_bundle_runs_the_cli_and_names_a_bad_model_in_one_sentence(unpacked, home):
     version = run_bundle(unpacked, "--version", home=home, timeout=60)
     assert version.returncode == 0 and version.stdout.strip() == f"hearth {__version__}", version.stderr
     bad = home / "broken.gguf"
@@ -107,13 +114,9 @@ def test_unpacked_bundle_runs_the_cli_and_names_a_bad_model_in_one_sentence(unpa
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
-@linux_only
-@pytest.mark.slow
-@pytest.mark.timeout(BUILD_TIMEOUT_S + 300)
-def test_unpacked_bundle_quantizes_in_its_worker_process_and_chats_with_the_result(unpacked, tmp_path):
+@bundle_test
+def test_unpacked_bundle_quantizes_in_its_worker_process_and_chats_with_the_result(unpacked, home):
     """`--quantize-worker` is another hidden flag of the frozen executable; its output must load and answer."""
-    home = tmp_path / "home"
-    home.mkdir()
     model = next((unpacked.parent / "_internal" / "models").glob("*.gguf"))
     out = home / "smol-q8_0.gguf"
     proc = run_bundle(unpacked, "models", "quantize", "--type", "Q8_0", "--out", str(out), "--json", str(model),
@@ -126,9 +129,7 @@ def test_unpacked_bundle_quantizes_in_its_worker_process_and_chats_with_the_resu
     assert json.loads(chat.stdout)["completion_tokens"] > 0
 
 
-@linux_only
-@pytest.mark.slow
-@pytest.mark.timeout(BUILD_TIMEOUT_S)
+@bundle_test
 def test_bundle_is_lean(built):
     bundle = built / "Hearth"
     # PyInstaller links some libraries into _internal/ from where they lie; count each file once.
