@@ -26,7 +26,7 @@ from typing import Callable
 
 from app.core import paths
 from app.core.errors import DependencyMissing, HearthError
-from app.engine.spawn import child_command, child_env
+from app.engine.spawn import child_command, child_env, is_frozen
 
 INSTALL_HINT = 'Converting needs the convert extra: install it with  pip install "hearth[convert]"'
 OUTTYPES = ("f16", "bf16", "q8_0", "f32")
@@ -80,9 +80,13 @@ def converter_installed() -> bool:
         return False
 
 
+FROZEN_HINT = ("Converting needs torch and transformers, which the installed Hearth bundle leaves out to stay small: "
+               'install Hearth from source with  pip install "hearth[convert]"  to convert checkpoints')
+
+
 def require_converter() -> None:
     if not converter_installed():
-        raise DependencyMissing(INSTALL_HINT + ".")
+        raise DependencyMissing((FROZEN_HINT if is_frozen() else INSTALL_HINT) + ".")
 
 
 def supported_architectures() -> frozenset[str] | None:

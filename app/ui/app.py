@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication
 
+from app.core import resources
 from app.core.errors import DependencyMissing
 from app.ui.theme import apply_theme
 
@@ -39,6 +40,11 @@ def make_app(argv: list[str]) -> QApplication:
     app.setApplicationName("Hearth")
     app.setOrganizationName("Hearth")
     app.setStyle("Fusion")
+    # Matches resources/hearth.desktop, so Wayland docks show the right icon and name.
+    QGuiApplication.setDesktopFileName("io.hearth.Hearth")
+    icon = resources.resources_dir() / "icons" / "hearth-256.png"
+    if icon.exists():
+        app.setWindowIcon(QIcon(str(icon)))
     apply_theme(app)
     hints = QGuiApplication.styleHints()
     if hasattr(hints, "colorSchemeChanged"):
