@@ -18,8 +18,10 @@ same Session and Decoder the engine runs:
 - model file size, and the share of the memory-bandwidth bound: bytes of weights read per
   token x generation tok/s / the read bandwidth measured here (app/bench/bandwidth.py).
   Speculation verifies several tokens per pass over the weights, so it can exceed 100%.
-Every figure is a median over --repeats runs, with min-max spread, after one warm-up pass
-that is not counted (as llama-bench does: it touches the mapped weights). The KV cache is
+Every figure is a median over --repeats runs, with min-max spread. The runs are rounds: each
+round runs every configuration once, in a fresh process, after a warm-up pass that is not
+counted (as llama-bench does: it touches the mapped weights), so that other work on the
+machine hits all rows alike (--no-interleave: all repeats of a row in one process). The KV cache is
 emptied before every run; the file itself may be in the OS page cache, as it is for
 llama-bench. A row that fails is kept, marked failed, with the reason.
 """
@@ -352,12 +354,14 @@ def run_matrix(model: str | Path | None = None, progress: Progress | None = None
                cancel: threading.Event | None = None, repeats: int = 3, quick: bool = False,
                draft_model: str | None = None, threads: int | None = None, timeout_s: float = 600.0,
                rows: list[str] | None = None, row_overrides: dict[str, dict] | None = None,
-               save: bool = True) -> dict:
+               interleave: bool = True, save: bool = True) -> dict:
     """Measure the matrix; returns the result (also saved under data_dir()/bench/ when `save`).
 
     progress(fraction, message) is called between steps; setting `cancel` stops the running child and raises
     MatrixCancelled. `quick` shortens the answers (for tests and a first look). `rows` picks row ids;
-    `row_overrides` changes a row's settings (e.g. {"combined": {"flash_attn": "off"}}).
+    `row_overrides` changes a row's settings (e.g. {"combined": {"flash_attn": "off"}}). `interleave` runs
+    the repeats as rounds over all rows, each in a fresh process (fair on a busy machine); without it each row
+    runs all its repeats in one process (fewer loads: for big models).
     """
     import llama_cpp
 
@@ -380,9 +384,9 @@ def run_matrix(model: str | Path | None = None, progress: Progress | None = None
     workloads = {name: {"messages": w["messages"], "max_tokens": QUICK_TOKENS[name] if quick else w["max_tokens"]}
                  for name, w in WORKLOADS.items()}
     offload = bool(llama_cpp.llama_supports_gpu_offload())
-    jobs = sum(len(drafters) if r.get("spec") else 1 for r in chosen)
     qtypes = sorted({r["qtype"] for r in chosen})
-    steps = 1 + len(qtypes) + jobs
+    jobs = sum(len(drafters) if r.get("spec") else 1 for r in chosen)
+    steps = 1 + len(qtypes) + jobs * (repeats if interleave else 1)  # refined once the variants are known
     done_steps = [0]
 
     def report(message: str, within: float = 0.0) -> None:
@@ -401,6 +405,7 @@ def run_matrix(model: str | Path | None = None, progress: Progress | None = None
         "load_average_start": load_average(),
         "threads": threads,
         "repeats": repeats,
+        "interleaved": interleave,
         "quick": quick,
         "n_ctx": N_CTX,
         "workloads": {n: {"label": WORKLOADS[n]["label"], "max_tokens": w["max_tokens"]}
@@ -425,6 +430,9 @@ def run_matrix(model: str | Path | None = None, progress: Progress | None = None
             variants[qtype] = {"error": f"could not prepare the {qtype} file: {exc}"}
         done_steps[0] += 1
 
+    # Every row first, then the measurements: with `interleave`, round r runs each configuration once in a fresh
+    # process, so a neighbour's burst of work on a shared machine lands on all rows alike, not on one.
+    jobs_todo: list[tuple[dict, str | None, dict]] = []  # (row, drafter, child config)
     for spec_row in chosen:
         row = {"id": spec_row["id"], "label": spec_row["label"], "qtype": spec_row["qtype"],
                "kv_type": spec_row.get("kv_type", "f16"), "flash_attn": spec_row.get("flash_attn", "off"),
@@ -438,24 +446,38 @@ def run_matrix(model: str | Path | None = None, progress: Progress | None = None
         result["rows"].append(row)
         if "error" in variant:
             row.update(status="failed", reason=variant["error"])
-            done_steps[0] += len(drafters) if spec_row.get("spec") else 1
             continue
         info = read_gguf_info(variant["path"])
         row.update(model_file=variant["path"], variant_cached=variant["cached"], file_size_bytes=info.file_size,
                    bytes_per_token=bytes_read_per_token(info))
-        candidates = drafters if spec_row.get("spec") else [None]
-        runs: dict[str | None, dict] = {}
-        for drafter in candidates:
-            cfg = {"row": row["id"], "model": variant["path"], "threads": threads, "gpu_layers": gpu_layers,
-                   "kv_type": row["kv_type"], "flash_attn": row["flash_attn"], "drafter": drafter,
-                   "draft_model": draft_model, "repeats": repeats, "workloads": workloads, "quick": quick}
-            title = f"{row['label']}" + (f" ({drafter})" if drafter else "")
+        for drafter in drafters if spec_row.get("spec") else [None]:
+            jobs_todo.append((row, drafter, {
+                "row": row["id"], "model": variant["path"], "threads": threads, "gpu_layers": gpu_layers,
+                "kv_type": row["kv_type"], "flash_attn": row["flash_attn"], "drafter": drafter,
+                "draft_model": draft_model, "repeats": 1 if interleave else repeats, "workloads": workloads,
+                "quick": quick}))
+    rounds = repeats if interleave else 1
+    steps = done_steps[0] + rounds * len(jobs_todo)
+    runs: dict[tuple[str, str | None], dict] = {}
+    for rnd in range(rounds):
+        for row, drafter, cfg in jobs_todo:
+            key = (row["id"], drafter)
+            if key in runs and not runs[key]["ok"]:
+                done_steps[0] += 1
+                continue  # failed once: a configuration that cannot run is not retried
+            title = row["label"] + (f" ({drafter})" if drafter else "")
+            if rounds > 1:
+                title += f", round {rnd + 1}/{rounds}"
             report(title)
             load_before = load_average()
-            runs[drafter] = run_child(cfg, timeout_s, cancel, on_note=lambda m, t=title: report(f"{title}: {m}"))
-            runs[drafter]["load_average"] = [load_before, load_average()]
+            run = run_child(cfg, timeout_s, cancel, on_note=lambda m, t=title: report(f"{t}: {m}"))
+            run["load_average"] = [[load_before, load_average()]]
+            runs[key] = _merge_runs(runs.get(key), run)
             done_steps[0] += 1
-        _fill_row(row, runs, list(workloads), bw)
+    for row in result["rows"]:
+        mine = {d: r for (rid, d), r in runs.items() if rid == row["id"]}
+        if mine:
+            _fill_row(row, mine, list(workloads), bw)
 
     _add_deltas(result["rows"], list(workloads))
     result["load_average_end"] = load_average()
@@ -499,6 +521,19 @@ def parse_settings(items: list[str]) -> dict[str, dict]:
         value = value.strip()
         out.setdefault(rid.strip(), {})[key.strip()] = value.upper() if key.strip() == "qtype" else value
     return out
+
+
+def _merge_runs(old: dict | None, new: dict) -> dict:
+    """Add one child's runs to those of the same configuration in earlier rounds."""
+    if old is None or not new["ok"]:
+        return new
+    old["pp512"] += new["pp512"]
+    for w, runs in new["workloads"].items():
+        old["workloads"][w] += runs
+    old["peak_rss_mb"] = max(old["peak_rss_mb"], new["peak_rss_mb"])
+    old["load_s"] = min(old["load_s"], new["load_s"])
+    old["load_average"] += new["load_average"]
+    return old
 
 
 def _fill_row(row: dict, runs: dict, workloads: list[str], bw: float) -> None:
@@ -553,7 +588,10 @@ def table_rows(result: dict, workload: str) -> list[list[str]]:
         w = row["workloads"][workload]
         base = row.get("vs_baseline", {})
         spec = w.get("spec")
-        accept = f"{100 * spec['acceptance']:.0f}% ({spec['drafter']})" if spec else "-"
+        accept = "-"
+        if spec:  # the adaptive engine may decide that no draft pays: say so rather than "0%"
+            accept = (f"{100 * spec['acceptance']:.0f}%" if spec["drafted"] else "none drafted") + \
+                f" ({spec['drafter']})"
         out.append([
             name,
             _fmt_stat(w["prompt_tok_s"], 0) + _fmt_pct(w.get("prompt_vs_baseline_pct")),
@@ -735,6 +773,9 @@ def register(kinds) -> None:
                    help="change a configuration, e.g. combined.kv_type=q4_0 (keys: qtype, kv_type, flash_attn)")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="stop a configuration after S seconds and mark it failed (default 600)")
+    p.add_argument("--no-interleave", dest="interleave", action="store_false",
+                   help="run each configuration's repeats in one process instead of in rounds over all of them "
+                   "(fewer model loads, for big models; less fair when other programs run)")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.add_argument("--csv", metavar="PATH", help="also write the table as CSV")
     p.add_argument("--plot", metavar="PATH", help="also write a bar chart PNG")
@@ -753,7 +794,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_matrix(getattr(args, "model", None), progress=show, repeats=repeats, quick=args.quick,
                             draft_model=args.draft_model, threads=getattr(args, "threads", None),
                             timeout_s=args.timeout, rows=rows, row_overrides=parse_settings(args.settings),
-                            save=not args.no_save)
+                            interleave=args.interleave, save=not args.no_save)
     except MatrixCancelled:
         print("Cancelled.", file=sys.stderr)
         return 130

@@ -198,15 +198,19 @@ def test_cancel_stops_the_running_configuration_and_its_process():
 def test_a_crashed_configuration_is_failed_with_the_signal_and_the_log():
     from app.bench.matrix import run_matrix
 
+    seen: list[str] = []
+
     def progress(_fraction: float, message: str) -> None:
+        seen.append(message)
         if "warm-up" in message:
             for p in _workers():
                 p.send_signal(signal.SIGKILL)
 
-    result = run_matrix(None, progress=progress, rows=["q4_k_m"], quick=True, repeats=1, threads=1, save=False)
+    result = run_matrix(None, progress=progress, rows=["q4_k_m"], quick=True, repeats=2, threads=1, save=False)
     [row] = result["rows"]
     assert row["status"] == "failed"
     assert "crashed (SIGKILL)" in row["reason"] and ".log" in row["reason"]
+    assert any("round 1/2" in m for m in seen) and not any("round 2/2" in m for m in seen)  # not retried
     assert "saved_to" not in result
 
 
