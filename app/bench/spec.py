@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -61,20 +63,24 @@ PROMPTS = [
     ("chat-advice", "chat", [{"role": "user", "content": "How can I sleep better? Give me practical advice."}], ""),
 ]
 MODES = ("plain", "lookup", "draft", "llama-cpp-python lookup")
+LLAMA_TOKENS = 32  # llama-cpp-python's lookup runs at a few tokens per second here: fewer tokens, same prompts
 
 
 def register(kinds) -> None:
     p = kinds.add_parser("spec", help="speculative decoding: plain vs prompt lookup vs draft model",
                          description="Greedy decoding of the same prompts with no drafter, prompt lookup, a draft "
                          "model (the bundled model in Q4_0), and llama-cpp-python's LlamaPromptLookupDecoding, "
-                         "for each quantization of the target; medians and ratios against plain decoding.")
+                         "for each quantization of the target; medians and ratios against plain decoding. Rows "
+                         "print as they complete.")
     add_model_args(p)
     p.add_argument("--quants", default=",".join(QUANTS), help="target quantizations (comma-separated)")
     p.add_argument("--draft", metavar="PATH", help="draft model (default: the bundled model in Q4_0)")
     p.add_argument("--max-tokens", type=int, default=128, metavar="N")
+    p.add_argument("--llama-tokens", type=int, default=LLAMA_TOKENS, metavar="N",
+                   help="tokens per llama-cpp-python lookup run (it is slow; its rate is per token all the same)")
     p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure; medians are reported")
     p.add_argument("--no-llama", action="store_true", help="skip llama-cpp-python's prompt lookup")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the report as JSON on stdout (rows go to stderr)")
     p.set_defaults(func=run)
 
 
@@ -90,31 +96,54 @@ def variant(qtype: str, source: Path) -> Path:
     return out
 
 
+class _FirstToken:
+    """Process CPU time at the first token: CPU seconds per token hardly change with the machine's load,
+    wall seconds do (other people's work takes turns on the same cores)."""
+
+    def __init__(self):
+        self.cpu: float | None = None
+
+    def __call__(self, event: dict) -> None:
+        if self.cpu is None and event.get("ev") == "token":
+            self.cpu = time.process_time()
+
+
+def _rates(n: int, wall: float, first: _FirstToken) -> dict:
+    cpu = time.process_time() - first.cpu if first.cpu is not None else 0.0
+    return {"tok_s": (n - 1) / wall if wall > 0 and n > 1 else 0.0,
+            "cpu_tok_s": (n - 1) / cpu if cpu > 0 and n > 1 else 0.0}
+
+
 def _hearth_run(dec: Decoder, prompt: str, speculator, max_tokens: int) -> dict:
     dec.reset()  # every run evaluates its prompt afresh, as a new chat would
     dec.speculator = speculator
+    first = _FirstToken()
     try:
         done = dec.generate(prompt, SamplingOptions(temperature=0.0, repeat_penalty=1.0, max_tokens=max_tokens,
-                                                    ignore_eos=True), lambda event: None)
+                                                    ignore_eos=True), first)
     finally:
         dec.speculator = None
-    return {"tok_s": done["gen_tok_s"], "spec": done.get("spec")}
+    out = _rates(done["completion_tokens"], 0.0, first)
+    out["tok_s"] = done["gen_tok_s"]
+    out["spec"] = done.get("spec")
+    return out
 
 
 def _llama_run(llm, tokens: list[int], max_tokens: int) -> dict:
     llm.reset()
-    n, first = 0, None
+    n, started = 0, None
+    first = _FirstToken()
     for _ in llm.generate(tokens, top_k=1, temp=0.0, repeat_penalty=1.0, reset=True):
         n += 1
-        if first is None:
-            first = time.perf_counter()
+        if started is None:
+            started = time.perf_counter()
+            first({"ev": "token"})
         if n >= max_tokens:
             break
-    elapsed = time.perf_counter() - first
-    return {"tok_s": (n - 1) / elapsed if elapsed > 0 else 0.0}
+    return _rates(n, time.perf_counter() - started, first)
 
 
-def bench_target(path: Path, draft: Path, args, extra: bool) -> list[dict]:
+def bench_target(label: str, path: Path, draft: Path, args, extra: bool, on_row=None) -> list[dict]:
     threads = args.threads or None
     rt = Runtime(LoadOptions(model_path=str(path), n_ctx=2048, n_threads=threads, n_gpu_layers=args.gpu_layers),
                  extra_bufts=extra)
@@ -125,6 +154,8 @@ def bench_target(path: Path, draft: Path, args, extra: bool) -> list[dict]:
     drafter = DraftModelDrafter(rt.options, str(draft), extra, rt.n_ctx)
     drafted = Speculator(drafter, k_cap=8)
     drafted.calibrate(dec)
+    if on_row is not None:
+        on_row({"target": label, "lookup": lookup.plain_reason, "draft": drafted.plain_reason})
     llm = None
     if not args.no_llama:
         import llama_cpp
@@ -138,24 +169,24 @@ def bench_target(path: Path, draft: Path, args, extra: bool) -> list[dict]:
     try:
         for name, kind, messages, start in PROMPTS:
             prompt = template.render(messages, add_generation_prompt=True) + start
-            runs: dict[str, list[dict]] = {m: [] for m in MODES if llm is not None or "llama" not in m}
-            for _ in range(args.repeats):
-                runs["plain"].append(_hearth_run(dec, prompt, None, args.max_tokens))
-                runs["lookup"].append(_hearth_run(dec, prompt, lookup, args.max_tokens))
-                runs["draft"].append(_hearth_run(dec, prompt, drafted, args.max_tokens))
-                if llm is not None:
-                    tokens = rt.tokenize(prompt, add_special=rt.add_bos(), parse_special=True)
-                    runs["llama-cpp-python lookup"].append(_llama_run(llm, tokens, args.max_tokens))
-            plain = statistics.median(r["tok_s"] for r in runs["plain"])
-            row = {"model": path.name, "prompt": name, "kind": kind, "modes": {}}
-            for mode, results in runs.items():
-                tok_s = statistics.median(r["tok_s"] for r in results)
-                entry = {"tok_s": tok_s, "ratio": tok_s / plain if plain else 0.0}
-                if results[-1].get("spec"):
-                    s = results[-1]["spec"]
-                    entry.update(acceptance=s["acceptance"], tokens_per_step=s["tokens_per_step"], k=s["k"])
-                row["modes"][mode] = entry
+            tokens = rt.tokenize(prompt, add_special=rt.add_bos(), parse_special=True)
+            jobs = {
+                "plain": lambda: _hearth_run(dec, prompt, None, args.max_tokens),
+                "lookup": lambda: _hearth_run(dec, prompt, lookup, args.max_tokens),
+                "draft": lambda: _hearth_run(dec, prompt, drafted, args.max_tokens),
+            }
+            if llm is not None:
+                jobs["llama-cpp-python lookup"] = lambda: _llama_run(llm, tokens, args.llama_tokens)
+            runs: dict[str, list[dict]] = {m: [] for m in jobs}
+            order = list(jobs)
+            for r in range(args.repeats):
+                # Interleaved, and rotated each repeat so that no mode always follows the slowest one.
+                for mode in order[r % len(order):] + order[: r % len(order)]:
+                    runs[mode].append(jobs[mode]())
+            row = _row(label, path.name, name, kind, runs)
             rows.append(row)
+            if on_row is not None:
+                on_row(row)
     finally:
         if llm is not None:
             llm.close()
@@ -165,18 +196,42 @@ def bench_target(path: Path, draft: Path, args, extra: bool) -> list[dict]:
     return rows
 
 
+def _row(label: str, model: str, prompt: str, kind: str, runs: dict[str, list[dict]]) -> dict:
+    plain = statistics.median(r["tok_s"] for r in runs["plain"])
+    plain_cpu = statistics.median(r["cpu_tok_s"] for r in runs["plain"])
+    row = {"target": label, "model": model, "prompt": prompt, "kind": kind, "modes": {}}
+    for mode, results in runs.items():
+        tok_s = statistics.median(r["tok_s"] for r in results)
+        cpu = statistics.median(r["cpu_tok_s"] for r in results)
+        entry = {"tok_s": tok_s, "ratio": tok_s / plain if plain else 0.0,
+                 "cpu_tok_s": cpu, "cpu_ratio": cpu / plain_cpu if plain_cpu else 0.0}
+        if results[-1].get("spec"):
+            s = results[-1]["spec"]
+            entry.update(acceptance=s["acceptance"], tokens_per_step=s["tokens_per_step"], k=s["k"],
+                         plain_reason=s["plain_reason"])
+        row["modes"][mode] = entry
+    return row
+
+
+def _header(report: dict) -> list[str]:
+    return [f"hearth bench spec: greedy, {report['max_tokens']} tokens ({report['llama_tokens']} for "
+            f"llama-cpp-python), median of {report['repeats']} runs, {report['threads']} threads; draft model "
+            f"{report['draft']}; tok/s (ratio vs plain: wall / CPU time)",
+            "(=: the calibration ruled drafting out, so this ran the plain loop)",
+            f"{'target':<7} {'prompt':<12} " + " ".join(f"{m[:24]:>24}" for m in MODES)]
+
+
+def _line(r: dict) -> str:
+    cells = []
+    for m in MODES:
+        e = r["modes"].get(m)
+        mark = "=" if e and e.get("plain_reason") else " "
+        cells.append(f"{e['tok_s']:6.1f} ({e['ratio']:4.2f}/{e['cpu_ratio']:4.2f}){mark}" if e else "-")
+    return f"{r['target']:<7} {r['prompt']:<12} " + " ".join(f"{c:>24}" for c in cells)
+
+
 def format_table(report: dict) -> str:
-    modes = [m for m in MODES if any(m in r["modes"] for r in report["rows"])]
-    head = f"{'target':<28} {'prompt':<12} " + " ".join(f"{m[:22]:>24}" for m in modes)
-    lines = [f"hearth bench spec: greedy, {report['max_tokens']} tokens, median of {report['repeats']} runs, "
-             f"{report['threads']} threads; draft model {report['draft']}; tok/s (ratio vs plain)", head]
-    for r in report["rows"]:
-        cells = []
-        for m in modes:
-            e = r["modes"].get(m)
-            cells.append(f"{e['tok_s']:7.1f} ({e['ratio']:4.2f}x)" if e else "-")
-        lines.append(f"{r['model'][:28]:<28} {r['prompt']:<12} " + " ".join(f"{c:>24}" for c in cells))
-    return "\n".join(lines)
+    return "\n".join(_header(report) + [_line(r) for r in report["rows"]])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -184,10 +239,24 @@ def run(args: argparse.Namespace) -> int:
     extra = bool(extra_bufts_decision(str(bundled_model_path())).get("ok"))
     draft = Path(args.draft) if args.draft else variant("Q4_0", source)
     quants = [q.strip().upper() for q in args.quants.split(",") if q.strip()]
-    rows: list[dict] = []
+    report = {"max_tokens": args.max_tokens, "llama_tokens": args.llama_tokens, "repeats": args.repeats,
+              "threads": args.threads or "default", "draft": draft.name, "extra_bufts": extra,
+              "load_before": os.getloadavg()[0], "rows": []}
+    out = sys.stderr if args.json else sys.stdout
+    print("\n".join(_header(report)), file=out, flush=True)
+
+    def on_row(row: dict) -> None:
+        if "modes" in row:
+            print(_line(row), file=out, flush=True)
+        else:  # a target loaded and calibrated: say what the calibration decided
+            print(f"{row['target']}: " + "; ".join(f"{d}: {row[d] or 'may draft'}" for d in ("lookup", "draft")),
+                  file=out, flush=True)
+
     for q in quants:
-        rows += bench_target(variant(q, source), draft, args, extra)
-    report = {"max_tokens": args.max_tokens, "repeats": args.repeats, "threads": args.threads or "default",
-              "draft": draft.name, "extra_bufts": extra, "rows": rows}
-    print(json.dumps(report, indent=2) if args.json else format_table(report))
+        report["rows"] += bench_target(q, variant(q, source), draft, args, extra, on_row)
+    report["load_after"] = os.getloadavg()[0]
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"load average: {report['load_before']:.1f} before, {report['load_after']:.1f} after")
     return 0

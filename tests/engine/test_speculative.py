@@ -163,20 +163,85 @@ def test_sampling_with_temperature_uses_the_target_chain(target, plain_runs):
     assert again == tokens
 
 
+def set_costs(spec: Speculator, cost) -> None:
+    for n in range(1, len(spec.costs.t)):
+        spec.costs.t[n] = cost(n)
+    spec.plain_reason = spec._why_plain()
+
+
 def test_planner_picks_plain_when_batches_cost_as_much_as_their_tokens():
     spec = Speculator(LookupDrafter(), k_cap=8)
-    for n in range(1, 10):
-        spec.costs.t[n] = 0.010 * n  # Q4_1's batched CPU kernel: no saving from batching
+    set_costs(spec, lambda n: 0.010 * n)  # Q4_1's batched CPU kernel: no saving from batching
+    assert spec.plain_reason and "verifying drafts" in spec.plain_reason
     spec.hits, spec.misses = 9.0, 1.0
     spec._plan()
     assert spec.k == 0
-    for n in range(1, 10):
-        spec.costs.t[n] = 0.010 + 0.001 * n  # memory-bound: a batch costs about one step
+    set_costs(spec, lambda n: 0.010 + 0.001 * n)  # memory-bound: a batch costs about one step
+    assert spec.plain_reason is None
     spec._plan()
     assert spec.k >= 6
     spec.hits, spec.misses = 0.2, 9.8  # drafts keep failing
     spec._plan()
     assert spec.k == 0
+
+
+def test_a_draft_model_costing_a_third_of_the_target_is_ruled_out():
+    class Drafter:  # only its measured cost matters to the rule
+        name, follows_kv = "draft-model", True
+
+    spec = Speculator(Drafter(), k_cap=8)
+    spec.drafter.step_s = 0.004
+    set_costs(spec, lambda n: 0.010 + 0.001 * n)
+    assert "draft token costs 36%" in spec.plain_reason  # 4 ms against 11 ms
+    spec.drafter.step_s = 0.001
+    set_costs(spec, lambda n: 0.010 + 0.001 * n)
+    assert spec.plain_reason is None
+
+
+def test_losing_verifies_back_off_exponentially_and_a_win_resets():
+    spec = Speculator(LookupDrafter(), k_cap=8)
+    set_costs(spec, lambda n: 0.010 + 0.002 * n)
+    waits = []
+    for _ in range(10):
+        spec._judge(4, 0, 0.018)  # four drafts, none accepted: one token for the price of 1.8 steps
+        waits.append(spec.wait)
+    assert waits == [8, 16, 32, 64, 128, 256, 512, 1024, 1024, 1024]
+    spec.spec_s = spec.spec_tokens = 0.0
+    spec._judge(4, 4, 0.018)  # five tokens for 1.8 steps
+    assert spec.backoff == 0
+
+
+def test_draft_model_that_cannot_pay_runs_the_plain_loop_without_touching_the_draft(target, plain_runs,
+                                                                                    bundled_model):
+    rt, dec, _ = target
+    # The target drafting for itself: each draft token costs a whole target step.
+    drafter = DraftModelDrafter(rt.options, str(bundled_model), extra_bufts=False, n_ctx=rt.n_ctx)
+    try:
+        spec = Speculator(drafter)
+        spec.calibrate(dec)
+        assert "draft token costs" in spec.plain_reason
+        evaluated = drafter.decoder.total_evaluated
+        for prompt, plain in plain_runs[1:]:
+            tokens, done, events = generate(dec, prompt, spec)
+            assert tokens == plain  # the very same loop as without a drafter, so bit for bit
+            assert done["spec"]["drafted"] == 0 and done["spec"]["k"] == 0
+            assert done["spec"]["tokens_per_step"] == pytest.approx(1.0)
+            assert all(ev["spec"]["plain_reason"] for ev in events if ev["ev"] == STATS)
+        assert drafter.decoder.total_evaluated == evaluated  # not even the prompt was evaluated by the draft
+    finally:
+        drafter.close()
+
+
+def test_adaptive_lookup_speculates_where_batches_are_cheap(target, plain_runs):
+    rt, dec, _ = target
+    spec = Speculator(LookupDrafter())
+    spec.calibrate(dec)
+    # As on a GPU, where verifying a dozen tokens costs little more than one step.
+    set_costs(spec, lambda n: spec.costs.t[1] * (1 + 0.02 * (n - 1)))
+    prompt, plain = plain_runs[0]  # the answer repeats a few lines of the function
+    tokens, done, _ = generate(dec, prompt, spec)
+    assert done["spec"]["accepted"] > 0 and done["spec"]["tokens_per_step"] > 1.0
+    assert_same_or_near_tie(rt, dec, plain, tokens)
 
 
 def test_adaptive_lookup_reports_live_stats(target, plain_runs):
