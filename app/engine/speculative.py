@@ -8,6 +8,12 @@ tokens costs anything from barely more than one plain step (memory-bound, GPU) t
 batched CPU kernel). The speculator measures those costs (once when the model loads, then from every real
 step) and the acceptance rate as it goes, and picks the k with the most expected tokens per second, k = 0
 (plain decoding) whenever nothing beats it.
+
+Never slower: when the calibration shows that no draft length could pay even if nine drafts in ten were
+accepted (or a draft token costs over a third of a target step), the answer runs in Decoder's plain loop with
+no extra work per token, and a draft model never even reads the prompt. Otherwise prompt-lookup drafts are
+checked against the plain tokens for free (a shadow) until their acceptance says verifying pays, and a verify
+that lost against plain steps makes the next try wait, twice as long after each loss in a row.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import llama_cpp
 import numpy as np
 
 from app.core.errors import GenerationError, ModelLoadError
-from app.engine.protocol import STATS, TOKEN
+from app.engine.protocol import TOKEN
 
 CALIBRATION_SIZES = (1, 2, 3, 5, 9, 13)  # a plain step, and verify batches of 1, 2, 4, 8, 12 drafts
 MARGIN = 1.05  # a mode must promise this much over plain decoding before it is used
