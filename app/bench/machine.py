@@ -56,7 +56,6 @@ def describe_machine() -> dict:
         "os": platform.platform(),
         "python": sys.version.split()[0],
         "hearth": __version__,
-        "hostname": platform.node(),
     }
 
 

@@ -698,7 +698,8 @@ def save_plot(result: dict, path: str | Path) -> None:
     painter.setFont(QFont("Sans", 11))
     painter.drawText(QPointF(20, 24), f"hearth bench matrix: {result['model']}, median of {result['repeats']} runs")
     painter.setFont(QFont("Sans", 8))
-    painter.drawText(QPointF(20, 42), machine_label(result["machine"]))
+    painter.drawText(QPointF(20, 42), f"{machine_label(result['machine'])}; {result['threads']} threads; "
+                                      f"load average at start {result.get('load_average_start')}")
 
     def panel(box: QRectF, title: str, groups: list[str], value) -> None:
         values = [value(r, g) for g in groups for r in rows]
