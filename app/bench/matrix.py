@@ -34,7 +34,6 @@ import json
 import os
 import queue
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -233,21 +232,14 @@ def worker_main() -> int:
     return 0
 
 
-def _exit_reason(code: int) -> str:
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"the engine process crashed ({name})"
-    return f"the engine process exited with code {code}"
-
-
 def run_child(cfg: dict, timeout_s: float, cancel: threading.Event | None = None,
               on_note: Callable[[str], None] | None = None) -> dict:
     """One configuration in a fresh process: {"ok": True, ...runs} or {"ok": False, "reason": sentence}."""
-    from app.engine.spawn import child_command, child_env
+    from app.engine.client import _exit_reason
+    from app.engine.spawn import ENTRY_FLAGS, child_command, child_env, is_frozen
 
+    if is_frozen() and "app.bench.matrix" not in ENTRY_FLAGS:
+        return {"ok": False, "reason": "this build of Hearth cannot start the benchmark's measuring process"}
     log = paths.log_dir() / f"bench-matrix-{cfg['row']}-{cfg.get('drafter') or 'plain'}.log"
     with open(log, "wb") as err:
         proc = subprocess.Popen(child_command("app.bench.matrix", "--worker"), stdin=subprocess.PIPE,
@@ -291,7 +283,7 @@ def run_child(cfg: dict, timeout_s: float, cancel: threading.Event | None = None
         code = proc.wait()
         proc.stdout.close()
     if final is None:
-        return {"ok": False, "reason": f"{_exit_reason(code)}; its log is at {log}"}
+        return {"ok": False, "reason": f"its process stopped unexpectedly: {_exit_reason(code)}; its log is at {log}"}
     if final["ev"] == "error":
         return {"ok": False, "reason": final["message"]}
     return {"ok": True, **{k: v for k, v in final.items() if k != "ev"}}

@@ -209,7 +209,7 @@ def test_a_crashed_configuration_is_failed_with_the_signal_and_the_log():
     result = run_matrix(None, progress=progress, rows=["q4_k_m"], quick=True, repeats=2, threads=1, save=False)
     [row] = result["rows"]
     assert row["status"] == "failed"
-    assert "crashed (SIGKILL)" in row["reason"] and ".log" in row["reason"]
+    assert "stopped by SIGKILL" in row["reason"] and ".log" in row["reason"]
     assert any("round 1/2" in m for m in seen) and not any("round 2/2" in m for m in seen)  # not retried
     assert "saved_to" not in result
 
