@@ -1,8 +1,10 @@
 """`hearth bench spec`: plain, prompt-lookup and draft-model decoding of the same prompts, side by side.
 
 Everything runs in this process on the engine's own Decoder and Speculator (no engine process), interleaved
-per repeat (plain, lookup, draft, llama-cpp-python's prompt lookup, plain, ...) so that a busy machine slows
-every mode alike; medians and ratios against plain decoding are reported.
+per repeat (plain, lookup, draft, llama-cpp-python's prompt lookup, then the same rotated by one, ...) so that a
+busy machine slows every mode alike. Rates are medians; ratios are medians of each repeat's ratio to its own
+plain run, by wall time (what a user sees) and by CPU time (what the mode costs, much less swayed by other
+people's work on a shared machine).
 """
 
 from __future__ import annotations
@@ -197,14 +199,15 @@ def bench_target(label: str, path: Path, draft: Path, args, extra: bool, on_row=
 
 
 def _row(label: str, model: str, prompt: str, kind: str, runs: dict[str, list[dict]]) -> dict:
-    plain = statistics.median(r["tok_s"] for r in runs["plain"])
-    plain_cpu = statistics.median(r["cpu_tok_s"] for r in runs["plain"])
+    """Medians of the rates, and ratios as the median of each repeat's own ratio: a mode and the plain run
+    of the same repeat ran back to back, so a busy or quiet minute cancels out."""
+    plain = runs["plain"]
     row = {"target": label, "model": model, "prompt": prompt, "kind": kind, "modes": {}}
     for mode, results in runs.items():
-        tok_s = statistics.median(r["tok_s"] for r in results)
-        cpu = statistics.median(r["cpu_tok_s"] for r in results)
-        entry = {"tok_s": tok_s, "ratio": tok_s / plain if plain else 0.0,
-                 "cpu_tok_s": cpu, "cpu_ratio": cpu / plain_cpu if plain_cpu else 0.0}
+        entry = {}
+        for key, ratio in (("tok_s", "ratio"), ("cpu_tok_s", "cpu_ratio")):
+            entry[key] = statistics.median(r[key] for r in results)
+            entry[ratio] = statistics.median(r[key] / p[key] if p[key] else 0.0 for r, p in zip(results, plain))
         if results[-1].get("spec"):
             s = results[-1]["spec"]
             entry.update(acceptance=s["acceptance"], tokens_per_step=s["tokens_per_step"], k=s["k"],
