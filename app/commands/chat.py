@@ -60,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
     sampling = sampling_options(args)
     with EngineClient() as client:
         info = client.load(options)
+        notice = (info.get("window") or {}).get("notice")
+        if notice:
+            print(f"hearth: {notice}", file=sys.stderr)
         if args.prompt is not None:
             messages = _messages(args.system, [{"role": "user", "content": args.prompt}])
             done = _answer(client, messages, sampling, echo=not args.json)

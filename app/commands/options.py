@@ -30,6 +30,8 @@ def add_load_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sink-tokens", type=int, default=4, metavar="N", help="attention-sink tokens kept (default 4)")
     p.add_argument("--no-keep-system", dest="keep_system", action="store_false",
                    help="let the window slide over the system prompt too")
+    p.add_argument("--window-fraction", type=float, default=0.5, metavar="F",
+                   help="share of the movable context dropped each time the window slides (default 0.5)")
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:
@@ -65,6 +67,7 @@ def load_options(args: argparse.Namespace) -> LoadOptions:
         context_policy=args.context_policy,
         sink_tokens=args.sink_tokens,
         keep_system=args.keep_system,
+        window_fraction=args.window_fraction,
     )
 
 
