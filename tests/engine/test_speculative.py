@@ -232,6 +232,25 @@ def test_draft_model_that_cannot_pay_runs_the_plain_loop_without_touching_the_dr
         drafter.close()
 
 
+def test_a_draft_model_backed_off_far_hands_the_answer_to_the_plain_loop(target, plain_runs, bundled_model):
+    rt, dec, _ = target
+    drafter = DraftModelDrafter(rt.options, str(bundled_model), extra_bufts=False, n_ctx=rt.n_ctx)
+    try:
+        spec = Speculator(drafter)
+        spec.calibrate(dec)
+        drafter.step_s = 0.0  # pretend the draft is free, so only the back-off can stop it
+        set_costs(spec, lambda n: 0.010 + 0.001 * n)
+        spec.hits, spec.misses, spec.backoff = 0.01, 10.0, 256  # after a run of losing probes
+        evaluated = drafter.decoder.total_evaluated
+        prompt, plain = plain_runs[2]
+        tokens, done, _ = generate(dec, prompt, spec)
+        assert tokens == plain and done["completion_tokens"] == N_TOKENS
+        assert done["spec"]["drafted"] == 0 and done["spec"]["tokens_per_step"] == pytest.approx(1.0)
+        assert drafter.decoder.total_evaluated == evaluated
+    finally:
+        drafter.close()
+
+
 def test_adaptive_lookup_speculates_where_batches_are_cheap(target, plain_runs):
     rt, dec, _ = target
     spec = Speculator(LookupDrafter())
