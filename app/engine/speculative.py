@@ -147,7 +147,7 @@ class Speculator:
         then decide whether drafting can pay at all."""
         rt = decoder.rt
         o = rt.options
-        key = (str(rt.path), rt.n_threads, o.n_gpu_layers, rt.n_batch, getattr(o, "type_k", None))
+        key = (str(rt.path), rt.n_threads, o.n_gpu_layers, rt.n_batch, o.kv_type, o.flash_attn, rt.extra_bufts)
         measured = _CALIBRATIONS.get(key)
         if measured is None:
             measured = _CALIBRATIONS[key] = _measure_costs(decoder, reps)
