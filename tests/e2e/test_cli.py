@@ -108,4 +108,5 @@ def test_bench_json_fields():
     r = json.loads(proc.stdout)
     for key in ("pp512", "tg128", "overhead_ms_per_token", "llama_generate_tg", "ratio_vs_llama_generate"):
         assert r[key] > 0 or key == "overhead_ms_per_token", key
-    assert r["ratio_vs_llama_generate"] == pytest.approx(r["tg128"] / r["llama_generate_tg"])
+    assert r["ratio_vs_llama_generate"] == pytest.approx(r["tg128_runs"][0] / r["llama_generate_tg_runs"][0])
+    assert 0.5 < r["eval_bound_ratio"] <= 1.0
