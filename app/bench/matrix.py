@@ -216,10 +216,24 @@ def _worker(cfg: dict, out_fd: int) -> dict:
     return result
 
 
+def _exit_with_parent() -> None:
+    """A benchmark whose parent died (a killed CLI, a crashed GUI) must not go on using the machine for minutes."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def worker_main() -> int:
     """`python -m app.bench.matrix --worker`: config JSON on stdin, JSON lines out, the last one the result."""
     from app.core.errors import HearthError as _HearthError
 
+    _exit_with_parent()
     out_fd = os.dup(1)
     os.dup2(2, 1)  # whatever llama.cpp prints must not corrupt the result channel
     sys.stdout = sys.stderr

@@ -222,3 +222,4 @@ def test_peak_rss_of_a_configuration_is_its_own_not_its_parents():
                           "print(own_peak_rss_mb())"], capture_output=True, text=True, timeout=60, check=True)
     del big
     assert 5 < float(out.stdout) < 200
+
