@@ -234,7 +234,7 @@ class Decoder:
         if self.context_policy is not None:
             result["window"] = self.context_policy.state(self)
         if self.speculator is not None:
-            result["spec"] = self.speculator.summary(n_gen, gen_time)
+            result["spec"] = self.speculator.summary(n_gen)
         return result
 
     def _remember_text(self, prompt_text: str, prompt: list[int], generated: list[int]) -> None:
@@ -264,5 +264,5 @@ class Decoder:
         if self.context_policy is not None:
             stats["window"] = self.context_policy.state(self)
         if self.speculator is not None:
-            stats["spec"] = self.speculator.summary(n_gen, elapsed)
+            stats["spec"] = self.speculator.summary(n_gen)
         return stats

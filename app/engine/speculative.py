@@ -37,6 +37,10 @@ MAX_BACKOFF = 1024
 DRAFT_PROBE_GAP = 32  # a draft model planned out is probed again after this many plain steps at the least
 GIVE_UP_BACKOFF = 256  # a draft model backed off this far hands the rest of the answer to the plain loop
 
+# Costs are process CPU seconds: on a shared machine wall time swings 2x with other people's work, CPU time
+# much less, and only ratios between batch sizes and drafters matter to the decisions.
+clock = time.process_time
+
 # Step costs measured per loaded model (path, threads, placement): a model is calibrated once per process.
 _CALIBRATIONS: dict[tuple, dict[int, float]] = {}
 
@@ -116,20 +120,20 @@ class Speculator:
         self.accepted = 0
         self.steps = 0
         self.n_gen = 0
-        self.elapsed = 0.0
+        self.cpu_s = 0.0
 
     @property
     def alpha(self) -> float:
         return self.hits / (self.hits + self.misses)
 
-    def summary(self, n_gen: int | None = None, elapsed: float | None = None) -> dict:
-        """Figures for `stats` and `done`. n_gen and elapsed cover the whole answer: tokens made by the plain
-        loop after a hand-over count one target step each."""
+    def summary(self, n_gen: int | None = None) -> dict:
+        """Figures for `stats` and `done`; n_gen covers the whole answer: tokens made by the plain loop after
+        a hand-over count one plain step each."""
         n = self.n_gen if n_gen is None else n_gen
-        seconds = self.elapsed if elapsed is None else elapsed
-        steps = self.steps + max(0, n - self.n_gen)
         plain = self.costs.get(1)
-        rate = n / seconds if seconds > 0 else 0.0
+        after = max(0, n - self.n_gen)
+        steps = self.steps + after
+        cpu = self.cpu_s + after * plain
         return {
             "drafter": self.drafter.name,
             "drafted": self.drafted,
@@ -137,7 +141,7 @@ class Speculator:
             "acceptance": self.accepted / self.drafted if self.drafted else 0.0,
             "tokens_per_step": n / steps if steps else (1.0 if n else 0.0),
             "k": self.k,
-            "speedup": rate * plain if plain > 0 and rate > 0 else 1.0,
+            "speedup": n * plain / cpu if cpu > 0 and n else 1.0,
             "plain_reason": self.plain_reason,
         }
 
@@ -243,6 +247,7 @@ class Speculator:
 
         pending = sampler.sample(-1)
         t_first = time.perf_counter()
+        cpu_first = clock()
         next_stats = t_first + STATS_INTERVAL_S
         drafter.begin(tokens)
         self._plan()
@@ -257,8 +262,7 @@ class Speculator:
         new = [pending]  # tokens to hand out; all but the last are already in the KV cache
 
         def finish(reason: str | None) -> tuple[int, str | None, float]:
-            self.n_gen = n_gen
-            self.elapsed = time.perf_counter() - t_first
+            self.n_gen, self.cpu_s = n_gen, clock() - cpu_first
             return n_gen, reason, t_first
 
         while True:
@@ -296,7 +300,7 @@ class Speculator:
                 elif plain_run >= max(DRAFT_PROBE_GAP, self.backoff):
                     k, probing = min(2, self.k_max), True
             draft: list[int] = []
-            t_step = time.perf_counter()
+            t_step = clock()
             if k > 0:
                 draft = drafter.propose(min(k, max_tokens - n_gen))
                 if draft and not (probing or self._rates[len(draft)] > 0.0):
@@ -313,7 +317,7 @@ class Speculator:
             elif shadow_free and not shadow and self.k_max:
                 shadow, shadow_at = drafter.propose(self.k_max), 0
 
-            started = time.perf_counter()
+            started = clock()
             if not draft:
                 if len(tokens) >= rt.n_ctx:
                     if not dec.room_for(1):
@@ -326,7 +330,7 @@ class Speculator:
                 if rc != 0:
                     raise GenerationError(f"llama.cpp failed to evaluate a token (code {rc}).")
                 tokens.append(pending)
-                self.costs.observe(1, time.perf_counter() - started)
+                self.costs.observe(1, clock() - started)
                 self.steps += 1
                 if k < 0:
                     return finish(None)  # the plain loop samples the logits just computed
@@ -367,12 +371,12 @@ class Speculator:
                 if a < m:
                     rt.kv_remove(base + 1 + a, -1)
                 drafter.advance(draft[:a])
-                self.costs.observe(m + 1, time.perf_counter() - started)
+                self.costs.observe(m + 1, clock() - started)
                 self.drafted += m
                 self.accepted += a
                 self.steps += 1
                 self._learn(m, a)
-                self._judge(m, a, time.perf_counter() - t_step)
+                self._judge(m, a, clock() - t_step)
                 self._plan()
                 shadow = []
                 plain_run = 0
@@ -380,7 +384,7 @@ class Speculator:
             now = time.perf_counter()
             if now >= next_stats:
                 next_stats = now + STATS_INTERVAL_S
-                self.n_gen, self.elapsed = n_gen, now - t_first
+                self.n_gen, self.cpu_s = n_gen, clock() - cpu_first
                 emit(dec._stats(n_gen, t_first, now, n_prompt))
 
     def close(self) -> None:
@@ -402,10 +406,10 @@ def _measure_costs(decoder, reps: int) -> dict[int, float]:
         for rep in range(reps + 1):
             for n in CALIBRATION_SIZES:
                 _fill(decoder._batch, filler[:n], base, logits_all=True)
-                started = time.perf_counter()
+                started = clock()
                 decoder._decode(decoder._batch)
                 if rep:
-                    times[n].append(time.perf_counter() - started)
+                    times[n].append(clock() - started)
                 rt.kv_remove(base, -1)
     finally:
         decoder.reset()
