@@ -44,6 +44,7 @@ from typing import Callable
 
 from app.core import paths
 from app.core.errors import HearthError
+from app.core.metrics import peak_rss_mb
 
 Progress = Callable[[float, str], None]
 
@@ -142,21 +143,6 @@ def bytes_read_per_token(info) -> int:
 
 
 # --- one configuration, in a child process -------------------------------------------
-def own_peak_rss_mb() -> float:
-    """This process's own resident high-water mark. On Linux getrusage's ru_maxrss is not that: a child
-    inherits its parent's peak across fork and exec, so a big parent would be charged to every row."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    from app.core.metrics import peak_rss_mb
-
-    return peak_rss_mb()
-
-
 def _worker(cfg: dict, out_fd: int) -> dict:
     """Runs in the child: load, warm up, measure; returns raw runs (the parent takes medians)."""
     import llama_cpp  # noqa: F401 - loaded before timing anything
@@ -212,7 +198,7 @@ def _worker(cfg: dict, out_fd: int) -> dict:
     finally:
         os.close(fd)
         session.close()
-    result["peak_rss_mb"] = own_peak_rss_mb()
+    result["peak_rss_mb"] = peak_rss_mb()  # VmHWM: this child's own peak
     return result
 
 

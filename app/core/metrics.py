@@ -19,6 +19,16 @@ def rss_mb(pid: int | None = None) -> float:
 
 def peak_rss_mb() -> float:
     """Peak resident memory of this process (high-water mark)."""
+    if sys.platform.startswith("linux"):
+        # ru_maxrss survives fork+exec, so a child would report its parent's peak;
+        # VmHWM is this process's own.
+        try:
+            with open("/proc/self/status", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024
+        except (OSError, ValueError):
+            pass
     if sys.platform.startswith("win"):
         info = psutil.Process().memory_info()
         return getattr(info, "peak_wset", info.rss) / _MB

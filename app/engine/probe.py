@@ -120,5 +120,9 @@ def _child(model_path: str) -> int:
     return 0
 
 
+def child_main(argv: list[str]) -> int:
+    return _child(argv[0])
+
+
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1]))
+    sys.exit(child_main(sys.argv[1:]))

@@ -16,6 +16,7 @@ ENTRY_FLAGS = {
     "app.engine.probe": "--engine-probe",
     "app.core.quantize_worker": "--quantize-worker",
     "app.core.convert_worker": "--convert-worker",
+    "app.bench.matrix": "--bench-matrix-worker",
 }
 
 
