@@ -103,7 +103,7 @@ def test_doctor_text_mentions_gpu_and_extra_buffers():
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_bench_json_fields():
-    proc = hearth("bench", "--repeats", "1", "--json", timeout=600)
+    proc = hearth("bench", "--threads", "1", "--repeats", "1", "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr
     r = json.loads(proc.stdout)
     for key in ("pp512", "tg128", "overhead_ms_per_token", "llama_generate_tg", "ratio_vs_llama_generate"):
