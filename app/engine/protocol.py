@@ -7,6 +7,7 @@ child's stdin/stdout. Option dataclasses travel as plain dicts.
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring as _encode_str
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -87,6 +88,9 @@ class SamplingOptions(_Options):
 
 
 def encode(message: dict[str, Any]) -> bytes:
+    if len(message) == 2 and message.get("ev") == TOKEN:
+        # The per-token event: the C string encoder alone is several times faster than json.dumps.
+        return b'{"ev":"token","text":' + _encode_str(message["text"]).encode("utf-8") + b"}\n"
     return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
