@@ -24,6 +24,8 @@ from app.engine import protocol as P
 from app.engine.spawn import child_command, child_env
 
 KEEP_LOGS = 20
+NICE_ENV = "HEARTH_ENGINE_NICE"
+ENGINE_NICENESS = 5
 
 
 def _exit_reason(code: int | None) -> str:
@@ -49,8 +51,12 @@ def _rotate_logs(folder: Path) -> None:
 
 
 class EngineClient:
-    def __init__(self, on_event: Callable[[dict], None] | None = None):
+    def __init__(self, on_event: Callable[[dict], None] | None = None, below_caller: bool = False):
+        """below_caller: run the engine at a lower CPU priority than this process. The GUI asks
+        for it: llama.cpp keeps every core busy while it generates, and on a small machine the
+        window's thread would otherwise wait its turn for tens of milliseconds."""
         self.on_event = on_event
+        self.below_caller = below_caller
         self.events: queue.Queue = queue.Queue()
         self.proc: subprocess.Popen | None = None
         self.log_path: Path | None = None
@@ -82,7 +88,8 @@ class EngineClient:
         try:
             self.proc = subprocess.Popen(
                 child_command("app.engine.host"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=log, env=child_env(), bufsize=0,
+                stderr=log, env=child_env({NICE_ENV: str(ENGINE_NICENESS)} if self.below_caller else None),
+                bufsize=0,
             )
         finally:
             log.close()

@@ -133,7 +133,23 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     faulthandler.enable(file=sys.stderr)
+    _lower_priority(os.environ.get("HEARTH_ENGINE_NICE"))
     return Host(out_fd).run()
+
+
+def _lower_priority(niceness: str | None) -> None:
+    """Yield the CPU to the GUI when asked to (see EngineClient.below_caller)."""
+    if not niceness:
+        return
+    try:
+        if hasattr(os, "nice"):
+            os.nice(int(niceness))
+        else:  # Windows
+            import psutil
+
+            psutil.Process().nice(psutil.BELOW_NORMAL_PRIORITY_CLASS)
+    except (OSError, ValueError, AttributeError):
+        pass  # a priority we cannot set costs smoothness, not correctness
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ class EngineBridge(QObject):
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
-        self.client = EngineClient(on_event=self._from_engine)
+        self.client = EngineClient(on_event=self._from_engine, below_caller=True)
         self.options: P.LoadOptions | None = None  # the model to keep loaded (reloaded after a crash)
         self.info: dict | None = None
         self.busy = False  # a chat command is running

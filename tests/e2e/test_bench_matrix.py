@@ -218,8 +218,8 @@ def test_peak_rss_of_a_configuration_is_its_own_not_its_parents():
     import numpy as np
 
     big = np.ones(400 * 2**20 // 8)  # the parent peaks at 400+ MB (as a GUI with a chat open might)
-    out = subprocess.run([sys.executable, "-c", "from app.bench.matrix import own_peak_rss_mb; "
-                          "print(own_peak_rss_mb())"], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run([sys.executable, "-c", "from app.core.metrics import peak_rss_mb; "
+                          "print(peak_rss_mb())"], capture_output=True, text=True, timeout=60, check=True)
     del big
     assert 5 < float(out.stdout) < 200
 
