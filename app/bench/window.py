@@ -25,6 +25,7 @@ import numpy as np
 from app.commands.options import add_model_args, model_path
 from app.core.errors import HearthError
 from app.core.modelfile import check_model_file
+from app.engine.decode import fill_batch
 from app.engine.probe import extra_bufts_decision
 from app.engine.protocol import STATS, LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
@@ -165,13 +166,7 @@ def perplexity(rt: Runtime, tokens: list[int], window: int | None = None, sinks:
                 rt.kv_remove(sinks, sinks + drop)
                 rt.kv_shift(sinks + drop, -1, -drop)
                 cached -= drop
-            for i, tok in enumerate(part):
-                batch.token[i] = tok
-                batch.pos[i] = cached + i
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = 0
-                batch.logits[i] = 1
-            batch.n_tokens = len(part)
+            fill_batch(batch, part, cached, logits_all=True)
             if llama_cpp.llama_decode(rt.ctx, batch) != 0:
                 raise HearthError("llama.cpp failed to evaluate the perplexity text.")
             cached += len(part)

@@ -25,6 +25,19 @@ Emit = Callable[[dict], None]
 STATS_INTERVAL_S = 0.2  # the GUI graphs want at least four points a second
 
 
+def fill_batch(batch, toks: list[int], base: int, logits_all: bool = False) -> None:
+    """Put toks at positions base.. of sequence 0; logits on every row or only the last."""
+    for i, tok in enumerate(toks):
+        batch.token[i] = tok
+        batch.pos[i] = base + i
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = 0
+        batch.logits[i] = 1 if logits_all else 0
+    if not logits_all:
+        batch.logits[len(toks) - 1] = 1
+    batch.n_tokens = len(toks)
+
+
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
     i = 0
@@ -93,15 +106,7 @@ class Decoder:
             if cancelled is not None and cancelled.is_set():
                 break
             chunk = toks[done : done + n_batch]
-            base = len(self.tokens)
-            for i, tok in enumerate(chunk):
-                batch.token[i] = tok
-                batch.pos[i] = base + i
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = 0
-                batch.logits[i] = 0
-            batch.logits[len(chunk) - 1] = 1
-            batch.n_tokens = len(chunk)
+            fill_batch(batch, chunk, len(self.tokens))
             self._decode(batch)
             self.tokens.extend(chunk)
             done += len(chunk)

@@ -25,6 +25,7 @@ import llama_cpp
 import numpy as np
 
 from app.core.errors import GenerationError, ModelLoadError
+from app.engine.decode import fill_batch
 from app.engine.protocol import TOKEN
 
 CALIBRATION_SIZES = (1, 2, 3, 5, 9, 13)  # a plain step, and verify batches of 1, 2, 4, 8, 12 drafts
@@ -349,7 +350,7 @@ class Speculator:
             else:
                 m = len(draft)
                 base = len(tokens)
-                _fill(batch, [pending] + draft, base, logits_all=True)
+                fill_batch(batch, [pending] + draft, base, logits_all=True)
                 dec._decode(batch)
                 tokens.append(pending)
                 new = []
@@ -405,7 +406,7 @@ def _measure_costs(decoder, reps: int) -> dict[int, float]:
     try:
         for rep in range(reps + 1):
             for n in CALIBRATION_SIZES:
-                _fill(decoder._batch, filler[:n], base, logits_all=True)
+                fill_batch(decoder._batch, filler[:n], base, logits_all=True)
                 started = clock()
                 decoder._decode(decoder._batch)
                 if rep:
@@ -414,18 +415,6 @@ def _measure_costs(decoder, reps: int) -> dict[int, float]:
     finally:
         decoder.reset()
     return {n: sorted(t)[len(t) // 2] for n, t in times.items()}
-
-
-def _fill(batch, toks: list[int], base: int, logits_all: bool) -> None:
-    for i, tok in enumerate(toks):
-        batch.token[i] = tok
-        batch.pos[i] = base + i
-        batch.n_seq_id[i] = 1
-        batch.seq_id[i][0] = 0
-        batch.logits[i] = 1 if logits_all else 0
-    if not logits_all:
-        batch.logits[len(toks) - 1] = 1
-    batch.n_tokens = len(toks)
 
 
 def check_speculation_options(options) -> None:
