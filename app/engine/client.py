@@ -221,8 +221,10 @@ class EngineClient:
             if kind == P.DONE:
                 return
 
-    def chat(self, messages: list[dict], sampling: P.SamplingOptions) -> Iterator[dict]:
-        return self.stream({"cmd": P.CHAT, "messages": messages, "sampling": sampling.to_dict()})
+    def chat(self, messages: list[dict], sampling: P.SamplingOptions, stream_interval_ms: float = 0) -> Iterator[dict]:
+        """stream_interval_ms > 0: tokens arrive merged, at most one event per interval (app.engine.coalesce)."""
+        return self.stream({"cmd": P.CHAT, "messages": messages, "sampling": sampling.to_dict(),
+                            "stream_interval_ms": stream_interval_ms})
 
     def complete(self, prompt: str, sampling: P.SamplingOptions) -> Iterator[dict]:
         return self.stream({"cmd": P.COMPLETE, "prompt": prompt, "sampling": sampling.to_dict()})

@@ -21,6 +21,7 @@ from app import __version__
 from app.core.bundled import bundled_model_path
 from app.core.errors import HearthError, ModelFileError
 from app.engine import protocol as P
+from app.engine.coalesce import TokenCoalescer, coalescing
 
 
 class Host:
@@ -85,12 +86,18 @@ class Host:
             if self.session is None:
                 raise HearthError("No model is loaded.")
             sampling = P.SamplingOptions.from_dict(msg.get("sampling"))
-            if cmd == P.CHAT:
-                result = self.session.chat(msg.get("messages") or [], sampling, self.emit, self.cancelled)
-            else:
-                result = self.session.complete(msg.get("prompt") or "", sampling, self.emit, self.cancelled)
+            emit = coalescing(self.emit, float(msg.get("stream_interval_ms") or 0))
+            try:
+                if cmd == P.CHAT:
+                    result = self.session.chat(msg.get("messages") or [], sampling, emit, self.cancelled)
+                else:
+                    result = self.session.complete(msg.get("prompt") or "", sampling, emit, self.cancelled)
+            except Exception:
+                if isinstance(emit, TokenCoalescer):  # the tokens generated reach the client before the error
+                    emit.flush()
+                raise
             result["id"] = msg.get("id")
-            self.emit(result)
+            emit(result)  # after the last merged tokens
         elif cmd == P.RESET:
             if self.session is not None:
                 self.session.reset()

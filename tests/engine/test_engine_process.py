@@ -160,3 +160,20 @@ def test_bad_model_files_give_one_sentence_and_engine_survives(engine, bundled_m
     assert engine.alive
     load(engine, bundled_model)
     assert run_chat(engine, USER, max_tokens=3, **GREEDY)["completion_tokens"] == 3
+
+
+def test_merged_token_events_carry_the_same_answer(engine, bundled_model):
+    """The window asks for tokens merged over an interval: far fewer events, the same text, the first at once."""
+    load(engine, bundled_model)
+    sampling = SamplingOptions(max_tokens=80, ignore_eos=True, **GREEDY)
+    per_token = [ev for ev in engine.chat(USER, sampling) if ev["ev"] == TOKEN]
+    engine.reset()
+    events = list(engine.chat(USER, sampling, stream_interval_ms=100))
+    merged = [ev["text"] for ev in events if ev["ev"] == TOKEN]
+    done = events[-1]
+    assert done["ev"] == DONE and done["completion_tokens"] == 80
+    assert "".join(merged) == "".join(ev["text"] for ev in per_token) == done["text"]
+    assert len(per_token) >= 60  # one event per token (a few pieces are held back by UTF-8/stop checks)
+    # At most one event per 100 ms of generation (plus the first and the tail): ~9 instead of 80 here.
+    assert 2 <= len(merged) <= done["gen_s"] / 0.1 + 2
+    assert merged[0] == per_token[0]["text"]  # the first token is not held back

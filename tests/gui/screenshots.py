@@ -29,22 +29,16 @@ def main(theme: str = "light", bench_result: str | None = None) -> int:
     bench_result = bench_result or newest_bench_result()  # looked up before HEARTH_HOME points elsewhere
     os.environ["HEARTH_THEME"] = theme
     os.environ["HEARTH_HOME"] = tempfile.mkdtemp(prefix="hearth-shots-")
-    from PySide6.QtCore import QDeadlineTimer, QEventLoop
-
     from app.ui.app import make_app
+    from app.ui.event_wait import pause, wait_until
     from app.ui.main_window import MainWindow
 
-    app = make_app([])
+    make_app([])
     window = MainWindow()
     window.resize(1280, 800)
     window.show()
 
-    def wait(condition, seconds: float) -> None:
-        deadline = QDeadlineTimer(int(seconds * 1000))
-        while not condition() and not deadline.hasExpired():
-            app.processEvents(QEventLoop.AllEvents, 50)
-
-    wait(lambda: window.bridge.ready, 120)
+    wait_until(lambda: window.bridge.ready, 120)
     chat = window.chat
     chat.sampling.temperature.setValue(0.0)
     chat.sampling.max_tokens.setValue(90)
@@ -53,29 +47,29 @@ def main(theme: str = "light", bench_result: str | None = None) -> int:
         window.bridge.generation_finished.connect(finished.append)
         chat.input.setPlainText(question)
         chat.send()
-        wait(lambda: bool(finished), 300)
+        wait_until(lambda: bool(finished), 300)
         window.bridge.generation_finished.disconnect(finished.append)
     OUT.mkdir(parents=True, exist_ok=True)
-    wait(lambda: False, 0.5)
+    pause(0.5)
     window.grab().save(str(OUT / f"chat-{theme}.png"))
     window.tabs.setCurrentWidget(window.models)
-    wait(lambda: False, 1.5)
+    pause(1.5)
     window.grab().save(str(OUT / f"models-{theme}.png"))
     hub = window.models.hub
     window.models.sources.setCurrentWidget(hub)
-    wait(lambda: hub.tree.topLevelItemCount() > 0, 10)
+    wait_until(lambda: hub.tree.topLevelItemCount() > 0, 10)
     from app.ui.models.hub_panel import FILE_ROLE
 
     hub.select(*hub.tree.topLevelItem(0).data(0, FILE_ROLE))
-    wait(lambda: False, 0.5)
+    pause(0.5)
     window.grab().save(str(OUT / f"download-{theme}.png"))
     if bench_result:
         window.tabs.setCurrentWidget(window.bench)
         shown: list = []
         window.bench.result_shown.connect(shown.append)
         window.bench.open_result(bench_result)
-        wait(lambda: bool(shown), 10)
-        wait(lambda: False, 0.5)
+        wait_until(lambda: bool(shown), 10)
+        pause(0.5)
         window.grab().save(str(OUT / f"benchmark-{theme}.png"))
     window.close()
     print("saved", sorted(p.name for p in OUT.glob("*.png")))

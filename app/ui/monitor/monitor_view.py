@@ -5,24 +5,52 @@ append to ring buffers. A timer redraws at most every REDRAW_MS, and only
 when something changed and the graphs are visible, so the graphs cost the
 engine (which shares the CPU) as little as possible. All plots live in one
 GraphicsLayoutWidget: one repaint per update, not one per plot.
+
+Most of a redraw's cost was pyqtgraph's axes: with auto-ranging, every new
+point moved the ranges, so every redraw recomputed the ticks and replayed
+the axes and grid. Here the x axis is "seconds ago" over a fixed span, the y
+ranges only step to a rounded ceiling when the data outgrows them, and each
+axis is cached as a pixmap, so a redraw mostly just strokes the curves
+(19 -> ~5 ms per redraw on the test machine).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout, QWidget
 
 from app.core.metrics import system_memory_mb
 
 REDRAW_MS = 200  # the issue asks for at least four updates a second
 HISTORY = 900  # points per series: three minutes at five a second
+RIGHT_MARGIN = 0.04  # room right of "now", so the newest dot is not cut in half
+SPANS_S = (15, 30, 60, 120)  # the x axis: the shortest span that holds the oldest point, at most two minutes
 SYSTEM_MEMORY_EVERY_S = 1.0
 PER_ANSWER = ("prompt_tok_s", "ttft_s")
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 x 10^n at or above value (at least 1)."""
+    if value <= 1:
+        return 1.0
+    scale = 10 ** math.floor(math.log10(value))
+    for step in (1, 2, 2.5, 5, 10):
+        if step * scale >= value:
+            return step * scale
+    return 10 * scale
+
+
+class SecondsAgoAxis(pg.AxisItem):
+    """The x axis: "10 s ago" ... "now" rather than negative numbers."""
+
+    def tickStrings(self, values, scale, spacing):
+        return ["now" if abs(v) < 1e-9 else f"{-v:g} s ago" for v in values]
 
 
 class Series:
@@ -34,8 +62,15 @@ class Series:
         self.t.append(t)
         self.v.append(v)
 
-    def arrays(self):
-        return np.fromiter(self.t, float, len(self.t)), np.fromiter(self.v, float, len(self.v))
+    def arrays(self, now: float):
+        """(seconds ago, values), as negative x on the fixed-span axis."""
+        return np.fromiter(self.t, float, len(self.t)) - now, np.fromiter(self.v, float, len(self.v))
+
+    def max_since(self, start: float) -> float:
+        return max((v for t, v in zip(self.t, self.v) if t >= start), default=0.0)
+
+    def oldest_since(self, start: float) -> float | None:
+        return next((t for t in self.t if t >= start), None)
 
     def clear(self) -> None:
         self.t.clear()
@@ -56,6 +91,9 @@ class MonitorView(QWidget):
         self.graphs.setBackground(None)
         self.curves = {}
         self.plots = {}
+        self.members: dict[str, list[str]] = {}  # plot -> its series
+        self.y_top: dict[str, float] = {}
+        self.span_s = SPANS_S[0]
         layout_spec = [
             ("speed", "Tokens/s", [("gen_tok_s", "#10b981", "generation"), ("prompt_tok_s", "#3b82f6", "prompt")]),
             ("ttft", "Time to first token (s)", [("ttft_s", "#f59e0b", "per answer")]),
@@ -65,12 +103,20 @@ class MonitorView(QWidget):
             ("draft", "Draft acceptance (%)", [("acceptance", "#14b8a6", "accepted")]),
         ]
         for row, (key, title, curves) in enumerate(layout_spec):
-            plot = self.graphs.addPlot(row=row, col=0, title=title)
+            plot = self.graphs.addPlot(row=row, col=0, title=title,
+                                       axisItems={"bottom": SecondsAgoAxis("bottom")})
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.setMenuEnabled(False)
             plot.setMouseEnabled(x=False, y=False)
             plot.hideButtons()
-            plot.getAxis("bottom").setHeight(14)
+            plot.getAxis("bottom").setHeight(18)
+            plot.disableAutoRange()
+            plot.setXRange(-SPANS_S[0], SPANS_S[0] * RIGHT_MARGIN, padding=0)
+            plot.setYRange(0, 1, padding=0)
+            for side in ("left", "bottom"):
+                plot.getAxis(side).setCacheMode(QGraphicsItem.DeviceCoordinateCache)
+            self.members[key] = [name for name, _, _ in curves]
+            self.y_top[key] = 1.0
             if len(curves) > 1:
                 plot.addLegend(offset=(4, 4), labelTextSize="8pt")
             for name, color, label in curves:
@@ -149,9 +195,23 @@ class MonitorView(QWidget):
 
     def redraw(self) -> None:
         self._dirty = False
+        now = self.now()
+        start = now - SPANS_S[-1]
+        oldest = min((t for s in self.series.values() if (t := s.oldest_since(start)) is not None), default=now)
+        span = next((s for s in SPANS_S if now - oldest <= s), SPANS_S[-1])
         for name, curve in self.curves.items():
-            x, y = self.series[name].arrays()
+            x, y = self.series[name].arrays(now)
             curve.setData(x, y)
+        # The ticks are recomputed only when a range steps.
+        if span != self.span_s:
+            self.span_s = span
+            for plot in self.plots.values():
+                plot.setXRange(-span, span * RIGHT_MARGIN, padding=0)
+        for key, plot in self.plots.items():
+            top = nice_ceiling(max(self.series[n].max_since(start) for n in self.members[key]) * 1.1)
+            if top != self.y_top[key]:
+                self.y_top[key] = top
+                plot.setYRange(0, top, padding=0)
         self.redraws += 1
         self.redrawn.emit()
 

@@ -1,0 +1,54 @@
+"""The live monitor: every point in view, cheap redraws, and `hearth bench gui` end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.ui.monitor.monitor_view import SPANS_S, MonitorView, nice_ceiling
+
+
+def test_nice_ceiling_rounds_up_to_a_readable_top():
+    assert [nice_ceiling(v) for v in (0, 0.4, 1.3, 2.1, 3, 7, 11, 180, 260, 9_999)] == \
+        [1, 1, 2, 2.5, 5, 10, 20, 200, 500, 10_000]
+
+
+def test_graphs_show_every_recent_point_and_rescale_only_in_steps(qtbot):
+    monitor = MonitorView()
+    qtbot.addWidget(monitor)
+    monitor.timer.stop()
+    monitor.resize(330, 700)
+    monitor.show()
+    speed = monitor.plots["speed"]
+    ranges = []
+    for i in range(100):  # generation speeding up from 20 to 119 tok/s, with memory and context filling
+        monitor._on_stats({"gen_tok_s": 20.0 + i, "rss_mb": 180 + i, "n_ctx": 1000, "n_past": 10 * i})
+        monitor.redraw()
+        ranges.append(tuple(speed.viewRange()[1]))
+    x, y = monitor.curves["gen_tok_s"].getData()
+    assert list(y) == [20.0 + i for i in range(100)]
+    (x0, x1), (y0, y1) = speed.viewRange()
+    # The x axis is "seconds ago" over the shortest span that holds the points, the newest at its right edge.
+    assert x0 == -SPANS_S[0] and 0 < x1 < 1 and -1 < x[-1] <= 0 and x[0] >= x0
+    assert y0 == 0 and max(y) <= y1 <= 2 * max(y)
+    # The y range stepped a few times as the speed grew, not once per point (each step recomputes ticks).
+    assert len(set(ranges)) <= 4
+    monitor.t0 -= 40  # forty seconds later the span has stepped out to hold them
+    monitor.redraw()
+    assert speed.viewRange()[0][0] == -60
+    for key, series in (("memory", "engine_mb"), ("kv", "kv_fill")):
+        top = monitor.plots[key].viewRange()[1][1]
+        assert max(monitor.curves[series].getData()[1]) <= top
+
+
+@pytest.mark.slow
+def test_bench_gui_prints_the_ratio_to_headless(hearth_home, capsys):
+    from app.cli import main
+
+    assert main(["bench", "gui", "--tokens", "48", "--repeats", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["headless_tok_s"]) == len(out["gui_tok_s"]) == 2
+    assert all(v > 0 for v in out["headless_tok_s"] + out["gui_tok_s"])
+    assert out["ratio"] == pytest.approx(sorted(out["pair_ratios"])[0] / 2 + sorted(out["pair_ratios"])[1] / 2)
+    assert out["graph_redraws"] >= 1 and out["transcript_appends"] >= 2
