@@ -15,7 +15,7 @@ from typing import Callable
 import llama_cpp
 
 from app.core.errors import GenerationError
-from app.core.metrics import peak_rss_mb, rss_mb
+from app.core.metrics import peak_rss_mb
 from app.engine.detok import TextStream
 from app.engine.protocol import DONE, STATS, TOKEN, SamplingOptions
 from app.engine.runtime import Runtime
@@ -233,7 +233,7 @@ class Decoder:
             "gen_tok_s": n_gen / gen_time if gen_time > 0 and n_gen else 0.0,
             "n_past": len(self.tokens),
             "n_ctx": rt.n_ctx,
-            "rss_mb": rss_mb(),
+            **rt.memory_now(),
             "peak_rss_mb": peak_rss_mb(),
         }
         if self.context_policy is not None:
@@ -264,7 +264,7 @@ class Decoder:
             "n_past": len(self.tokens),
             "n_ctx": self.rt.n_ctx,
             "prompt_tokens": n_prompt,
-            "rss_mb": rss_mb(),
+            **self.rt.memory_now(),
         }
         if self.context_policy is not None:
             stats["window"] = self.context_policy.state(self)

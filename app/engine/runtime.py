@@ -18,6 +18,7 @@ from app.core.errors import ModelLoadError
 from app.core.metrics import default_threads, rss_mb
 from app.core.modelfile import check_model_file
 from app.engine import llamalog
+from app.engine.gpu_memory import gpu_devices, gpu_memory_mb
 from app.engine.protocol import LoadOptions
 
 _KV_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}  # ggml_type values
@@ -115,6 +116,8 @@ class Runtime:
         self.n_batch = llama_cpp.llama_n_batch(self.ctx)
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.extra_bufts = bool(extra_bufts)
+        # Layers on a GPU: the monitor graphs its memory too.
+        self.offloading = int(options.n_gpu_layers) != 0 and bool(gpu_devices())
         self._pieces: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(256)
         self.load_s = time.perf_counter() - started
@@ -148,8 +151,17 @@ class Runtime:
             "extra_bufts": self.extra_bufts,
             "can_shift": bool(llama_cpp.llama_memory_can_shift(self.memory)),
             "load_s": self.load_s,
-            "rss_mb": rss_mb(),
+            **self.memory_now(),
         }
+
+    def memory_now(self) -> dict:
+        """The engine's resident memory and, when offloading, the GPUs' memory in use (MB)."""
+        now = {"rss_mb": rss_mb()}
+        if self.offloading:
+            gpu = gpu_memory_mb()
+            if gpu is not None:
+                now.update(gpu_mb=gpu["used_mb"], gpu_total_mb=gpu["total_mb"])
+        return now
 
     # --- tokens ---------------------------------------------------------
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:

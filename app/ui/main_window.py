@@ -31,6 +31,13 @@ def extra_bufts_notice(info: dict) -> str:
     return ""
 
 
+def memory_text(stats: dict) -> str:
+    text = f"engine {stats.get('rss_mb', 0):.0f} MB"
+    if stats.get("gpu_mb") is not None:
+        text += f" · GPU {stats['gpu_mb']:.0f}/{stats.get('gpu_total_mb', 0):.0f} MB"
+    return text
+
+
 class MainWindow(QMainWindow):
     closed = Signal()
 
@@ -141,7 +148,7 @@ class MainWindow(QMainWindow):
         self.model_label.setText(info.get("name") or info.get("model", ""))
         self.model_label.setToolTip(info.get("path", ""))
         self.ctx_label.setText(f"context {info.get('n_ctx', 0)}")
-        self.mem_label.setText(f"engine {info.get('rss_mb', 0):.0f} MB")
+        self.mem_label.setText(memory_text(info))
         notice = extra_bufts_notice(info)
         self.notice_label.setText("Extra buffer types off" if notice else "")
         self.notice_label.setToolTip(notice)
@@ -166,7 +173,7 @@ class MainWindow(QMainWindow):
         if stats.get("n_ctx"):
             self.ctx_label.setText(f"context {stats.get('n_past', 0)}/{stats['n_ctx']}")
         if stats.get("rss_mb"):
-            self.mem_label.setText(f"engine {stats['rss_mb']:.0f} MB")
+            self.mem_label.setText(memory_text(stats))
 
     def _on_generation_finished(self, done: dict) -> None:
         self.state_label.setText("Ready")

@@ -52,3 +52,25 @@ def test_bench_gui_prints_the_ratio_to_headless(hearth_home, capsys):
     assert all(v > 0 for v in out["headless_tok_s"] + out["gui_tok_s"])
     assert out["ratio"] == pytest.approx(sorted(out["pair_ratios"])[0] / 2 + sorted(out["pair_ratios"])[1] / 2)
     assert out["graph_redraws"] >= 1 and out["transcript_appends"] >= 2
+
+
+def test_gpu_memory_gets_a_curve_only_when_layers_are_offloaded(qtbot):
+    from app.engine.gpu_memory import device_count, gpu_memory_mb
+    from app.ui.main_window import memory_text
+
+    # This machine has no GPU: the binding to ggml's device list works and finds only the CPU.
+    assert device_count() >= 1 and gpu_memory_mb() is None
+    monitor = MonitorView()
+    qtbot.addWidget(monitor)
+    monitor._on_stats({"gen_tok_s": 50.0, "rss_mb": 200.0})
+    assert "gpu_mb" not in monitor.curves
+    assert memory_text({"rss_mb": 200.0}) == "engine 200 MB"
+    # What an offloading engine sends (the figures a CUDA build reports through the same binding).
+    stats = {"gen_tok_s": 50.0, "rss_mb": 200.0, "gpu_mb": 5120.0, "gpu_total_mb": 81920.0}
+    monitor._on_stats(stats)
+    monitor.redraw()
+    assert list(monitor.curves["gpu_mb"].getData()[1]) == [5120.0]
+    assert monitor.plots["memory"].viewRange()[1][1] >= 5120.0
+    legend = [label.text for _sample, label in monitor.plots["memory"].legend.items]
+    assert legend == ["engine", "system used", "GPU used"]
+    assert memory_text(stats) == "engine 200 MB · GPU 5120/81920 MB"

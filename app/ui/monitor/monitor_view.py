@@ -33,6 +33,7 @@ RIGHT_MARGIN = 0.04  # room right of "now", so the newest dot is not cut in half
 SPANS_S = (15, 30, 60, 120)  # the x axis: the shortest span that holds the oldest point, at most two minutes
 SYSTEM_MEMORY_EVERY_S = 1.0
 PER_ANSWER = ("prompt_tok_s", "ttft_s")
+GPU_CURVE = ("#0ea5e9", "GPU used")  # only when layers are offloaded
 
 
 def nice_ceiling(value: float) -> float:
@@ -85,8 +86,8 @@ class MonitorView(QWidget):
         pg.setConfigOptions(antialias=False, foreground="#9ca3af")
         self.t0 = time.monotonic()
         self.series = {name: Series() for name in
-                       ("gen_tok_s", "prompt_tok_s", "ttft_s", "engine_mb", "system_mb", "kv_fill", "shifts",
-                        "acceptance")}
+                       ("gen_tok_s", "prompt_tok_s", "ttft_s", "engine_mb", "system_mb", "gpu_mb", "kv_fill",
+                                 "shifts", "acceptance")}
         self.graphs = pg.GraphicsLayoutWidget()
         self.graphs.setBackground(None)
         self.curves = {}
@@ -115,17 +116,13 @@ class MonitorView(QWidget):
             plot.setYRange(0, 1, padding=0)
             for side in ("left", "bottom"):
                 plot.getAxis(side).setCacheMode(QGraphicsItem.DeviceCoordinateCache)
-            self.members[key] = [name for name, _, _ in curves]
             self.y_top[key] = 1.0
             if len(curves) > 1:
                 plot.addLegend(offset=(4, 4), labelTextSize="8pt")
-            for name, color, label in curves:
-                if name in PER_ANSWER:  # one point per answer: dots, no line between answers
-                    self.curves[name] = plot.plot(pen=None, name=label, symbol="o", symbolSize=7,
-                                                  symbolBrush=color, symbolPen=None)
-                else:
-                    self.curves[name] = plot.plot(pen=pg.mkPen(color, width=2), name=label)
             self.plots[key] = plot
+            self.members[key] = []
+            for curve in curves:
+                self._add_curve(key, *curve)
         self.summary = QLabel("Idle")
         self.summary.setWordWrap(True)
         layout = QVBoxLayout(self)
@@ -141,6 +138,15 @@ class MonitorView(QWidget):
         self.timer.timeout.connect(self._on_tick)
         self.timer.start()
 
+    def _add_curve(self, key: str, name: str, color: str, label: str) -> None:
+        plot = self.plots[key]
+        if name in PER_ANSWER:  # one point per answer: dots, no line between answers
+            self.curves[name] = plot.plot(pen=None, name=label, symbol="o", symbolSize=7,
+                                          symbolBrush=color, symbolPen=None)
+        else:
+            self.curves[name] = plot.plot(pen=pg.mkPen(color, width=2), name=label)
+        self.members[key].append(name)
+
     def now(self) -> float:
         return time.monotonic() - self.t0
 
@@ -152,6 +158,10 @@ class MonitorView(QWidget):
             s["gen_tok_s"].add(t, stats["gen_tok_s"])
         if stats.get("rss_mb"):
             s["engine_mb"].add(t, stats["rss_mb"])
+        if stats.get("gpu_mb") is not None:
+            if "gpu_mb" not in self.curves:  # its curve and legend entry appear with the first GPU figure
+                self._add_curve("memory", "gpu_mb", *GPU_CURVE)
+            s["gpu_mb"].add(t, stats["gpu_mb"])
         if stats.get("n_ctx"):
             s["kv_fill"].add(t, 100.0 * stats.get("n_past", 0) / stats["n_ctx"])
         window = stats.get("window") or {}
@@ -179,9 +189,7 @@ class MonitorView(QWidget):
         self.summary.setText("Last answer: " + ", ".join(parts))
 
     def _on_loaded(self, info: dict) -> None:
-        if info.get("rss_mb"):
-            self.series["engine_mb"].add(self.now(), info["rss_mb"])
-            self._dirty = True
+        self._on_stats({k: info[k] for k in ("rss_mb", "gpu_mb") if k in info})
 
     # --- drawing -----------------------------------------------------------
     def _on_tick(self) -> None:
