@@ -672,18 +672,13 @@ def write_csv(result: dict, path: str | Path) -> None:
 def save_plot(result: dict, path: str | Path) -> None:
     """Bar chart: generation tok/s per row (min-max whiskers), one group per workload, and peak RSS per row."""
     from PySide6.QtCore import QPointF, QRectF, Qt
-    from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter, QPen
+    from PySide6.QtGui import QColor, QFont, QPen
 
+    from app.bench.canvas import white_canvas
     from app.bench.machine import machine_label
 
-    if QGuiApplication.instance() is None:
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # an image needs no display
-    app = QGuiApplication.instance() or QGuiApplication(["hearth-bench"])  # noqa: F841 - fonts need it
     width, height = 1100, 640
-    image = QImage(width, height, QImage.Format_ARGB32)
-    image.fill(QColor("white"))
-    painter = QPainter(image)
-    painter.setRenderHint(QPainter.Antialiasing)
+    image, painter, _app = white_canvas(width, height)
     colors = [QColor(c) for c in ("#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e", "#d62728", "#9467bd")]
     rows = result["rows"]
     names = list(result["workloads"])

@@ -276,14 +276,12 @@ def _print_summary(r: dict, sinks: int) -> None:
 def save_plot(path: str, result: dict) -> None:
     """Two panels, tok/s and RSS over tokens generated, drawn with Qt (already a dependency)."""
     from PySide6.QtCore import QPointF, QRectF
-    from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter, QPen
+    from PySide6.QtGui import QColor, QPen
 
-    app = QGuiApplication.instance() or QGuiApplication(["hearth-bench"])  # noqa: F841 - fonts need it
+    from app.bench.canvas import white_canvas
+
     width, height = 900, 560
-    image = QImage(width, height, QImage.Format_ARGB32)
-    image.fill(QColor("white"))
-    painter = QPainter(image)
-    painter.setRenderHint(QPainter.Antialiasing)
+    image, painter, _app = white_canvas(width, height)
     runs = [("window", result["series"], QColor("#1f77b4"))]
     if result.get("truncate_middle"):
         runs.append(("truncate-middle", result["truncate_middle"]["series"], QColor("#d62728")))

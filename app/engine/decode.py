@@ -157,14 +157,12 @@ class Decoder:
 
         sampler = Sampler(rt.ctx, rt.n_vocab, sampling, self.tokens)
         stream = TextStream(sampling.stop)
-        piece = rt.piece
-        is_eog = self.is_eog
+        hand_out = self.hand_out
         one = self._one
         batch_one = self._batch_one
         ctx = rt.ctx
         decode = llama_cpp.llama_decode
         tokens = self.tokens
-        n_gen = 0
         max_tokens = sampling.max_tokens
         ignore_eos = sampling.ignore_eos
         t_first = None
@@ -174,28 +172,14 @@ class Decoder:
 
         try:
             if self.speculator is not None and reason is None:
-                n_gen, reason, t_first = self.speculator.run(self, sampler, stream, generated, emit, cancelled,
+                _, reason, t_first = self.speculator.run(self, sampler, stream, generated, emit, cancelled,
                                                              sampling, len(prompt))
             while reason is None:
                 tok = sampler.sample(-1)
                 if t_first is None:
                     t_first = time.perf_counter()
-                if is_eog(tok) and not ignore_eos:
-                    reason = "stop"
-                    break
-                n_gen += 1
-                generated.append(tok)
-                text = stream.feed(piece(tok))
-                if text:
-                    emit({"ev": TOKEN, "text": text})
-                if stream.stopped:
-                    reason = "stop"
-                    break
-                if n_gen >= max_tokens:
-                    reason = "length"
-                    break
-                if cancelled.is_set():
-                    reason = "cancelled"
+                reason = hand_out(tok, generated, stream, emit, max_tokens, ignore_eos, cancelled)
+                if reason is not None:
                     break
                 if len(tokens) >= rt.n_ctx and not self.room_for(1):
                     reason = "context_full"
@@ -208,9 +192,10 @@ class Decoder:
                 now = time.perf_counter()
                 if now >= next_stats:
                     next_stats = now + STATS_INTERVAL_S
-                    emit(self._stats(n_gen, t_first, now, len(prompt)))
+                    emit(self._stats(len(generated), t_first, now, len(prompt)))
         finally:
             sampler.close()
+        n_gen = len(generated)
         tail = stream.flush()
         if tail:
             emit({"ev": TOKEN, "text": tail})
@@ -254,6 +239,26 @@ class Decoder:
             self.cached_text = prompt_text + raw.decode("utf-8")
         except UnicodeDecodeError:
             self.cached_text = None
+
+    def hand_out(self, tok: int, generated: list[int], stream: TextStream, emit, max_tokens: int,
+                 ignore_eos: bool, cancelled: threading.Event) -> str | None:
+        """Give one sampled token to the answer and the client; the reason to stop there, or None.
+
+        Shared by the plain loop and the speculative one, so both end an answer at the same token.
+        """
+        if not ignore_eos and self.is_eog(tok):
+            return "stop"
+        generated.append(tok)
+        text = stream.feed(self.rt.piece(tok))
+        if text:
+            emit({"ev": TOKEN, "text": text})
+        if stream.stopped:
+            return "stop"
+        if len(generated) >= max_tokens:
+            return "length"
+        if cancelled.is_set():
+            return "cancelled"
+        return None
 
     def _stats(self, n_gen: int, t_first: float | None, now: float, n_prompt: int) -> dict:
         elapsed = now - (t_first or now)

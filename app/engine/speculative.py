@@ -26,7 +26,6 @@ import numpy as np
 
 from app.core.errors import GenerationError, ModelLoadError
 from app.engine.decode import fill_batch
-from app.engine.protocol import TOKEN
 
 CALIBRATION_SIZES = (1, 2, 3, 5, 9, 13)  # a plain step, and verify batches of 1, 2, 4, 8, 12 drafts
 MARGIN = 1.05  # a mode must promise this much over plain decoding before it is used
@@ -238,8 +237,7 @@ class Speculator:
         tokens = dec.tokens
         drafter = self.drafter
         batch = dec._batch
-        piece = rt.piece
-        is_eog = dec.is_eog
+        hand_out = dec.hand_out
         greedy = sampler.fast_greedy
         max_tokens = sampling.max_tokens
         ignore_eos = sampling.ignore_eos
@@ -268,21 +266,8 @@ class Speculator:
 
         while True:
             for j, tok in enumerate(new):
-                reason = None
-                if is_eog(tok) and not ignore_eos:
-                    reason = "stop"
-                else:
-                    n_gen += 1
-                    generated.append(tok)
-                    text = stream.feed(piece(tok))
-                    if text:
-                        emit({"ev": TOKEN, "text": text})
-                    if stream.stopped:
-                        reason = "stop"
-                    elif n_gen >= max_tokens:
-                        reason = "length"
-                    elif cancelled.is_set():
-                        reason = "cancelled"
+                reason = hand_out(tok, generated, stream, emit, max_tokens, ignore_eos, cancelled)
+                n_gen = len(generated)
                 if reason is not None:
                     extra = len(new) - 1 - j
                     if extra:  # accepted drafts past the stop: the KV ends where plain decoding's would

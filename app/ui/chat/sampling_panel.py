@@ -31,14 +31,10 @@ class SamplingPanel(QWidget):
         self.repeat_penalty = self._double(0.5, 2.0, 0.01, "discourage repeating recent tokens")
         self.max_tokens = self._int(1, 32768, "longest answer in tokens")
         self.seed = self._int(-1, 2**31 - 1, "-1 = a new random seed per answer")
-        form.addRow("Preset", self.preset)
-        form.addRow("Temperature", self.temperature)
-        form.addRow("Top-K", self.top_k)
-        form.addRow("Top-P", self.top_p)
-        form.addRow("Min-P", self.min_p)
-        form.addRow("Repeat penalty", self.repeat_penalty)
-        form.addRow("Max tokens", self.max_tokens)
-        form.addRow("Seed", self.seed)
+        for label, widget in (("Preset", self.preset), ("Temperature", self.temperature), ("Top-K", self.top_k),
+                              ("Top-P", self.top_p), ("Min-P", self.min_p), ("Repeat penalty", self.repeat_penalty),
+                              ("Max tokens", self.max_tokens), ("Seed", self.seed)):
+            form.addRow(label, widget)
         self.set_options(SamplingOptions())
         self.preset.currentTextChanged.connect(self._on_preset_chosen)
 

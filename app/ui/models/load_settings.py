@@ -119,19 +119,13 @@ class LoadSettings(QWidget):
         self.sinks.setRange(0, 64)
         self.keep_system = QCheckBox("Keep the system prompt when the window slides")
 
-        form.addRow("GPU layers", gpu_row)
-        form.addRow("", self.gpu_reason)
-        form.addRow("CPU threads", self.threads)
-        form.addRow("Context size", self.ctx)
-        form.addRow("", self.mmap)
-        form.addRow("", self.mlock)
-        form.addRow("KV cache type", self.kv_type)
-        form.addRow("Flash attention", self.flash)
-        form.addRow("Speculative decoding", self.spec_mode)
-        form.addRow("Draft model", draft_row)
-        form.addRow("When context is full", self.policy)
-        form.addRow("Attention sinks", self.sinks)
-        form.addRow("", self.keep_system)
+        for label, widget in (("GPU layers", gpu_row), ("", self.gpu_reason), ("CPU threads", self.threads),
+                              ("Context size", self.ctx), ("", self.mmap), ("", self.mlock),
+                              ("KV cache type", self.kv_type), ("Flash attention", self.flash),
+                              ("Speculative decoding", self.spec_mode), ("Draft model", draft_row),
+                              ("When context is full", self.policy), ("Attention sinks", self.sinks),
+                              ("", self.keep_system)):
+            form.addRow(label, widget)
         self.spec_mode.currentIndexChanged.connect(self._on_spec_mode_changed)
         self.policy.currentTextChanged.connect(lambda p: self.sinks.setEnabled(p == "window"))
         self.set_options(LoadOptions())
