@@ -46,6 +46,8 @@ class Session:
             info["extra_bufts_probe"] = self.probe
         info["chat_template"] = self.template.source[:2000]
         info["window"] = self.decoder.context_policy.state(self.decoder)
+        speculator = self.decoder.speculator
+        info["drafter"] = speculator.drafter.name if speculator is not None else None
         return info
 
     def chat(self, messages: list[dict], sampling: SamplingOptions, emit, cancelled: threading.Event) -> dict:

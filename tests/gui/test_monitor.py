@@ -74,3 +74,16 @@ def test_gpu_memory_gets_a_curve_only_when_layers_are_offloaded(qtbot):
     legend = [label.text for _sample, label in monitor.plots["memory"].legend.items]
     assert legend == ["engine", "system used", "GPU used"]
     assert memory_text(stats) == "engine 200 MB · GPU 5120/81920 MB"
+
+
+def test_draft_graph_says_when_speculation_is_off_and_which_drafter_runs(qtbot, main_window):
+    from app.engine.protocol import LoadOptions
+
+    w = main_window
+    title = w.monitor.plots["draft"].titleLabel
+    assert "speculative decoding off" in title.text
+    options = LoadOptions(model_path=w.bridge.options.model_path, lookup=True)
+    with qtbot.waitSignal(w.bridge.model_loaded, timeout=60_000) as loaded:
+        w.load_model(options)
+    assert loaded.args[0]["drafter"] == "lookup"
+    assert "lookup" in title.text and "off" not in title.text

@@ -190,6 +190,10 @@ class MonitorView(QWidget):
 
     def _on_loaded(self, info: dict) -> None:
         self._on_stats({k: info[k] for k in ("rss_mb", "gpu_mb") if k in info})
+        # An empty graph should say why it is empty.
+        drafter = info.get("drafter")
+        self.plots["draft"].setTitle(f"Draft acceptance (%) · {drafter}" if drafter else
+                                     "Draft acceptance (%) · speculative decoding off")
 
     # --- drawing -----------------------------------------------------------
     def _on_tick(self) -> None:
