@@ -32,6 +32,8 @@ def add_load_args(p: argparse.ArgumentParser) -> None:
                    help="let the window slide over the system prompt too")
     p.add_argument("--window-fraction", type=float, default=0.5, metavar="F",
                    help="share of the movable context dropped each time the window slides (default 0.5)")
+    p.add_argument("--ignore-fit", action="store_true",
+                   help="load even when the memory estimate says the model does not fit (may be very slow)")
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:
@@ -68,6 +70,7 @@ def load_options(args: argparse.Namespace) -> LoadOptions:
         sink_tokens=args.sink_tokens,
         keep_system=args.keep_system,
         window_fraction=args.window_fraction,
+        ignore_fit=args.ignore_fit,
     )
 
 

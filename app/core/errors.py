@@ -17,6 +17,10 @@ class ModelLoadError(HearthError):
     """llama.cpp refused to load a model or create its context."""
 
 
+class ModelTooBig(ModelLoadError):
+    """The memory-fit estimate says the model does not fit; loading it anyway needs ignore_fit."""
+
+
 class EngineCrashed(HearthError):
     """The engine process died (native crash, kill, out of memory)."""
 

@@ -179,7 +179,7 @@ def _hints(est: FitEstimate, info: GGUFInfo, room: float) -> list[str]:
         ctx = int((room - fixed) / per_token) // 256 * 256
         if ctx >= 512:
             hints.append(f"It fits with a context of {ctx:,} tokens (--ctx {ctx}).")
-    if est.kv_type == "f16" and per_token > 0:
+    if est.kv_type == "f16" and per_token > 0 and fixed < room:  # only where the KV cache is what does not fit
         hints.append("A quantized KV cache (--kv-type q8_0) halves the KV cache.")
     bits = 8 * info.weights_bytes / max(info.parameters, 1)
     if bits > 5.5:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from app.core import paths
-from app.core.errors import EngineCrashed, GenerationError, HearthError, ModelLoadError
+from app.core.errors import EngineCrashed, GenerationError, HearthError, ModelLoadError, ModelTooBig
 from app.engine import protocol as P
 from app.engine.spawn import child_command, child_env
 
@@ -195,7 +195,7 @@ class EngineClient:
     @staticmethod
     def _raise(event: dict, default=HearthError):
         kind = event.get("kind")
-        cls = {"EngineCrashed": EngineCrashed, "ModelLoadError": ModelLoadError,
+        cls = {"EngineCrashed": EngineCrashed, "ModelLoadError": ModelLoadError, "ModelTooBig": ModelTooBig,
                "ModelFileError": ModelLoadError, "GenerationError": GenerationError}.get(kind, default)
         raise cls(event.get("message", "The engine reported an error."))
 
@@ -204,6 +204,7 @@ class EngineClient:
         self.send({"cmd": P.LOAD, "options": options.to_dict()})
         event = self._next_event(timeout, kinds=(P.LOADED,))
         if event.get("ev") == P.ERROR:
+            self.loaded = event.get("kept")  # refused before unloading: the previous model is still loaded
             self._raise(event, ModelLoadError)
         self.loaded = event
         self.last_load = options

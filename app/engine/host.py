@@ -22,6 +22,7 @@ from app.core.bundled import bundled_model_path
 from app.core.errors import HearthError, ModelFileError
 from app.engine import protocol as P
 from app.engine.coalesce import TokenCoalescer, coalescing
+from app.engine.preflight import preflight
 
 
 class Host:
@@ -68,7 +69,10 @@ class Host:
             try:
                 self.dispatch(cmd, msg)
             except HearthError as exc:
-                self.emit({"ev": P.ERROR, "message": str(exc), "kind": type(exc).__name__, "id": msg.get("id")})
+                event = {"ev": P.ERROR, "message": str(exc), "kind": type(exc).__name__, "id": msg.get("id")}
+                if cmd == P.LOAD and self.session is not None:
+                    event["kept"] = self.session.describe()  # refused before unloading: this model is still here
+                self.emit(event)
             except Exception as exc:  # a bug: keep the engine alive, log the traceback
                 traceback.print_exc()
                 self.emit({"ev": P.ERROR, "message": f"Internal engine error: {exc}", "kind": "internal",
@@ -76,8 +80,9 @@ class Host:
 
     def dispatch(self, cmd: str, msg: dict) -> None:
         if cmd == P.LOAD:
-            self._unload()
             options = P.LoadOptions.from_dict(msg.get("options"))
+            preflight(options)  # before the current model is let go: a refused file costs nothing
+            self._unload()
             from app.engine.session import Session
 
             self.session = Session.load(options, probe_model=_probe_model(options), progress=self._load_progress())

@@ -67,6 +67,8 @@ class LoadOptions(_Options):
     sink_tokens: int = 4
     keep_system: bool = True
     window_fraction: float = 0.5  # of the movable part dropped each time the window slides
+    # Load even when the memory-fit estimate says the model does not fit (app/engine/preflight.py).
+    ignore_fit: bool = False
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -33,6 +34,7 @@ class EngineBridge(QObject):
     engine_started = Signal()
     model_loading = Signal(object)  # LoadOptions
     model_loaded = Signal(object)
+    load_progress = Signal(float)  # 0..1, about ten a second while llama.cpp reads the weights
     load_failed = Signal(str)
     token_received = Signal(str)
     stats_received = Signal(object)
@@ -49,6 +51,8 @@ class EngineBridge(QObject):
         self.busy = False  # a chat command is running
         self.loading = False
         self._last_good: P.LoadOptions | None = None
+        self.failed_options: P.LoadOptions | None = None  # the last load that failed, and why (error kind)
+        self.load_error_kind: str | None = None
         self._crash_times: list[float] = []
         self._worker: threading.Thread | None = None
         self._starting = False
@@ -108,10 +112,11 @@ class EngineBridge(QObject):
             self._run_worker(options)
 
     def cancel_load(self) -> None:
-        """A load cannot be interrupted inside llama.cpp: end the engine and start a fresh, empty one."""
+        """A load cannot be interrupted inside llama.cpp: end the engine and start a fresh one."""
         if not self.loading:
             return
-        self.options = None
+        # The engine restarts with the model loaded before, if there was one.
+        self.options = self._last_good if self._last_good is not self.options else None
         self.loading = False
         self._restarting = True
         self.client.kill()
@@ -177,6 +182,10 @@ class EngineBridge(QObject):
         self._last_good = self.options
         self.model_loaded.emit(event)
 
+    def _on_progress(self, event: dict) -> None:
+        if self.loading:
+            self.load_progress.emit(float(event.get("fraction", 0.0)))
+
     def _on_token(self, event: dict) -> None:
         self.token_received.emit(event.get("text", ""))
 
@@ -199,13 +208,26 @@ class EngineBridge(QObject):
             self._on_crash(message)
             return
         if self.loading:
-            self.loading = False
-            self.load_failed.emit(message)
+            self._on_load_error(event, message)
         elif self.busy:
             self.busy = False
             self.generation_failed.emit(message)
         else:
             self.generation_failed.emit(message)
+
+    def _on_load_error(self, event: dict, message: str) -> None:
+        """A refused load loses nothing: the engine kept its model, or the last good one is loaded again."""
+        self.loading = False
+        self.failed_options, self.load_error_kind = self.options, event.get("kind")
+        last = self._last_good
+        if event.get("kept"):  # refused before unloading (app/engine/preflight.py)
+            self.info, self.options = event["kept"], last
+            self.load_failed.emit(message)
+        elif last is not None and self.options is not last:
+            self.load_failed.emit(f"{message} Loading {Path(last.model_path).name} again.")
+            self.load(last)
+        else:
+            self.load_failed.emit(message)
 
     def _on_crash(self, message: str) -> None:
         if self._worker is not None and self._worker.is_alive():

@@ -108,6 +108,7 @@ class MainWindow(QMainWindow):
         b = self.bridge
         b.model_loading.connect(self._on_model_loading)
         b.model_loaded.connect(self._on_model_loaded)
+        b.load_progress.connect(lambda f: self.state_label.setText(f"Loading model… {100 * f:.0f}%"))
         b.load_failed.connect(self._on_load_failed)
         b.stats_received.connect(self._on_stats_received)
         b.stats_received.connect(self.monitor._on_stats)
@@ -160,7 +161,9 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(message, 15000)
 
     def _on_load_failed(self, message: str) -> None:
-        self.state_label.setText("No model loaded")
+        info = self.bridge.info  # the model the engine kept, when it refused before unloading
+        self.state_label.setText("Ready" if self.bridge.ready else "No model loaded")
+        self.model_label.setText((info.get("name") or info.get("model", "")) if info else "")
         self.models.show_error(message)  # which reports it to show_message
 
     def _on_engine_crashed(self, message: str) -> None:

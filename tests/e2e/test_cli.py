@@ -110,3 +110,13 @@ def test_bench_json_fields():
         assert r[key] > 0 or key == "overhead_ms_per_token", key
     assert r["ratio_vs_llama_generate"] == pytest.approx(r["tg128_runs"][0] / r["llama_generate_tg_runs"][0])
     assert 0.5 < r["eval_bound_ratio"] <= 1.0
+
+
+def test_a_model_too_big_gets_the_fit_verdict_in_one_sentence(tmp_path):
+    from tests.helpers.tiny_gguf import write_oversized
+
+    big = write_oversized(tmp_path / "huge.gguf")
+    result = hearth("chat", "--model", str(big), "--prompt", "Hi")
+    assert result.returncode != 0
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "Does not fit: huge.gguf" in result.stderr and "--ignore-fit" in result.stderr

@@ -177,3 +177,20 @@ def test_merged_token_events_carry_the_same_answer(engine, bundled_model):
     # At most one event per 100 ms of generation (plus the first and the tail): ~9 instead of 80 here.
     assert 2 <= len(merged) <= done["gen_s"] / 0.1 + 2
     assert merged[0] == per_token[0]["text"]  # the first token is not held back
+
+
+def test_a_model_too_big_is_refused_before_the_loaded_one_is_let_go(engine, bundled_model, tmp_path):
+    from app.core.errors import ModelTooBig
+    from tests.helpers.tiny_gguf import write_oversized
+
+    load(engine, bundled_model)
+    pid = engine.pid
+    big = write_oversized(tmp_path / "huge-64g.gguf")
+    with pytest.raises(ModelTooBig) as info:
+        load(engine, big)
+    message = str(info.value)
+    assert message.startswith("Does not fit: huge-64g.gguf") and "--ignore-fit" in message
+    assert "\n" not in message
+    # Nothing was lost: the same engine still has the bundled model loaded and answers at once.
+    assert engine.pid == pid and engine.loaded["model"] == bundled_model.name
+    assert run_chat(engine, USER, max_tokens=5, **GREEDY)["completion_tokens"] == 5

@@ -30,3 +30,28 @@ def write_truncated_copy(source: Path, dest: Path, fraction: float = 0.3) -> Pat
     with source.open("rb") as src, dest.open("wb") as out:
         out.write(src.read(int(size * fraction)))
     return dest
+
+
+def write_oversized(path: Path, gib: int = 64) -> Path:
+    """A llama GGUF whose one F16 tensor is `gib` GiB: a sparse file (no disk used) far larger than this
+    machine's RAM, so the fit check refuses it. Never load it with the check off: the data is zeros."""
+    import gguf
+
+    rows = gib * 2**30 // (4096 * 2)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("oversized test model")
+    writer.add_block_count(1)
+    writer.add_context_length(4096)
+    writer.add_embedding_length(4096)
+    writer.add_head_count(32)
+    writer.add_head_count_kv(8)
+    writer.add_feed_forward_length(11008)
+    writer.add_tensor_info("token_embd.weight", (rows, 4096), np.float16, rows * 4096 * 2)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+    # write_ti_data_to_file pads to the data alignment; the data itself is a hole.
+    with path.open("r+b") as fh:
+        fh.truncate(path.stat().st_size + rows * 4096 * 2)
+    return path

@@ -96,6 +96,8 @@ class ModelsView(QWidget):
         if isinstance(last, dict):
             self.load_settings.set_options(LoadOptions.from_dict(last))
         self.load_button = QPushButton("Load model")
+        self._anyway: tuple | None = None  # (path, n_ctx, kv_type) the user may load despite the fit verdict
+        self._cancelled: str | None = None  # the file whose load the user cancelled
         self.load_button.setDefault(True)
         self.cancel_button = QPushButton("Cancel loading")
         self.cancel_button.setEnabled(False)
@@ -140,7 +142,7 @@ class ModelsView(QWidget):
 
         self.table.itemSelectionChanged.connect(self._on_selection_changed)
         self.load_button.clicked.connect(self.load_selected)
-        self.cancel_button.clicked.connect(self.bridge.cancel_load)
+        self.cancel_button.clicked.connect(self.cancel_load)
         self.import_button.clicked.connect(self._on_import)
         self.refresh_button.clicked.connect(self.refresh)
         self.delete_button.clicked.connect(self._on_delete)
@@ -155,7 +157,8 @@ class ModelsView(QWidget):
         self.load_settings.kv_type.currentIndexChanged.connect(self._update_fit)
         bridge.model_loading.connect(self._on_model_loading)
         bridge.model_loaded.connect(self._on_model_loaded)
-        bridge.load_failed.connect(lambda _m: self._set_loading(False))
+        bridge.load_failed.connect(self._on_load_failed)
+        bridge.load_progress.connect(self._on_load_progress)
         self.refresh()
         self.tasks.run(manager.converter_note, self.converter.set_converter_note, self.show_error, "converter")
 
@@ -194,6 +197,8 @@ class ModelsView(QWidget):
 
     def _on_selection_changed(self) -> None:
         path = self.selected_path()
+        if self._anyway and self._anyway[0] != path:
+            self._arm_anyway(None)
         if not path:
             return
         self.load_settings.set_layer_count(None, None)  # the old model's suggestion no longer applies
@@ -240,19 +245,48 @@ class ModelsView(QWidget):
         if not path:
             self.show_error("Choose a model in the library first.")
             return
-        self.load_requested.emit(self.load_settings.options(path))
+        options = self.load_settings.options(path)
+        options.ignore_fit = self._anyway == (path, options.n_ctx, options.kv_type)
+        self._arm_anyway(None)
+        self.load_requested.emit(options)
+
+    def _on_load_failed(self, _message: str) -> None:
+        self._set_loading(False)
+        failed = self.bridge.failed_options
+        if self.bridge.load_error_kind == "ModelTooBig" and failed is not None:
+            # The verdict is on screen; a second click on the same model and settings loads it anyway.
+            self._arm_anyway((failed.model_path, failed.n_ctx, failed.kv_type))
+
+    def _arm_anyway(self, target: tuple | None) -> None:
+        self._anyway = target
+        self.load_button.setText("Load anyway" if target else "Load model")
 
     def _set_loading(self, loading: bool) -> None:
         self.load_button.setEnabled(not loading)
         self.cancel_button.setEnabled(loading)
 
+    def cancel_load(self) -> None:
+        if self.bridge.loading and self.bridge.options is not None:
+            self._cancelled = Path(self.bridge.options.model_path).name
+            self.bridge.cancel_load()
+            self._set_loading(False)
+            self.status.setText(f"Loading {self._cancelled} was cancelled.")
+
     def _on_model_loading(self, options: LoadOptions) -> None:
         self._set_loading(True)
         self.status.setText(f"Loading {Path(options.model_path).name}…")
 
+    def _on_load_progress(self, fraction: float) -> None:
+        if self.bridge.options is not None:
+            self.status.setText(f"Loading {Path(self.bridge.options.model_path).name}… {100 * fraction:.0f}%")
+
     def _on_model_loaded(self, info: dict) -> None:
         self._set_loading(False)
-        self.status.setText(f"Loaded {info.get('name') or info.get('model')} in {info.get('load_s', 0):.1f} s.")
+        text = f"Loaded {info.get('name') or info.get('model')} in {info.get('load_s', 0):.1f} s."
+        if self._cancelled:
+            text = f"Loading {self._cancelled} was cancelled; the model before it is back. {text}"
+            self._cancelled = None
+        self.status.setText(text)
 
     def show_error(self, message: str) -> None:
         self.status.setText(f"<span style='color:#ef4444'>{html.escape(message)}</span>")
