@@ -20,13 +20,19 @@ def select_in_library(qtbot, w, path: Path) -> None:
     w.models.table.selectRow(paths().index(str(path)))
 
 
+def refused_load(qtbot, w, path: Path) -> str:
+    """Select the file in the library, click Load, and return the sentence the window reports."""
+    select_in_library(qtbot, w, path)
+    with qtbot.waitSignal(w.bridge.load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
+        w.models.load_button.click()
+    return failed.args[0]
+
+
 def test_a_model_too_big_is_refused_with_the_verdict_and_the_chat_goes_on(qtbot, main_window, tmp_path):
     w = main_window
     bundled = w.bridge.info["path"]
-    select_in_library(qtbot, w, write_oversized(tmp_path / "huge-64g.gguf"))
-    with qtbot.waitSignal(w.bridge.load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
-        w.models.load_button.click()
-    assert failed.args[0].startswith("Does not fit: huge-64g.gguf")
+    message = refused_load(qtbot, w, write_oversized(tmp_path / "huge-64g.gguf"))
+    assert message.startswith("Does not fit: huge-64g.gguf")
     assert "Does not fit" in w.models.status.text() and "Does not fit" in w.statusBar().currentMessage()
     # The engine refused it before letting go of the bundled model: still loaded, nothing reloaded.
     assert w.bridge.ready and w.bridge.info["path"] == bundled
@@ -42,10 +48,7 @@ def test_a_model_too_big_is_refused_with_the_verdict_and_the_chat_goes_on(qtbot,
 def test_a_file_llama_cpp_refuses_says_why_and_the_model_before_comes_back(qtbot, main_window, tmp_path):
     w = main_window
     bundled = w.bridge.info["path"]
-    select_in_library(qtbot, w, write_unknown_arch(tmp_path / "strange.gguf"))
-    with qtbot.waitSignal(w.bridge.load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
-        w.models.load_button.click()
-    message = failed.args[0]
+    message = refused_load(qtbot, w, write_unknown_arch(tmp_path / "strange.gguf"))
     assert "strange.gguf" in message and "hearthtestarch" in message
     assert message.endswith(f"Loading {Path(bundled).name} again.")
     with qtbot.waitSignal(w.bridge.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
