@@ -1,0 +1,134 @@
+"""What a user does around an answer: regenerate, edit and resend, presets, copy a code block, delete a chat,
+and the window coming back as it was left."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication, QTextCursor
+
+from tests.gui.conftest import READY_TIMEOUT_MS, ask
+
+
+def roles_and_texts(w) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in w.store.messages(w.chat.conversation_id)]
+
+
+def test_regenerate_replaces_the_last_answer(qtbot, main_window):
+    w = main_window
+    first = ask(qtbot, w, "Name a fruit.", max_tokens=12, temperature=1.0)
+    w.chat.sampling.seed.setValue(1234)  # a different draw than the first answer's random seed
+    with qtbot.waitSignal(w.bridge.generation_finished, timeout=60_000) as again:
+        w.chat.regen_button.click()
+    messages = roles_and_texts(w)
+    assert [r for r, _ in messages] == ["user", "assistant"]  # replaced, not appended
+    assert messages[1][1] == again.args[0]["text"] and first["completion_tokens"] > 0
+    assert w.chat.transcript.toPlainText().count("Name a fruit.") == 1
+
+
+def test_edit_and_resend_replaces_the_question_and_its_answer(qtbot, main_window):
+    w = main_window
+    ask(qtbot, w, "What is the capital of France?", max_tokens=8)
+    w.chat.edit_button.click()
+    assert w.chat.input.toPlainText() == "What is the capital of France?"
+    answer = ask(qtbot, w, "What is the capital of Italy?", max_tokens=8)
+    assert roles_and_texts(w) == [("user", "What is the capital of Italy?"), ("assistant", answer["text"])]
+    assert "France" not in w.chat.transcript.toPlainText()
+
+
+def test_presets_set_the_values_and_a_change_makes_them_custom(qtbot, main_window):
+    from app.ui.chat.sampling_panel import PRESETS
+
+    panel = main_window.chat.sampling
+    panel.preset.setCurrentText("Creative")
+    options = panel.options()
+    assert (options.temperature, options.top_k, options.top_p) == (1.0, 100, 0.98)
+    panel.preset.setCurrentText("Precise")
+    assert panel.options().temperature == PRESETS["Precise"]["temperature"]
+    panel.temperature.setValue(0.55)
+    assert panel.preset.currentText() == "Custom"
+
+
+def test_copy_link_puts_the_code_block_on_the_clipboard(qtbot, main_window):
+    w = main_window
+    cid = w.store.create("Code")
+    w.store.add_message(cid, "user", "Reverse a string in Python.")
+    w.store.add_message(cid, "assistant", "Like this:\n\n```python\ndef rev(s):\n    return s[::-1]\n```\n")
+    w.chat.conversations.refresh(select=cid)
+    w.chat.open_conversation(cid)
+    qtbot.waitUntil(lambda: not w.chat.transcript.loading, timeout=5_000)
+    transcript = w.chat.transcript
+    assert "def rev(s):" in transcript.toPlainText()
+    # Click the "Copy" link where it is drawn, as a user would.
+    cursor = transcript.document().find("Copy")
+    assert not cursor.isNull() and cursor.charFormat().anchorHref().startswith("copy:")
+    cursor.setPosition(cursor.selectionStart() + 1, QTextCursor.MoveAnchor)
+    point = transcript.cursorRect(cursor).center()
+    QGuiApplication.clipboard().clear()
+    qtbot.mouseClick(transcript.viewport(), Qt.LeftButton, pos=point)
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() != "", timeout=2_000)
+    assert QGuiApplication.clipboard().text() == "def rev(s):\n    return s[::-1]"
+
+
+def test_delete_a_chat_removes_it_from_the_list_and_the_store(qtbot, main_window):
+    w = main_window
+    ask(qtbot, w, "Hello there.", max_tokens=4)
+    cid = w.chat.conversation_id
+    titles = lambda: [w.chat.conversations.list.item(i).text()  # noqa: E731
+                      for i in range(w.chat.conversations.list.count())]
+    assert len(titles()) >= 1
+    w.chat.conversations.select(cid)
+    w.chat.conversations.delete_current(confirm=False)
+    assert w.store.get(cid) is None and w.store.messages(cid) == []
+    assert w.chat.conversation_id != cid
+
+
+def test_the_window_comes_back_with_its_size_model_settings_and_chats(qtbot, hearth_home, model_variant):
+    from app.engine.protocol import LoadOptions
+    from app.ui.app import make_app
+    from app.ui.main_window import MainWindow
+
+    make_app([])
+    q8 = str(model_variant("Q8_0"))
+    first = MainWindow()
+    qtbot.addWidget(first)
+    first.show()
+    qtbot.waitUntil(lambda: first.bridge.ready, timeout=READY_TIMEOUT_MS)
+    with qtbot.waitSignal(first.bridge.model_loaded, timeout=READY_TIMEOUT_MS):
+        first.load_model(LoadOptions(model_path=q8, n_ctx=2048))
+    first.resize(780, 720)  # within the offscreen screen (800x800): restoreGeometry keeps a window on its screen
+    size = (first.width(), first.height())  # the layout's minimum width may widen it
+    assert size[1] == 720
+    ask(qtbot, first, "Remember me.", max_tokens=4, temperature=0.35)
+    first.close()
+
+    second = MainWindow()
+    qtbot.addWidget(second)
+    second.show()
+    qtbot.waitUntil(lambda: second.bridge.ready, timeout=READY_TIMEOUT_MS)
+    try:
+        assert (second.width(), second.height()) == size
+        assert second.chat.sampling.options().temperature == 0.35
+        assert second.bridge.info["path"] == q8 and second.bridge.info["n_ctx"] == 2048
+        assert "Remember me." in second.chat.transcript.toPlainText()
+    finally:
+        second.close()
+
+
+def test_switching_theme_restyles_the_open_window(qtbot, idle_window):
+    """What happens when the system's colour scheme changes (app.ui.app connects colorSchemeChanged to
+    apply_theme; the offscreen platform has no colour scheme to change, so the switch is called directly)."""
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.theme import apply_theme
+
+    app = QApplication.instance()
+    graphs = idle_window.monitor.graphs
+    try:
+        assert apply_theme(app, True) is True
+        assert app.palette().window().color().lightness() < 64
+        assert graphs.backgroundBrush().color().lightness() < 64
+        assert apply_theme(app, False) is False
+        assert app.palette().window().color().lightness() > 192
+        assert graphs.backgroundBrush().color().lightness() > 192
+    finally:
+        apply_theme(app)
