@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget
@@ -127,6 +129,11 @@ class MainWindow(QMainWindow):
     def load_start_model(self) -> None:
         last = self.settings.get("load_options")
         options = LoadOptions.from_dict(last) if isinstance(last, dict) else None
+        if options is not None and options.model_path and not Path(options.model_path).is_file():
+            # Moved or deleted since the last session: start with the bundled model rather than nothing.
+            self.show_message(f"The last model, {Path(options.model_path).name}, is no longer at "
+                              f"{Path(options.model_path).parent}; starting with the bundled model.")
+            options = None
         if options is None or not options.model_path:
             try:
                 options = LoadOptions(model_path=str(bundled_model_path()))
@@ -140,8 +147,6 @@ class MainWindow(QMainWindow):
 
     def _on_model_loading(self, options: LoadOptions) -> None:
         self.state_label.setText("Loading model…")
-        from pathlib import Path
-
         self.model_label.setText(Path(options.model_path).name)
 
     def _on_model_loaded(self, info: dict) -> None:

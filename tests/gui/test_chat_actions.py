@@ -132,3 +132,24 @@ def test_switching_theme_restyles_the_open_window(qtbot, idle_window):
         assert graphs.backgroundBrush().color().lightness() > 192
     finally:
         apply_theme(app)
+
+
+def test_a_last_model_that_is_gone_starts_the_bundled_one_and_says_so(qtbot, hearth_home, tmp_path, bundled_model):
+    from app.core.settings import load_settings, save_settings
+    from app.engine.protocol import LoadOptions
+    from app.ui.app import make_app
+    from app.ui.main_window import MainWindow
+
+    settings = load_settings()
+    settings["load_options"] = LoadOptions(model_path=str(tmp_path / "moved-away.gguf")).to_dict()
+    save_settings(settings)
+    make_app([])
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    try:
+        assert "moved-away.gguf" in window.statusBar().currentMessage()
+        qtbot.waitUntil(lambda: window.bridge.ready, timeout=READY_TIMEOUT_MS)
+        assert window.bridge.info["path"] == str(bundled_model)
+    finally:
+        window.close()
