@@ -22,9 +22,9 @@ from app.engine.client import EngineClient
 
 MAX_CRASHES = 3  # within CRASH_WINDOW_S; then the engine restarts without a model
 CRASH_WINDOW_S = 60.0
-# Tokens arrive merged at most this often (app.engine.coalesce): the transcript flushes every
-# 40 ms anyway, and one event per token cost the window ~0.5 ms of CPU per token.
-STREAM_INTERVAL_MS = 40
+# Tokens arrive merged at most this often (app.engine.coalesce), matching the transcript's FLUSH_MS:
+# one event per token cost the window ~0.5 ms of CPU per token, CPU the engine's threads need.
+STREAM_INTERVAL_MS = 60
 
 
 class EngineBridge(QObject):
