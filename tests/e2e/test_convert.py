@@ -369,3 +369,46 @@ def test_repository_downloads_only_what_the_converter_reads():
         "tokenizer.json", "tokenizer_config.json"]
     assert core.is_repo_id("HuggingFaceTB/SmolLM2-135M-Instruct")
     assert not core.is_repo_id("../etc/passwd") and not core.is_repo_id("a/b/c")
+
+
+@needs_extra
+@pytest.mark.slow
+def test_a_repository_on_the_hub_is_downloaded_and_converted(tmp_path, bundled_model, monkeypatch):
+    """`hearth models convert OWNER/NAME` against a real huggingface_hub client and a local Hub-shaped server:
+    only the files the converter reads are fetched, and the result equals converting the same folder locally."""
+    import gguf
+
+    from tests.hfserver import FakeHub, FakeRepo
+
+    folder = tmp_path / "tiny-llama"
+    write_tokenizer(gguf.GGUFReader(bundled_model), folder)
+    tiny_llama(folder, vocab_size=len(_field(gguf.GGUFReader(bundled_model), "tokenizer.ggml.tokens")))
+    files = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    files["pytorch_model.bin"] = b"\0" * 4096  # the same weights in another format: not needed
+    files["README.md"] = b"# tiny llama\n"
+    server = FakeHub(repos={"acme/tiny-llama": FakeRepo(files)}).start()
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        remote = hearth_convert("acme/tiny-llama", "--outtype", "f32", "--json")
+        assert remote.returncode == 0, remote.stderr
+        fetched = {name for name in files if server.file_requests(name)}
+    finally:
+        server.stop()
+    assert "model.safetensors" in fetched and "config.json" in fetched
+    assert not fetched & {"pytorch_model.bin", "README.md"}
+    remote_path = Path(json.loads(remote.stdout)["path"])
+    assert remote_path.exists() and remote_path.parent == Path(core.paths.models_dir())
+
+    local = hearth_convert(str(folder), "--outtype", "f32", "--json", "--out", str(tmp_path / "local.gguf"))
+    assert local.returncode == 0, local.stderr
+    remote_model, local_model = Model(remote_path), Model(tmp_path / "local.gguf")
+    try:
+        for prompt in PROMPTS[:2]:
+            ids = local_model.rt.tokenize(prompt, add_special=False, parse_special=True)
+            assert remote_model.rt.tokenize(prompt, add_special=False, parse_special=True) == ids
+            assert np.array_equal(remote_model.next_logits(ids), local_model.next_logits(ids)), prompt
+    finally:
+        remote_model.close()
+        local_model.close()
