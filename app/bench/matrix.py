@@ -195,6 +195,9 @@ def _worker(cfg: dict, out_fd: int) -> dict:
                 if done.get("spec"):
                     run["spec"] = done["spec"]
                 result["workloads"][name].append(run)
+        # When layers are offloaded: the GPUs' memory in use with the model loaded (device-wide, as
+        # nvidia-smi shows it; app/engine/gpu_memory.py). None on a CPU-only build.
+        result["gpu_mb"] = session.rt.memory_now().get("gpu_mb")
     finally:
         os.close(fd)
         session.close()
@@ -523,6 +526,7 @@ def _merge_runs(old: dict | None, new: dict) -> dict:
     for w, runs in new["workloads"].items():
         old["workloads"][w] += runs
     old["peak_rss_mb"] = max(old["peak_rss_mb"], new["peak_rss_mb"])
+    old["gpu_mb"] = max((v for v in (old.get("gpu_mb"), new.get("gpu_mb")) if v is not None), default=None)
     old["load_s"] = min(old["load_s"], new["load_s"])
     old["load_average"] += new["load_average"]
     return old
@@ -548,6 +552,7 @@ def _fill_row(row: dict, runs: dict, workloads: list[str], bw: float) -> None:
                                              for d in per_drafter if d != best}
     row["pp512"] = _stat([x for r in ok.values() for x in r["pp512"]])
     row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in ok.values())
+    row["gpu_mb"] = max((r["gpu_mb"] for r in ok.values() if r.get("gpu_mb") is not None), default=None)
     row["load_s"] = min(r["load_s"] for r in ok.values())
     row["extra_bufts"] = next(iter(ok.values()))["extra_bufts"]
     failed = {d: r["reason"] for d, r in runs.items() if not r["ok"]}

@@ -119,6 +119,9 @@ def test_combined_row_adds_kv_quantization_flash_attention_and_says_why_no_gpu(f
     assert (row["kv_type"], row["flash_attn"], row["speculative"]) == ("q8_0", "on", True)
     if not llama_cpp.llama_supports_gpu_offload():
         assert row["gpu_offload"] == "n/a (CPU-only build)" and row["gpu_layers"] == 0
+        assert row["gpu_mb"] is None  # no GPU memory to report without layers on a GPU
+    else:
+        assert row["gpu_mb"] > 0
     assert all(w["spec"]["drafter"] == "lookup" for w in row["workloads"].values())
     assert row["vs_baseline"]["peak_rss_pct"] < 0  # q8_0 KV cache and INT4 weights against F16 and f16 KV
 
