@@ -162,6 +162,8 @@ class EngineBridge(QObject):
         if self._closed:
             return
         kind = event.get("ev")
+        if self._restarting and kind in (P.LOADED, P.PROGRESS):
+            return  # from the engine being replaced (a cancelled load that finished as it was killed)
         handler = getattr(self, f"_on_{kind.lstrip('_')}", None)
         if handler is not None:
             handler(event)
