@@ -67,11 +67,6 @@ class Series:
         """(seconds ago, values), as negative x on the fixed-span axis."""
         return np.fromiter(self.t, float, len(self.t)) - now, np.fromiter(self.v, float, len(self.v))
 
-    def max_since(self, start: float) -> float:
-        return max((v for t, v in zip(self.t, self.v) if t >= start), default=0.0)
-
-    def oldest_since(self, start: float) -> float | None:
-        return next((t for t in self.t if t >= start), None)
 
     def clear(self) -> None:
         self.t.clear()
@@ -208,19 +203,22 @@ class MonitorView(QWidget):
     def redraw(self) -> None:
         self._dirty = False
         now = self.now()
-        start = now - SPANS_S[-1]
-        oldest = min((t for s in self.series.values() if (t := s.oldest_since(start)) is not None), default=now)
-        span = next((s for s in SPANS_S if now - oldest <= s), SPANS_S[-1])
+        data = {name: self.series[name].arrays(now) for name in self.curves}
+        # What the longest span shows: its oldest point sets the span, its largest value each y range.
+        shown = {name: (x >= -SPANS_S[-1]) for name, (x, _y) in data.items()}
+        oldest = min((x[shown[name]][0] for name, (x, _y) in data.items() if shown[name].any()), default=0.0)
+        span = next((s for s in SPANS_S if -oldest <= s), SPANS_S[-1])
         for name, curve in self.curves.items():
-            x, y = self.series[name].arrays(now)
-            curve.setData(x, y)
+            curve.setData(*data[name])
         # The ticks are recomputed only when a range steps.
         if span != self.span_s:
             self.span_s = span
             for plot in self.plots.values():
                 plot.setXRange(-span, span * RIGHT_MARGIN, padding=0)
         for key, plot in self.plots.items():
-            top = nice_ceiling(max(self.series[n].max_since(start) for n in self.members[key]) * 1.1)
+            highest = max((float(data[n][1][shown[n]].max()) for n in self.members[key] if shown[n].any()),
+                          default=0.0)
+            top = nice_ceiling(highest * 1.1)
             if top != self.y_top[key]:
                 self.y_top[key] = top
                 plot.setYRange(0, top, padding=0)
