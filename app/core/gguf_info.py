@@ -28,6 +28,8 @@ SUPPORTED_VERSIONS = (2, 3)
 # The biggest real headers (256k-token vocabularies with merges) are tens of MB.
 MAX_HEADER_BYTES = 512 * 2**20
 MAX_STRING_BYTES = 64 * 2**20
+_SKIP_CHUNK = 1 << 20  # bytes read at a time while skipping a vocabulary
+_U64 = struct.Struct("<Q")
 MAX_KV = 1_000_000
 MAX_TENSORS = 10_000_000
 MAX_DIMS = 8
@@ -152,8 +154,40 @@ class _Reader:
         n = self.count(self.u64(), 1, "bytes in one string", MAX_STRING_BYTES)
         return self.read(n).decode("utf-8", "replace")
 
-    def skip_string(self) -> None:
-        self.skip(self.count(self.u64(), 1, "bytes in one string", MAX_STRING_BYTES))
+    def skip_strings(self, n: int) -> None:
+        """Skip n strings, walked in memory a chunk at a time, with read()'s and string()'s checks.
+
+        A vocabulary and its merges are ~100k strings: one read and one seek each took ~60 ms for the
+        bundled model, and the engine reads the header before every load (its fit check).
+        """
+        unpack_from, buf, off, base = _U64.unpack_from, b"", 0, self.pos  # base: the file offset of buf[0]
+        for _ in range(n):
+            if off + 8 > len(buf):
+                buf, base, off = self._refill(buf, base, off, 8)
+            (length,) = unpack_from(buf, off)
+            off += 8
+            if length > MAX_STRING_BYTES or off + length > len(buf):  # rare: check and read further
+                self.pos = base + off
+                buf, base, off = self._refill(buf, base, off,
+                                              self.count(length, 1, "bytes in one string", MAX_STRING_BYTES))
+            off += length
+        self.pos = base + off
+        if self.pos > MAX_HEADER_BYTES:
+            self._refill(b"", self.pos, 0, 0)  # raises the header-size error
+        self.fh.seek(self.pos)
+
+    def _refill(self, buf: bytes, base: int, off: int, need: int) -> tuple[bytes, int, int]:
+        """skip_strings' buffer (bytes, file offset of its start, offset in it) with `need` bytes at the offset."""
+        if base + off + need > MAX_HEADER_BYTES:
+            self.pos = base + off
+            self.read(max(need, 1))  # raises the header-size error, as a plain read here would
+        buf, base, off = buf[off:], base + off, 0
+        while len(buf) < need:
+            more = self.fh.read(max(_SKIP_CHUNK, need))
+            if not more:
+                raise _Truncated()
+            buf += more
+        return buf, base, off
 
     def value(self, vtype: int) -> Any:
         if vtype in _SCALARS:
@@ -170,8 +204,7 @@ class _Reader:
             n = self.count(self.u64(), width, "array items", self.size)
             if n > KEEP_ARRAY_ITEMS:
                 if etype == _STRING:
-                    for _ in range(n):
-                        self.skip_string()
+                    self.skip_strings(n)
                 else:
                     self.skip(n * width)
                 return _BigArray(n, _type_name(etype))
