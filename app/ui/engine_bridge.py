@@ -27,6 +27,11 @@ CRASH_WINDOW_S = 60.0
 STREAM_INTERVAL_MS = 60
 
 
+def model_title(info: dict | None) -> str:
+    """A loaded model's name for labels (a `loaded` event): its general.name, else its file; "" for none."""
+    return (info.get("name") or info.get("model", "")) if info else ""
+
+
 class EngineBridge(QObject):
     # Internal: from the reader/worker thread to the GUI thread.
     _event_arrived = Signal(object)

@@ -16,7 +16,7 @@ from app.core.settings import load_settings, save_settings
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.ui.bench.bench_view import BenchView
 from app.ui.chat.chat_view import ChatView
-from app.ui.engine_bridge import EngineBridge
+from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.models.models_view import ModelsView
 from app.ui.monitor.monitor_view import MonitorView
 
@@ -151,7 +151,7 @@ class MainWindow(QMainWindow):
 
     def _on_model_loaded(self, info: dict) -> None:
         self.state_label.setText("Ready")
-        self.model_label.setText(info.get("name") or info.get("model", ""))
+        self.model_label.setText(model_title(info))
         self.model_label.setToolTip(info.get("path", ""))
         self.ctx_label.setText(f"context {info.get('n_ctx', 0)}")
         self.mem_label.setText(memory_text(info))
@@ -166,9 +166,9 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(message, 15000)
 
     def _on_load_failed(self, message: str) -> None:
-        info = self.bridge.info  # the model the engine kept, when it refused before unloading
         self.state_label.setText("Ready" if self.bridge.ready else "No model loaded")
-        self.model_label.setText((info.get("name") or info.get("model", "")) if info else "")
+        # The model the engine kept when it refused the new one before unloading; else none.
+        self.model_label.setText(model_title(self.bridge.info))
         self.models.show_error(message)  # which reports it to show_message
 
     def _on_engine_crashed(self, message: str) -> None:

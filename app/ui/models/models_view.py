@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroup
                                QTabWidget, QVBoxLayout, QWidget)
 
 from app.engine.protocol import LoadOptions
-from app.ui.engine_bridge import EngineBridge
+from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.models import manager
 from app.ui.models.convert_panel import ConvertPanel
 from app.ui.models.hub_panel import HubPanel
@@ -282,7 +282,7 @@ class ModelsView(QWidget):
 
     def _on_model_loaded(self, info: dict) -> None:
         self._set_loading(False)
-        text = f"Loaded {info.get('name') or info.get('model')} in {info.get('load_s', 0):.1f} s."
+        text = f"Loaded {model_title(info)} in {info.get('load_s', 0):.1f} s."
         if self._cancelled:
             text = f"Loading {self._cancelled} was cancelled; the model before it is back. {text}"
             self._cancelled = None
