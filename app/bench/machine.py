@@ -4,27 +4,10 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
-import subprocess
 import sys
 
-import psutil
-
 from app import __version__
-from app.commands.doctor import _cpu
-
-
-def _gpus() -> list[str]:
-    """GPU names as the NVIDIA driver reports them; other vendors' tools are not asked (yet)."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return []
-    try:
-        out = subprocess.run([smi, "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
+from app.core import machine
 
 
 def load_average() -> list[float] | None:
@@ -37,16 +20,16 @@ def load_average() -> list[float] | None:
 def describe_machine() -> dict:
     import llama_cpp
 
-    cpu = _cpu()
+    cpu = machine.cpu()
     offload = bool(llama_cpp.llama_supports_gpu_offload())
-    gpus = _gpus()
+    gpus = machine.gpu_names()
     return {
         "cpu": cpu["name"],
         "arch": cpu["arch"],
         "cpu_features": cpu["features"],
         "physical_cores": cpu["physical_cores"],
         "logical_cores": cpu["logical_cores"],
-        "ram_total_mb": round(psutil.virtual_memory().total / 2**20),
+        "ram_total_mb": machine.ram_total_mb(),
         "gpus": gpus,
         "gpu_offload": offload,
         "gpu": (", ".join(gpus) or "GPU offload available") if offload else

@@ -8,36 +8,16 @@ import json
 import platform
 import sys
 
-import psutil
-
 from app import __version__
-from app.core import paths
+from app.core import machine, paths
 from app.core.bundled import bundled_model_path
 from app.core.errors import HearthError
-
-CPU_FLAGS = ("avx", "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16", "f16c",
-             "fma", "neon", "asimd", "sve")
 
 
 def register(sub) -> None:
     p = sub.add_parser("doctor", help="show what this machine and llama.cpp build can do")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
-
-
-def _cpu() -> dict:
-    name, flags = platform.processor() or platform.machine(), set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                elif line.startswith(("flags", "Features")):
-                    flags.update(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return {"name": name, "arch": platform.machine(), "features": [f for f in CPU_FLAGS if f in flags],
-            "physical_cores": psutil.cpu_count(logical=False), "logical_cores": psutil.cpu_count(logical=True)}
 
 
 def _version(dist: str) -> str | None:
@@ -61,9 +41,9 @@ def collect() -> dict:
         "hearth": __version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "cpu": _cpu(),
-        "ram_total_mb": round(psutil.virtual_memory().total / 2**20),
-        "ram_available_mb": round(psutil.virtual_memory().available / 2**20),
+        "cpu": machine.cpu(),
+        "ram_total_mb": machine.ram_total_mb(),
+        "ram_available_mb": machine.ram_available_mb(),
         "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
         "mmap": bool(llama_cpp.llama_supports_mmap()),
         "mlock": bool(llama_cpp.llama_supports_mlock()),

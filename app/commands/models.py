@@ -9,9 +9,7 @@ import json
 import sys
 import time
 
-from app.core.gguf_info import SEED_NAMES
-
-QUANT_CHOICES = ("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
+from app.core.quant_types import QUANTIZE_TYPES, label
 
 
 def register(sub) -> None:
@@ -68,11 +66,11 @@ def register(sub) -> None:
     s.set_defaults(func=_fit)
 
     s = models_sub.add_parser("quantize", help="requantize with llama.cpp's quantizer",
-                              description="Types: " + ", ".join(_label(q) for q in QUANT_CHOICES) + ".")
+                              description="Types: " + ", ".join(label(q) for q in QUANTIZE_TYPES) + ".")
     s.add_argument("model", metavar="PATH|NAME")
     # Checked by quantize() rather than argparse, so a wrong type is one sentence and exit code 1.
     s.add_argument("--type", required=True, metavar="TYPE",
-                   help=" | ".join(_label(q) for q in QUANT_CHOICES))
+                   help=" | ".join(label(q) for q in QUANTIZE_TYPES))
     s.add_argument("--out", metavar="PATH", help="output file (default: Hearth's models folder)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_quantize)
@@ -84,8 +82,7 @@ def register(sub) -> None:
 # --- formatting -----------------------------------------------------------------
 
 def _label(qtype: str | None) -> str:
-    seed = SEED_NAMES.get(qtype or "")
-    return f"{qtype} ({seed})" if seed and qtype else (qtype or "?")
+    return label(qtype) if qtype else "?"
 
 
 def human_size(n: int | float | None) -> str:

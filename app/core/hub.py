@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 from app.core import paths
 from app.core.errors import HearthError
-from app.core.gguf_info import quant_from_filename
+from app.core.gguf_names import quant_from_filename, split_part
 
 Progress = Callable[[int, int], None]  # (done_bytes, total_bytes)
 
@@ -46,7 +46,6 @@ CHUNK = 1 << 20
 RETRIES = 3  # reconnects (with Range) after a dropped connection, per file
 PROGRESS_EVERY_S = 0.1
 TIMEOUT_S = 30.0
-SPLIT = re.compile(r"^(?P<base>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.I)
 PREFERRED_QUANTS = ("Q4_K_M", "Q4_K_S", "Q5_K_M", "Q4_0", "Q6_K", "Q8_0", "IQ4_XS", "F16", "BF16")
 
 
@@ -184,14 +183,14 @@ def _check_repo_id(repo_id: str) -> None:
 def _remote_file(sibling) -> RemoteFile:
     lfs = getattr(sibling, "lfs", None)
     name = sibling.rfilename
-    split = SPLIT.match(PurePosixPath(name).name)
+    split = split_part(PurePosixPath(name).name)
     return RemoteFile(
         filename=name,
         size=(lfs.size if lfs else None) or getattr(sibling, "size", None),
         sha256=lfs.sha256 if lfs else None,
         quant=quant_from_filename(name),
-        split_index=int(split["index"]) if split else None,
-        split_count=int(split["count"]) if split else None,
+        split_index=split.index if split else None,
+        split_count=split.count if split else None,
     )
 
 
@@ -268,9 +267,9 @@ def choose_files(repo: RemoteRepo, filename: str | None = None, quant: str | Non
                                     + (f" (it has {', '.join(have)})." if have else "."))
             chosen = min(files, key=lambda f: f.size or 0)
     if chosen.split_count:
-        base = SPLIT.match(chosen.filename)["base"]
+        base = split_part(chosen.filename).base
         parts = sorted((f for f in files if f.split_count == chosen.split_count
-                        and SPLIT.match(f.filename) and SPLIT.match(f.filename)["base"] == base),
+                        and split_part(f.filename) and split_part(f.filename).base == base),
                        key=lambda f: f.split_index)
         if len(parts) != chosen.split_count:
             raise NotFoundError(f"{repo.repo_id} lists only {len(parts)} of the {chosen.split_count} parts of "

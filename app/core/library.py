@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 from app.core import paths
 from app.core.errors import HearthError, ModelFileError
 from app.core.gguf_info import read_gguf_info
+from app.core.gguf_names import SplitPart, split_part
 from app.core.jsonstore import read_json, write_json
 
 OWNED_SOURCES = ("hearth", "imported", "quantized")
@@ -37,7 +37,6 @@ APP_NAMES = {"huggingface": "the Hugging Face cache", "lmstudio": "LM Studio", "
              "ollama": "Ollama", "bundled": "Hearth's installation"}
 IMPORT_MODES = ("link", "copy", "move")
 MAX_DEPTH = 6  # how deep discovery walks below a root
-_SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.I)
 
 
 @dataclass
@@ -159,15 +158,17 @@ def _first_parts(files) -> list[tuple[Path, list[Path]]]:
     out = []
     files = list(files)
     for f in files:
-        m = _SPLIT.search(f.name)
-        if not m:
+        part = split_part(f.name)
+        if not part:
             out.append((f, [f]))
-        elif int(m.group(1)) == 1:
-            stem = f.name[: m.start()]
-            parts = sorted(g for g in files if g.parent == f.parent and g.name.startswith(stem)
-                           and _SPLIT.search(g.name) and _SPLIT.search(g.name).group(2) == m.group(2))
+        elif part.index == 1:
+            parts = sorted(g for g in files if g.parent == f.parent and _same_set(split_part(g.name), part))
             out.append((f, parts))
     return out
+
+
+def _same_set(a: SplitPart | None, b: SplitPart) -> bool:
+    return a is not None and a.base == b.base and a.count == b.count
 
 
 def _is_gguf(path: Path) -> bool:

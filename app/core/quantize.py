@@ -8,8 +8,6 @@ the child succeeds. The result is recorded in the library (source
 
 from __future__ import annotations
 
-import re
-import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -18,12 +16,13 @@ from typing import Callable
 
 from app.core import library, paths
 from app.core.errors import HearthError, ModelFileError
-from app.core.gguf_info import SEED_NAMES, read_gguf_info
-from app.engine.spawn import child_command, child_env
+from app.core.gguf_info import read_gguf_info
+from app.core.gguf_names import strip_quant
+from app.core.quant_types import QUANTIZE_TYPES, bits_per_weight, seed_name
+from app.core.quant_types import label as type_label  # noqa: F401 - its old home; tests and callers use it
+from app.core.proc import JsonChild
 
-# GGUF type -> approximate bits per weight of the whole file (for the progress estimate and the size hint).
-QUANT_TYPES = {"F16": 16.0, "Q8_0": 8.5, "Q6_K": 6.56, "Q5_K_M": 5.7, "Q4_K_M": 4.85, "Q4_0": 4.55}
-POLL_S = 0.1
+QUANT_TYPES = QUANTIZE_TYPES  # the targets, in menu order (app/core/quant_types.py)
 
 
 class QuantizeCancelled(HearthError):
@@ -43,18 +42,8 @@ class QuantizeResult:
         return asdict(self)
 
 
-def type_label(qtype: str) -> str:
-    """'Q4_K_M' -> 'Q4_K_M (INT4)'."""
-    seed = SEED_NAMES.get(qtype)
-    return f"{qtype} ({seed})" if seed else qtype
-
-
-def _strip_quant(stem: str) -> str:
-    return re.sub(r"[-._](I?Q\d(_[A-Z0-9]+)*|BF16|F16|F32)$", "", stem, flags=re.I)
-
-
 def default_output(source: Path, qtype: str) -> Path:
-    return paths.models_dir() / f"{_strip_quant(source.stem)}-{qtype}.gguf"
+    return paths.models_dir() / f"{strip_quant(source.stem)}-{qtype}.gguf"
 
 
 def quantize(model: str | Path, qtype: str, out: str | Path | None = None,
@@ -76,26 +65,25 @@ def quantize(model: str | Path, qtype: str, out: str | Path | None = None,
         raise HearthError("The output file would overwrite the model being quantized; choose another --out.")
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(target.name + ".part")
-    expected = int(info.parameters * QUANT_TYPES[qtype] / 8) or 1
+    expected = int(info.parameters * bits_per_weight(qtype) / 8) or 1
     log = paths.log_dir() / f"quantize-{target.stem}.log"
     started = time.perf_counter()
-    cmd = child_command("app.core.quantize_worker", str(source), str(part), qtype, "--threads", str(threads or 0))
+    args = (str(source), str(part), qtype, "--threads", str(threads or 0))
+
+    def tick() -> None:
+        if cancel is not None and cancel.is_set():
+            raise QuantizeCancelled("Quantization cancelled; no file was kept.")
+        if progress is not None and part.exists():
+            progress(min(part.stat().st_size, expected - 1), expected)
+
     with open(log, "wb") as err:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env())
         try:
-            while proc.poll() is None:
-                if cancel is not None and cancel.is_set():
-                    raise QuantizeCancelled("Quantization cancelled; no file was kept.")
-                if progress is not None and part.exists():
-                    progress(min(part.stat().st_size, expected - 1), expected)
-                time.sleep(POLL_S)
-        except BaseException:  # cancelled or interrupted: the child must not outlive us
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            with JsonChild("app.core.quantize_worker", *args, log=err) as child:
+                code = child.run(lambda _event: None, on_tick=tick)
+        except BaseException:  # cancelled or interrupted: leaving the `with` killed the child
             part.unlink(missing_ok=True)
             raise
-    if proc.returncode != 0 or not part.exists():
+    if code != 0 or not part.exists():
         part.unlink(missing_ok=True)
         raise HearthError(f"Quantizing {source.name} to {qtype} failed: {_last_reason(log)} (log: {log}).")
     part.replace(target)
@@ -103,7 +91,7 @@ def quantize(model: str | Path, qtype: str, out: str | Path | None = None,
     if progress is not None:
         progress(size, size)
     library.register(target, "quantized", owned=True)
-    return QuantizeResult(path=str(target), type=qtype, seed_name=SEED_NAMES.get(qtype), size_bytes=size,
+    return QuantizeResult(path=str(target), type=qtype, seed_name=seed_name(qtype), size_bytes=size,
                           source=str(source), seconds=time.perf_counter() - started)
 
 

@@ -12,36 +12,31 @@ from __future__ import annotations
 import argparse
 import sys
 
-# GGUF type name -> llama_cpp constant name (looked up in the child, where llama_cpp is imported anyway).
-FTYPES = {
-    "F16": "LLAMA_FTYPE_MOSTLY_F16",
-    "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
-    "Q6_K": "LLAMA_FTYPE_MOSTLY_Q6_K",
-    "Q5_K_M": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
-    "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M",
-    "Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
-}
+from app.core.proc import emit, keep_stdout_for_events
+from app.core.quant_types import QUANTIZE_TYPES, llama_ftype
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="quantize-worker")
     parser.add_argument("input")
     parser.add_argument("output")
-    parser.add_argument("type", choices=sorted(FTYPES))
+    parser.add_argument("type", choices=sorted(QUANTIZE_TYPES))
     parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args(argv)
+    keep_stdout_for_events()  # llama.cpp's own output goes to stderr, the parent's log
 
     import llama_cpp
 
     llama_cpp.llama_backend_init()
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, FTYPES[args.type])
+    params.ftype = getattr(llama_cpp, llama_ftype(args.type))
     params.allow_requantize = True  # sources are usually already quantized GGUFs
     params.nthread = max(0, args.threads)
     rc = llama_cpp.llama_model_quantize(args.input.encode(), args.output.encode(), params)
     if rc != 0:
         print(f"llama.cpp's quantizer failed (code {rc}).", file=sys.stderr, flush=True)
         return 1
+    emit("done")
     return 0
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from app.core.errors import ModelFileError
-from app.core.gguf_info import quant_from_filename, read_gguf_info
+from app.core.gguf_info import read_gguf_info
+from app.core.gguf_names import quant_from_filename
 
 
 def write_tiny_gguf(path, *, arch="llama", layers=2, heads=4, kv_heads=2, embd=32, vocab=300, ctx=1024,

@@ -6,10 +6,12 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                                QVBoxLayout, QWidget)
 
-from app.ui.models import manager
+from app.core import quant_types as qt
 
-OUTTYPES = ("f16", "bf16", "q8_0")
-QUANTIZE_CHOICES = ("", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
+# The page offers fewer choices than the command line: no f32 output, and only the quantizations it offers
+# everywhere (`hearth models convert --quantize` also takes Q5_0 and Q4_1).
+OUTTYPES = tuple(t for t in qt.CONVERT_OUTTYPES if t != "f32")
+QUANTIZE_CHOICES = ("", *(q for q in qt.CONVERT_QUANTS if q in qt.QUANTIZE_TYPES))
 
 
 class ConvertPanel(QWidget):
@@ -23,8 +25,7 @@ class ConvertPanel(QWidget):
         self.outtype.addItems(list(OUTTYPES))
         self.quantize_to = QComboBox()
         for q in QUANTIZE_CHOICES:
-            seed = manager.seed_name(q)
-            self.quantize_to.addItem(f"{q} ({seed})" if seed else (q or "no, keep the output type"), q or None)
+            self.quantize_to.addItem(qt.label(q) if q else "no, keep the output type", q or None)
         self.convert_button = QPushButton("Convert")
         self.note = QLabel("Turns a Hugging Face checkpoint (config, tokenizer and safetensors) into a GGUF file "
                            "that joins the library. For a repository only the files the converter reads are "

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from app.core.gguf_info import SEED_NAMES
+from app.core import quant_types as qt
 
 
 def _entry_row(entry: dict) -> dict:
@@ -104,9 +104,7 @@ def pull(repo_id: str, filename: str | None, progress: Callable[[int, int], None
 
 def quant_types() -> list[tuple[str, str]]:
     """[(GGUF type, label)] for the quantize menu: 'Q4_K_M (INT4)'."""
-    from app.core.quantize import QUANT_TYPES, type_label
-
-    return [(q, type_label(q)) for q in QUANT_TYPES]
+    return [(q, qt.label(q)) for q in qt.QUANTIZE_TYPES]
 
 
 def quantize(path: str, qtype: str, progress: Callable[[int, int], None], cancel: threading.Event) -> str:
@@ -130,4 +128,4 @@ def convert(source: str, outtype: str, quantize_to: str | None, progress: Callab
 
 
 def seed_name(qtype: str | None) -> str:
-    return SEED_NAMES.get(qtype or "", "")
+    return qt.SEED_NAMES.get(qtype or "", "")

@@ -1,0 +1,73 @@
+"""The GGUF quantization types Hearth knows: one table for names, llama.cpp's file types, sizes and labels.
+
+The quantizer, the converter, the fit check, the command line, the Models page and the benchmark all read
+this table, so a type is added (or its size estimate corrected) in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class QuantType:
+    name: str  # GGUF's name: Q4_K_M
+    seed: str | None  # what people call it: INT4
+    # Approximate bits per weight of a whole file in this type (block scales included, small tensors kept in
+    # F32 ignored): size estimates for progress, disk room and the fit hints. None: not estimated.
+    bits: float | None = None
+    # llama.cpp's file type without its prefix: LLAMA_FTYPE_<ftype> in llama.h, LlamaFileType.<ftype> in gguf-py.
+    ftype: str | None = None
+    quantize: bool = False  # a target of `hearth models quantize` (and the Models page, the benchmark)
+    convert: bool = False  # a quantization offered right after converting a checkpoint
+    outtype: bool = False  # an output type of llama.cpp's converter itself (lower-case there: f16)
+
+
+# In the order menus and help texts list them.
+TYPES = (
+    QuantType("F16", "FP16", 16.0, "MOSTLY_F16", quantize=True, outtype=True),
+    QuantType("BF16", "BF16", 16.0, "MOSTLY_BF16", outtype=True),
+    QuantType("Q8_0", "INT8", 8.5, "MOSTLY_Q8_0", quantize=True, convert=True, outtype=True),
+    QuantType("Q6_K", "6-bit", 6.56, "MOSTLY_Q6_K", quantize=True, convert=True),
+    QuantType("Q5_K_M", "5-bit", 5.7, "MOSTLY_Q5_K_M", quantize=True, convert=True),
+    QuantType("Q5_K_S", "5-bit"),
+    QuantType("Q5_0", "5-bit", 5.5, "MOSTLY_Q5_0", convert=True),
+    QuantType("Q5_1", "5-bit"),
+    QuantType("Q4_K_M", "INT4", 4.85, "MOSTLY_Q4_K_M", quantize=True, convert=True),
+    QuantType("Q4_K_S", "INT4"),
+    QuantType("Q4_1", "INT4", 5.0, "MOSTLY_Q4_1", convert=True),
+    QuantType("Q4_0", "INT4", 4.55, "MOSTLY_Q4_0", quantize=True, convert=True),
+    QuantType("IQ4_XS", "INT4"),
+    QuantType("IQ4_NL", "INT4"),
+    QuantType("Q3_K_M", "3-bit"),
+    QuantType("Q3_K_S", "3-bit"),
+    QuantType("Q3_K_L", "3-bit"),
+    QuantType("Q2_K", "2-bit"),
+    QuantType("F32", "FP32", 32.0, "ALL_F32", outtype=True),
+)
+BY_NAME = {t.name: t for t in TYPES}
+
+QUANTIZE_TYPES = tuple(t.name for t in TYPES if t.quantize)  # F16, Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q4_0
+CONVERT_QUANTS = tuple(t.name for t in TYPES if t.convert)
+CONVERT_OUTTYPES = tuple(t.name.lower() for t in TYPES if t.outtype)  # f16, bf16, q8_0, f32
+SEED_NAMES = {t.name: t.seed for t in TYPES if t.seed}
+
+
+def seed_name(name: str | None) -> str | None:
+    return SEED_NAMES.get((name or "").upper())
+
+
+def label(name: str) -> str:
+    """'Q4_K_M' -> 'Q4_K_M (INT4)'; a type without a common name stays as it is."""
+    seed = SEED_NAMES.get(name)
+    return f"{name} ({seed})" if seed else name
+
+
+def bits_per_weight(name: str, default: float | None = None) -> float | None:
+    known = BY_NAME.get(name.upper())
+    return known.bits if known is not None and known.bits is not None else default
+
+
+def llama_ftype(name: str) -> str:
+    """The name of llama_cpp's constant for a quantizer target: 'Q4_K_M' -> 'LLAMA_FTYPE_MOSTLY_Q4_K_M'."""
+    return "LLAMA_FTYPE_" + BY_NAME[name.upper()].ftype
