@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QSpinBox, QWidget
 
+from app.engine.option_fields import SAMPLING_FIELDS, kept_fields, with_values
 from app.engine.protocol import SamplingOptions
 
 PRESETS: dict[str, dict] = {
@@ -24,39 +25,39 @@ class SamplingPanel(QWidget):
         form.setContentsMargins(0, 0, 0, 0)
         self.preset = QComboBox()
         self.preset.addItems([*PRESETS, CUSTOM])
-        self.temperature = self._double(0.0, 2.0, 0.05, "0 = always the most likely token (greedy)")
-        self.top_k = self._int(0, 1000, "keep only the K most likely tokens (0 = off)")
-        self.top_p = self._double(0.0, 1.0, 0.01, "keep the most likely tokens up to this total probability")
-        self.min_p = self._double(0.0, 1.0, 0.01, "drop tokens less likely than this share of the best one")
-        self.repeat_penalty = self._double(0.5, 2.0, 0.01, "discourage repeating recent tokens")
-        self.max_tokens = self._int(1, 32768, "longest answer in tokens")
-        self.seed = self._int(-1, 2**31 - 1, "-1 = a new random seed per answer")
-        for label, widget in (("Preset", self.preset), ("Temperature", self.temperature), ("Top-K", self.top_k),
-                              ("Top-P", self.top_p), ("Min-P", self.min_p), ("Repeat penalty", self.repeat_penalty),
-                              ("Max tokens", self.max_tokens), ("Seed", self.seed)):
-            form.addRow(label, widget)
+        form.addRow("Preset", self.preset)
+        # One spin box per field the option table gives a label (self.temperature, self.top_k, ...).
+        self._boxes: dict[str, QSpinBox | QDoubleSpinBox] = {}
+        for field in SAMPLING_FIELDS:
+            if field.label is None:
+                continue
+            box = self._double(field) if isinstance(getattr(SamplingOptions(), field.name), float) else self._int(field)
+            setattr(self, field.name, box)
+            self._boxes[field.name] = box
+            form.addRow(field.label, box)
+        # The user's settings without a box here (stop strings, the repeat window), kept as they were set.
+        self._kept = {name: getattr(SamplingOptions(), name) for name in kept_fields(SAMPLING_FIELDS, set(self._boxes))}
         self.set_options(SamplingOptions())
         self.preset.currentTextChanged.connect(self._on_preset_chosen)
 
-    def _double(self, lo, hi, step, tip) -> QDoubleSpinBox:
+    def _double(self, field) -> QDoubleSpinBox:
         box = QDoubleSpinBox()
-        box.setRange(lo, hi)
-        box.setSingleStep(step)
+        box.setRange(field.low, field.high)
+        box.setSingleStep(field.step)
         box.setDecimals(2)
-        box.setToolTip(tip)
+        box.setToolTip(field.tip)
         box.valueChanged.connect(self._on_value_changed)
         return box
 
-    def _int(self, lo, hi, tip) -> QSpinBox:
+    def _int(self, field) -> QSpinBox:
         box = QSpinBox()
-        box.setRange(lo, hi)
-        box.setToolTip(tip)
+        box.setRange(int(field.low), int(field.high))
+        box.setToolTip(field.tip)
         box.valueChanged.connect(self._on_value_changed)
         return box
 
     def _fields(self) -> dict:
-        return {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p, "min_p": self.min_p,
-                "repeat_penalty": self.repeat_penalty, "max_tokens": self.max_tokens, "seed": self.seed}
+        return self._boxes
 
     def _on_preset_chosen(self, name: str) -> None:
         values = PRESETS.get(name)
@@ -83,13 +84,14 @@ class SamplingPanel(QWidget):
         return CUSTOM
 
     def options(self) -> SamplingOptions:
-        f = self._fields()
-        return SamplingOptions(temperature=f["temperature"].value(), top_k=f["top_k"].value(),
-                               top_p=f["top_p"].value(), min_p=f["min_p"].value(),
-                               repeat_penalty=f["repeat_penalty"].value(), max_tokens=f["max_tokens"].value(),
-                               seed=f["seed"].value())
+        """The user's sampling settings: the boxes, and the kept settings that have none. Fields no user sets
+        (ignore_eos, for benchmarks) are left at their defaults, so that they are never saved as a preference."""
+        values = {name: box.value() for name, box in self._boxes.items()}
+        kept = {name: list(v) if isinstance(v, list) else v for name, v in self._kept.items()}
+        return with_values(SamplingOptions(), {**kept, **values})
 
     def set_options(self, options: SamplingOptions) -> None:
+        self._kept = {name: getattr(options, name) for name in self._kept}
         for key, box in self._fields().items():
             box.blockSignals(True)
             box.setValue(getattr(options, key))

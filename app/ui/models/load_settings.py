@@ -8,9 +8,14 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
                                QPushButton, QSlider, QSpinBox, QStyle, QStyleOptionSlider, QWidget)
 
 from app.core.metrics import default_threads
+from app.engine.option_fields import LOAD_FIELDS, kept_fields, with_values
 from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
 
 CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+# The LoadOptions fields this panel's controls set; the other remembered settings (batch size, longest draft,
+# window fraction) have no control here and are carried from set_options to options unchanged.
+SHOWN = {"n_gpu_layers", "n_threads", "n_ctx", "use_mmap", "use_mlock", "kv_type", "flash_attn", "draft_model",
+         "lookup", "context_policy", "sink_tokens", "keep_system"}
 
 
 def gpu_offload_supported() -> tuple[bool, str]:
@@ -128,6 +133,7 @@ class LoadSettings(QWidget):
             form.addRow(label, widget)
         self.spec_mode.currentIndexChanged.connect(self._on_spec_mode_changed)
         self.policy.currentTextChanged.connect(lambda p: self.sinks.setEnabled(p == "window"))
+        self._kept = {name: getattr(LoadOptions(), name) for name in kept_fields(LOAD_FIELDS, SHOWN)}
         self.set_options(LoadOptions())
 
     def _on_gpu_layers_changed(self, value: int) -> None:
@@ -159,16 +165,18 @@ class LoadSettings(QWidget):
         if self.gpu_layers.isEnabled() and gpu >= self.gpu_layers.maximum():
             gpu = -1
         mode = self.spec_mode.currentIndex()
-        return LoadOptions(
-            model_path=model_path, n_ctx=self.ctx.currentData(), n_threads=self.threads.value(), n_gpu_layers=gpu,
+        shown = dict(
+            n_ctx=self.ctx.currentData(), n_threads=self.threads.value(), n_gpu_layers=gpu,
             use_mmap=self.mmap.isChecked(), use_mlock=self.mlock.isChecked(), kv_type=self.kv_type.currentText(),
             flash_attn=self.flash.currentText(),
             draft_model=self.draft_path.text().strip() or None if mode == 1 else None, lookup=mode == 2,
             context_policy=self.policy.currentText(), sink_tokens=self.sinks.value(),
             keep_system=self.keep_system.isChecked(),
         )
+        return with_values(LoadOptions(model_path=model_path), {**self._kept, **shown})
 
     def set_options(self, o: LoadOptions) -> None:
+        self._kept = {name: getattr(o, name) for name in self._kept}
         self.gpu_layers.setValue(self.gpu_layers.maximum() if o.n_gpu_layers < 0 else o.n_gpu_layers)
         if o.n_threads:
             self.threads.setValue(o.n_threads)

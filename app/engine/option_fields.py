@@ -1,0 +1,109 @@
+"""The load and sampling options a user sets, described once for every client that offers them.
+
+The command line (app/commands/options.py) builds its flags from these tables and the window's panels
+(app/ui/chat/sampling_panel.py, app/ui/models/load_settings.py) their spin boxes, so a flag, a widget and
+an options field cannot drift apart. Every field of LoadOptions and SamplingOptions is either described
+here or listed in NOT_SET_BY_USERS with the reason; tests/unit/test_option_fields.py checks that, and the
+clients build options with `with_values`, which starts from complete options, so a field that a client
+has no control for keeps its value instead of falling back to the default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES
+
+
+@dataclass(frozen=True)
+class OptionField:
+    name: str  # the attribute of LoadOptions / SamplingOptions
+    flag: str | None  # the command-line flag; None: not on the command line
+    help: str = ""
+    metavar: str | None = None
+    dest: str | None = None  # argparse's attribute when it is not `name` (--threads -> threads)
+    negate: bool = False  # an on/off field whose flag turns it off (--no-mmap)
+    repeat: bool = False  # a list field whose flag may be given several times (--stop)
+    choices: tuple[str, ...] | None = None
+    remembered: bool = True  # False: a decision for one load (--ignore-fit), not a preference to keep
+    # The window's spin box, where it has one: label, tooltip, range and step.
+    label: str | None = None
+    tip: str = ""
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+
+    @property
+    def arg(self) -> str:
+        return self.dest or self.name
+
+
+LOAD_FIELDS = (
+    OptionField("n_threads", "--threads", "CPU threads (default: physical cores)", "N", dest="threads"),
+    OptionField("n_gpu_layers", "--gpu-layers", "layers to offload to the GPU (-1: all)", "N", dest="gpu_layers"),
+    OptionField("n_ctx", "--ctx", "context size in tokens (default 4096)", "N", dest="ctx"),
+    OptionField("n_batch", "--batch", "prompt batch size (default 512)", "N", dest="batch"),
+    OptionField("use_mmap", "--no-mmap", "read the whole model into memory instead of mapping it", negate=True),
+    OptionField("use_mlock", "--mlock", "lock the model in RAM"),
+    OptionField("kv_type", "--kv-type", "KV cache type (default f16)", choices=KV_TYPES),
+    OptionField("flash_attn", "--flash-attn", "flash attention (default auto)", choices=FLASH_ATTN),
+    OptionField("draft_model", "--draft-model", "small GGUF with the same vocabulary for speculative decoding",
+                "PATH"),
+    OptionField("lookup", "--lookup", "speculative decoding with n-gram drafts from the context"),
+    OptionField("draft_max", "--draft-max", "longest draft (default: adaptive)", "N"),
+    OptionField("context_policy", "--context-policy", "what happens when the context is full (default: window)",
+                choices=CONTEXT_POLICIES),
+    OptionField("sink_tokens", "--sink-tokens", "attention-sink tokens kept (default 4)", "N"),
+    OptionField("keep_system", "--no-keep-system", "let the window slide over the system prompt too", negate=True),
+    OptionField("window_fraction", "--window-fraction",
+                "share of the movable context dropped each time the window slides (default 0.5)", "F"),
+    OptionField("ignore_fit", "--ignore-fit",
+                "load even when the memory estimate says the model does not fit (may be very slow)",
+                remembered=False),
+)
+
+SAMPLING_FIELDS = (
+    OptionField("temperature", "--temp", "temperature (0: greedy)", "T", dest="temp", label="Temperature",
+                tip="0 = always the most likely token (greedy)", low=0.0, high=2.0, step=0.05),
+    OptionField("top_k", "--top-k", "", "K", label="Top-K", tip="keep only the K most likely tokens (0 = off)",
+                low=0, high=1000),
+    OptionField("top_p", "--top-p", "", "P", label="Top-P",
+                tip="keep the most likely tokens up to this total probability", low=0.0, high=1.0, step=0.01),
+    OptionField("min_p", "--min-p", "", "P", label="Min-P",
+                tip="drop tokens less likely than this share of the best one", low=0.0, high=1.0, step=0.01),
+    OptionField("repeat_penalty", "--repeat-penalty", "", "R", label="Repeat penalty",
+                tip="discourage repeating recent tokens", low=0.5, high=2.0, step=0.01),
+    OptionField("repeat_last_n", "--repeat-last-n", "recent tokens the repeat penalty looks at (default 64)", "N"),
+    OptionField("max_tokens", "--max-tokens", "", "N", label="Max tokens", tip="longest answer in tokens",
+                low=1, high=32768),
+    OptionField("seed", "--seed", "random seed (-1: random)", "S", label="Seed",
+                tip="-1 = a new random seed per answer", low=-1, high=2**31 - 1),
+    OptionField("stop", "--stop", "stop string (repeatable)", "TEXT", repeat=True),
+)
+
+# Fields of the options that no client offers as a setting, and why.
+NOT_SET_BY_USERS = {
+    "model_path": "the model itself: --model, or the file chosen in the window",
+    "extra_bufts": "decided per machine by the extra-buffer-types probe (app/engine/probe.py)",
+    "ignore_eos": "for benchmarks, which must always generate max_tokens",
+}
+
+
+def undescribed(cls) -> list[str]:
+    """Fields of an options class that neither table describes nor NOT_SET_BY_USERS explains."""
+    described = {f.name for f in (*LOAD_FIELDS, *SAMPLING_FIELDS)} | set(NOT_SET_BY_USERS)
+    return [f.name for f in fields(cls) if f.name not in described]
+
+
+def kept_fields(table: tuple[OptionField, ...], shown: set[str]) -> list[str]:
+    """The remembered fields of a table that a panel showing `shown` has no control for: it must carry them."""
+    return [f.name for f in table if f.remembered and f.name not in shown]
+
+
+def with_values(base: Any, values: dict[str, Any]):
+    """`base` with the given fields changed; every other field keeps base's value (never a default)."""
+    unknown = set(values) - {f.name for f in fields(base)}
+    if unknown:
+        raise TypeError(f"{type(base).__name__} has no field {', '.join(sorted(unknown))}")
+    return replace(base, **values)

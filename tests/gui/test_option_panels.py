@@ -1,0 +1,42 @@
+"""The window's option panels give back every setting they were given, also those they have no control for."""
+
+from __future__ import annotations
+
+from app.engine.protocol import LoadOptions, SamplingOptions
+
+
+def test_sampling_panel_keeps_stop_strings_and_the_repeat_window(qtbot):
+    from app.ui.chat.sampling_panel import SamplingPanel
+
+    panel = SamplingPanel()
+    qtbot.addWidget(panel)
+    wanted = SamplingOptions(max_tokens=77, temperature=0.4, top_k=12, top_p=0.8, min_p=0.02, repeat_penalty=1.2,
+                             repeat_last_n=128, seed=7, stop=["###", "</s>"])
+    panel.set_options(wanted)
+    assert panel.options() == wanted
+    panel.temperature.setValue(0.9)  # the user changes a box: the rest stays
+    assert panel.options() == SamplingOptions(**{**wanted.to_dict(), "temperature": 0.9})
+
+
+def test_sampling_panel_does_not_keep_benchmark_only_fields(qtbot):
+    from app.ui.chat.sampling_panel import SamplingPanel
+
+    panel = SamplingPanel()
+    qtbot.addWidget(panel)
+    panel.set_options(SamplingOptions(ignore_eos=True))
+    assert panel.options().ignore_eos is False  # it is saved as the user's preference: must not stick
+
+
+def test_load_settings_keep_the_settings_without_a_control(qtbot):
+    from app.ui.models.load_settings import LoadSettings
+
+    panel = LoadSettings()
+    qtbot.addWidget(panel)
+    wanted = LoadOptions(model_path="m.gguf", n_ctx=2048, n_batch=256, n_threads=2, draft_max=6,
+                         window_fraction=0.25, kv_type="q8_0", context_policy="truncate-middle", sink_tokens=2,
+                         keep_system=False, lookup=True)
+    panel.set_options(wanted)
+    assert panel.options("m.gguf") == wanted
+    # A decision for one load is not carried to the next.
+    panel.set_options(LoadOptions(model_path="m.gguf", ignore_fit=True))
+    assert panel.options("m.gguf").ignore_fit is False
