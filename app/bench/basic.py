@@ -11,15 +11,15 @@ both alike; medians are reported.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import random
 import statistics
 import time
+from dataclasses import dataclass
 
-from app.commands.options import model_path
+from app.bench.model_options import ModelOptions
 from app.core.bundled import bundled_model_path
 from app.core.errors import HearthError
 from app.core.metrics import default_threads
@@ -32,6 +32,12 @@ from app.engine.runtime import Runtime
 PP_TOKENS = 512
 TG_TOKENS = 128
 PROMPT = "Once upon a time"
+
+
+@dataclass
+class BasicOptions(ModelOptions):
+    repeats: int = 5
+    json: bool = False
 
 
 def _median_spread(values: list[float]) -> dict:
@@ -207,7 +213,8 @@ def format_report(r: dict) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    result = run_bench(model_path(args), args.threads or default_threads(), args.gpu_layers, max(1, args.repeats))
-    print(json.dumps(result, indent=2) if args.json else format_report(result))
+def run(options: BasicOptions) -> int:
+    result = run_bench(options.model, options.threads or default_threads(), options.gpu_layers,
+                       max(1, options.repeats))
+    print(json.dumps(result, indent=2) if options.json else format_report(result))
     return 0

@@ -6,11 +6,11 @@ configuration that failed or is missing in one run shows as such.
 
 from __future__ import annotations
 
-import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
-from app.core.errors import HearthError
+from app.bench.results import load_result
 
 FIGURES = [  # (label, how to read the median from a row for a workload)
     ("gen tok/s", lambda row, w: row["workloads"][w]["gen_tok_s"]["median"]),
@@ -18,19 +18,6 @@ FIGURES = [  # (label, how to read the median from a row for a workload)
     ("TTFT ms", lambda row, w: row["workloads"][w]["ttft_s"]["median"] * 1000),
     ("peak RSS MB", lambda row, w: row["peak_rss_mb"]),
 ]
-
-
-def load_result(path: str | Path) -> dict:
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise HearthError(f"There is no file {p}.") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise HearthError(f"{p.name} is not a readable benchmark result ({exc}).") from None
-    if not isinstance(data, dict) or data.get("kind") != "hearth-bench-matrix" or not isinstance(data.get("rows"), list):
-        raise HearthError(f"{p.name} is not a result of `hearth bench matrix`.")
-    return data
 
 
 def _value(row: dict | None, workload: str, read) -> float | None:
@@ -108,19 +95,17 @@ def _cell(f: dict, line: dict) -> str:
     return text
 
 
-def register(kinds) -> None:
-    p = kinds.add_parser("compare", help="two saved `bench matrix` results side by side",
-                         description=__doc__.split("\n\n", 1)[1])
-    p.add_argument("a", metavar="A.json")
-    p.add_argument("b", metavar="B.json")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
+@dataclass
+class CompareOptions:
+    a: str  # two saved result files
+    b: str
+    json: bool = False
 
 
-def run(args: argparse.Namespace) -> int:
-    c = compare(load_result(args.a), load_result(args.b))
-    if args.json:
+def run(options: CompareOptions) -> int:
+    c = compare(load_result(options.a), load_result(options.b))
+    if options.json:
         print(json.dumps(c, indent=2))
     else:
-        print(format_comparison(c, (Path(args.a).name, Path(args.b).name)))
+        print(format_comparison(c, (Path(options.a).name, Path(options.b).name)))
     return 0

@@ -9,16 +9,16 @@ people's work on a shared machine).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.bench.basic import _llama_with_extra_bufts
-from app.commands.options import add_model_args
+from app.bench.model_options import ModelOptions
 from app.core import paths
 from app.core.bundled import bundled_model_path
 from app.engine.decode import Decoder
@@ -68,22 +68,15 @@ MODES = ("plain", "lookup", "draft", "llama-cpp-python lookup")
 LLAMA_TOKENS = 32  # llama-cpp-python's lookup runs at a few tokens per second here: fewer tokens, same prompts
 
 
-def register(kinds) -> None:
-    p = kinds.add_parser("spec", help="speculative decoding: plain vs prompt lookup vs draft model",
-                         description="Greedy decoding of the same prompts with no drafter, prompt lookup, a draft "
-                         "model (the bundled model in Q4_0), and llama-cpp-python's LlamaPromptLookupDecoding, "
-                         "for each quantization of the target; medians and ratios against plain decoding. Rows "
-                         "print as they complete.")
-    add_model_args(p)
-    p.add_argument("--quants", default=",".join(QUANTS), help="target quantizations (comma-separated)")
-    p.add_argument("--draft", metavar="PATH", help="draft model (default: the bundled model in Q4_0)")
-    p.add_argument("--max-tokens", type=int, default=128, metavar="N")
-    p.add_argument("--llama-tokens", type=int, default=LLAMA_TOKENS, metavar="N",
-                   help="tokens per llama-cpp-python lookup run (it is slow; its rate is per token all the same)")
-    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure; medians are reported")
-    p.add_argument("--no-llama", action="store_true", help="skip llama-cpp-python's prompt lookup")
-    p.add_argument("--json", action="store_true", help="the report as JSON on stdout (rows go to stderr)")
-    p.set_defaults(func=run)
+@dataclass
+class SpecOptions(ModelOptions):
+    quants: str = ",".join(QUANTS)  # target quantizations, comma-separated
+    draft: str | None = None  # None: the bundled model in Q4_0
+    max_tokens: int = 128
+    llama_tokens: int = LLAMA_TOKENS
+    repeats: int = 3
+    no_llama: bool = False
+    json: bool = False
 
 
 def variant(qtype: str, source: Path) -> Path:
@@ -145,7 +138,7 @@ def _llama_run(llm, tokens: list[int], max_tokens: int) -> dict:
     return _rates(n, time.perf_counter() - started, first)
 
 
-def bench_target(label: str, path: Path, draft: Path, args, extra: bool, on_row=None) -> list[dict]:
+def bench_target(label: str, path: Path, draft: Path, args: SpecOptions, extra: bool, on_row=None) -> list[dict]:
     threads = args.threads or None
     rt = Runtime(LoadOptions(model_path=str(path), n_ctx=2048, n_threads=threads, n_gpu_layers=args.gpu_layers),
                  extra_bufts=extra)
@@ -237,8 +230,8 @@ def format_table(report: dict) -> str:
     return "\n".join(_header(report) + [_line(r) for r in report["rows"]])
 
 
-def run(args: argparse.Namespace) -> int:
-    source = Path(args.model) if args.model else bundled_model_path()
+def run(args: SpecOptions) -> int:
+    source = Path(args.model)
     extra = bool(extra_bufts_decision(str(bundled_model_path())).get("ok"))
     draft = Path(args.draft) if args.draft else variant("Q4_0", source)
     quants = [q.strip().upper() for q in args.quants.split(",") if q.strip()]

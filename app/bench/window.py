@@ -12,17 +12,18 @@
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import statistics
 import sys
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 import llama_cpp
 import numpy as np
 
-from app.commands.options import add_model_args, model_path
+from app.bench.model_options import ModelOptions
 from app.core.errors import HearthError
 from app.core.modelfile import check_model_file
 from app.engine.decode import fill_batch
@@ -36,23 +37,16 @@ SYSTEM = "You are a storyteller who never stops."
 REQUEST = "Tell me an endless story about a lighthouse keeper and the sea."
 
 
-def register(kinds) -> None:
-    p = kinds.add_parser("window", help="StreamingLLM window: flat memory and speed over a long generation",
-                         description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_args(p)
-    for action in p._actions:  # also accepted before `window`; don't let the defaults here undo those
-        if action.dest in ("model", "threads", "gpu_layers"):
-            action.default = argparse.SUPPRESS
-    p.add_argument("--tokens", type=int, default=20000, metavar="N", help="tokens to generate (default 20000)")
-    p.add_argument("--ctx", type=int, default=1024, metavar="N", help="context size (default 1024)")
-    p.add_argument("--compare-tokens", type=int, metavar="N",
-                   help="tokens for the truncate-middle run (default: --tokens; 0 skips it)")
-    p.add_argument("--ppl-tokens", type=int, default=3000, metavar="N", help="text length for perplexity (default 3000)")
-    p.add_argument("--ppl-window", type=int, default=256, metavar="W", help="window for perplexity (default 256)")
-    p.add_argument("--sinks", type=int, default=4, metavar="N", help="attention sinks (default 4)")
-    p.add_argument("--plot", metavar="PATH", help="save the tok/s and RSS series as a PNG")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
+@dataclass
+class WindowOptions(ModelOptions):
+    tokens: int = 20000
+    ctx: int = 1024
+    compare_tokens: int | None = None  # tokens for the truncate-middle run; None: `tokens`; 0 skips it
+    ppl_tokens: int = 3000
+    ppl_window: int = 256
+    sinks: int = 4
+    plot: str | None = None
+    json: bool = False
 
 
 # --- long generation --------------------------------------------------------
@@ -200,11 +194,13 @@ def perplexities(options: LoadOptions, n_tokens: int, window: int, sinks: int) -
 
 
 # --- report -------------------------------------------------------------------
-def run(args) -> int:
-    path = check_model_file(model_path(args))
-    threads = getattr(args, "threads", None)
+def run(args: WindowOptions, plot: Callable[[str, dict], None] | None = None) -> int:
+    """The report on stdout (progress on stderr with --json); plot(path, result) draws the --plot chart (the
+    command line passes the Qt painter from app/ui/bench/window_plot.py)."""
+    path = check_model_file(args.model)
+    threads = args.threads
     base = LoadOptions(model_path=str(path), n_ctx=args.ctx, n_threads=threads,
-                       n_gpu_layers=getattr(args, "gpu_layers", 0), sink_tokens=args.sinks)
+                       n_gpu_layers=args.gpu_layers, sink_tokens=args.sinks)
     # With --json, the progress and series go to stderr: a long run shows it is alive.
     say = functools.partial(print, file=sys.stderr, flush=True) if args.json else print
     result: dict = {"ctx": args.ctx, "model": path.name, "threads": threads}
@@ -233,7 +229,9 @@ def run(args) -> int:
     result.update(perplexities(base, args.ppl_tokens, args.ppl_window, args.sinks))
 
     if args.plot:
-        save_plot(args.plot, result)
+        if plot is None:
+            raise HearthError("This build of Hearth cannot draw charts.")
+        plot(args.plot, result)
         result["plot"] = args.plot
     if args.json:
         print(json.dumps(result, indent=2))
@@ -271,41 +269,3 @@ def _print_summary(r: dict, sinks: int) -> None:
         print(line)
     print(f"perplexity on {r['ppl_text']}: full cache {r['ppl_full']:.2f}, window {r['ppl_window']} with "
           f"{sinks} sinks {r['ppl_window_sinks']:.2f}, with 0 sinks {r['ppl_window_nosinks']:.2f}")
-
-
-def save_plot(path: str, result: dict) -> None:
-    """Two panels, tok/s and RSS over tokens generated, drawn with Qt (already a dependency)."""
-    from PySide6.QtCore import QPointF, QRectF
-    from PySide6.QtGui import QColor, QPen
-
-    from app.bench.canvas import white_canvas
-
-    width, height = 900, 560
-    image, painter, _app = white_canvas(width, height)
-    runs = [("window", result["series"], QColor("#1f77b4"))]
-    if result.get("truncate_middle"):
-        runs.append(("truncate-middle", result["truncate_middle"]["series"], QColor("#d62728")))
-    panels = [("tok/s per 1000 tokens", "tok_s"), ("RSS (MB)", "rss_mb")]
-    for index, (title, key) in enumerate(panels):
-        box = QRectF(70, 40 + index * 260, width - 100, 200)
-        values = [row[key] for _, rows, _ in runs for row in rows] or [0.0]
-        top = max(values) * (1.1 if key == "tok_s" else 1.02) or 1.0
-        bottom = 0.0 if key == "tok_s" else min(values) * 0.98
-        n_max = max((rows[-1]["tokens"] for _, rows, _ in runs if rows), default=1)
-        painter.setPen(QPen(QColor("black")))
-        painter.drawRect(box)
-        painter.drawText(QPointF(box.left(), box.top() - 8), f"{title}, ctx {result['ctx']}")
-        painter.drawText(QPointF(box.left() - 60, box.top() + 12), f"{top:.0f}")
-        painter.drawText(QPointF(box.left() - 60, box.bottom()), f"{bottom:.0f}")
-        painter.drawText(QPointF(box.right() - 60, box.bottom() + 16), f"{n_max} tokens")
-        for slot, (name, rows, color) in enumerate(runs):
-            painter.setPen(QPen(color, 2))
-            points = [QPointF(box.left() + box.width() * row["tokens"] / n_max,
-                              box.bottom() - box.height() * (row[key] - bottom) / ((top - bottom) or 1.0))
-                      for row in rows]
-            for a, b in zip(points, points[1:]):
-                painter.drawLine(a, b)
-            painter.drawText(QPointF(box.left() + 10 + 160 * slot, box.top() + 16), name)
-    painter.end()
-    if not image.save(path, "PNG"):
-        raise HearthError(f"Could not write the plot to {path}.")

@@ -1,14 +1,18 @@
-"""`hearth bench [spec|window|matrix|compare]`: speed measured side by side, printed as ratios."""
+"""`hearth bench [spec|window|matrix|compare|gui]`: speed measured side by side, printed as ratios.
+
+The measuring is app/bench (headless, Qt-free) and, for `gui`, app/ui/bench; this module owns the command
+line: it builds the parsers, turns the flags into each benchmark's options, and hands the charts that need
+Qt (--plot) to app/ui/bench.
+"""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import argparse
+from dataclasses import fields
 
-from app.commands.options import add_model_args
-
-# Each module has register(bench_subparsers); they join as they are written.
-BENCH_MODULES = ["app.bench.spec", "app.bench.window", "app.bench.matrix", "app.bench.compare", "app.bench.gui"]
+from app.bench import compare, matrix, matrix_plan, spec, window
+from app.bench.basic import BasicOptions
+from app.commands.options import add_model_args, model_path
 
 
 def register(sub) -> None:
@@ -21,12 +25,128 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_run_basic)
     kinds = p.add_subparsers(dest="bench_kind", metavar="KIND")
-    for name in BENCH_MODULES:
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name).register(kinds)
+    for add in (_add_spec, _add_window, _add_matrix, _add_compare, _add_gui):
+        add(kinds)
 
 
+def _options(cls, args: argparse.Namespace, **given):
+    """The benchmark's options from the flags of the same names; flags left unset keep the class's defaults."""
+    values = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
+    return cls(**{**values, **given})
+
+
+# --- hearth bench ----------------------------------------------------------------------------------------------
 def _run_basic(args) -> int:
     from app.bench.basic import run
 
-    return run(args)
+    return run(_options(BasicOptions, args, model=model_path(args)))
+
+
+# --- hearth bench spec -----------------------------------------------------------------------------------------
+def _add_spec(kinds) -> None:
+    p = kinds.add_parser("spec", help="speculative decoding: plain vs prompt lookup vs draft model",
+                         description="Greedy decoding of the same prompts with no drafter, prompt lookup, a draft "
+                         "model (the bundled model in Q4_0), and llama-cpp-python's LlamaPromptLookupDecoding, "
+                         "for each quantization of the target; medians and ratios against plain decoding. Rows "
+                         "print as they complete.")
+    add_model_args(p)
+    p.add_argument("--quants", default=",".join(spec.QUANTS), help="target quantizations (comma-separated)")
+    p.add_argument("--draft", metavar="PATH", help="draft model (default: the bundled model in Q4_0)")
+    p.add_argument("--max-tokens", type=int, default=128, metavar="N")
+    p.add_argument("--llama-tokens", type=int, default=spec.LLAMA_TOKENS, metavar="N",
+                   help="tokens per llama-cpp-python lookup run (it is slow; its rate is per token all the same)")
+    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure; medians are reported")
+    p.add_argument("--no-llama", action="store_true", help="skip llama-cpp-python's prompt lookup")
+    p.add_argument("--json", action="store_true", help="the report as JSON on stdout (rows go to stderr)")
+    p.set_defaults(func=lambda args: spec.run(_options(spec.SpecOptions, args, model=model_path(args))))
+
+
+# --- hearth bench window ---------------------------------------------------------------------------------------
+def _add_window(kinds) -> None:
+    p = kinds.add_parser("window", help="StreamingLLM window: flat memory and speed over a long generation",
+                         description=window.__doc__.split("\n\n", 1)[1],
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_args(p)
+    for action in p._actions:  # also accepted before `window`; don't let the defaults here undo those
+        if action.dest in ("model", "threads", "gpu_layers"):
+            action.default = argparse.SUPPRESS
+    p.add_argument("--tokens", type=int, default=20000, metavar="N", help="tokens to generate (default 20000)")
+    p.add_argument("--ctx", type=int, default=1024, metavar="N", help="context size (default 1024)")
+    p.add_argument("--compare-tokens", type=int, metavar="N",
+                   help="tokens for the truncate-middle run (default: --tokens; 0 skips it)")
+    p.add_argument("--ppl-tokens", type=int, default=3000, metavar="N", help="text length for perplexity (default 3000)")
+    p.add_argument("--ppl-window", type=int, default=256, metavar="W", help="window for perplexity (default 256)")
+    p.add_argument("--sinks", type=int, default=4, metavar="N", help="attention sinks (default 4)")
+    p.add_argument("--plot", metavar="PATH", help="save the tok/s and RSS series as a PNG")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_run_window)
+
+
+def _run_window(args) -> int:
+    def plot(path: str, result: dict) -> None:
+        from app.ui.bench.window_plot import save_plot
+
+        save_plot(path, result)
+
+    return window.run(_options(window.WindowOptions, args, model=model_path(args)), plot)
+
+
+# --- hearth bench matrix ---------------------------------------------------------------------------------------
+def _add_matrix(kinds) -> None:
+    p = kinds.add_parser("matrix", help="F16 / INT8 / INT4 / +speculative / combined, on this machine",
+                         description=matrix.__doc__.split("\n\n", 1)[1],
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", metavar="PATH|NAME", default=argparse.SUPPRESS,
+                   help="GGUF file or library name (default: the bundled model)")
+    p.add_argument("--threads", type=int, metavar="N", default=argparse.SUPPRESS,
+                   help="CPU threads (default: physical cores)")
+    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure (default 3)")
+    p.add_argument("--quick", action="store_true", help="short answers and one run each: a first look")
+    p.add_argument("--draft-model", metavar="PATH|NAME", help="also try this draft model in the speculative rows")
+    p.add_argument("--rows", metavar="ID,...",
+                   help=f"only these configurations ({', '.join(r['id'] for r in matrix_plan.ROWS)})")
+    p.add_argument("--set", action="append", default=[], metavar="ROW.KEY=VALUE", dest="settings",
+                   help="change a configuration, e.g. combined.kv_type=q4_0 (keys: qtype, kv_type, flash_attn)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="stop a configuration after S seconds and mark it failed (default 600)")
+    p.add_argument("--no-interleave", dest="interleave", action="store_false",
+                   help="run each configuration's repeats in one process instead of in rounds over all of them "
+                   "(fewer model loads, for big models; less fair when other programs run)")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.add_argument("--csv", metavar="PATH", help="also write the table as CSV")
+    p.add_argument("--plot", metavar="PATH", help="also write a bar chart PNG")
+    p.add_argument("--no-save", action="store_true", help="do not keep the result under the data folder's bench/")
+    p.set_defaults(func=_run_matrix)
+
+
+def _run_matrix(args) -> int:
+    def plot(result: dict, path: str) -> None:
+        from app.ui.bench.matrix_plot import save_plot
+
+        save_plot(result, path)
+
+    return matrix.run(_options(matrix_plan.MatrixOptions, args), plot)
+
+
+# --- hearth bench compare --------------------------------------------------------------------------------------
+def _add_compare(kinds) -> None:
+    p = kinds.add_parser("compare", help="two saved `bench matrix` results side by side",
+                         description=compare.__doc__.split("\n\n", 1)[1])
+    p.add_argument("a", metavar="A.json")
+    p.add_argument("b", metavar="B.json")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=lambda args: compare.run(_options(compare.CompareOptions, args)))
+
+
+# --- hearth bench gui ------------------------------------------------------------------------------------------
+def _add_gui(kinds) -> None:
+    from app.ui.bench import gui_bench  # Qt itself is imported only when the GUI side runs
+
+    p = kinds.add_parser("gui", help="generation speed with the window and graphs open vs headless",
+                         description=gui_bench.__doc__.split("\n\n")[0])
+    add_model_args(p)
+    p.add_argument("--tokens", type=int, default=256, metavar="N", help="tokens generated per run (default 256)")
+    p.add_argument("--repeats", type=int, default=7, metavar="N",
+                   help="pairs of runs (default 7); medians are reported")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=lambda args: gui_bench.run(_options(gui_bench.GuiBenchOptions, args, model=model_path(args))))

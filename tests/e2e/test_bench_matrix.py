@@ -76,7 +76,7 @@ def test_every_configuration_is_reported_with_medians_and_spread(full):
 
 @pytest.mark.slow
 def test_a_failed_configuration_is_shown_failed_with_the_reason(full):
-    from app.bench.matrix import format_markdown, table_rows
+    from app.bench.matrix_report import format_markdown, table_rows
 
     row = rows_by_id(full["result"])["q8_0"]
     assert row["status"] == "failed"

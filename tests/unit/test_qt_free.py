@@ -1,4 +1,4 @@
-"""app.core and app.engine must work without Qt: the CLI and the tests drive them headless."""
+"""app.core, app.engine and app.bench must work without Qt: the CLI and the tests drive them headless."""
 
 import subprocess
 import sys
@@ -13,9 +13,9 @@ class BlockQt:
         return None
 
 sys.meta_path.insert(0, BlockQt())
-import app.core, app.engine
+import app.bench, app.core, app.engine
 names = []
-for pkg in (app.core, app.engine):
+for pkg in (app.core, app.engine, app.bench):
     for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
         importlib.import_module(info.name)
         names.append(info.name)
@@ -24,7 +24,7 @@ print(len(names))
 """
 
 
-def test_core_and_engine_import_without_qt():
+def test_core_engine_and_bench_import_without_qt():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout.strip()) >= 10  # every module was imported, not just the packages

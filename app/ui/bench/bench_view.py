@@ -10,7 +10,6 @@ opened again to compare.
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton,
                                QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from app.core.errors import HearthError
+from app.bench.matrix_report import table_rows, write_csv
+from app.bench.results import load_result, write_json
 from app.ui.models.jobs import JobBar
 from app.ui.worker import Tasks
 
@@ -34,23 +34,6 @@ def _matrix():
     from app.bench import matrix
 
     return matrix
-
-
-def read_result(path: str) -> dict:
-    try:
-        result = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise HearthError(f"{Path(path).name} is not a readable benchmark result ({exc}).") from None
-    if not isinstance(result, dict) or result.get("kind") != "hearth-bench-matrix":
-        raise HearthError(f"{Path(path).name} is not a result of `hearth bench matrix`.")
-    return result
-
-
-def write_json(result: dict, path: str) -> None:
-    try:
-        Path(path).write_text(json.dumps(result, indent=2), encoding="utf-8")
-    except OSError as exc:
-        raise HearthError(f"Could not write {path}: {exc.strerror or exc}.") from None
 
 
 class BenchView(QWidget):
@@ -200,7 +183,7 @@ class BenchView(QWidget):
         name = self.workload.currentData()
         if self.result is None or name is None:
             return
-        rows = _matrix().table_rows(self.result, name)
+        rows = table_rows(self.result, name)
         self.table.clear()
         self.table.setColumnCount(len(rows[0]))
         self.table.setRowCount(len(rows) - 1)
@@ -260,7 +243,7 @@ class BenchView(QWidget):
             self.open_result(path)
 
     def open_result(self, path: str) -> None:
-        self.tasks.run(lambda: read_result(path), self.show_result, self._on_failed, "open-result")
+        self.tasks.run(lambda: load_result(path), self.show_result, self._on_failed, "open-result")
 
     def _on_export_clicked(self, kind: str) -> None:
         if self.result is None:
@@ -272,7 +255,7 @@ class BenchView(QWidget):
 
     def export(self, kind: str, path: str) -> None:
         result = self.result
-        write = write_json if kind == "json" else _matrix().write_csv
+        write = write_json if kind == "json" else write_csv
         self.tasks.run(lambda: write(result, path), lambda _r: self.caption.setText(f"Saved {path}."),
                        self._on_failed, "export")
 

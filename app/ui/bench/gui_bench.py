@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from dataclasses import dataclass
 
-from app.commands.options import add_model_args, model_path
+from app.bench.model_options import ModelOptions
 from app.core.modelfile import check_model_file
 from app.engine.client import EngineClient
 from app.engine.protocol import DONE, LoadOptions, SamplingOptions
@@ -25,15 +26,11 @@ PROMPT = "Write a long story about a lighthouse keeper and the sea."
 BOUND = 0.97
 
 
-def register(kinds) -> None:
-    p = kinds.add_parser("gui", help="generation speed with the window and graphs open vs headless",
-                         description=__doc__.split("\n\n")[0])
-    add_model_args(p)
-    p.add_argument("--tokens", type=int, default=256, metavar="N", help="tokens generated per run (default 256)")
-    p.add_argument("--repeats", type=int, default=7, metavar="N",
-                   help="pairs of runs (default 7); medians are reported")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
+@dataclass
+class GuiBenchOptions(ModelOptions):
+    tokens: int = 256  # generated per run
+    repeats: int = 7  # pairs of runs
+    json: bool = False
 
 
 def _sampling(tokens: int) -> SamplingOptions:
@@ -99,8 +96,8 @@ class GuiRunner:
         self.window.close()
 
 
-def run(args) -> int:
-    path = model_path(args)
+def run(args: GuiBenchOptions) -> int:
+    path = args.model
     check_model_file(path)
     options = LoadOptions(model_path=path, n_threads=args.threads, n_gpu_layers=args.gpu_layers)
     headless: list[float] = []
