@@ -73,3 +73,19 @@ def model_variant(tmp_path_factory, bundled_model):
         return made[kind]
 
     return get
+
+
+def pytest_sessionstart(session) -> None:
+    """Say which machine a report came from, even with -q: llama.cpp's kernels round differently per
+    instruction set, so a failure on one CPU may not show on another."""
+    from app.core.machine import cpu_summary
+
+    try:
+        import llama_cpp
+
+        build = f"llama-cpp-python {llama_cpp.__version__}"
+    except ImportError:
+        build = "llama-cpp-python not installed"
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"hearth tests on: {cpu_summary()}; {build}")

@@ -79,19 +79,30 @@ def generate(dec: Decoder, prompt: str, speculator, sampling: SamplingOptions | 
     return list(dec.tokens), done, events
 
 
+def last_logits(rt, dec: Decoder, tokens: list[int], chunk: int) -> np.ndarray:
+    dec.reset()
+    for start in range(0, len(tokens), chunk):
+        dec.eval_tokens(tokens[start : start + chunk])
+    return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(rt.ctx, -1), shape=(rt.n_vocab,)).copy()
+
+
 def assert_same_or_near_tie(rt, dec: Decoder, plain: list[int], spec: list[int]) -> None:
-    """Equal, or at the first difference the target's two best logits lie within 1e-3 relative."""
+    """Equal, or at the first difference the two answers' tokens are the target's best two, and their gap
+    is within what evaluating in other batch sizes moves them (speculation verifies in batches; llama.cpp's
+    batched and single-token kernels round differently, by a different amount on each CPU)."""
     assert len(plain) == len(spec)
     i = next((j for j, (a, b) in enumerate(zip(plain, spec)) if a != b), None)
     if i is None:
         return
-    dec.reset()
-    dec.eval_tokens(plain[:i])
-    logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(rt.ctx, -1), shape=(rt.n_vocab,)).copy()
-    best2 = np.argsort(logits)[-2:]
-    top, second = logits[best2[1]], logits[best2[0]]
+    batched = last_logits(rt, dec, plain[:i], len(plain))
+    stepped = last_logits(rt, dec, plain[:i], 1)
+    best2 = np.argsort(batched)[-2:]
+    top, second = batched[best2[1]], batched[best2[0]]
     assert {plain[i], spec[i]} == set(best2.tolist()), f"position {i}: the outputs disagree beyond a tie"
-    assert abs(top - second) <= 1e-3 * abs(top), f"position {i}: {top} vs {second} is no near-tie"
+    # The kernels' rounding at these two tokens, measured here: the gap may be up to both moving apart.
+    noise = float(np.abs(batched[best2] - stepped[best2]).max())
+    assert abs(top - second) <= max(2 * noise, 1e-3 * abs(top)), (
+        f"position {i}: {top} vs {second} is no near-tie (batch sizes moved them by {noise:.4f})")
 
 
 def test_lookup_drafts_continue_the_latest_match():

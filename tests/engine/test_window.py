@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from app.core.errors import GenerationError
-from app.engine.decode import Decoder
+from app.engine.decode import Decoder, fill_batch
 from app.engine.protocol import DONE, STATS, LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.session import Session
@@ -110,26 +110,46 @@ def kv_span(rt) -> tuple[int, int]:
     return (llama_cpp.llama_memory_seq_pos_min(rt.memory, 0), rt.kv_pos_max())
 
 
-def assert_cache_matches_history(session: Session, min_cos: float) -> None:
-    """The KV cache holds exactly decoder.tokens at positions 0..n-1, and means what they say.
+def assert_cache_consistent(session: Session) -> None:
+    """Exact: the KV cache holds decoder.tokens at positions 0..n-1, and llama.cpp takes the next token there.
 
-    The last logits (computed through every shift) are compared with those of evaluating the
-    same tokens afresh. After a rebuild they are equal up to rounding. After a window shift
-    they are only close: the entries that stay were computed while the dropped tokens were
-    still in view (StreamingLLM does not recompute them). A wrong position does not get here:
-    llama.cpp refuses the next decode.
+    (A wrong position does not get past the decode: llama.cpp refuses a position that does not follow.)
     """
     rt, tokens = session.rt, session.decoder.tokens
     assert kv_span(rt) == (0, len(tokens) - 1)
-    shifted = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(rt.ctx, -1), shape=(rt.n_vocab,)).copy()
+    if len(tokens) < rt.n_ctx:
+        n = len(tokens)
+        session.decoder.eval_tokens([tokens[-1]])  # one more token at position n
+        assert kv_span(rt) == (0, n)
+        assert rt.kv_remove(n, -1)
+        del session.decoder.tokens[n:]
+
+
+# Evaluating the same tokens in other batch sizes (1, 7, 64, all at once) moved the last logits of the
+# bundled Q4_1 model by up to 0.83 in absolute value and to a cosine of 0.9957 against each other (AMD EPYC,
+# AVX2, 1 and 2 threads, extra buffer types on and off); the same batch sizes gave identical logits. So a
+# cache that was evaluated in other batches than a fresh reference is compared with a cosine bound of 0.99,
+# not equality: on another instruction set the kernels round differently again.
+KERNEL_COS = 0.99
+
+
+def assert_cache_means_its_tokens(session: Session) -> None:
+    """Up to kernel rounding: the last logits equal those of evaluating decoder.tokens afresh.
+
+    Only for a cache whose entries were all computed with exactly these tokens in view (evaluated or rebuilt,
+    never shifted): after a StreamingLLM shift the entries that stay were computed while the dropped tokens
+    were still in view, which the window's perplexity test bounds instead.
+    """
+    rt, tokens = session.rt, session.decoder.tokens
+    kept = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(rt.ctx, -1), shape=(rt.n_vocab,)).copy()
+    assert_cache_consistent(session)  # after reading the logits: it decodes one more token
     fresh_rt = Runtime(rt.options, extra_bufts=False)
     fresh = Decoder(fresh_rt)
     try:
         fresh.eval_tokens(list(tokens))
         ref = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(fresh_rt.ctx, -1), shape=(rt.n_vocab,))
-        assert int(shifted.argmax()) == int(ref.argmax())
-        cos = float(shifted @ ref / (np.linalg.norm(shifted) * np.linalg.norm(ref)))
-        assert cos > min_cos, cos
+        cos = float(kept @ ref / (np.linalg.norm(kept) * np.linalg.norm(ref)))
+        assert cos > KERNEL_COS, cos
     finally:
         fresh.close()
         fresh_rt.close()
@@ -172,7 +192,67 @@ def test_window_shifts_when_full_by_half_the_movable_part(sessions):
     kv_text = text_of(s.rt, s.decoder.tokens[head:])
     last_piece = 16  # the last sampled token ends the answer without being evaluated
     assert done["text"].find(kv_text, len(done["text"]) - len(kv_text) - last_piece) >= 0
-    assert_cache_matches_history(s, min_cos=0.95)
+    assert_cache_consistent(s)
+
+
+def perplexity_through_the_window(rt: Runtime, tokens: list[int], policy=None, step: int = 16) -> float:
+    """Perplexity of tokens scored position by position, each chunk made room for by the engine's own
+    context policy (Decoder.room_for -> the window's remove + shift), as generation would."""
+    dec = Decoder(rt)
+    dec.context_policy = policy
+    batch = llama_cpp.llama_batch_init(step, 0, 1)
+    nll, scored = 0.0, 0
+    try:
+        for start in range(0, len(tokens) - 1, step):
+            part = tokens[start : start + step]
+            assert dec.room_for(len(part))
+            fill_batch(batch, part, len(dec.tokens), logits_all=True)
+            assert llama_cpp.llama_decode(rt.ctx, batch) == 0
+            dec.tokens.extend(part)
+            targets = np.array(tokens[start + 1 : start + 1 + len(part)])
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits(rt.ctx), shape=(len(part), rt.n_vocab))
+            logits = logits[: len(targets)].astype(np.float64)
+            top = logits.max(axis=1)
+            lse = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
+            nll += float((lse - logits[np.arange(len(targets)), targets]).sum())
+            scored += len(targets)
+        assert kv_span(rt) == (0, len(dec.tokens) - 1)
+    finally:
+        llama_cpp.llama_batch_free(batch)
+        dec.close()
+    return float(np.exp(nll / scored))
+
+
+def test_window_perplexity_stays_near_the_full_cache_and_the_sinks_matter(bundled_model):
+    """StreamingLLM's result, through the engine's own shifts: with attention sinks a window that has
+    dropped most of the text scores it nearly as well as the full cache; without sinks clearly worse.
+
+    Measured (600 tokens of Python's pydoc topics, 256-token window, 22 shifts; 1 and 2 threads, extra
+    buffer types on and off alike): full 16.35, 4 sinks 17.15 (1.05x), no sinks 26.64 (1.63x). The bounds
+    leave room for other kernels' rounding, far more than it moves a perplexity, and still fail a window
+    that keeps the wrong tokens (the no-sink run is one).
+    """
+    from app.bench.window import long_text
+    from app.engine.window import make_policy
+
+    full_rt = Runtime(LoadOptions(model_path=str(bundled_model), n_ctx=1024, n_threads=1), extra_bufts=False)
+    try:
+        tokens = full_rt.tokenize(long_text(), add_special=True)[:600]
+        full = perplexity_through_the_window(full_rt, tokens)
+    finally:
+        full_rt.close()
+    windowed = {}
+    for sinks in (4, 0):
+        rt = Runtime(options(bundled_model), extra_bufts=False)
+        try:
+            policy = make_policy("window", rt, sinks, keep_system=False, fraction=0.0)
+            windowed[sinks] = perplexity_through_the_window(rt, tokens, policy)
+            assert policy.shifts >= 10 and policy.dropped > 300
+        finally:
+            rt.close()
+    print(f"perplexity: full {full:.2f}, window 4 sinks {windowed[4]:.2f}, no sinks {windowed[0]:.2f}")
+    assert windowed[4] <= 1.2 * full
+    assert windowed[0] >= 1.25 * windowed[4]
 
 
 def test_system_prompt_survives_shifting_unless_told_otherwise(sessions):
@@ -201,8 +281,8 @@ def test_prompt_longer_than_the_context_keeps_sinks_system_and_the_end(sessions)
     seen = text_of(s.rt, s.decoder.tokens)
     assert "Biscuit" in seen and "Which item came last?" in seen and "item399" in seen
     assert "item0 " not in seen
-    assert done["window"]["dropped"] > 300
-    assert_cache_matches_history(s, min_cos=0.999)
+    assert done["window"]["dropped"] > 300 and done["window"]["shifts"] == 0
+    assert_cache_means_its_tokens(s)
 
 
 def test_stop_policy_ends_the_answer_and_refuses_a_long_prompt(sessions):
@@ -231,7 +311,7 @@ def test_fallback_to_truncate_middle_when_the_cache_cannot_shift(sessions, no_sh
         assert call["len_after"] == CTX - drop and call["kv_after"] == (0, CTX - drop - 1)
     assert window["reevaluated"] == sum(CTX - (CTX - c["head"]) // 2 - c["head"] for c in seen)
     assert all(ev["window"]["notice"] == NO_SHIFT_NOTICE for ev in stats)
-    assert_cache_matches_history(s, min_cos=0.999)
+    assert_cache_means_its_tokens(s)
 
 
 def test_cancel_during_a_truncate_middle_rebuild_leaves_a_consistent_cache(sessions, no_shift_model):
