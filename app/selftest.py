@@ -113,10 +113,9 @@ def check_engine() -> str:
         info = client.load(P.LoadOptions(model_path=str(bundled_model_path()), n_ctx=512), timeout=LOAD_TIMEOUT_S)
         load_s = time.perf_counter() - started
         sampling = P.SamplingOptions(max_tokens=MAX_TOKENS, temperature=0.0, seed=1)
-        command = {"cmd": P.CHAT, "messages": [{"role": "user", "content": PROMPT}], "sampling": sampling.to_dict()}
         done = {}
-        for event in client.stream(command, timeout=GENERATE_TIMEOUT_S):
-            if event.get("ev") == P.DONE:
+        for event in client.chat([{"role": "user", "content": PROMPT}], sampling, timeout=GENERATE_TIMEOUT_S):
+            if isinstance(event, P.Done):
                 done = event
         text = " ".join(str(done.get("text", "")).split())
         if not done.get("completion_tokens") or not text:

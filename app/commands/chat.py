@@ -9,9 +9,10 @@ import sys
 import threading
 
 from app.commands.options import add_load_args, add_sampling_args, load_options, sampling_options
+from app.core.errors import EngineCrashed
 from app.core.modelfile import check_model_file
 from app.engine.client import EngineClient
-from app.engine.protocol import DONE, STATS, TOKEN
+from app.engine.protocol import Done, Token
 
 HELP = "Commands: /reset starts over, /exit quits. Ctrl-C stops an answer; Ctrl-D quits."
 
@@ -40,14 +41,11 @@ def _answer(client: EngineClient, messages: list[dict], sampling, echo: bool) ->
         signal.signal(signal.SIGINT, lambda *_: client.cancel())
     try:
         for event in client.chat(messages, sampling):
-            kind = event["ev"]
-            if kind == TOKEN and echo:
-                sys.stdout.write(event["text"])
+            if isinstance(event, Token) and echo:
+                sys.stdout.write(event.text)
                 sys.stdout.flush()
-            elif kind == DONE:
+            elif isinstance(event, Done):
                 done = event
-            elif kind == STATS:
-                pass
     finally:
         if in_main:
             signal.signal(signal.SIGINT, previous)
@@ -103,7 +101,15 @@ def interactive(client: EngineClient, info: dict, system: str | None, sampling) 
         history.append({"role": "user", "content": line})
         sys.stdout.write("\nassistant> ")
         sys.stdout.flush()
-        done = _answer(client, _messages(system, history), sampling, echo=True)
+        try:
+            done = _answer(client, _messages(system, history), sampling, echo=True)
+        except EngineCrashed as exc:
+            # The supervisor restarts the engine with the model; the conversation stays here.
+            history.pop()
+            print(f"\nhearth: {exc} Restarting the engine; the conversation is kept, send the message again.",
+                  file=sys.stderr)
+            client.wait_loaded()
+            continue
         history.append({"role": "assistant", "content": done.get("text", "")})
         if done.get("finish_reason") == "cancelled":
             print("\n(stopped)")

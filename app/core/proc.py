@@ -78,6 +78,11 @@ def exit_reason(code: int | None) -> str:
     return f"it exited with code {code}"
 
 
+def _json_object(raw: bytes) -> dict | None:
+    event = json.loads(raw)
+    return event if isinstance(event, dict) else None
+
+
 # --- the parent's side ----------------------------------------------------------------------------------------
 
 class JsonChild:
@@ -89,13 +94,20 @@ class JsonChild:
     """
 
     def __init__(self, module: str, *args: str, log: IO[bytes] | None = None, stdin: bytes | None = None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, on_event: Callable[[dict | None], None] | None = None,
+                 decode: Callable[[bytes], dict | None] | None = None, interactive: bool = False):
+        """stdin: bytes the child reads once (then end of file). interactive: keep stdin open for send().
+        on_event: called on the reader thread with each event, and with None when stdout ends, instead of
+        queueing them for events(). decode: bytes -> event (or None for a line that is not one)."""
         self.log = log
+        self._decode = decode or _json_object
         self.proc = subprocess.Popen(child_command(module, *args),
-                                     stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                                     stdin=subprocess.PIPE if interactive or stdin is not None else subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=log if log is not None else subprocess.DEVNULL,
                                      env=child_env(env))
         self._lines: queue.Queue = queue.Queue()
+        self._deliver = on_event or self._lines.put
+        self._write_lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, name=f"{module}-reader", daemon=True)
         self._reader.start()
         if stdin is not None:
@@ -106,19 +118,34 @@ class JsonChild:
                 pass
 
     def _read(self) -> None:
+        deliver, decode = self._deliver, self._decode
         for raw in self.proc.stdout:
             try:
-                event = json.loads(raw)
+                event = decode(raw)
             except ValueError:
                 event = None
-            if isinstance(event, dict):
-                self._lines.put(event)
+            if event is not None:
+                deliver(event)
             elif self.log is not None and raw.strip():
                 try:
                     self.log.write(raw)
                 except (OSError, ValueError):
                     pass
-        self._lines.put(None)
+        deliver(None)
+
+    def send(self, data: bytes) -> None:
+        """Write to an interactive child's stdin; OSError (BrokenPipeError) when it is gone."""
+        with self._write_lock:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def join_reader(self, timeout: float = 2.0) -> None:
+        if self._reader is not threading.current_thread():
+            self._reader.join(timeout=timeout)
 
     def events(self, on_tick: Callable[[], None] | None = None, tick_s: float = 0.1) -> Iterator[dict]:
         """Each decoded event until the child closes its stdout. on_tick() runs before every wait of at most

@@ -4,7 +4,8 @@ The protocol channel is a private duplicate of the original stdout; fd 1 is
 pointed at stderr so that anything llama.cpp prints cannot corrupt it.
 stderr is the engine log that the client keeps (and shows after a crash).
 Cancel is handled by the reader thread at once; everything else runs in
-order on the main thread.
+order on the main thread. Every event carries the id of the command it
+answers (see app.engine.protocol).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class Host:
         self.write_lock = threading.Lock()
         self.commands: queue.Queue = queue.Queue()
         self.cancelled = threading.Event()
+        self.running: int | None = None  # the id of the command being carried out
         self.session = None  # app.engine.session.Session once a model is loaded
 
     def emit(self, event: dict) -> None:
@@ -45,11 +47,13 @@ class Host:
             try:
                 msg = P.decode(line)
             except ValueError:
-                self.emit({"ev": P.ERROR, "message": "The engine received a malformed command.", "kind": "protocol"})
+                self.emit(P.failed(P.ErrorKind.PROTOCOL, "The engine received a malformed command."))
                 continue
             cmd = msg.get("cmd")
             if cmd == P.CANCEL:
-                self.cancelled.set()
+                # One request runs at a time: a cancel names it, or any (None), never the next one.
+                if msg.get("target") in (None, self.running):
+                    self.cancelled.set()
                 continue
             if cmd in (P.CHAT, P.COMPLETE, P.LOAD):
                 # Cleared here, in arrival order, so a cancel sent right after is never lost.
@@ -66,32 +70,46 @@ class Host:
             if cmd == P.SHUTDOWN:
                 self._unload()
                 return 0
+            self.running = msg.get("id")
             try:
                 self.dispatch(cmd, msg)
             except HearthError as exc:
-                event = {"ev": P.ERROR, "message": str(exc), "kind": type(exc).__name__, "id": msg.get("id")}
+                event = P.failed(P.ErrorKind.of(exc), str(exc), msg.get("id"))
                 if cmd == P.LOAD and self.session is not None:
                     event["kept"] = self.session.describe()  # refused before unloading: this model is still here
                 self.emit(event)
             except Exception as exc:  # a bug: keep the engine alive, log the traceback
                 traceback.print_exc()
-                self.emit({"ev": P.ERROR, "message": f"Internal engine error: {exc}", "kind": "internal",
-                           "id": msg.get("id")})
+                self.emit(P.failed(P.ErrorKind.INTERNAL, f"Internal engine error: {exc}", msg.get("id")))
+            finally:
+                self.running = None
+
+    def tagged(self, request_id: int | None):
+        """An emitter that stamps each event with the request it belongs to."""
+        emit = self.emit
+
+        def emit_for_request(event: dict) -> None:
+            event["id"] = request_id
+            emit(event)
+
+        return emit_for_request
 
     def dispatch(self, cmd: str, msg: dict) -> None:
+        rid = msg.get("id")
         if cmd == P.LOAD:
             options = P.LoadOptions.from_dict(msg.get("options"))
             preflight(options)  # before the current model is let go: a refused file costs nothing
             self._unload()
             from app.engine.session import Session
 
-            self.session = Session.load(options, probe_model=_probe_model(options), progress=self._load_progress())
-            self.emit({"ev": P.LOADED, "id": msg.get("id"), **self.session.describe()})
+            self.session = Session.load(options, probe_model=_probe_model(options),
+                                        progress=self._load_progress(rid))
+            self.emit({"ev": P.LOADED, "id": rid, **self.session.describe()})
         elif cmd in (P.CHAT, P.COMPLETE):
             if self.session is None:
                 raise HearthError("No model is loaded.")
             sampling = P.SamplingOptions.from_dict(msg.get("sampling"))
-            emit = coalescing(self.emit, float(msg.get("stream_interval_ms") or 0))
+            emit = coalescing(self.tagged(rid), float(msg.get("stream_interval_ms") or 0))
             try:
                 if cmd == P.CHAT:
                     result = self.session.chat(msg.get("messages") or [], sampling, emit, self.cancelled)
@@ -101,19 +119,18 @@ class Host:
                 if isinstance(emit, TokenCoalescer):  # the tokens generated reach the client before the error
                     emit.flush()
                 raise
-            result["id"] = msg.get("id")
             emit(result)  # after the last merged tokens
         elif cmd == P.RESET:
             if self.session is not None:
                 self.session.reset()
-            self.emit({"ev": P.OK, "id": msg.get("id"), "cmd": cmd})
+            self.emit({"ev": P.OK, "id": rid, "cmd": cmd})
         elif cmd == P.UNLOAD:
             self._unload()
-            self.emit({"ev": P.OK, "id": msg.get("id"), "cmd": cmd})
+            self.emit({"ev": P.OK, "id": rid, "cmd": cmd})
         else:
             raise HearthError(f"The engine does not know the command '{cmd}'.")
 
-    def _load_progress(self):
+    def _load_progress(self, request_id: int | None):
         """Progress events at most every 0.1 s; a cancel stops the load."""
         last = [0.0]
 
@@ -121,7 +138,7 @@ class Host:
             now = time.monotonic()
             if now - last[0] >= 0.1 or fraction >= 1.0:
                 last[0] = now
-                self.emit({"ev": P.PROGRESS, "fraction": round(float(fraction), 3)})
+                self.emit({"ev": P.PROGRESS, "id": request_id, "fraction": round(float(fraction), 3)})
             return not self.cancelled.is_set()
 
         return progress

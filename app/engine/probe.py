@@ -19,7 +19,8 @@ import time
 
 from app.core import paths
 from app.core.jsonstore import read_json, write_json
-from app.engine.spawn import child_command, child_env
+from app.core.machine import cpu_name
+from app.core.proc import child_command, child_env
 
 PROBE_OK = "HEARTH_PROBE_OK"
 PROBE_TIMEOUT_S = 120
@@ -28,22 +29,11 @@ PROBE_TIMEOUT_S = 120
 SIMULATE_CRASH_ENV = "HEARTH_SIMULATE_EXTRA_BUFT_CRASH"
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def machine_key() -> str:
     import llama_cpp
 
     info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
-    raw = "|".join([llama_cpp.__version__, info, _cpu_name(), platform.machine()])
+    raw = "|".join([llama_cpp.__version__, info, cpu_name(), platform.machine()])
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 

@@ -1,15 +1,27 @@
-"""The typed protocol between the engine client and the engine host.
+"""The typed protocol between every engine client and the engine host.
 
 Commands go to the host, events come back, one JSON object per line over the
 child's stdin/stdout. Option dataclasses travel as plain dicts.
+
+Every command carries a request id ("id") and every event the host sends for
+it carries the same id, so several clients (the window, the CLI, the API
+server) can share one engine and a late event of a finished or cancelled
+request is recognised as such. On the client side events are typed: each kind
+is a subclass of dict (the wire object, so figures stay addressable by key and
+the CLI's JSON output is the event itself) with the accessors that kind has.
+Error kinds are an enum, never compared as free strings.
 """
 
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring as _encode_str
 from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from json.encoder import encode_basestring as _encode_str
 from typing import Any
+
+from app.core.errors import (EngineBusy, EngineCrashed, GenerationError, HearthError, ModelFileError,
+                             ModelLoadError, ModelTooBig)
 
 # Commands (client -> host)
 LOAD = "load"
@@ -29,6 +41,7 @@ ERROR = "error"
 READY = "ready"  # host process is up and reading commands
 PROGRESS = "progress"  # model loading, {fraction}
 OK = "ok"  # a command without a result finished (reset, unload)
+EXITED = "exited"  # client side only: the process ended because it was asked to
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 FLASH_ATTN = ("auto", "on", "off")
@@ -89,12 +102,155 @@ class SamplingOptions(_Options):
         return self.temperature <= 0.0
 
 
+class ErrorKind(str, Enum):
+    """Why a command failed; each kind maps to the HearthError subclass a blocking caller sees."""
+
+    ENGINE_CRASHED = "EngineCrashed"
+    MODEL_FILE = "ModelFileError"
+    MODEL_LOAD = "ModelLoadError"
+    MODEL_TOO_BIG = "ModelTooBig"
+    GENERATION = "GenerationError"
+    BUSY = "EngineBusy"
+    OTHER = "HearthError"  # a HearthError without a kind of its own
+    PROTOCOL = "protocol"  # a malformed command: a client bug
+    INTERNAL = "internal"  # an engine bug; the traceback is in the engine log
+
+    @classmethod
+    def of(cls, exc: BaseException) -> "ErrorKind":
+        for klass in type(exc).__mro__:
+            kind = _KIND_OF_CLASS.get(klass)
+            if kind is not None:
+                return kind
+        return cls.INTERNAL
+
+    @classmethod
+    def parse(cls, value: Any) -> "ErrorKind":
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.INTERNAL
+
+    def error(self, message: str) -> HearthError:
+        """The exception a blocking caller raises for an error event of this kind."""
+        return _CLASS_OF_KIND.get(self, HearthError)(message)
+
+
+_CLASS_OF_KIND = {
+    ErrorKind.ENGINE_CRASHED: EngineCrashed,
+    ErrorKind.MODEL_FILE: ModelLoadError,  # a file the engine cannot load is a failed load to the caller
+    ErrorKind.MODEL_LOAD: ModelLoadError,
+    ErrorKind.MODEL_TOO_BIG: ModelTooBig,
+    ErrorKind.GENERATION: GenerationError,
+    ErrorKind.BUSY: EngineBusy,
+}
+_KIND_OF_CLASS = {
+    EngineCrashed: ErrorKind.ENGINE_CRASHED, ModelFileError: ErrorKind.MODEL_FILE,
+    ModelTooBig: ErrorKind.MODEL_TOO_BIG, ModelLoadError: ErrorKind.MODEL_LOAD,
+    GenerationError: ErrorKind.GENERATION, EngineBusy: ErrorKind.BUSY, HearthError: ErrorKind.OTHER,
+}
+
+
+# --- events (client side) ---------------------------------------------------
+class Event(dict):
+    """One event from the engine, as its wire object; subclasses say which kind."""
+
+    KIND = ""
+
+    @property
+    def request_id(self) -> int | None:
+        return self.get("id")
+
+
+class Ready(Event):
+    KIND = READY
+
+
+class Loaded(Event):
+    """A model is loaded; the event is its description (app.engine.session.Session.describe)."""
+
+    KIND = LOADED
+
+
+class Progress(Event):
+    KIND = PROGRESS
+
+    @property
+    def fraction(self) -> float:
+        return float(self.get("fraction", 0.0))
+
+
+class Token(Event):
+    KIND = TOKEN
+
+    @property
+    def text(self) -> str:
+        return self["text"]
+
+
+class Stats(Event):
+    """Live figures while an answer is generated (tokens/s, context fill, window, drafts)."""
+
+    KIND = STATS
+
+
+class Done(Event):
+    """The answer is complete: its text, finish_reason and figures."""
+
+    KIND = DONE
+
+
+class Ok(Event):
+    KIND = OK
+
+
+class Exited(Event):
+    KIND = EXITED
+
+
+class Failed(Event):
+    """A command failed, or the engine died (kind ENGINE_CRASHED, with its log)."""
+
+    KIND = ERROR
+
+    @property
+    def kind(self) -> ErrorKind:
+        return ErrorKind.parse(self.get("kind"))
+
+    @property
+    def message(self) -> str:
+        return self.get("message") or "The engine reported an error."
+
+    @property
+    def kept(self) -> dict | None:
+        """For a refused load: the model the engine still has loaded (refused before unloading)."""
+        return self.get("kept")
+
+    def error(self) -> HearthError:
+        return self.kind.error(self.message)
+
+
+EVENT_TYPES: dict[str, type[Event]] = {cls.KIND: cls for cls in
+                                       (Ready, Loaded, Progress, Token, Stats, Done, Ok, Exited, Failed)}
+
+
+def failed(kind: ErrorKind, message: str, request_id: int | None = None, **detail: Any) -> Failed:
+    return Failed({"ev": ERROR, "id": request_id, "kind": kind.value, "message": message, **detail})
+
+
 def encode(message: dict[str, Any]) -> bytes:
-    if len(message) == 2 and message.get("ev") == TOKEN:
+    if message.get("ev") == TOKEN and len(message) == 3:
         # The per-token event: the C string encoder alone is several times faster than json.dumps.
-        return b'{"ev":"token","text":' + _encode_str(message["text"]).encode("utf-8") + b"}\n"
+        return (b'{"ev":"token","id":%d,"text":' % message["id"]
+                + _encode_str(message["text"]).encode("utf-8") + b"}\n")
     return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
 def decode(line: bytes) -> dict[str, Any]:
     return json.loads(line.decode("utf-8"))
+
+
+def decode_event(line: bytes) -> Event | None:
+    """The typed event a line of the host's output carries; None for a line that is not one."""
+    data = decode(line)
+    cls = EVENT_TYPES.get(data.get("ev")) if isinstance(data, dict) else None
+    return cls(data) if cls is not None else None

@@ -1,27 +1,21 @@
-"""The engine client as a QObject: engine events become queued Qt signals.
+"""The window's adapter to the backend seam: backend news become Qt signals.
 
-EngineClient delivers events on its reader thread; one internal signal carries
-them to the GUI thread (a queued connection, because the bridge lives there),
-where they fan out into past-tense signals. Starting the engine blocks until
-the child is up, so it runs in a short-lived worker thread; everything else
-is a non-blocking write to the engine's stdin. When the engine dies the bridge
-says so (`engine_crashed`) and brings it back with the last model.
+Everything that decides (starting, loading, falling back to the last good
+model, restarting after a crash) lives in the Qt-free supervisor
+(app.engine.supervisor), which the CLI and the API server use too. The
+supervisor reports on its own threads; signals emitted there reach the
+window's slots queued, on the GUI thread, in the order they were emitted.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from pathlib import Path
-
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from app.core.errors import HearthError
 from app.engine import protocol as P
-from app.engine.client import EngineClient
+from app.engine.backend import BackendListener
+from app.engine.supervisor import Supervisor
 
-MAX_CRASHES = 3  # within CRASH_WINDOW_S; then the engine restarts without a model
-CRASH_WINDOW_S = 60.0
 # Tokens arrive merged at most this often (app.engine.coalesce), matching the transcript's FLUSH_MS:
 # one event per token cost the window ~0.5 ms of CPU per token, CPU the engine's threads need.
 STREAM_INTERVAL_MS = 60
@@ -33,9 +27,6 @@ def model_title(info: dict | None) -> str:
 
 
 class EngineBridge(QObject):
-    # Internal: from the reader/worker thread to the GUI thread.
-    _event_arrived = Signal(object)
-
     engine_started = Signal()
     model_loading = Signal(object)  # LoadOptions
     model_loaded = Signal(object)
@@ -48,217 +39,121 @@ class EngineBridge(QObject):
     engine_crashed = Signal(str)
     engine_restarted = Signal()
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None, backend: Supervisor | None = None):
         super().__init__(parent)
-        self.client = EngineClient(on_event=self._from_engine, below_caller=True)
-        self.options: P.LoadOptions | None = None  # the model to keep loaded (reloaded after a crash)
-        self.info: dict | None = None
-        self.busy = False  # a chat command is running
-        self.loading = False
-        self._last_good: P.LoadOptions | None = None
-        self.failed_options: P.LoadOptions | None = None  # the last load that failed, and why (error kind)
-        self.load_error_kind: str | None = None
-        self._crash_times: list[float] = []
-        self._worker: threading.Thread | None = None
-        self._starting = False
-        self._closed = False
-        self._restarting = False
-        self._event_arrived.connect(self._on_event)
+        # below_caller: the engine yields the CPU to the window's thread (see EngineProcess).
+        self.backend = backend or Supervisor(below_caller=True)
+        self._listener = _Signals(self)
+        self.backend.add_listener(self._listener)
+        self.request_id: int | None = None  # the window's latest answer
+        self._busy = False  # that answer is still coming
 
-    # --- called on other threads ----------------------------------------
-    def _from_engine(self, event: dict) -> None:
-        if self._starting and event.get("ev") in (P.READY, P.ERROR):
-            # EngineClient.start() waits for these on its own queue.
-            self.client.events.put(event)
-            if event.get("ev") == P.READY:
-                return
-        if not self._closed:
-            self._event_arrived.emit(event)
-
-    def _start_and_load(self, options: P.LoadOptions | None) -> None:
-        self._starting = True
-        try:
-            self.client.start()
-        except HearthError as exc:
-            self._event_arrived.emit({"ev": "_start_failed", "message": str(exc)})
-            return
-        finally:
-            self._starting = False
-        self._event_arrived.emit({"ev": "_started"})
-        if options is not None:
-            self._send({"cmd": P.LOAD, "options": options.to_dict()})
-
-    def _send(self, message: dict) -> bool:
-        try:
-            self.client.send(message)
-            return True
-        except HearthError as exc:
-            self._event_arrived.emit({"ev": P.ERROR, "kind": "EngineCrashed", "message": str(exc)})
-            return False
-
-    # --- public API (GUI thread) ----------------------------------------
+    # --- state, as the supervisor has it ----------------------------------
     @property
     def pid(self) -> int | None:
-        return self.client.pid
+        return self.backend.pid
 
     @property
     def ready(self) -> bool:
-        return self.info is not None and not self.loading and self.client.alive
+        return self.backend.ready
 
+    @property
+    def loading(self) -> bool:
+        return self.backend.loading
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    @property
+    def info(self) -> dict | None:
+        return self.backend.info
+
+    @property
+    def options(self) -> P.LoadOptions | None:
+        return self.backend.options
+
+    @property
+    def failed_options(self) -> P.LoadOptions | None:
+        return self.backend.failed_options
+
+    @property
+    def load_error_kind(self) -> P.ErrorKind | None:
+        return self.backend.load_error_kind
+
+    # --- commands (GUI thread; none blocks) --------------------------------
     def load(self, options: P.LoadOptions) -> None:
-        """Load a model, starting the engine first if needed; never blocks."""
-        self.options = options
-        self.loading = True
-        self.info = None
-        self.model_loading.emit(options)
-        if self.client.alive:
-            self._send({"cmd": P.LOAD, "options": options.to_dict()})
-        else:
-            self._run_worker(options)
+        self.backend.load(options)
 
     def cancel_load(self) -> None:
-        """A load cannot be interrupted inside llama.cpp: end the engine and start a fresh one."""
-        if not self.loading:
-            return
-        # The engine restarts with the model loaded before, if there was one.
-        self.options = self._last_good if self._last_good is not self.options else None
-        self.loading = False
-        self._restarting = True
-        self.client.kill()
+        self.backend.cancel_load()
 
     def chat(self, messages: list[dict], sampling: P.SamplingOptions) -> bool:
-        if not self.ready or self.busy:
+        """Start the window's answer; False when the engine cannot take it now."""
+        if not self.ready or self._busy:
             return False
-        self.busy = True
-        if not self._send({"cmd": P.CHAT, "messages": messages, "sampling": sampling.to_dict(),
-                           "stream_interval_ms": STREAM_INTERVAL_MS}):
-            self.busy = False
+        self._busy = True  # before the request exists: its answer may end before chat() returns
+        try:
+            self.request_id = self.backend.chat(messages, sampling, self._on_request_event, STREAM_INTERVAL_MS)
+        except HearthError:
+            self._busy = False
             return False
         return True
 
     def cancel(self) -> None:
-        if self.busy and self.client.alive:
-            try:
-                self.client.cancel()
-            except HearthError:
-                pass
+        if self._busy:
+            self.backend.cancel(self.request_id)
 
     def reset(self) -> None:
         """Forget the KV cache (the engine keeps it for the next turn of the same chat)."""
-        if self.client.alive and not self.busy:
-            self._send({"cmd": P.RESET})
+        if self.backend.alive and not self.busy:
+            self.backend.reset()
 
     def close(self) -> None:
-        self._closed = True
-        if self._worker is not None:
-            self._worker.join(timeout=30)
-        self.client.close(timeout=3.0)
+        self.backend.remove_listener(self._listener)
+        self.backend.close(timeout=3.0)
 
-    def _run_worker(self, options: P.LoadOptions | None) -> None:
-        if self._worker is not None and self._worker.is_alive():
-            return
-        self._worker = threading.Thread(target=self._start_and_load, args=(options,), name="engine-start",
-                                        daemon=True)
-        self._worker.start()
+    # --- the window's request (supervisor threads) -------------------------
+    def _on_request_event(self, event: P.Event) -> None:
+        if isinstance(event, P.Token):
+            self.token_received.emit(event.text)
+        elif isinstance(event, P.Stats):
+            self.stats_received.emit(event)
+        elif isinstance(event, P.Done):
+            self._busy = False
+            self.generation_finished.emit(event)
+        elif isinstance(event, P.Failed):
+            self._busy = False
+            if event.kind is not P.ErrorKind.ENGINE_CRASHED:  # a crash is told once, by engine_crashed
+                self.generation_failed.emit(event.message)
 
-    # --- events (GUI thread) --------------------------------------------
-    @Slot(object)
-    def _on_event(self, event: dict) -> None:
-        if self._closed:
-            return
-        kind = event.get("ev")
-        if self._restarting and kind in (P.LOADED, P.PROGRESS):
-            return  # from the engine being replaced (a cancelled load that finished as it was killed)
-        handler = getattr(self, f"_on_{kind.lstrip('_')}", None)
-        if handler is not None:
-            handler(event)
 
-    def _on_started(self, event: dict) -> None:
-        if self._restarting:
-            self._restarting = False
-            self.engine_restarted.emit()
-        self.engine_started.emit()
+class _Signals(BackendListener):
+    """The supervisor's news as the bridge's signals."""
 
-    def _on_start_failed(self, event: dict) -> None:
-        self.loading = False
-        self.load_failed.emit(event.get("message", "The engine did not start."))
+    def __init__(self, bridge: EngineBridge):
+        self.bridge = bridge
 
-    def _on_loaded(self, event: dict) -> None:
-        self.loading = False
-        self.info = event
-        self._last_good = self.options
-        self.model_loaded.emit(event)
+    def engine_started(self) -> None:
+        self.bridge.engine_started.emit()
 
-    def _on_progress(self, event: dict) -> None:
-        if self.loading:
-            self.load_progress.emit(float(event.get("fraction", 0.0)))
+    def engine_restarted(self) -> None:
+        self.bridge.engine_restarted.emit()
 
-    def _on_token(self, event: dict) -> None:
-        self.token_received.emit(event.get("text", ""))
+    def model_loading(self, options: P.LoadOptions) -> None:
+        self.bridge.model_loading.emit(options)
 
-    def _on_stats(self, event: dict) -> None:
-        self.stats_received.emit(event)
+    def load_progress(self, fraction: float) -> None:
+        self.bridge.load_progress.emit(fraction)
 
-    def _on_done(self, event: dict) -> None:
-        self.busy = False
-        self.generation_finished.emit(event)
+    def model_loaded(self, info: P.Loaded) -> None:
+        self.bridge.model_loaded.emit(info)
 
-    def _on_ok(self, event: dict) -> None:
-        pass
+    def load_failed(self, error: P.Failed) -> None:
+        self.bridge.load_failed.emit(error.message)
 
-    def _on_exited(self, event: dict) -> None:
-        pass
+    def engine_crashed(self, error: P.Failed) -> None:
+        self.bridge.engine_crashed.emit(error.message)
 
-    def _on_error(self, event: dict) -> None:
-        message = event.get("message", "The engine reported an error.")
-        if event.get("kind") == "EngineCrashed":
-            self._on_crash(message)
-            return
-        if self.loading:
-            self._on_load_error(event, message)
-        elif self.busy:
-            self.busy = False
-            self.generation_failed.emit(message)
-        else:
-            self.generation_failed.emit(message)
-
-    def _on_load_error(self, event: dict, message: str) -> None:
-        """A refused load loses nothing: the engine kept its model, or the last good one is loaded again."""
-        self.loading = False
-        self.failed_options, self.load_error_kind = self.options, event.get("kind")
-        last = self._last_good
-        if event.get("kept"):  # refused before unloading (app/engine/preflight.py)
-            self.info, self.options = event["kept"], last
-            self.load_failed.emit(message)
-        elif last is not None and self.options is not last:
-            self.load_failed.emit(f"{message} Loading {Path(last.model_path).name} again.")
-            self.load(last)
-        else:
-            self.load_failed.emit(message)
-
-    def _on_crash(self, message: str) -> None:
-        if self._worker is not None and self._worker.is_alive():
-            return  # the start in progress reports its own failure
-        was_busy, was_loading = self.busy, self.loading
-        self.busy = False
-        self.info = None
-        deliberate = self._restarting
-        self._restarting = True
-        self.client.close(timeout=1.0)
-        if not deliberate:
-            now = time.monotonic()
-            self._crash_times = [t for t in self._crash_times if now - t < CRASH_WINDOW_S] + [now]
-        if was_loading and not deliberate:
-            # The model being loaded may be what crashes; go back to the last one that worked.
-            self.options = self._last_good if self.options is not self._last_good else None
-        if len(self._crash_times) > MAX_CRASHES:
-            self.options = None  # crashing in a loop: keep an empty engine and let the user choose
-        if not deliberate:
-            self.engine_crashed.emit(message + " Hearth restarts it" + (" and reloads the model." if self.options
-                                                                         else " without a model."))
-            if was_loading and not was_busy:
-                self.load_failed.emit(message)
-        if self.options is not None:
-            self.loading = True
-            self.model_loading.emit(self.options)
-        self._run_worker(self.options)
+    def engine_error(self, error: P.Failed) -> None:
+        self.bridge.generation_failed.emit(error.message)

@@ -89,9 +89,3 @@ def test_main_dispatches_a_hidden_flag(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["hearth", "--fake", "x", "y"])
     importlib.import_module("app.__main__").main()
     assert called["rest"] == ["x", "y"]
-
-
-def test_the_engine_keeps_its_old_import_path_meanwhile():
-    from app.engine import spawn
-
-    assert spawn.child_command is proc.child_command and spawn.ENTRY_FLAGS is proc.ENTRY_FLAGS

@@ -1,0 +1,341 @@
+"""The local engine as a backend: one engine process kept alive with the model the user chose.
+
+Qt-free, so the window, the CLI, the API server and the benchmarks get the same
+recovery. It starts the engine process (app.engine.transport), sends commands
+with request ids, routes each event to the request it belongs to, and owns the
+state machine that used to live in the window:
+
+- a load that fails loses nothing: a model refused before unloading (the fit
+  check, app.engine.preflight) leaves the old one loaded; a file llama.cpp
+  refuses brings the last good model back;
+- a cancelled load ends the process (llama.cpp cannot be interrupted inside a
+  load) and starts a fresh one with the last good model;
+- a crash costs the running requests an error and one restart with the model
+  (the last good one if the crash came while loading another); more than
+  MAX_CRASHES within CRASH_WINDOW_S and it restarts without a model, so a
+  model that crashes on every load cannot keep the machine busy.
+
+Threads: events arrive on the transport's reader thread and starts run on a
+short-lived worker thread; a lock keeps the state consistent, and listeners and
+request sinks are called on those threads (the window's adapter turns them into
+queued Qt signals). Listeners must not block.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from app.core.errors import EngineBusy, EngineCrashed, HearthError
+from app.engine import protocol as P
+from app.engine.backend import BackendListener, Sink
+from app.engine.transport import EngineProcess
+
+MAX_CRASHES = 3  # within CRASH_WINDOW_S; then the engine restarts without a model
+CRASH_WINDOW_S = 60.0
+
+Transport = Callable[[Callable[[P.Event], None], bool], EngineProcess]
+
+
+@dataclass
+class _Request:
+    sink: Sink
+    command: str
+
+
+class Supervisor:
+    """The local engine behind the Backend seam (app.engine.backend)."""
+
+    name = "local"
+
+    def __init__(self, below_caller: bool = False, transport: Transport = EngineProcess):
+        """transport(on_event, below_caller) makes a process; tests pass a fake one."""
+        self.below_caller = below_caller
+        self._make_transport = transport
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._generation = 0  # which process the events come from; older ones are ignored
+        self.process: EngineProcess | None = None
+        self.listeners: list[BackendListener] = []
+        self.options: P.LoadOptions | None = None  # the model to keep loaded (reloaded after a crash)
+        self.info: dict | None = None  # the loaded model's description (a Loaded event)
+        self.loading = False
+        self.last_good: P.LoadOptions | None = None
+        self.failed_options: P.LoadOptions | None = None  # the last load that failed, and why
+        self.load_error_kind: P.ErrorKind | None = None
+        self._load_id: int | None = None
+        self._requests: dict[int, _Request] = {}
+        self._crash_times: list[float] = []
+        self._worker: threading.Thread | None = None
+        self._starting = False
+        self._cancelling_load = False
+        self._restarting = False
+        self.closed = False
+
+    # --- the Backend seam ------------------------------------------------
+    def add_listener(self, listener: BackendListener) -> None:
+        self.listeners.append(listener)
+
+    def remove_listener(self, listener: BackendListener) -> None:
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.alive
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def log_path(self) -> Path | None:
+        return self.process.log_path if self.process else None
+
+    @property
+    def ready(self) -> bool:
+        return self.info is not None and not self.loading and self.alive
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return any(r.command in (P.CHAT, P.COMPLETE) for r in self._requests.values())
+
+    def stats(self) -> dict:
+        """What a status line or /health reports."""
+        with self._lock:
+            return {"backend": self.name, "ready": self.ready, "loading": self.loading, "busy": self.busy,
+                    "model": dict(self.info) if self.info else None, "pid": self.pid,
+                    "log": str(self.log_path) if self.log_path else None}
+
+    def models(self) -> list[dict]:
+        """The models this backend can load: the library's, the loaded one marked."""
+        from app.core.library import list_models
+
+        loaded = self.info.get("path") if self.info else None
+        return [{"id": Path(m["path"]).name, "path": m["path"], "loaded": m["path"] == loaded}
+                for m in list_models()]
+
+    def load(self, options: P.LoadOptions) -> None:
+        """Load a model, starting the engine first if needed; never blocks. Listeners hear how it went."""
+        with self._lock:
+            self.options = options
+            self.loading = True
+            self.info = None
+            self._tell(lambda listener: listener.model_loading(options))
+            if self.alive and not self._starting:
+                self._send_load(options)
+            else:
+                self._run_worker()
+
+    def cancel_load(self) -> None:
+        """End the engine mid-load; it comes back with the model loaded before, if there was one."""
+        with self._lock:
+            if not self.loading:
+                return
+            self.options = self.last_good if self.last_good is not self.options else None
+            self.loading = False
+            self._cancelling_load = True
+            if self.process is not None:
+                self.process.kill()
+
+    def chat(self, messages: list[dict], sampling: P.SamplingOptions, sink: Sink,
+             stream_interval_ms: float = 0) -> int:
+        """Start an answer; its Token/Stats events and then one Done or Failed go to sink."""
+        return self.submit({"cmd": P.CHAT, "messages": messages, "sampling": sampling.to_dict(),
+                            "stream_interval_ms": stream_interval_ms}, sink)
+
+    def complete(self, prompt: str, sampling: P.SamplingOptions, sink: Sink, stream_interval_ms: float = 0) -> int:
+        return self.submit({"cmd": P.COMPLETE, "prompt": prompt, "sampling": sampling.to_dict(),
+                            "stream_interval_ms": stream_interval_ms}, sink)
+
+    def submit(self, command: dict, sink: Sink) -> int:
+        """Send a command; its events go to sink until one ends it (Done, Ok or Failed).
+
+        A command that cannot start (no engine, a model still loading) raises its HearthError here."""
+        with self._lock:
+            if self.loading or self._starting:
+                raise EngineBusy("The model is still loading; try again in a moment.")
+            rid = next(self._ids)
+            self._requests[rid] = _Request(sink, command["cmd"])
+            try:
+                self._send({**command, "id": rid})
+            except HearthError:
+                del self._requests[rid]
+                raise
+        return rid
+
+    def cancel(self, request_id: int | None = None) -> None:
+        """Stop one answer (or whichever runs); the engine stops within a token and reports Done."""
+        with self._lock:
+            if self.alive:
+                try:
+                    self._send({"cmd": P.CANCEL, "target": request_id})
+                except HearthError:
+                    pass
+
+    def reset(self, sink: Sink | None = None) -> int:
+        """Forget the KV cache (the engine keeps it for the next turn of the same chat)."""
+        return self.submit({"cmd": P.RESET}, sink or (lambda event: None))
+
+    def unload(self, sink: Sink | None = None) -> int:
+        """Let go of the model; the engine stays up, and nothing is reloaded after a crash."""
+        with self._lock:
+            rid = self.submit({"cmd": P.UNLOAD}, sink or (lambda event: None))
+            self.options = self.info = None
+            return rid
+
+    def close(self, timeout: float = 3.0) -> None:
+        with self._lock:
+            self.closed = True
+            worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout=30)
+        with self._lock:
+            process, self.process = self.process, None
+            self.info = None
+        if process is not None:
+            process.close(timeout=timeout)
+
+    # --- starting --------------------------------------------------------
+    def _run_worker(self) -> None:
+        if self._starting:
+            return  # the start in progress loads self.options when it is up
+        self._starting = True
+        self._worker = threading.Thread(target=self._start, name="engine-start", daemon=True)
+        self._worker.start()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self.closed:
+                self._starting = False
+                return
+            self._generation += 1
+            generation = self._generation
+            process = self._make_transport(lambda event: self._on_event(generation, event), self.below_caller)
+            self.process = process
+        try:
+            process.start()
+        except HearthError as exc:
+            with self._lock:
+                self._generation += 1  # what the dead process's reader still reports is not news
+                self._starting = False
+                self.loading = False
+                failure = P.failed(P.ErrorKind.ENGINE_CRASHED, str(exc))
+                self._tell(lambda listener: listener.load_failed(failure))
+            return
+        with self._lock:
+            self._starting = False
+            restarted, self._restarting = self._restarting, False
+            self._tell(lambda listener: listener.engine_started())
+            if restarted:
+                self._tell(lambda listener: listener.engine_restarted())
+            if self.closed:
+                return
+            # Load what is wanted now: a load asked for while the process started replaced options.
+            if self.loading and self.options is not None:
+                self._send_load(self.options)
+
+    def _send_load(self, options: P.LoadOptions) -> None:
+        self._load_id = next(self._ids)
+        try:
+            self._send({"cmd": P.LOAD, "id": self._load_id, "options": options.to_dict()})
+        except HearthError:
+            pass  # the reader reports the dead process as a crash, which restarts and reloads
+
+    def _send(self, message: dict) -> None:
+        if self.process is None:
+            raise EngineCrashed("The engine is not running.")
+        self.process.send(message)
+
+    # --- events (reader thread) -----------------------------------------
+    def _on_event(self, generation: int, event: P.Event) -> None:
+        with self._lock:
+            if generation != self._generation or self.closed:
+                return  # from a process being replaced (a cancelled load that finished as it was killed)
+            if self._starting and isinstance(event, P.Failed):
+                return  # the start in progress reports its own failure
+            rid = event.request_id
+            request = self._requests.get(rid) if rid is not None else None
+            if request is not None:
+                if isinstance(event, (P.Done, P.Ok, P.Failed)):
+                    del self._requests[rid]
+                request.sink(event)
+                return
+            if rid is not None and rid == self._load_id:
+                self._on_load_event(event)
+            elif isinstance(event, P.Failed) and event.kind is P.ErrorKind.ENGINE_CRASHED:
+                self._on_crash(event)
+            elif isinstance(event, P.Failed):
+                # An error no request owns (a malformed command).
+                self._tell(lambda listener: listener.engine_error(event))
+
+    def _on_load_event(self, event: P.Event) -> None:
+        if isinstance(event, P.Progress):
+            if self.loading:
+                self._tell(lambda listener: listener.load_progress(event.fraction))
+        elif isinstance(event, P.Loaded):
+            self._load_id = None
+            self.loading = False
+            self.info = event
+            self.last_good = self.options
+            self._tell(lambda listener: listener.model_loaded(event))
+        elif isinstance(event, P.Failed):
+            self._load_id = None
+            self._on_load_error(event)
+
+    def _on_load_error(self, event: P.Failed) -> None:
+        """A refused load loses nothing: the engine kept its model, or the last good one is loaded again."""
+        self.loading = False
+        self.failed_options, self.load_error_kind = self.options, event.kind
+        last = self.last_good
+        if event.kept:  # refused before unloading (app/engine/preflight.py)
+            self.info, self.options = P.Loaded(event.kept), last
+            self._tell(lambda listener: listener.load_failed(event))
+        elif last is not None and self.options is not last:
+            again = P.failed(event.kind, f"{event.message} Loading {Path(last.model_path).name} again.",
+                             event.request_id)
+            self._tell(lambda listener: listener.load_failed(again))
+            self.load(last)
+        else:
+            self._tell(lambda listener: listener.load_failed(event))
+
+    def _on_crash(self, event: P.Failed) -> None:
+        was_loading = self.loading
+        self.info = None
+        for rid, request in list(self._requests.items()):  # every running request ends with the crash
+            del self._requests[rid]
+            request.sink(P.failed(P.ErrorKind.ENGINE_CRASHED, event.message, rid, log=event.get("log")))
+        deliberate, self._cancelling_load = self._cancelling_load, False
+        self._restarting = True
+        if self.process is not None:
+            old = self.process
+            threading.Thread(target=old.close, args=(1.0,), name="engine-reap", daemon=True).start()
+        if not deliberate:
+            now = time.monotonic()
+            self._crash_times = [t for t in self._crash_times if now - t < CRASH_WINDOW_S] + [now]
+            if was_loading:
+                # The model being loaded may be what crashes; go back to the last one that worked.
+                self.options = self.last_good if self.options is not self.last_good else None
+        if len(self._crash_times) > MAX_CRASHES:
+            self.options = None  # crashing in a loop: keep an empty engine and let the user choose
+        if not deliberate:
+            then = " and reloads the model." if self.options else " without a model."
+            crashed = P.failed(P.ErrorKind.ENGINE_CRASHED, event.message + " Hearth restarts it" + then,
+                               log=event.get("log"))
+            self._tell(lambda listener: listener.engine_crashed(crashed))
+            if was_loading:
+                self._tell(lambda listener: listener.load_failed(event))
+        self.loading = self.options is not None
+        if self.loading:
+            options = self.options
+            self._tell(lambda listener: listener.model_loading(options))
+        self._run_worker()
+
+    def _tell(self, call: Callable[[BackendListener], None]) -> None:
+        for listener in list(self.listeners):
+            call(listener)

@@ -1,0 +1,131 @@
+"""The engine process and the pipe to it: start, send a command, hear events, end.
+
+A reader thread turns the child's stdout into typed events (app.engine.protocol)
+and hands each to one callback, on that thread. When the process dies the
+reader sees end-of-file at once and reports a Failed event of kind
+ENGINE_CRASHED naming the exit signal and the engine log; a process that was
+asked to end reports Exited instead. What to do about a crash (restart,
+reload, fall back) is not decided here but by the supervisor.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from app.core import paths
+from app.core.errors import EngineCrashed, HearthError
+from app.core.proc import JsonChild, exit_reason
+from app.engine import protocol as P
+
+KEEP_LOGS = 20
+NICE_ENV = "HEARTH_ENGINE_NICE"
+ENGINE_NICENESS = 5
+START_TIMEOUT_S = 60.0
+
+_log_numbers = itertools.count(1)
+
+
+def _rotate_logs(folder: Path) -> None:
+    logs = sorted(folder.glob("engine-*.log"), key=lambda p: p.stat().st_mtime)
+    for old in logs[:-KEEP_LOGS]:
+        try:
+            old.unlink()
+        except OSError:
+            pass
+
+
+class EngineProcess:
+    """One engine child process. Not restartable: a supervisor makes a new one."""
+
+    def __init__(self, on_event: Callable[[P.Event], None], below_caller: bool = False):
+        """below_caller: run the engine at a lower CPU priority than this process. The GUI asks
+        for it: llama.cpp keeps every core busy while it generates, and on a small machine the
+        window's thread would otherwise wait its turn for tens of milliseconds."""
+        self.on_event = on_event
+        self.below_caller = below_caller
+        self.child: JsonChild | None = None
+        self.log_path: Path | None = None
+        self._ready = threading.Event()
+        self._closing = False
+
+    @property
+    def alive(self) -> bool:
+        return self.child is not None and self.child.alive
+
+    @property
+    def pid(self) -> int | None:
+        return self.child.proc.pid if self.child else None
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start the child and wait until it reads commands; EngineCrashed if it does not."""
+        folder = paths.log_dir()
+        _rotate_logs(folder)
+        self.log_path = folder / f"engine-{time.strftime('%Y%m%d-%H%M%S')}-{next(_log_numbers)}.log"
+        with open(self.log_path, "wb") as log:  # the child keeps its own handle: its stderr is the log
+            self.child = JsonChild("app.engine.host", log=log, interactive=True, on_event=self._on_line,
+                                   decode=P.decode_event,
+                                   env={NICE_ENV: str(ENGINE_NICENESS)} if self.below_caller else None)
+        if not self._ready.wait(timeout) or not self.alive:
+            self.kill()
+            raise EngineCrashed(f"The engine did not start. Its log is at {self.log_path}.")
+
+    def _on_line(self, event: P.Event | None) -> None:
+        """On the reader thread: each event, then None when the child's stdout ends."""
+        if event is None:
+            self._ended()
+        elif event.KIND == P.READY:
+            self._ready.set()
+        else:
+            self.on_event(event)
+
+    def _ended(self) -> None:
+        # End of file: the process is gone (or going). Give it a moment to report its status.
+        try:
+            code = self.child.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            code = None
+        self._ready.set()  # a start() still waiting learns at once that the child died
+        if self._closing:
+            self.on_event(P.Exited({"ev": P.EXITED, "code": code}))
+            return
+        message = f"The engine process stopped unexpectedly: {exit_reason(code)}."
+        if self.log_path:
+            message += f" Its log is at {self.log_path}."
+        self.on_event(P.failed(P.ErrorKind.ENGINE_CRASHED, message, code=code,
+                               log=str(self.log_path) if self.log_path else None))
+
+    def send(self, message: dict) -> None:
+        if not self.alive:
+            raise EngineCrashed("The engine is not running.")
+        try:
+            self.child.send(P.encode(message))
+        except OSError:
+            raise EngineCrashed("The engine process is gone; it will be restarted.") from None
+
+    def kill(self) -> None:
+        """End the process now (a load cannot be interrupted inside llama.cpp); the reader reports it."""
+        if self.alive:
+            self.child.cancel()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Ask the engine to exit; kill it if it does not."""
+        child = self.child
+        if child is None:
+            return
+        self._closing = True
+        if child.alive:
+            try:
+                self.send({"cmd": P.SHUTDOWN})
+                child.proc.stdin.close()
+            except (HearthError, OSError):
+                pass
+            try:
+                child.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        child.close()  # kills it if it is still there, reaps it, joins the reader
