@@ -11,11 +11,9 @@ import argparse
 import importlib
 import importlib.util
 import sys
-import time
-import traceback
 
 from app import __version__
-from app.core import paths
+from app.core.crashlog import write_crash_log
 from app.core.errors import HearthError
 
 # Each module has register(subparsers); optional ones are added when present.
@@ -36,12 +34,6 @@ def build_parser() -> argparse.ArgumentParser:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name).register(sub)
     return parser
-
-
-def write_crash_log(exc: BaseException) -> str:
-    path = paths.log_dir() / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
-    path.write_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), encoding="utf-8")
-    return str(path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication
 
@@ -52,12 +53,26 @@ def make_app(argv: list[str]) -> QApplication:
     return app
 
 
+class _MessageRelay(QObject):
+    """Carries a sentence from any thread to the window's message bridge, queued on the GUI thread."""
+
+    said = Signal(str)
+
+
 def run_gui(argv: list[str]) -> int:
     app = make_app(argv)
+    from app.core.crashlog import enable_fault_log
+    from app.ui import crash_report
     from app.ui.main_window import MainWindow
 
+    enable_fault_log("gui")  # a native crash leaves a stack dump that the next start names
+
     window = MainWindow()
+    relay = _MessageRelay(window)
+    relay.said.connect(window.show_message)
+    crash_report.install(relay.said.emit)
     window.show()
+    crash_report.report_previous(window.show_message)
     return app.exec()
 
 
