@@ -10,6 +10,7 @@ import sys
 import time
 
 from app.core.quant_types import QUANTIZE_TYPES, label
+from app.core.units import human_size
 
 
 def register(sub) -> None:
@@ -83,16 +84,6 @@ def register(sub) -> None:
 
 def _label(qtype: str | None) -> str:
     return label(qtype) if qtype else "?"
-
-
-def human_size(n: int | float | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return "?"
 
 
 def human_params(n: int | None) -> str:

@@ -3,7 +3,7 @@
 The command line (app/commands/options.py) builds its flags from these tables and the window's panels
 (app/ui/chat/sampling_panel.py, app/ui/models/load_settings.py) their spin boxes, so a flag, a widget and
 an options field cannot drift apart. Every field of LoadOptions and SamplingOptions is either described
-here or listed in NOT_SET_BY_USERS with the reason; tests/unit/test_option_fields.py checks that, and the
+here or listed in NOT_SET_BY_USERS with the reason; tests/engine/test_option_fields.py checks that, and the
 clients build options with `with_values`, which starts from complete options, so a field that a client
 has no control for keeps its value instead of falling back to the default.
 """

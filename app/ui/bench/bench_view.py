@@ -20,8 +20,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, Q
 
 from app.bench.matrix_report import table_rows, write_csv
 from app.bench.results import load_result, write_json
-from app.ui.models.jobs import JobBar
 from app.ui.worker import Tasks
+from app.ui.widgets import JobBar
 
 BAR_COLORS = ("#3b82f6", "#10b981", "#f59e0b", "#ef4444")
 

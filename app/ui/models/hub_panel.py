@@ -11,8 +11,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton,
                                QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
+from app.core.units import human_size
 from app.ui.models import manager
-from app.ui.models.jobs import human_size
 from app.ui.worker import Tasks
 
 COLUMNS = ["Model / file", "Type", "Size", "Downloads"]

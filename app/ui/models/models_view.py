@@ -17,14 +17,15 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroup
                                QLabel, QMessageBox, QPushButton, QScrollArea, QSplitter, QTableWidget, QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
 
-from app.engine.protocol import LoadOptions
+from app.core.units import human_size
+from app.engine.protocol import ErrorKind, LoadOptions
 from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.models import manager
 from app.ui.models.convert_panel import ConvertPanel
 from app.ui.models.hub_panel import HubPanel
-from app.ui.models.jobs import JobBar, human_size
 from app.ui.models.load_settings import LoadSettings
 from app.ui.worker import Tasks
+from app.ui.widgets import JobBar
 
 COLUMNS = ["Name", "Type", "Size", "Source"]
 
@@ -253,7 +254,7 @@ class ModelsView(QWidget):
     def _on_load_failed(self, _message: str) -> None:
         self._set_loading(False)
         failed = self.bridge.failed_options
-        if self.bridge.load_error_kind == "ModelTooBig" and failed is not None:
+        if self.bridge.load_error_kind is ErrorKind.MODEL_TOO_BIG and failed is not None:
             # The verdict is on screen; a second click on the same model and settings loads it anyway.
             self._arm_anyway((failed.model_path, failed.n_ctx, failed.kv_type))
 

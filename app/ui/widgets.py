@@ -1,4 +1,6 @@
-"""One long model job at a time (download, quantize, convert) with a progress bar and Cancel.
+"""Widgets more than one page uses.
+
+JobBar: one long job at a time (download, quantize, convert, a benchmark) with a progress bar and Cancel.
 
 The job runs on a Tasks thread; its progress callback is throttled on that
 thread (at most every PROGRESS_MS) before it crosses to the GUI thread, so a
@@ -15,18 +17,11 @@ from typing import Any, Callable
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
+from app.core.units import human_size
 from app.ui.worker import Tasks
 
 PROGRESS_MS = 100
 SCALE = 1000  # the bar's range: QProgressBar takes ints, byte counts overflow them
-
-
-def human_size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit in ("B", "KB") else f"{n:.1f} {unit}"
-        n /= 1024
-    return ""
 
 
 class JobBar(QWidget):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QTextCursor
 
-from tests.gui.conftest import READY_TIMEOUT_MS, ask
+from tests.ui.conftest import READY_TIMEOUT_MS, ask
 
 
 def roles_and_texts(w) -> list[tuple[str, str]]:

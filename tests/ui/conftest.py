@@ -49,7 +49,7 @@ def idle_window(qtbot, hearth_home):
 @pytest.fixture
 def hub_server(monkeypatch):
     """A local Hub-shaped server that the app's hub code talks to (HF_ENDPOINT)."""
-    from tests.gui.hub_fixtures import gui_hub
+    from tests.ui.hub_fixtures import gui_hub
 
     server = gui_hub().start()
     monkeypatch.setenv("HF_ENDPOINT", server.url)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.gui.conftest import ask
+from tests.ui.conftest import ask
 from tests.helpers.tiny_gguf import write_oversized, write_unknown_arch
 
 LOAD_TIMEOUT_MS = 60_000

@@ -9,7 +9,7 @@ import pytest
 
 from app.core import library, paths
 from app.core.errors import HearthError, ModelFileError
-from tests.unit.test_gguf_info import write_tiny_gguf
+from tests.core.test_gguf_info import write_tiny_gguf
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from app.core.chats import ChatStore
-from tests.gui.conftest import ask
-from tests.gui.heartbeat import Heartbeat
+from tests.ui.conftest import ask
+from tests.ui.heartbeat import Heartbeat
 
 LONG_CHAT_TOKENS = 50_000
 

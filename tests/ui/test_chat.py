@@ -8,7 +8,7 @@ import signal
 from PySide6.QtCore import Qt
 
 from app.core.chats import ChatStore
-from tests.gui.conftest import ask
+from tests.ui.conftest import ask
 
 
 def test_send_streams_the_answer_into_the_transcript_and_the_store(qtbot, main_window):
