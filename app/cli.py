@@ -17,8 +17,8 @@ from app.core.crashlog import write_crash_log
 from app.core.errors import HearthError
 
 # Each module has register(subparsers); optional ones are added when present.
-COMMAND_MODULES = ["app.commands.chat", "app.commands.doctor", "app.commands.bench", "app.commands.models",
-                   "app.commands.gui"]
+COMMAND_MODULES = ["app.commands.chat", "app.commands.serve", "app.commands.doctor", "app.commands.bench",
+                   "app.commands.models", "app.commands.gui"]
 
 
 def build_parser() -> argparse.ArgumentParser:

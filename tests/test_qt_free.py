@@ -1,4 +1,5 @@
-"""app.core, app.engine and app.bench must work without Qt: the CLI and the tests drive them headless."""
+"""app.core, app.engine, app.bench and app.server must work without Qt: the CLI, the API server and the tests
+drive them headless."""
 
 import subprocess
 import sys
@@ -13,9 +14,9 @@ class BlockQt:
         return None
 
 sys.meta_path.insert(0, BlockQt())
-import app.bench, app.core, app.engine
+import app.bench, app.core, app.engine, app.server
 names = []
-for pkg in (app.core, app.engine, app.bench):
+for pkg in (app.core, app.engine, app.bench, app.server):
     for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
         importlib.import_module(info.name)
         names.append(info.name)
@@ -24,7 +25,7 @@ print(len(names))
 """
 
 
-def test_core_engine_and_bench_import_without_qt():
+def test_core_engine_bench_and_server_import_without_qt():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout.strip()) >= 10  # every module was imported, not just the packages

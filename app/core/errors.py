@@ -33,5 +33,9 @@ class GenerationError(HearthError):
     """llama.cpp failed while evaluating tokens (for example the context is full)."""
 
 
+class ContextTooLong(GenerationError):
+    """A prompt longer than the context, where truncating it was not allowed (the API never truncates)."""
+
+
 class DependencyMissing(HearthError):
     """An optional dependency is not installed; the message says how to install it."""

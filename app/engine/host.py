@@ -33,6 +33,7 @@ class Host:
         self.commands: queue.Queue = queue.Queue()
         self.cancelled = threading.Event()
         self.running: int | None = None  # the id of the command being carried out
+        self.dropped: set = set()  # ids cancelled before their turn
         self.session = None  # app.engine.session.Session once a model is loaded
 
     def emit(self, event: dict) -> None:
@@ -51,9 +52,13 @@ class Host:
                 continue
             cmd = msg.get("cmd")
             if cmd == P.CANCEL:
-                # One request runs at a time: a cancel names it, or any (None), never the next one.
-                if msg.get("target") in (None, self.running):
+                # One request runs at a time: a cancel names it, or any (None); a named one still
+                # waiting in the queue is dropped when its turn comes.
+                target = msg.get("target")
+                if target in (None, self.running):
                     self.cancelled.set()
+                else:
+                    self.dropped.add(target)
                 continue
             if cmd in (P.CHAT, P.COMPLETE, P.LOAD):
                 # Cleared here, in arrival order, so a cancel sent right after is never lost.
@@ -71,6 +76,11 @@ class Host:
                 self._unload()
                 return 0
             self.running = msg.get("id")
+            if self.running in self.dropped:
+                self.dropped.discard(self.running)
+                self.emit({"ev": P.DONE, "id": self.running, "text": "", "finish_reason": "cancelled",
+                           "prompt_tokens": 0, "completion_tokens": 0})
+                continue
             try:
                 self.dispatch(cmd, msg)
             except HearthError as exc:
@@ -111,10 +121,12 @@ class Host:
             sampling = P.SamplingOptions.from_dict(msg.get("sampling"))
             emit = coalescing(self.tagged(rid), float(msg.get("stream_interval_ms") or 0))
             try:
+                truncate = msg.get("truncate", True)
                 if cmd == P.CHAT:
-                    result = self.session.chat(msg.get("messages") or [], sampling, emit, self.cancelled)
+                    result = self.session.chat(msg.get("messages") or [], sampling, emit, self.cancelled, truncate)
                 else:
-                    result = self.session.complete(msg.get("prompt") or "", sampling, emit, self.cancelled)
+                    result = self.session.complete(msg.get("prompt") or "", sampling, emit, self.cancelled,
+                                                   truncate)
             except Exception:
                 if isinstance(emit, TokenCoalescer):  # the tokens generated reach the client before the error
                     emit.flush()

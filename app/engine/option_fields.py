@@ -87,6 +87,9 @@ NOT_SET_BY_USERS = {
     "model_path": "the model itself: --model, or the file chosen in the window",
     "extra_bufts": "decided per machine by the extra-buffer-types probe (app/engine/probe.py)",
     "ignore_eos": "for benchmarks, which must always generate max_tokens",
+    "frequency_penalty": "an OpenAI request parameter, set per request by API clients (app/server)",
+    "presence_penalty": "an OpenAI request parameter, set per request by API clients (app/server)",
+    "logit_bias": "an OpenAI request parameter (token ids), set per request by API clients (app/server)",
 }
 
 

@@ -20,8 +20,8 @@ from enum import Enum
 from json.encoder import encode_basestring as _encode_str
 from typing import Any
 
-from app.core.errors import (EngineBusy, EngineCrashed, GenerationError, HearthError, ModelFileError,
-                             ModelLoadError, ModelTooBig)
+from app.core.errors import (ContextTooLong, EngineBusy, EngineCrashed, GenerationError, HearthError,
+                             ModelFileError, ModelLoadError, ModelTooBig)
 
 # Commands (client -> host)
 LOAD = "load"
@@ -96,10 +96,23 @@ class SamplingOptions(_Options):
     seed: int = -1  # -1: a fresh random seed per request
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False  # benchmarks: always generate max_tokens
+    # OpenAI's penalties (the API server's): by how often / whether a token already occurred.
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    logit_bias: dict[int, float] = field(default_factory=dict)  # token id -> added to its logit
+
+    def __post_init__(self):
+        # Over JSON the token ids arrive as strings.
+        if self.logit_bias:
+            self.logit_bias = {int(k): float(v) for k, v in self.logit_bias.items()}
 
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+    @property
+    def penalized(self) -> bool:
+        return self.repeat_penalty != 1.0 or bool(self.frequency_penalty) or bool(self.presence_penalty)
 
 
 class ErrorKind(str, Enum):
@@ -110,6 +123,7 @@ class ErrorKind(str, Enum):
     MODEL_LOAD = "ModelLoadError"
     MODEL_TOO_BIG = "ModelTooBig"
     GENERATION = "GenerationError"
+    CONTEXT_LENGTH = "ContextTooLong"
     BUSY = "EngineBusy"
     OTHER = "HearthError"  # a HearthError without a kind of its own
     PROTOCOL = "protocol"  # a malformed command: a client bug
@@ -141,12 +155,13 @@ _CLASS_OF_KIND = {
     ErrorKind.MODEL_LOAD: ModelLoadError,
     ErrorKind.MODEL_TOO_BIG: ModelTooBig,
     ErrorKind.GENERATION: GenerationError,
+    ErrorKind.CONTEXT_LENGTH: ContextTooLong,
     ErrorKind.BUSY: EngineBusy,
 }
 _KIND_OF_CLASS = {
     EngineCrashed: ErrorKind.ENGINE_CRASHED, ModelFileError: ErrorKind.MODEL_FILE,
     ModelTooBig: ErrorKind.MODEL_TOO_BIG, ModelLoadError: ErrorKind.MODEL_LOAD,
-    GenerationError: ErrorKind.GENERATION, EngineBusy: ErrorKind.BUSY, HearthError: ErrorKind.OTHER,
+    ContextTooLong: ErrorKind.CONTEXT_LENGTH, GenerationError: ErrorKind.GENERATION, EngineBusy: ErrorKind.BUSY, HearthError: ErrorKind.OTHER,
 }
 
 

@@ -26,7 +26,7 @@ class Sampler:
         self.ctx = ctx
         self.n_vocab = n_vocab
         self.options = options
-        self.fast_greedy = options.greedy and options.repeat_penalty == 1.0
+        self.fast_greedy = options.greedy and not options.penalized and not options.logit_bias
         self._views: dict[int, np.ndarray] = {}
         self.chain = None
         self.seed = options.seed if options.seed >= 0 else random.getrandbits(31)
@@ -40,8 +40,13 @@ class Sampler:
         params = llama_cpp.llama_sampler_chain_default_params()
         chain = llama_cpp.llama_sampler_chain_init(params)
         add = llama_cpp.llama_sampler_chain_add
-        if o.repeat_penalty != 1.0 and o.repeat_last_n != 0:
-            add(chain, llama_cpp.llama_sampler_init_penalties(self.n_vocab, o.repeat_last_n, o.repeat_penalty, 0.0, 0.0))
+        if o.logit_bias:
+            biases = (llama_cpp.llama_logit_bias * len(o.logit_bias))(
+                *(llama_cpp.llama_logit_bias(t, b) for t, b in o.logit_bias.items() if 0 <= t < self.n_vocab))
+            add(chain, llama_cpp.llama_sampler_init_logit_bias(self.n_vocab, len(biases), biases))
+        if o.penalized and o.repeat_last_n != 0:
+            add(chain, llama_cpp.llama_sampler_init_penalties(self.n_vocab, o.repeat_last_n, o.repeat_penalty,
+                                                              o.frequency_penalty, o.presence_penalty))
         if o.greedy:
             add(chain, llama_cpp.llama_sampler_init_greedy())
             return chain

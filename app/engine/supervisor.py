@@ -144,14 +144,18 @@ class Supervisor:
                 self.process.kill()
 
     def chat(self, messages: list[dict], sampling: P.SamplingOptions, sink: Sink,
-             stream_interval_ms: float = 0) -> int:
-        """Start an answer; its Token/Stats events and then one Done or Failed go to sink."""
-        return self.submit({"cmd": P.CHAT, "messages": messages, "sampling": sampling.to_dict(),
-                            "stream_interval_ms": stream_interval_ms}, sink)
+             stream_interval_ms: float = 0, truncate: bool = True) -> int:
+        """Start an answer; its Token/Stats events and then one Done or Failed go to sink.
 
-    def complete(self, prompt: str, sampling: P.SamplingOptions, sink: Sink, stream_interval_ms: float = 0) -> int:
+        truncate=False: a conversation longer than the context fails (ContextTooLong) instead of being
+        cut by the context policy."""
+        return self.submit({"cmd": P.CHAT, "messages": messages, "sampling": sampling.to_dict(),
+                            "stream_interval_ms": stream_interval_ms, "truncate": truncate}, sink)
+
+    def complete(self, prompt: str, sampling: P.SamplingOptions, sink: Sink, stream_interval_ms: float = 0,
+                 truncate: bool = True) -> int:
         return self.submit({"cmd": P.COMPLETE, "prompt": prompt, "sampling": sampling.to_dict(),
-                            "stream_interval_ms": stream_interval_ms}, sink)
+                            "stream_interval_ms": stream_interval_ms, "truncate": truncate}, sink)
 
     def submit(self, command: dict, sink: Sink) -> int:
         """Send a command; its events go to sink until one ends it (Done, Ok or Failed).

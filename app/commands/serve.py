@@ -1,0 +1,33 @@
+"""`hearth serve`: an OpenAI-compatible API for other programs (editors, scripts, agents)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from app.commands.options import add_load_args, load_options
+from app.core.modelfile import check_model_file
+
+API_KEY_ENV = "HEARTH_API_KEY"
+
+
+def register(sub) -> None:
+    p = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API",
+                       description="Load a model and serve it at http://HOST:PORT/v1 for any OpenAI client. "
+                       "Binds 127.0.0.1 unless told otherwise; another address needs an API key.")
+    add_load_args(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer only)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    p.add_argument("--api-key", metavar="KEY", default=os.environ.get(API_KEY_ENV) or None,
+                   help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV})")
+    p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
+                   help="allow browser pages from ORIGIN to call the API (repeatable; * for any)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.server.run import ServeOptions, serve
+
+    options = load_options(args)
+    check_model_file(options.model_path)
+    return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors)))

@@ -1,0 +1,45 @@
+"""API errors in the OpenAI envelope: {"error": {"message", "type", "param", "code"}}, with the right status.
+
+Official clients read `message` and the status; the type and code tell a program what went wrong
+(invalid_api_key, model_not_found, context_length_exceeded) as OpenAI's own API does.
+"""
+
+from __future__ import annotations
+
+from starlette.responses import JSONResponse
+
+from app.engine.protocol import ErrorKind
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status)
+
+
+def invalid(message: str, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+# An engine error (app.engine.protocol.ErrorKind) as the API reports it: status, type, code.
+_FROM_ENGINE = {
+    ErrorKind.CONTEXT_LENGTH: (400, "invalid_request_error", "context_length_exceeded"),
+    ErrorKind.BUSY: (503, "unavailable_error", "model_loading"),
+    ErrorKind.ENGINE_CRASHED: (503, "unavailable_error", "engine_restarting"),
+    ErrorKind.GENERATION: (500, "server_error", None),
+    ErrorKind.MODEL_FILE: (500, "server_error", None),
+    ErrorKind.MODEL_LOAD: (500, "server_error", None),
+    ErrorKind.MODEL_TOO_BIG: (500, "server_error", None),
+}
+
+
+def from_engine(kind: ErrorKind, message: str) -> ApiError:
+    status, type_, code = _FROM_ENGINE.get(kind, (500, "server_error", None))
+    return ApiError(status, message, type_, code=code)

@@ -1,0 +1,72 @@
+"""`hearth serve`: load the model, then serve the API with uvicorn until Ctrl-C.
+
+The model is loaded before the socket opens, so the line with the base URL means "ready". Loopback is
+the default; any other address exposes the model to the network and is refused without an API key.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass, field
+
+from app.core.errors import HearthError
+from app.engine.client import EngineClient
+from app.engine.protocol import LoadOptions
+from app.engine.supervisor import Supervisor
+from app.server.openai_api import DEFAULT_MAX_TOKENS, OpenAIApi, model_id
+
+
+@dataclass
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_key: str | None = None
+    cors: list[str] = field(default_factory=list)
+    max_tokens: int = DEFAULT_MAX_TOKENS  # for a request that does not say
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def open_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise HearthError(f"Cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
+    sock.listen(128)
+    return sock
+
+
+def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
+    if not is_loopback(options.host) and not options.api_key:
+        raise HearthError(f"Listening on {options.host} would let anyone on the network use this model; "
+                          "set an API key with --api-key KEY (or HEARTH_API_KEY) to do that.")
+    import uvicorn
+
+    backend = Supervisor()
+    try:
+        info = EngineClient(backend).load(load)
+        sock = open_socket(options.host, options.port)
+        api = OpenAIApi(backend, options.api_key, options.cors, options.max_tokens)
+        server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False))
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        say(f"Hearth serves {model_id(info)} at http://{shown}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)",
+            flush=True)
+        server.run(sockets=[sock])
+        return 0
+    finally:
+        backend.close()
+
+
