@@ -13,6 +13,7 @@ import time
 from typing import Callable
 
 import llama_cpp
+import numpy as np
 
 from app.core.errors import GenerationError
 from app.core.metrics import peak_rss_mb
@@ -36,6 +37,13 @@ def fill_batch(batch, toks: list[int], base: int, logits_all: bool = False) -> N
     if not logits_all:
         batch.logits[len(toks) - 1] = 1
     batch.n_tokens = len(toks)
+
+
+def decode_error(rc: int) -> GenerationError:
+    """The error for a failed llama_decode, in words a user understands."""
+    if rc == 1:
+        return GenerationError("The context is full: llama.cpp found no room in the KV cache.")
+    return GenerationError(f"llama.cpp failed to evaluate tokens (code {rc}).")
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -89,12 +97,9 @@ class Decoder:
         keep = common_prefix(self.tokens, prompt)
         if keep == len(prompt):
             keep -= 1  # we need logits for the last prompt token, so evaluate it again
-        if keep < len(self.tokens):
-            if not self.rt.kv_remove(keep, -1):
-                self.reset()
-                keep = 0
-            else:
-                del self.tokens[keep:]
+        if keep < len(self.tokens) and not self.truncate(keep):
+            self.reset()
+            keep = 0
         return keep
 
     def eval_tokens(self, toks: list[int], cancelled: threading.Event | None = None) -> int:
@@ -113,12 +118,42 @@ class Decoder:
         self.total_evaluated += done
         return done
 
+    # --- steps: what both the plain loop and the speculative one do to the KV cache ---------------------
+    # They keep `tokens` equal to the KV cache, so callers never touch llama.cpp's batches themselves.
+    def decode_one(self, tok: int) -> None:
+        """Evaluate one token after the cached ones, logits for it: the plain decoding step."""
+        self._one[0] = tok
+        rc = llama_cpp.llama_decode(self.rt.ctx, self._batch_one)
+        if rc != 0:
+            raise decode_error(rc)
+        self.tokens.append(tok)
+
+    def verify(self, toks: list[int]) -> np.ndarray:
+        """Evaluate toks after the cached ones in one batch, logits on every row; returns those rows.
+
+        The rows are llama.cpp's own buffer, valid until the next decode; the tokens stay in the history
+        until `truncate` drops the rejected ones. Callers count what they keep in `total_evaluated`.
+        """
+        n = len(toks)
+        fill_batch(self._batch, toks, len(self.tokens), logits_all=True)
+        self._decode(self._batch)
+        self.tokens.extend(toks)
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits(self.rt.ctx), shape=(n, self.rt.n_vocab))
+
+    def truncate(self, to: int) -> bool:
+        """Forget the tokens from position `to` on, in the KV cache and in `tokens`.
+
+        False when llama.cpp could not remove them (some memories cannot drop a tail); `tokens` is cut all
+        the same, so a caller that must have the two agree resets.
+        """
+        ok = self.rt.kv_remove(to, -1)
+        del self.tokens[to:]
+        return ok
+
     def _decode(self, batch) -> None:
         rc = llama_cpp.llama_decode(self.rt.ctx, batch)
         if rc != 0:
-            if rc == 1:
-                raise GenerationError("The context is full: llama.cpp found no room in the KV cache.")
-            raise GenerationError(f"llama.cpp failed to evaluate tokens (code {rc}).")
+            raise decode_error(rc)
 
     def is_eog(self, token: int) -> bool:
         flag = self._eog.get(token)
@@ -158,10 +193,7 @@ class Decoder:
         sampler = Sampler(rt.ctx, rt.n_vocab, sampling, self.tokens)
         stream = TextStream(sampling.stop)
         hand_out = self.hand_out
-        one = self._one
-        batch_one = self._batch_one
-        ctx = rt.ctx
-        decode = llama_cpp.llama_decode
+        decode_one = self.decode_one
         tokens = self.tokens
         max_tokens = sampling.max_tokens
         ignore_eos = sampling.ignore_eos
@@ -184,15 +216,11 @@ class Decoder:
                 if len(tokens) >= rt.n_ctx and not self.room_for(1):
                     reason = "context_full"
                     break
-                one[0] = tok
-                rc = decode(ctx, batch_one)
-                if rc != 0:
-                    raise GenerationError(f"llama.cpp failed to evaluate a token (code {rc}).")
-                tokens.append(tok)
+                decode_one(tok)
                 now = time.perf_counter()
                 if now >= next_stats:
                     next_stats = now + STATS_INTERVAL_S
-                    emit(self._stats(len(generated), t_first, now, len(prompt)))
+                    emit(self.stats_event(len(generated), t_first, now, len(prompt)))
         finally:
             sampler.close()
         n_gen = len(generated)
@@ -260,7 +288,8 @@ class Decoder:
             return "cancelled"
         return None
 
-    def _stats(self, n_gen: int, t_first: float | None, now: float, n_prompt: int) -> dict:
+    def stats_event(self, n_gen: int, t_first: float | None, now: float, n_prompt: int) -> dict:
+        """The live `stats` event of an answer in progress (the plain loop and the speculative one send it)."""
         elapsed = now - (t_first or now)
         stats = {
             "ev": STATS,

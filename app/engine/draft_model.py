@@ -14,12 +14,13 @@ import llama_cpp
 import numpy as np
 
 from app.engine.decode import Decoder, common_prefix
+from app.engine.drafter import Drafter
 from app.engine.protocol import LoadOptions
 from app.engine.runtime import Runtime
 from app.engine.vocab_compat import check_draft_compatible
 
 
-class DraftModelDrafter:
+class DraftModelDrafter(Drafter):
     name = "draft-model"
     follows_kv = True
 
@@ -59,11 +60,9 @@ class DraftModelDrafter:
             while keep < n and dec.tokens[keep] == seq[keep]:
                 keep += 1
         keep = min(keep, len(seq) - 1)  # the last token is evaluated again for fresh logits
-        if keep < len(dec.tokens):
-            if not self.rt.kv_remove(keep, -1):
-                dec.reset()
-                keep = 0
-            del dec.tokens[keep:]
+        if keep < len(dec.tokens) and not dec.truncate(keep):
+            dec.reset()
+            keep = 0
         dec.eval_tokens(seq[keep:])
         self._confirmed = len(seq)
 

@@ -6,8 +6,10 @@ its input (editing code, quoting, summarising with the source's wording) and cos
 
 from __future__ import annotations
 
+from app.engine.drafter import Drafter
 
-class LookupDrafter:
+
+class LookupDrafter(Drafter):
     name = "lookup"
     follows_kv = False  # drafts come from the token list, not from a KV cache
     # Longer matches predict better; a single token matches too often to be worth a verify batch.

@@ -21,11 +21,9 @@ from __future__ import annotations
 import threading
 import time
 
-import llama_cpp
-import numpy as np
-
-from app.core.errors import GenerationError, ModelLoadError
-from app.engine.decode import fill_batch
+from app.core.errors import ModelLoadError
+from app.engine.decode import STATS_INTERVAL_S
+from app.engine.drafter import Drafter
 
 CALIBRATION_SIZES = (1, 2, 3, 5, 9, 13)  # a plain step, and verify batches of 1, 2, 4, 8, 12 drafts
 MARGIN = 1.05  # a mode must promise this much over plain decoding before it is used
@@ -94,7 +92,7 @@ def expected_tokens(alpha: float, m: int) -> float:
 class Speculator:
     """Owns a drafter and the decisions; `run` replaces the plain loop in Decoder.generate."""
 
-    def __init__(self, drafter, draft_max: int | None = None, k_cap: int = 12, adaptive: bool = True):
+    def __init__(self, drafter: Drafter, draft_max: int | None = None, k_cap: int = 12, adaptive: bool = True):
         self.drafter = drafter
         # adaptive=False always drafts k_max tokens: for tests that must see drafts verified.
         self.adaptive = adaptive
@@ -158,8 +156,7 @@ class Speculator:
         for n, seconds in measured.items():
             if n < len(self.costs.t):
                 self.costs.t[n] = seconds
-        if hasattr(self.drafter, "measure"):
-            self.drafter.measure()
+        self.drafter.measure()
         self.plain_reason = self._why_plain()
 
     def _why_plain(self) -> str | None:
@@ -168,7 +165,7 @@ class Speculator:
             return "draft length capped at 0"
         cost = self.costs.table(self.k_max + 1)
         plain = cost[1]
-        step = getattr(self.drafter, "step_s", 0.0)
+        step = self.drafter.step_s
         if self.drafter.follows_kv and step >= DRAFT_COST_LIMIT * plain:
             return (f"a draft token costs {step / plain:.0%} of a target step; "
                     f"above {DRAFT_COST_LIMIT:.0%} drafting cannot pay")
@@ -191,7 +188,7 @@ class Speculator:
         rates = [0.0] * (self.k_max + 1)
         best_k, best = 0, plain_rate * MARGIN
         expected, p = 1.0, 1.0
-        step = getattr(self.drafter, "step_s", 0.0)
+        step = self.drafter.step_s
         for m in range(1, self.k_max + 1):
             p *= a
             expected += p
@@ -213,7 +210,7 @@ class Speculator:
         self.spec_s = self.spec_s * DECAY + seconds
         self.spec_tokens = self.spec_tokens * DECAY + accepted + 1
         plain = self.costs.get(1)
-        modelled = self.costs.get(m + 1) + getattr(self.drafter, "step_s", 0.0) * m
+        modelled = self.costs.get(m + 1) + self.drafter.step_s * m
         measured_slower = self.spec_tokens >= 8.0 and self.spec_s / self.spec_tokens > plain
         if (accepted + 1) * plain > modelled and not measured_slower:
             self.backoff = 0
@@ -231,24 +228,18 @@ class Speculator:
         self.k = 0
         if self.adaptive and self.plain_reason is not None:
             return 0, None, None
-        rt = dec.rt
-        ctx = rt.ctx
-        n_vocab = rt.n_vocab
-        tokens = dec.tokens
+        n_ctx = dec.rt.n_ctx
         drafter = self.drafter
-        batch = dec._batch
         hand_out = dec.hand_out
         greedy = sampler.fast_greedy
         max_tokens = sampling.max_tokens
         ignore_eos = sampling.ignore_eos
-        decode = llama_cpp.llama_decode
-        from app.engine.decode import STATS_INTERVAL_S
 
         pending = sampler.sample(-1)
         t_first = time.perf_counter()
         cpu_first = clock()
         next_stats = t_first + STATS_INTERVAL_S
-        drafter.begin(tokens)
+        drafter.begin(dec.tokens)
         self._plan()
         # Prompt lookup costs next to nothing, so its drafts are checked against the plain tokens without
         # verifying them (a shadow): acceptance is learnt for free. A draft model is only probed now and then,
@@ -271,9 +262,7 @@ class Speculator:
                 if reason is not None:
                     extra = len(new) - 1 - j
                     if extra:  # accepted drafts past the stop: the KV ends where plain decoding's would
-                        cut = len(tokens) - extra
-                        rt.kv_remove(cut, -1)
-                        del tokens[cut:]
+                        dec.truncate(len(dec.tokens) - extra)
                     return finish(reason)
             pending = new[-1]
             drafter.advance([pending])
@@ -294,28 +283,22 @@ class Speculator:
                         shadow, shadow_at = draft, 0  # too short to pay; still worth watching
                     draft = []
                 if draft:
-                    n_before = len(tokens)
+                    n_before = len(dec.tokens)
                     if not dec.room_for(len(draft) + 1):
                         draft = []
-                    tokens = dec.tokens
-                    if len(tokens) != n_before and drafter.follows_kv:
-                        drafter.begin(tokens + [pending])  # the window moved: re-read the history once
+                    if len(dec.tokens) != n_before and drafter.follows_kv:
+                        drafter.begin(dec.tokens + [pending])  # the window moved: re-read the history once
             elif shadow_free and not shadow and self.k_max:
                 shadow, shadow_at = drafter.propose(self.k_max), 0
 
             started = clock()
             if not draft:
-                if len(tokens) >= rt.n_ctx:
+                if len(dec.tokens) >= n_ctx:
                     if not dec.room_for(1):
                         return finish("context_full")
-                    tokens = dec.tokens
                     if drafter.follows_kv:
-                        drafter.begin(tokens + [pending])
-                dec._one[0] = pending
-                rc = decode(ctx, dec._batch_one)
-                if rc != 0:
-                    raise GenerationError(f"llama.cpp failed to evaluate a token (code {rc}).")
-                tokens.append(pending)
+                        drafter.begin(dec.tokens + [pending])
+                dec.decode_one(pending)
                 self.costs.observe(1, clock() - started)
                 self.steps += 1
                 if k < 0:
@@ -334,13 +317,10 @@ class Speculator:
                         shadow = []
             else:
                 m = len(draft)
-                base = len(tokens)
-                fill_batch(batch, [pending] + draft, base, logits_all=True)
-                dec._decode(batch)
-                tokens.append(pending)
+                base = len(dec.tokens)
+                rows = dec.verify([pending] + draft)
                 new = []
                 if greedy:
-                    rows = np.ctypeslib.as_array(llama_cpp.llama_get_logits(ctx), shape=(m + 1, n_vocab))
                     best = rows.argmax(axis=1).tolist()
                     for i in range(m + 1):
                         new.append(best[i])
@@ -353,9 +333,8 @@ class Speculator:
                         if i == m or t != draft[i]:
                             break
                 a = len(new) - 1
-                tokens.extend(draft[:a])
                 if a < m:
-                    rt.kv_remove(base + 1 + a, -1)
+                    dec.truncate(base + 1 + a)  # the rejected drafts
                 drafter.advance(draft[:a])
                 self.costs.observe(m + 1, clock() - started)
                 self.drafted += m
@@ -371,12 +350,10 @@ class Speculator:
             if now >= next_stats:
                 next_stats = now + STATS_INTERVAL_S
                 self.n_gen, self.cpu_s = n_gen, clock() - cpu_first
-                emit(dec._stats(n_gen, t_first, now, n_prompt))
+                emit(dec.stats_event(n_gen, t_first, now, n_prompt))
 
     def close(self) -> None:
-        close = getattr(self.drafter, "close", None)
-        if close is not None:
-            close()
+        self.drafter.close()
 
 
 def _measure_costs(decoder, reps: int) -> dict[int, float]:
@@ -391,12 +368,11 @@ def _measure_costs(decoder, reps: int) -> dict[int, float]:
     try:
         for rep in range(reps + 1):
             for n in CALIBRATION_SIZES:
-                fill_batch(decoder._batch, filler[:n], base, logits_all=True)
                 started = clock()
-                decoder._decode(decoder._batch)
+                decoder.verify(filler[:n])
                 if rep:
                     times[n].append(clock() - started)
-                rt.kv_remove(base, -1)
+                decoder.truncate(base)
     finally:
         decoder.reset()
     return {n: sorted(t)[len(t) // 2] for n, t in times.items()}
