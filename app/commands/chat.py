@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
 
 from app.commands.options import add_load_args, add_sampling_args, load_options, sampling_options
-from app.core.errors import EngineCrashed
+from app.commands.serve import API_KEY_ENV
+from app.core.errors import EngineCrashed, HearthError
 from app.core.modelfile import check_model_file
 from app.engine.client import EngineClient
-from app.engine.protocol import Done, Token
+from app.engine.option_fields import LOAD_FIELDS
+from app.engine.protocol import Done, LoadOptions, Token
 
 HELP = "Commands: /reset starts over, /exit quits. Ctrl-C stops an answer; Ctrl-D quits."
 
@@ -25,6 +28,11 @@ def register(sub) -> None:
     p.add_argument("--prompt", metavar="TEXT", help="answer this one message and exit")
     p.add_argument("--system", metavar="TEXT", help="system prompt")
     p.add_argument("--json", action="store_true", help="with --prompt: print one JSON object with the answer and figures")
+    p.add_argument("--endpoint", metavar="URL",
+                   help="chat with an OpenAI-compatible server instead (its base URL, e.g. http://127.0.0.1:8080/v1: "
+                   "llama-server, vLLM, Ollama, LM Studio, hearth serve); --model then names the server's model")
+    p.add_argument("--api-key", metavar="KEY", default=os.environ.get(API_KEY_ENV) or None,
+                   help=f"with --endpoint: the server's API key (default: ${API_KEY_ENV})")
     p.set_defaults(func=run)
 
 
@@ -52,11 +60,27 @@ def _answer(client: EngineClient, messages: list[dict], sampling, echo: bool) ->
     return done
 
 
+def _remote(args: argparse.Namespace):
+    """The endpoint's backend; the flags that set up a local model do not reach a server, so say so."""
+    from app.engine.remote import RemoteEndpoint
+
+    defaults = LoadOptions()
+    local_only = [f.flag for f in LOAD_FIELDS
+                  if f.flag and getattr(args, f.arg, getattr(defaults, f.name)) != getattr(defaults, f.name)]
+    if local_only:
+        print(f"hearth: {', '.join(local_only)} set up a local model; the server at {args.endpoint} decides "
+              "its own.", file=sys.stderr)
+    return RemoteEndpoint(args.endpoint, api_key=args.api_key, model=args.model)
+
+
 def run(args: argparse.Namespace) -> int:
-    options = load_options(args)
-    check_model_file(options.model_path)
     sampling = sampling_options(args)
-    with EngineClient() as client:
+    if args.endpoint:
+        backend, options = _remote(args), LoadOptions()
+    else:
+        backend, options = None, load_options(args)
+        check_model_file(options.model_path)
+    with EngineClient(backend) as client:
         info = client.load(options)
         notice = (info.get("window") or {}).get("notice")
         if notice:
@@ -77,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def interactive(client: EngineClient, info: dict, system: str | None, sampling) -> int:
-    print(f"Hearth chat with {info.get('name') or info.get('model')}. {HELP}")
+    where = f" at {info['path']}" if info.get("remote") else ""
+    print(f"Hearth chat with {info.get('name') or info.get('model')}{where}. {HELP}")
     history: list[dict] = []
     while True:
         try:
@@ -110,8 +135,22 @@ def interactive(client: EngineClient, info: dict, system: str | None, sampling) 
                   file=sys.stderr)
             client.wait_loaded()
             continue
+        except HearthError as exc:
+            if not info.get("remote"):
+                raise
+            # A server that failed (busy, gone, cut the answer off) may answer the next try.
+            history.pop()
+            print(f"\nhearth: {exc} The conversation is kept; send the message again.", file=sys.stderr)
+            continue
         history.append({"role": "assistant", "content": done.get("text", "")})
         if done.get("finish_reason") == "cancelled":
             print("\n(stopped)")
         else:
-            print(f"\n[{done.get('completion_tokens', 0)} tokens, {done.get('gen_tok_s', 0):.1f} tok/s]")
+            print(f"\n[{_count(done)}, {done.get('gen_tok_s') or 0:.1f} tok/s]")
+
+
+def _count(done: dict) -> str:
+    """The answer's length: tokens, or for a server that does not count them, the chunks it streamed."""
+    if done.get("completion_tokens") is not None:
+        return f"{done['completion_tokens']} tokens"
+    return f"{done.get('stream_chunks', 0)} chunks"
