@@ -206,8 +206,10 @@ class _Shape:
 
     @staticmethod
     def usage(done: P.Done) -> dict:
-        prompt, completion = int(done.get("prompt_tokens", 0)), int(done.get("completion_tokens", 0))
-        cached = max(prompt - int(done.get("prompt_evaluated", prompt)), 0)
+        # A backend that cannot count (a remote server that sent no usage) says None: count it as 0.
+        prompt, completion = int(done.get("prompt_tokens") or 0), int(done.get("completion_tokens") or 0)
+        evaluated = done.get("prompt_evaluated")
+        cached = max(prompt - int(evaluated), 0) if evaluated is not None else 0
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                 "prompt_tokens_details": {"cached_tokens": cached}}
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from app.bench.model_options import ModelOptions
 from app.core.modelfile import check_model_file
 from app.engine.client import EngineClient
-from app.engine.protocol import DONE, LoadOptions, SamplingOptions
+from app.engine.protocol import Done, LoadOptions, SamplingOptions
 
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
 BOUND = 0.97
@@ -39,7 +39,7 @@ def _sampling(tokens: int) -> SamplingOptions:
 
 def headless_run(client: EngineClient, tokens: int) -> float:
     for event in client.chat([{"role": "user", "content": PROMPT}], _sampling(tokens)):
-        if event["ev"] == DONE:
+        if isinstance(event, Done):
             return event["gen_tok_s"]
     return 0.0
 
