@@ -117,7 +117,7 @@ class Supervisor:
         from app.core.library import list_models
 
         loaded = self.info.get("path") if self.info else None
-        return [{"id": Path(m["path"]).name, "path": m["path"], "loaded": m["path"] == loaded}
+        return [{"id": m.name, "path": m.path, "quantization": m.quantization, "loaded": m.path == loaded}
                 for m in list_models()]
 
     def load(self, options: P.LoadOptions) -> None:

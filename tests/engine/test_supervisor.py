@@ -315,3 +315,11 @@ def test_late_events_of_a_replaced_process_are_ignored(sup, fake):
     # The dead process's reader still says something (a load that finished as it was killed).
     first.on_event(P.Loaded({"ev": P.LOADED, "id": 1, "path": "/models/stale.gguf"}))
     assert sup.info["path"] == GOOD.model_path
+
+
+def test_models_lists_the_library_with_the_loaded_one_marked(sup, fake, bundled_model):
+    sup.load(P.LoadOptions(model_path=str(bundled_model)))
+    sup.recorder.wait("model_loaded")
+    models = sup.models()
+    assert [m["path"] for m in models if m["loaded"]] == [str(bundled_model)]
+    assert all(m["id"] and not m["loaded"] for m in models if m["path"] != str(bundled_model))
