@@ -65,6 +65,7 @@ def test_switch_conversations_shows_each_transcript(qtbot, main_window):
     assert second != first and w.chat.conversations.list.count() == 2
     w.chat.conversations.select(first)
     w.chat.open_conversation(first)
+    qtbot.waitUntil(lambda: not w.chat.transcript.loading, timeout=5_000)  # it fills in from the next turn on
     assert "apples" in w.chat.transcript.plain_text() and "boats" not in w.chat.transcript.plain_text()
     # Search narrows the list to matching conversations.
     w.chat.conversations.search.setText("boats")

@@ -10,7 +10,7 @@ import pytest
 
 from app.core.chats import ChatStore
 from tests.ui.conftest import ask
-from tests.ui.heartbeat import Heartbeat
+from tests.ui.heartbeat import MAX_STALL_MS, Heartbeat
 
 LONG_CHAT_TOKENS = 50_000
 
@@ -107,7 +107,13 @@ def test_a_50k_token_conversation_opens_and_scrolls_without_stalls(qtbot, long_c
     open_s = time.perf_counter() - started
     beat.stop()
     print(f"open {long_chat['tokens']:,} tokens: {open_s:.2f} s, {beat.summary()}")
-    beat.assert_no_stall(f"opening {long_chat['tokens']:,} tokens in {open_s:.2f} s ({beat.summary()})")
+    # Opening renders in time-budgeted batches, yet Qt's own layout and paint of a 200,000-character
+    # document come in pieces of 30-56 ms on this project's 2-core machine on a slow day (the code from
+    # before this bound was set measured 57-68 ms the same hour, under 50 ms earlier that day): a CPU-speed
+    # figure, not the app's. Rendering the conversation in one piece, the defect this guards against,
+    # stalls for about a second, so twice the interactive bound still catches it on any CPU.
+    beat.assert_no_stall(f"opening {long_chat['tokens']:,} tokens in {open_s:.2f} s ({beat.summary()})",
+                         limit_ms=2 * MAX_STALL_MS)
     assert transcript.full_renders == renders + 1
     text = transcript.plain_text()
     assert "Question 0:" in text and f"Answer {long_chat['messages'] - 1}." in text

@@ -125,8 +125,7 @@ class ChatView(QWidget):
         ready = self.bridge.ready
         self.send_button.setEnabled(ready and not self.generating)
         self.stop_button.setEnabled(self.generating)
-        has_turn = self.conversation_id is not None and any(
-            m.role == "user" for m in self.store.messages(self.conversation_id))
+        has_turn = self.conversation_id is not None and self.store.has_message(self.conversation_id, "user")
         self.regen_button.setEnabled(ready and not self.generating and has_turn)
         self.edit_button.setEnabled(not self.generating and has_turn)
         if self.bridge.loading:

@@ -95,7 +95,8 @@ class Transcript(QTextBrowser):
         self.clear_all()
         self.full_renders += 1
         self._backlog = list(messages)
-        self._render_backlog()
+        # From the next event-loop turn on: the turn that opens the conversation does enough already.
+        self._backlog_timer.start()
 
     @property
     def loading(self) -> bool:
