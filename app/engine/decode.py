@@ -15,7 +15,7 @@ from typing import Callable
 import llama_cpp
 import numpy as np
 
-from app.core.errors import GenerationError
+from app.core.errors import ContextTooLong, GenerationError
 from app.core.metrics import peak_rss_mb
 from app.engine.detok import TextStream
 from app.engine.protocol import DONE, STATS, TOKEN, SamplingOptions
@@ -171,13 +171,18 @@ class Decoder:
 
     # --- generation -----------------------------------------------------
     def generate(self, prompt_text: str, sampling: SamplingOptions, emit: Emit,
-                 cancelled: threading.Event | None = None) -> dict:
+                 cancelled: threading.Event | None = None, truncate: bool = True) -> dict:
+        """truncate=False: a prompt longer than the context is an error (ContextTooLong), never cut to fit
+        by the context policy (the API's rule)."""
         cancelled = cancelled or threading.Event()
         self.cancelled = cancelled  # a context policy's rebuild stops on it too
         rt = self.rt
         t0 = time.perf_counter()
         prompt = self.tokenize_prompt(prompt_text)
         if len(prompt) >= rt.n_ctx:
+            if not truncate:
+                raise ContextTooLong(f"This prompt is {len(prompt)} tokens long, more than the model's context "
+                                     f"of {rt.n_ctx} tokens; shorten it or load the model with a larger context.")
             if self.context_policy is not None:
                 prompt = self.context_policy.fit_prompt(self, prompt)
             else:

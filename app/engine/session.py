@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 
-from app.core.errors import ContextTooLong
 from app.engine.decode import Decoder
 from app.engine.probe import extra_bufts_decision
 from app.engine.protocol import LoadOptions, SamplingOptions
@@ -55,21 +54,12 @@ class Session:
              truncate: bool = True) -> dict:
         prompt = self.template.render(messages, add_generation_prompt=True)
         self.decoder.context_policy.system_text = system_prefix(self.template, messages, prompt)
-        return self._generate(prompt, sampling, emit, cancelled, truncate)
+        return self.decoder.generate(prompt, sampling, emit, cancelled, truncate)
 
     def complete(self, prompt: str, sampling: SamplingOptions, emit, cancelled: threading.Event,
                  truncate: bool = True) -> dict:
         self.decoder.context_policy.system_text = None
-        return self._generate(prompt, sampling, emit, cancelled, truncate)
-
-    def _generate(self, prompt: str, sampling: SamplingOptions, emit, cancelled, truncate: bool) -> dict:
-        """truncate=False: a prompt longer than the context is an error, not cut to fit (the API's rule)."""
-        if not truncate:
-            n = len(self.decoder.tokenize_prompt(prompt))
-            if n >= self.rt.n_ctx:
-                raise ContextTooLong(f"This prompt is {n} tokens long, more than the model's context of "
-                                     f"{self.rt.n_ctx} tokens; shorten it or load the model with a larger context.")
-        return self.decoder.generate(prompt, sampling, emit, cancelled)
+        return self.decoder.generate(prompt, sampling, emit, cancelled, truncate)
 
     def reset(self) -> None:
         self.decoder.reset()
