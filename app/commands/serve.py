@@ -20,6 +20,8 @@ def register(sub) -> None:
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--api-key", metavar="KEY", default=os.environ.get(API_KEY_ENV) or None,
                    help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV})")
+    p.add_argument("--parallel", type=int, default=1, metavar="N",
+                   help="answer up to N requests at once, decoded together in one batch (default 1)")
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="allow browser pages from ORIGIN to call the API (repeatable; * for any)")
     p.set_defaults(func=run)
@@ -28,6 +30,12 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from app.server.run import ServeOptions, serve
 
-    options = load_options(args)
+    from dataclasses import replace
+
+    from app.core.errors import HearthError
+
+    if not 1 <= args.parallel <= 64:
+        raise HearthError(f"--parallel takes 1 to 64 requests at once, not {args.parallel}.")
+    options = replace(load_options(args), n_parallel=args.parallel)
     check_model_file(options.model_path)
     return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors)))

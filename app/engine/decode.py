@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 import llama_cpp
@@ -26,13 +27,13 @@ Emit = Callable[[dict], None]
 STATS_INTERVAL_S = 0.2  # the GUI graphs want at least four points a second
 
 
-def fill_batch(batch, toks: list[int], base: int, logits_all: bool = False) -> None:
-    """Put toks at positions base.. of sequence 0; logits on every row or only the last."""
+def fill_batch(batch, toks: list[int], base: int, logits_all: bool = False, seq: int = 0) -> None:
+    """Put toks at positions base.. of sequence `seq`; logits on every row or only the last."""
     for i, tok in enumerate(toks):
         batch.token[i] = tok
         batch.pos[i] = base + i
         batch.n_seq_id[i] = 1
-        batch.seq_id[i][0] = 0
+        batch.seq_id[i][0] = seq
         batch.logits[i] = 1 if logits_all else 0
     if not logits_all:
         batch.logits[len(toks) - 1] = 1
@@ -46,6 +47,25 @@ def decode_error(rc: int) -> GenerationError:
     return GenerationError(f"llama.cpp failed to evaluate tokens (code {rc}).")
 
 
+@dataclass(eq=False)
+class Answer:
+    """One answer in progress: what the plain loop holds in locals, and a parallel slot between two steps."""
+    prompt_text: str
+    prompt: list[int]
+    sampling: SamplingOptions
+    emit: Emit
+    cancelled: threading.Event
+    sampler: Sampler
+    stream: TextStream
+    t0: float
+    t_prompt: float
+    prompt_evaluated: int
+    generated: list[int] = field(default_factory=list)
+    t_first: float | None = None
+    reason: str | None = None  # why it stopped; None while it runs
+    next_stats: float = 0.0
+
+
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
     i = 0
@@ -55,10 +75,15 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 
 
 class Decoder:
-    """Generates on one Runtime, keeping `tokens` equal to what the KV cache holds."""
+    """Generates on one Runtime, keeping `tokens` equal to what sequence `seq` of the KV cache holds.
 
-    def __init__(self, rt: Runtime):
+    Without parallel slots there is one Decoder on sequence 0; with them, one per slot
+    (app/engine/slots.py), which evaluates prompts here and decodes its tokens in the slots' shared batch.
+    """
+
+    def __init__(self, rt: Runtime, seq: int = 0):
         self.rt = rt
+        self.seq = seq
         self.tokens: list[int] = []
         # The text that `tokens` spell, when known: lets the next turn tokenize only its new text.
         self.cached_text: str | None = None
@@ -79,7 +104,7 @@ class Decoder:
             self._batch = None
 
     def reset(self) -> None:
-        self.rt.kv_clear()
+        self.rt.kv_clear(self.seq)
         self.tokens = []
         self.cached_text = None
 
@@ -111,7 +136,7 @@ class Decoder:
             if cancelled is not None and cancelled.is_set():
                 break
             chunk = toks[done : done + n_batch]
-            fill_batch(batch, chunk, len(self.tokens))
+            fill_batch(batch, chunk, len(self.tokens), seq=self.seq)
             self._decode(batch)
             self.tokens.extend(chunk)
             done += len(chunk)
@@ -122,10 +147,14 @@ class Decoder:
     # They keep `tokens` equal to the KV cache, so callers never touch llama.cpp's batches themselves.
     def decode_one(self, tok: int) -> None:
         """Evaluate one token after the cached ones, logits for it: the plain decoding step."""
-        self._one[0] = tok
-        rc = llama_cpp.llama_decode(self.rt.ctx, self._batch_one)
-        if rc != 0:
-            raise decode_error(rc)
+        if self.seq:  # llama_batch_get_one's batches belong to sequence 0
+            fill_batch(self._batch, [tok], len(self.tokens), seq=self.seq)
+            self._decode(self._batch)
+        else:
+            self._one[0] = tok
+            rc = llama_cpp.llama_decode(self.rt.ctx, self._batch_one)
+            if rc != 0:
+                raise decode_error(rc)
         self.tokens.append(tok)
 
     def verify(self, toks: list[int]) -> np.ndarray:
@@ -135,7 +164,7 @@ class Decoder:
         until `truncate` drops the rejected ones. Callers count what they keep in `total_evaluated`.
         """
         n = len(toks)
-        fill_batch(self._batch, toks, len(self.tokens), logits_all=True)
+        fill_batch(self._batch, toks, len(self.tokens), logits_all=True, seq=self.seq)
         self._decode(self._batch)
         self.tokens.extend(toks)
         return np.ctypeslib.as_array(llama_cpp.llama_get_logits(self.rt.ctx), shape=(n, self.rt.n_vocab))
@@ -146,7 +175,7 @@ class Decoder:
         False when llama.cpp could not remove them (some memories cannot drop a tail); `tokens` is cut all
         the same, so a caller that must have the two agree resets.
         """
-        ok = self.rt.kv_remove(to, -1)
+        ok = self.rt.kv_remove(to, -1, self.seq)
         del self.tokens[to:]
         return ok
 
@@ -170,11 +199,13 @@ class Decoder:
         return False
 
     # --- generation -----------------------------------------------------
-    def generate(self, prompt_text: str, sampling: SamplingOptions, emit: Emit,
-                 cancelled: threading.Event | None = None, truncate: bool = True) -> dict:
-        """truncate=False: a prompt longer than the context is an error (ContextTooLong), never cut to fit
-        by the context policy (the API's rule)."""
-        cancelled = cancelled or threading.Event()
+    def begin(self, prompt_text: str, sampling: SamplingOptions, emit: Emit, cancelled: threading.Event,
+              truncate: bool = True) -> "Answer":
+        """Tokenize and evaluate a prompt (only what the cache does not hold) and set up its answer.
+
+        truncate=False: a prompt longer than the context is an error (ContextTooLong), never cut to fit
+        by the context policy (the API's rule).
+        """
         self.cancelled = cancelled  # a context policy's rebuild stops on it too
         rt = self.rt
         t0 = time.perf_counter()
@@ -194,23 +225,33 @@ class Decoder:
         self.cached_text = None
         self.last_prompt_evaluated = self.eval_tokens(prompt[keep:], cancelled)
         t_prompt = time.perf_counter()
+        answer = Answer(prompt_text, prompt, sampling, emit, cancelled, Sampler(rt.ctx, rt.n_vocab, sampling,
+                        self.tokens), TextStream(sampling.stop), t0, t_prompt, self.last_prompt_evaluated)
+        answer.next_stats = t_prompt + STATS_INTERVAL_S
+        if cancelled.is_set():
+            answer.reason = "cancelled"
+        return answer
 
-        sampler = Sampler(rt.ctx, rt.n_vocab, sampling, self.tokens)
-        stream = TextStream(sampling.stop)
+    def generate(self, prompt_text: str, sampling: SamplingOptions, emit: Emit,
+                 cancelled: threading.Event | None = None, truncate: bool = True) -> dict:
+        """One whole answer, token by token (or speculatively); its Done event."""
+        cancelled = cancelled or threading.Event()
+        answer = self.begin(prompt_text, sampling, emit, cancelled, truncate)
+        rt = self.rt
+        sampler, stream, generated = answer.sampler, answer.stream, answer.generated
         hand_out = self.hand_out
         decode_one = self.decode_one
         tokens = self.tokens
         max_tokens = sampling.max_tokens
         ignore_eos = sampling.ignore_eos
+        n_prompt = len(answer.prompt)
         t_first = None
-        next_stats = t_prompt + STATS_INTERVAL_S
-        reason = "cancelled" if cancelled.is_set() else None
-        generated: list[int] = []
-
+        next_stats = answer.next_stats
+        reason = answer.reason
         try:
             if self.speculator is not None and reason is None:
                 _, reason, t_first = self.speculator.run(self, sampler, stream, generated, emit, cancelled,
-                                                             sampling, len(prompt))
+                                                             sampling, n_prompt)
             while reason is None:
                 tok = sampler.sample(-1)
                 if t_first is None:
@@ -225,33 +266,39 @@ class Decoder:
                 now = time.perf_counter()
                 if now >= next_stats:
                     next_stats = now + STATS_INTERVAL_S
-                    emit(self.stats_event(len(generated), t_first, now, len(prompt)))
+                    emit(self.stats_event(len(generated), t_first, now, n_prompt))
         finally:
             sampler.close()
-        n_gen = len(generated)
-        tail = stream.flush()
+        answer.t_first, answer.reason = t_first, reason
+        return self.finish(answer)
+
+    def finish(self, answer: "Answer") -> dict:
+        """The Done event of an answer that has stopped (its reason set); the last text reaches the client first."""
+        answer.sampler.close()
+        n_gen = len(answer.generated)
+        tail = answer.stream.flush()
         if tail:
-            emit({"ev": TOKEN, "text": tail})
+            answer.emit({"ev": TOKEN, "text": tail})
         t_end = time.perf_counter()
         self.total_evaluated += n_gen
-        self._remember_text(prompt_text, prompt, generated)
-
+        self._remember_text(answer.prompt_text, answer.prompt, answer.generated)
+        t0, t_prompt = answer.t0, answer.t_prompt
         gen_time = t_end - t_prompt
         result = {
             "ev": DONE,
-            "text": stream.text,
-            "finish_reason": reason,
-            "prompt_tokens": len(prompt),
-            "prompt_evaluated": self.last_prompt_evaluated,
+            "text": answer.stream.text,
+            "finish_reason": answer.reason,
+            "prompt_tokens": len(answer.prompt),
+            "prompt_evaluated": answer.prompt_evaluated,
             "completion_tokens": n_gen,
-            "ttft_s": (t_first or t_end) - t0,
+            "ttft_s": (answer.t_first or t_end) - t0,
             "prompt_s": t_prompt - t0,
-            "prompt_tok_s": self.last_prompt_evaluated / (t_prompt - t0) if t_prompt > t0 else 0.0,
+            "prompt_tok_s": answer.prompt_evaluated / (t_prompt - t0) if t_prompt > t0 else 0.0,
             "gen_s": gen_time,
             "gen_tok_s": n_gen / gen_time if gen_time > 0 and n_gen else 0.0,
             "n_past": len(self.tokens),
-            "n_ctx": rt.n_ctx,
-            **rt.memory_now(),
+            "n_ctx": self.rt.n_ctx,
+            **self.rt.memory_now(),
             "peak_rss_mb": peak_rss_mb(),
         }
         if self.context_policy is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import queue
+from collections import deque
 import sys
 import threading
 import time
@@ -25,15 +26,22 @@ from app.engine import protocol as P
 from app.engine.coalesce import TokenCoalescer, coalescing
 from app.engine.preflight import preflight
 
+_LAST = (P.DONE, P.ERROR)  # a request's final events
+
+
+GENERATION = (P.CHAT, P.COMPLETE)
+
 
 class Host:
     def __init__(self, out_fd: int):
         self.out_fd = out_fd
         self.write_lock = threading.Lock()
         self.commands: queue.Queue = queue.Queue()
-        self.cancelled = threading.Event()
-        self.running: int | None = None  # the id of the command being carried out
-        self.dropped: set = set()  # ids cancelled before their turn
+        # One cancel flag per request that can be cancelled, made when its command arrives (so a cancel
+        # sent right after is never lost) and dropped when its Done or error goes out.
+        self.cancels: dict = {}
+        self.cancels_lock = threading.Lock()
+        self.running: int | None = None  # the id of the command being carried out (not parallel answers)
         self.session = None  # app.engine.session.Session once a model is loaded
 
     def emit(self, event: dict) -> None:
@@ -52,55 +60,109 @@ class Host:
                 continue
             cmd = msg.get("cmd")
             if cmd == P.CANCEL:
-                # One request runs at a time: a cancel names it, or any (None); a named one still
-                # waiting in the queue is dropped when its turn comes.
-                target = msg.get("target")
-                if target in (None, self.running):
-                    self.cancelled.set()
-                else:
-                    self.dropped.add(target)
+                self.cancel(msg.get("target"))
                 continue
-            if cmd in (P.CHAT, P.COMPLETE, P.LOAD):
-                # Cleared here, in arrival order, so a cancel sent right after is never lost.
-                self.cancelled.clear()
+            if cmd in GENERATION or cmd == P.LOAD:
+                with self.cancels_lock:
+                    self.cancels[msg.get("id")] = threading.Event()
             self.commands.put(msg)
         self.commands.put({"cmd": P.SHUTDOWN})
+
+    def cancel(self, target) -> None:
+        """Stop one request, running or waiting its turn (one that waits ends as cancelled when its turn
+        comes), or every one (None)."""
+        with self.cancels_lock:
+            flags = list(self.cancels.values()) if target is None else [self.cancels.get(target)]
+        for flag in flags:
+            if flag is not None:
+                flag.set()
+
+    def cancelled(self, request_id) -> threading.Event:
+        with self.cancels_lock:
+            return self.cancels.setdefault(request_id, threading.Event())
 
     def run(self) -> int:
         threading.Thread(target=self.read_commands, name="engine-stdin", daemon=True).start()
         self.emit({"ev": P.READY, "pid": os.getpid(), "version": __version__})
+        waiting: deque = deque()
         while True:
-            msg = self.commands.get()
-            cmd = msg.get("cmd")
-            if cmd == P.SHUTDOWN:
-                self._unload()
-                return 0
-            self.running = msg.get("id")
-            if self.running in self.dropped:
-                self.dropped.discard(self.running)
-                self.emit({"ev": P.DONE, "id": self.running, "text": "", "finish_reason": "cancelled",
-                           "prompt_tokens": 0, "completion_tokens": 0})
-                continue
-            try:
-                self.dispatch(cmd, msg)
-            except HearthError as exc:
-                event = P.failed(P.ErrorKind.of(exc), str(exc), msg.get("id"))
-                if cmd == P.LOAD and self.session is not None:
-                    event["kept"] = self.session.describe()  # refused before unloading: this model is still here
-                self.emit(event)
-            except Exception as exc:  # a bug: keep the engine alive, log the traceback
-                traceback.print_exc()
-                self.emit(P.failed(P.ErrorKind.INTERNAL, f"Internal engine error: {exc}", msg.get("id")))
-            finally:
-                self.running = None
+            slots = self.session.slots if self.session is not None else None
+            answering = slots is not None and slots.running
+            if not answering and not waiting:
+                waiting.append(self.commands.get())
+            while True:  # whatever else has arrived joins the line
+                try:
+                    waiting.append(self.commands.get_nowait())
+                except queue.Empty:
+                    break
+            if answering and any(msg.get("cmd") == P.SHUTDOWN for msg in waiting):
+                slots.cancel_all()  # nobody is left to read the answers
+            while waiting:
+                msg = waiting[0]
+                slots = self.session.slots if self.session is not None else None
+                if slots is not None and slots.running:
+                    # A new answer joins the running ones when a slot is free; anything else (load, reset,
+                    # unload) waits for them, in order.
+                    if msg.get("cmd") not in GENERATION or not slots.has_free:
+                        break
+                waiting.popleft()
+                if msg.get("cmd") == P.SHUTDOWN:
+                    self._unload()
+                    return 0
+                self.handle(msg)
+            slots = self.session.slots if self.session is not None else None
+            if slots is not None and slots.running:
+                self.step(slots)
+
+    def handle(self, msg: dict) -> None:
+        cmd = msg.get("cmd")
+        rid = msg.get("id")
+        self.running = rid
+        if cmd in GENERATION and self.cancelled(rid).is_set():  # cancelled while it waited its turn
+            self.emit({"ev": P.DONE, "id": rid, "text": "", "finish_reason": "cancelled",
+                       "prompt_tokens": 0, "completion_tokens": 0})
+            self._forget(rid)
+            return
+        try:
+            self.dispatch(cmd, msg)
+        except HearthError as exc:
+            event = P.failed(P.ErrorKind.of(exc), str(exc), rid)
+            if cmd == P.LOAD and self.session is not None:
+                event["kept"] = self.session.describe()  # refused before unloading: this model is still here
+            self.emit(event)
+            self._forget(rid)
+        except Exception as exc:  # a bug: keep the engine alive, log the traceback
+            traceback.print_exc()
+            self.emit(P.failed(P.ErrorKind.INTERNAL, f"Internal engine error: {exc}", rid))
+            self._forget(rid)
+        finally:
+            self.running = None
+            if cmd == P.LOAD:
+                self._forget(rid)
+
+    def step(self, slots) -> None:
+        """One shared decode of the parallel answers; a bug fails them all, not the engine."""
+        try:
+            slots.step()
+        except Exception as exc:
+            traceback.print_exc()
+            slots.fail_running(HearthError(f"Internal engine error: {exc}"))
+
+    def _forget(self, request_id) -> None:
+        with self.cancels_lock:
+            self.cancels.pop(request_id, None)
 
     def tagged(self, request_id: int | None):
         """An emitter that stamps each event with the request it belongs to."""
         emit = self.emit
 
+        forget = self._forget
+
         def emit_for_request(event: dict) -> None:
             event["id"] = request_id
             emit(event)
+            if event["ev"] in _LAST:
+                forget(request_id)
 
         return emit_for_request
 
@@ -120,18 +182,19 @@ class Host:
                 raise HearthError("No model is loaded.")
             sampling = P.SamplingOptions.from_dict(msg.get("sampling"))
             emit = coalescing(self.tagged(rid), float(msg.get("stream_interval_ms") or 0))
+            cancelled = self.cancelled(rid)
             try:
                 truncate = msg.get("truncate", True)
                 if cmd == P.CHAT:
-                    result = self.session.chat(msg.get("messages") or [], sampling, emit, self.cancelled, truncate)
+                    result = self.session.chat(msg.get("messages") or [], sampling, emit, cancelled, truncate)
                 else:
-                    result = self.session.complete(msg.get("prompt") or "", sampling, emit, self.cancelled,
-                                                   truncate)
+                    result = self.session.complete(msg.get("prompt") or "", sampling, emit, cancelled, truncate)
             except Exception:
                 if isinstance(emit, TokenCoalescer):  # the tokens generated reach the client before the error
                     emit.flush()
                 raise
-            emit(result)  # after the last merged tokens
+            if result is not None:  # None: a parallel slot answers from now on, step by step
+                emit(result)  # after the last merged tokens
         elif cmd == P.RESET:
             if self.session is not None:
                 self.session.reset()
@@ -145,13 +208,14 @@ class Host:
     def _load_progress(self, request_id: int | None):
         """Progress events at most every 0.1 s; a cancel stops the load."""
         last = [0.0]
+        cancelled = self.cancelled(request_id)
 
         def progress(fraction: float) -> bool:
             now = time.monotonic()
             if now - last[0] >= 0.1 or fraction >= 1.0:
                 last[0] = now
                 self.emit({"ev": P.PROGRESS, "id": request_id, "fraction": round(float(fraction), 3)})
-            return not self.cancelled.is_set()
+            return not cancelled.is_set()
 
         return progress
 

@@ -86,6 +86,7 @@ SAMPLING_FIELDS = (
 NOT_SET_BY_USERS = {
     "model_path": "the model itself: --model, or the file chosen in the window",
     "extra_bufts": "decided per machine by the extra-buffer-types probe (app/engine/probe.py)",
+    "n_parallel": "a server's choice: hearth serve --parallel N (the window and hearth chat answer one at a time)",
     "ignore_eos": "for benchmarks, which must always generate max_tokens",
     "frequency_penalty": "an OpenAI request parameter, set per request by API clients (app/server)",
     "presence_penalty": "an OpenAI request parameter, set per request by API clients (app/server)",

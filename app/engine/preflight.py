@@ -25,7 +25,8 @@ def preflight(options: LoadOptions) -> None:
         return
     from app.core.fit import estimate_fit
 
-    estimate = estimate_fit(options.model_path, n_ctx=options.n_ctx, kv_type=options.kv_type,
+    # Each parallel slot has a context of its own in the KV cache.
+    estimate = estimate_fit(options.model_path, n_ctx=options.n_ctx * max(1, options.n_parallel), kv_type=options.kv_type,
                             gpu_available_mb=True if options.n_gpu_layers else None)
     if not estimate.fits:
         raise ModelTooBig(f"{estimate.verdict} To try anyway, use “Load anyway” (Models page) or --ignore-fit; "

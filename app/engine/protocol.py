@@ -65,6 +65,7 @@ class LoadOptions(_Options):
     n_batch: int = 512
     n_threads: int | None = None  # None: physical cores
     n_gpu_layers: int = 0
+    n_parallel: int = 1  # requests served at once, each in its own KV sequence (the API server's slots)
     use_mmap: bool = True
     use_mlock: bool = False
     kv_type: str = "f16"

@@ -56,7 +56,11 @@ def explain_load_failure(path: Path) -> str:
 
 
 class Runtime:
-    """One loaded model with one context (sequence 0)."""
+    """One loaded model with one context: sequence 0, or one sequence per parallel slot.
+
+    With n_parallel slots the KV cache holds n_ctx cells for each sequence (the context is per
+    conversation, as Ollama's parallel requests have it), so `n_ctx` is always one sequence's context.
+    """
 
     def __init__(self, options: LoadOptions, extra_bufts: bool = True,
                  progress: Callable[[float], bool] | None = None):
@@ -88,8 +92,11 @@ class Runtime:
             raise ModelLoadError(explain_load_failure(self.path))
 
         self.n_threads = int(options.n_threads or default_threads())
+        self.n_parallel = max(1, int(options.n_parallel or 1))
         cp = llama_cpp.llama_context_default_params()
-        cp.n_ctx = int(options.n_ctx)
+        cp.n_ctx = int(options.n_ctx) * self.n_parallel
+        cp.n_seq_max = self.n_parallel
+        cp.kv_unified = False  # each sequence its own cells: one long chat cannot take another's room
         cp.n_batch = int(options.n_batch)
         cp.n_ubatch = min(int(options.n_batch), 512)
         cp.n_threads = self.n_threads
@@ -112,7 +119,7 @@ class Runtime:
 
         self.vocab = llama_cpp.llama_model_get_vocab(self.model)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
-        self.n_ctx = llama_cpp.llama_n_ctx(self.ctx)
+        self.n_ctx = llama_cpp.llama_n_ctx_seq(self.ctx)
         self.n_batch = llama_cpp.llama_n_batch(self.ctx)
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.extra_bufts = bool(extra_bufts)
@@ -147,6 +154,7 @@ class Runtime:
             "n_ctx": self.n_ctx,
             "n_ctx_train": llama_cpp.llama_model_n_ctx_train(self.model),
             "n_threads": self.n_threads,
+            "n_parallel": self.n_parallel,
             "n_gpu_layers": self.options.n_gpu_layers,
             "extra_bufts": self.extra_bufts,
             "can_shift": bool(llama_cpp.llama_memory_can_shift(self.memory)),
@@ -200,17 +208,22 @@ class Runtime:
         return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
 
     # --- KV memory ------------------------------------------------------
-    def kv_remove(self, p0: int, p1: int = -1) -> bool:
-        return bool(llama_cpp.llama_memory_seq_rm(self.memory, 0, p0, p1))
+    # `seq` is the sequence of a parallel slot; 0 is the only one without slots.
+    def kv_remove(self, p0: int, p1: int = -1, seq: int = 0) -> bool:
+        return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq, p0, p1))
 
-    def kv_shift(self, p0: int, p1: int, delta: int) -> None:
-        llama_cpp.llama_memory_seq_add(self.memory, 0, p0, p1, delta)
+    def kv_shift(self, p0: int, p1: int, delta: int, seq: int = 0) -> None:
+        llama_cpp.llama_memory_seq_add(self.memory, seq, p0, p1, delta)
 
-    def kv_pos_max(self) -> int:
-        return llama_cpp.llama_memory_seq_pos_max(self.memory, 0)
+    def kv_pos_max(self, seq: int = 0) -> int:
+        return llama_cpp.llama_memory_seq_pos_max(self.memory, seq)
 
-    def kv_clear(self) -> None:
-        llama_cpp.llama_memory_clear(self.memory, True)
+    def kv_clear(self, seq: int | None = None) -> None:
+        """Forget one sequence, or every sequence (None)."""
+        if seq is None or self.n_parallel == 1:
+            llama_cpp.llama_memory_clear(self.memory, True)
+        else:
+            llama_cpp.llama_memory_seq_rm(self.memory, seq, -1, -1)
 
     def perf(self) -> dict:
         data = llama_cpp.llama_perf_context(self.ctx)

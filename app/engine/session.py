@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import threading
 
+from app.core.errors import HearthError
 from app.engine.decode import Decoder
 from app.engine.probe import extra_bufts_decision
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
+from app.engine.slots import Slots
 from app.engine.speculative import check_speculation_options, make_speculator
 from app.engine.template import ChatTemplate
 from app.engine.window import make_policy, system_prefix
@@ -18,12 +20,21 @@ class Session:
     def __init__(self, runtime: Runtime, probe: dict | None):
         self.rt = runtime
         self.probe = probe
-        self.decoder = Decoder(runtime)
         bos, eos = runtime.bos_eos_text()
         self.template = ChatTemplate(runtime.chat_template(), bos, eos)
         o = runtime.options
-        self.decoder.context_policy = make_policy(o.context_policy, runtime, o.sink_tokens, o.keep_system,
-                                                  o.window_fraction)
+
+        def policy():
+            return make_policy(o.context_policy, runtime, o.sink_tokens, o.keep_system, o.window_fraction)
+
+        # Parallel slots: one Decoder per KV sequence, driven by the host between its commands; the first
+        # slot's is the session's decoder (what `describe` reports).
+        self.slots = Slots(runtime, policy) if runtime.n_parallel > 1 else None
+        if self.slots is not None:
+            self.decoder = self.slots.slots[0].decoder
+        else:
+            self.decoder = Decoder(runtime)
+            self.decoder.context_policy = policy()
         try:
             self.decoder.speculator = make_speculator(runtime, self.decoder)
         except BaseException:
@@ -38,6 +49,9 @@ class Session:
             probe = extra_bufts_decision(probe_model or options.model_path)
             extra = bool(probe.get("ok"))
         check_speculation_options(options)
+        if options.n_parallel > 1 and (options.lookup or options.draft_model):
+            raise HearthError("Speculative decoding serves one request at a time here: "
+                              "drop --lookup/--draft-model, or --parallel.")
         return cls(Runtime(options, extra_bufts=extra, progress=progress), probe)
 
     def describe(self) -> dict:
@@ -48,24 +62,41 @@ class Session:
         info["window"] = self.decoder.context_policy.state(self.decoder)
         speculator = self.decoder.speculator
         info["drafter"] = speculator.drafter.name if speculator is not None else None
+        if self.slots is not None:
+            info["slots"] = self.slots.batching()
         return info
 
     def chat(self, messages: list[dict], sampling: SamplingOptions, emit, cancelled: threading.Event,
-             truncate: bool = True) -> dict:
+             truncate: bool = True) -> dict | None:
+        """The answer's Done event; None with slots, where the answer has only started (Done comes by emit)."""
         prompt = self.template.render(messages, add_generation_prompt=True)
-        self.decoder.context_policy.system_text = system_prefix(self.template, messages, prompt)
-        return self.decoder.generate(prompt, sampling, emit, cancelled, truncate)
+        return self._generate(prompt, system_prefix(self.template, messages, prompt), sampling, emit, cancelled,
+                              truncate)
 
     def complete(self, prompt: str, sampling: SamplingOptions, emit, cancelled: threading.Event,
-                 truncate: bool = True) -> dict:
-        self.decoder.context_policy.system_text = None
+                 truncate: bool = True) -> dict | None:
+        return self._generate(prompt, None, sampling, emit, cancelled, truncate)
+
+    def _generate(self, prompt: str, system_text: str | None, sampling, emit, cancelled, truncate) -> dict | None:
+        if self.slots is not None:
+            self.slots.start(prompt, system_text, sampling, emit, cancelled, truncate)
+            return None
+        self.decoder.context_policy.system_text = system_text
         return self.decoder.generate(prompt, sampling, emit, cancelled, truncate)
 
     def reset(self) -> None:
+        if self.slots is not None:
+            self.slots.reset()
+            return
         self.decoder.reset()
         self.decoder.context_policy.reset()
 
     def close(self) -> None:
+        if self.slots is not None:
+            self.slots.close()  # the decoders too, the session's included
+            self.slots = None
+            self.rt.close()
+            return
         if self.decoder.speculator is not None:
             self.decoder.speculator.close()
             self.decoder.speculator = None

@@ -175,9 +175,9 @@ class SlidingContext(ContextPolicy):
     def _shift_out(self, decoder, start: int, count: int) -> bool:
         """Remove cache positions [start, start+count) and move the rest down: no re-evaluation."""
         rt = decoder.rt
-        if not rt.kv_remove(start, start + count):
+        if not rt.kv_remove(start, start + count, decoder.seq):
             return False
-        rt.kv_shift(start + count, -1, -count)
+        rt.kv_shift(start + count, -1, -count, decoder.seq)
         del decoder.tokens[start : start + count]
         decoder.cached_text = None
         self.dropped += count
@@ -189,11 +189,11 @@ class SlidingContext(ContextPolicy):
         started = time.perf_counter()
         rt = decoder.rt
         recent = decoder.tokens[head + drop :]
-        if rt.kv_remove(head, -1):
+        if rt.kv_remove(head, -1, decoder.seq):
             del decoder.tokens[head:]
         else:  # a cache that cannot cut its middle: start from nothing
             recent = decoder.tokens[:head] + recent
-            rt.kv_clear()
+            rt.kv_clear(decoder.seq)
             del decoder.tokens[:]  # in place: the decode loop holds this very list
         decoder.cached_text = None
         done = decoder.eval_tokens(recent, decoder.cancelled)

@@ -21,6 +21,7 @@ from app.engine.protocol import DONE, STATS, LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.session import Session
 from app.engine.window import NO_SHIFT_NOTICE
+from tests.engine.kv_checks import assert_cache_consistent, assert_cache_means_its_tokens, kv_span
 
 CTX = 256  # llama.cpp's smallest context; a few hundred tokens fill it several times
 SYSTEM = ("You are Captain Hearth, a pirate who answers every question with a sea shanty "
@@ -106,55 +107,6 @@ def text_of(rt, tokens) -> str:
     return b"".join(rt.piece(t) for t in tokens).decode("utf-8", "replace")
 
 
-def kv_span(rt) -> tuple[int, int]:
-    return (llama_cpp.llama_memory_seq_pos_min(rt.memory, 0), rt.kv_pos_max())
-
-
-def assert_cache_consistent(session: Session) -> None:
-    """Exact: the KV cache holds decoder.tokens at positions 0..n-1, and llama.cpp takes the next token there.
-
-    (A wrong position does not get past the decode: llama.cpp refuses a position that does not follow.)
-    """
-    rt, tokens = session.rt, session.decoder.tokens
-    assert kv_span(rt) == (0, len(tokens) - 1)
-    if len(tokens) < rt.n_ctx:
-        n = len(tokens)
-        session.decoder.eval_tokens([tokens[-1]])  # one more token at position n
-        assert kv_span(rt) == (0, n)
-        assert rt.kv_remove(n, -1)
-        del session.decoder.tokens[n:]
-
-
-# Evaluating the same tokens in other batch sizes (1, 7, 64, all at once) moved the last logits of the
-# bundled Q4_1 model by up to 0.83 in absolute value and to a cosine of 0.9957 against each other (AMD EPYC,
-# AVX2, 1 and 2 threads, extra buffer types on and off); the same batch sizes gave identical logits. So a
-# cache that was evaluated in other batches than a fresh reference is compared with a cosine bound of 0.99,
-# not equality: on another instruction set the kernels round differently again.
-KERNEL_COS = 0.99
-
-
-def assert_cache_means_its_tokens(session: Session) -> None:
-    """Up to kernel rounding: the last logits equal those of evaluating decoder.tokens afresh.
-
-    Only for a cache whose entries were all computed with exactly these tokens in view (evaluated or rebuilt,
-    never shifted): after a StreamingLLM shift the entries that stay were computed while the dropped tokens
-    were still in view, which the window's perplexity test bounds instead.
-    """
-    rt, tokens = session.rt, session.decoder.tokens
-    kept = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(rt.ctx, -1), shape=(rt.n_vocab,)).copy()
-    assert_cache_consistent(session)  # after reading the logits: it decodes one more token
-    fresh_rt = Runtime(rt.options, extra_bufts=False)
-    fresh = Decoder(fresh_rt)
-    try:
-        fresh.eval_tokens(list(tokens))
-        ref = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(fresh_rt.ctx, -1), shape=(rt.n_vocab,))
-        cos = float(kept @ ref / (np.linalg.norm(kept) * np.linalg.norm(ref)))
-        assert cos > KERNEL_COS, cos
-    finally:
-        fresh.close()
-        fresh_rt.close()
-
-
 def watch_make_room(session: Session) -> list[dict]:
     """Record the cache before and after each make_room the decode loop asks for."""
     policy, rt, dec = session.decoder.context_policy, session.rt, session.decoder
@@ -192,7 +144,7 @@ def test_window_shifts_when_full_by_half_the_movable_part(sessions):
     kv_text = text_of(s.rt, s.decoder.tokens[head:])
     last_piece = 16  # the last sampled token ends the answer without being evaluated
     assert done["text"].find(kv_text, len(done["text"]) - len(kv_text) - last_piece) >= 0
-    assert_cache_consistent(s)
+    assert_cache_consistent(s.decoder)
 
 
 def perplexity_through_the_window(rt: Runtime, tokens: list[int], policy=None, step: int = 16) -> float:
@@ -282,7 +234,7 @@ def test_prompt_longer_than_the_context_keeps_sinks_system_and_the_end(sessions)
     assert "Biscuit" in seen and "Which item came last?" in seen and "item399" in seen
     assert "item0 " not in seen
     assert done["window"]["dropped"] > 300 and done["window"]["shifts"] == 0
-    assert_cache_means_its_tokens(s)
+    assert_cache_means_its_tokens(s.decoder)
 
 
 def test_stop_policy_ends_the_answer_and_refuses_a_long_prompt(sessions):
@@ -311,7 +263,7 @@ def test_fallback_to_truncate_middle_when_the_cache_cannot_shift(sessions, no_sh
         assert call["len_after"] == CTX - drop and call["kv_after"] == (0, CTX - drop - 1)
     assert window["reevaluated"] == sum(CTX - (CTX - c["head"]) // 2 - c["head"] for c in seen)
     assert all(ev["window"]["notice"] == NO_SHIFT_NOTICE for ev in stats)
-    assert_cache_means_its_tokens(s)
+    assert_cache_means_its_tokens(s.decoder)
 
 
 def test_cancel_during_a_truncate_middle_rebuild_leaves_a_consistent_cache(sessions, no_shift_model):
