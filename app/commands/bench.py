@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from app.bench import compare, matrix, matrix_plan, spec, window
+from app.bench import compare, matrix, matrix_plan, serve, spec, window
 from app.bench.basic import BasicOptions
 from app.commands.options import add_model_args, model_path
 
@@ -25,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_run_basic)
     kinds = p.add_subparsers(dest="bench_kind", metavar="KIND")
-    for add in (_add_spec, _add_window, _add_matrix, _add_compare, _add_gui):
+    for add in (_add_spec, _add_window, _add_matrix, _add_compare, _add_serve, _add_gui):
         add(kinds)
 
 
@@ -139,6 +139,23 @@ def _add_compare(kinds) -> None:
 
 
 # --- hearth bench gui ------------------------------------------------------------------------------------------
+# --- hearth bench serve ----------------------------------------------------------------------------------------
+def _add_serve(kinds) -> None:
+    p = kinds.add_parser("serve", help="the API server under concurrent load: N streams against one, "
+                         "side by side with other servers",
+                         description=serve.__doc__.split("\n\n", 1)[1])
+    add_model_args(p)
+    p.add_argument("--parallel", type=int, default=4, metavar="N", help="concurrent streams and Hearth's slots (default 4)")
+    p.add_argument("--requests", type=int, default=3, metavar="R", help="answers per stream in each phase (default 3)")
+    p.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)")
+    p.add_argument("--ctx", type=int, default=2048, metavar="N", help="Hearth's context per slot (default 2048)")
+    p.add_argument("--against", action="append", default=[], metavar="URL",
+                   help="also load another OpenAI-compatible server (its /v1 base URL; repeatable)")
+    p.add_argument("--api-key", metavar="KEY", help="the --against servers' API key")
+    p.add_argument("--json", action="store_true", help="the report as JSON on stdout (progress goes to stderr)")
+    p.set_defaults(func=lambda args: serve.run(_options(serve.ServeBenchOptions, args, model=args.model)))
+
+
 def _add_gui(kinds) -> None:
     from app.ui.bench import gui_bench  # Qt itself is imported only when the GUI side runs
 

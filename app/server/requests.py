@@ -106,6 +106,10 @@ def _sampling(body: dict, default_max_tokens: int) -> SamplingOptions:
     frequency = _number(body, "frequency_penalty", -2.0, 2.0)
     presence = _number(body, "presence_penalty", -2.0, 2.0)
     repeat = _number(body, "repeat_penalty", 0.0, 10.0)  # llama.cpp's own, as llama-server takes it
+    # llama-server's and vLLM's extension: answers of a fixed length, for benchmarks (hearth bench serve).
+    ignore_eos = body.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        raise invalid("'ignore_eos' must be true or false.", "ignore_eos")
     return SamplingOptions(
         max_tokens=max_tokens or default_max_tokens,
         # OpenAI's defaults where it has them: temperature 1, top_p 1, no penalties.
@@ -120,6 +124,7 @@ def _sampling(body: dict, default_max_tokens: int) -> SamplingOptions:
         stop=_stop(body),
         repeat_last_n=d.repeat_last_n,
         logit_bias=_logit_bias(body),
+        ignore_eos=ignore_eos,
     )
 
 

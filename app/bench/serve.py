@@ -1,0 +1,217 @@
+"""`hearth bench serve`: an API server's speed under concurrent load, Hearth's own and others' side by side.
+
+For each server: one stream (requests back to back), then N streams at once; the figures are aggregate
+generated tokens per second (all answers' tokens over the wall time of the phase), its ratio to the single
+stream, and time to first token at the 50th and 95th percentile under load. Every server gets the same
+prompts, greedy decoding and answers of a fixed length (`ignore_eos`, which llama-server and vLLM take too),
+so the same work is timed everywhere.
+
+The load is driven through Hearth's own remote backend (app.engine.remote) - the client side of the seam that
+the window and `hearth chat --endpoint` use - one thread per stream. Hearth's server runs as a child
+process, `hearth serve --parallel N`, as a user would start it; the servers to compare with (`--against URL`,
+e.g. llama.cpp's `llama-server -np 4` or `python -m llama_cpp.server`) are started by the user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from app.core import proc
+from app.core.errors import HearthError
+from app.engine import protocol as P
+
+PROMPTS = [  # different openings, so no stream rides on another's cached prompt
+    "Write a long story about a lighthouse keeper and a storm.",
+    "Explain, step by step, how a steam engine works.",
+    "Describe a walk through a busy market in the morning.",
+    "Tell the history of the bicycle in detail.",
+    "Write a letter from a sailor to his family at home.",
+    "Describe how bread is baked, from the field to the table.",
+    "Write a travel guide to an imaginary island.",
+    "Explain how a library organises its books.",
+]
+START_TIMEOUT_S = 180.0
+
+
+@dataclass
+class ServeBenchOptions:
+    model: str | None = None  # for Hearth's own server; None: the bundled model
+    parallel: int = 4
+    requests: int = 3  # per stream, in each phase
+    max_tokens: int = 128
+    threads: int | None = None
+    ctx: int = 2048  # per slot
+    against: list[str] = field(default_factory=list)
+    api_key: str | None = None  # for the --against servers
+    json: bool = False
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a few dozen numbers."""
+    ordered = sorted(values)
+    rank = max(1, round(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+class Target:
+    """One server under test, reached through the remote backend."""
+
+    def __init__(self, label: str, base_url: str, api_key: str | None = None):
+        from app.engine.client import EngineClient
+        from app.engine.remote import RemoteEndpoint
+
+        self.label, self.base_url = label, base_url
+        self.client = EngineClient(RemoteEndpoint(base_url, api_key=api_key))
+        info = self.client.load(P.LoadOptions())
+        self.model = info.get("model")
+
+    def ask(self, prompt: str, max_tokens: int) -> dict:
+        sampling = P.SamplingOptions(max_tokens=max_tokens, temperature=0.0, repeat_penalty=1.0, ignore_eos=True)
+        for event in self.client.chat([{"role": "user", "content": prompt}], sampling):
+            if isinstance(event, P.Failed):
+                raise event.error()
+            if isinstance(event, P.Done):
+                return event
+        raise HearthError(f"{self.label} ended an answer without finishing it.")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def run_phase(target: Target, streams: int, requests: int, max_tokens: int) -> dict:
+    """`streams` threads, each asking `requests` questions back to back; aggregate figures of the phase."""
+    dones: list[dict] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def stream(index: int) -> None:
+        for r in range(requests):
+            try:
+                done = target.ask(PROMPTS[(index * requests + r) % len(PROMPTS)], max_tokens)
+            except BaseException as exc:  # reported once the phase is over
+                with lock:
+                    errors.append(exc)
+                return
+            with lock:
+                dones.append(done)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=stream, args=(i,), daemon=True) for i in range(streams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - started
+    if errors:
+        raise HearthError(f"{target.label}: {errors[0]}")
+    tokens = sum(d["completion_tokens"] or 0 for d in dones)
+    ttfts = [d["ttft_s"] for d in dones if d.get("ttft_s") is not None]
+    return {"streams": streams, "requests": len(dones), "tokens": tokens, "wall_s": round(wall, 3),
+            "tok_s": tokens / wall if wall > 0 else 0.0,
+            "ttft_p50_ms": percentile(ttfts, 50) * 1000 if ttfts else None,
+            "ttft_p95_ms": percentile(ttfts, 95) * 1000 if ttfts else None,
+            "short_answers": sum(1 for d in dones if (d["completion_tokens"] or 0) < max_tokens)}
+
+
+def measure(target: Target, o: ServeBenchOptions, say) -> dict:
+    target.ask(PROMPTS[0], 8)  # warm-up: the first request pays for caches and lazy set-up
+    single = run_phase(target, 1, o.requests, o.max_tokens)
+    say(f"  {target.label}: 1 stream {single['tok_s']:.1f} tok/s")
+    loaded = run_phase(target, o.parallel, o.requests, o.max_tokens)
+    say(f"  {target.label}: {o.parallel} streams {loaded['tok_s']:.1f} tok/s aggregate")
+    return {"server": target.label, "url": target.base_url, "model": target.model, "single": single,
+            "parallel": loaded, "ratio": loaded["tok_s"] / single["tok_s"] if single["tok_s"] else None}
+
+
+def start_hearth(o: ServeBenchOptions) -> tuple[subprocess.Popen, str]:
+    """`hearth serve --parallel N --port 0` as a child process; returns it and its base URL once it serves."""
+    args = ["serve", "--port", "0", "--parallel", str(o.parallel), "--ctx", str(o.ctx)]
+    if o.model:
+        args += ["--model", o.model]
+    if o.threads:
+        args += ["--threads", str(o.threads)]
+    command = [sys.executable, *args] if proc.is_frozen() else [sys.executable, "-m", "app", *args]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=proc.child_env())
+    line = _first_line(child)
+    if " at http" not in line:
+        child.kill()
+        detail = (child.stderr.read() or "").strip().splitlines()
+        raise HearthError(f"hearth serve did not start: {(detail[-1] if detail else line.strip()) or 'no output'}")
+    return child, line.split(" at ", 1)[1].split()[0]
+
+
+def _first_line(child: subprocess.Popen) -> str:
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(child.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(START_TIMEOUT_S)
+    return got[0] if got else ""
+
+
+def run(o: ServeBenchOptions) -> int:
+    if o.parallel < 2:
+        raise HearthError("--parallel must be at least 2: the benchmark compares N streams with one.")
+    say = (lambda *a, **k: print(*a, **k, file=sys.stderr)) if o.json else print
+    say(f"hearth bench serve: {o.parallel} streams x {o.requests} answers of {o.max_tokens} tokens, "
+        f"against 1 stream x {o.requests}")
+    rows = []
+    child, base = start_hearth(o)
+    try:
+        target = Target(f"Hearth --parallel {o.parallel}", base)
+        try:
+            rows.append(measure(target, o, say))
+        finally:
+            target.close()
+    finally:
+        child.terminate()
+        try:
+            child.wait(15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+    for url in o.against:
+        target = Target(url, url, o.api_key)
+        try:
+            rows.append(measure(target, o, say))
+        finally:
+            target.close()
+    report = {"kind": "hearth-bench-serve", "parallel": o.parallel, "requests": o.requests,
+              "max_tokens": o.max_tokens, "load_avg": _load_average(), "rows": rows}
+    if o.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_table(report))
+    return 0
+
+
+def format_table(report: dict) -> str:
+    n = report["parallel"]
+    lines = [f"| server | 1 stream tok/s | {n} streams tok/s (aggregate) | ratio | TTFT p50 / p95 ms at {n} |",
+             "| --- | --- | --- | --- | --- |"]
+    for row in report["rows"]:
+        p = row["parallel"]
+        ttft = (f"{p['ttft_p50_ms']:.0f} / {p['ttft_p95_ms']:.0f}" if p["ttft_p50_ms"] is not None else "n/a")
+        lines.append(f"| {row['server']} | {row['single']['tok_s']:.1f} | {p['tok_s']:.1f} | "
+                     f"{row['ratio']:.2f}x | {ttft} |")
+    hearth = report["rows"][0]["parallel"]["tok_s"]
+    for row in report["rows"][1:]:
+        other = row["parallel"]["tok_s"]
+        if other:
+            lines.append(f"\nHearth / {row['server']} at {n} streams: {hearth / other:.2f}x")
+    if report.get("load_avg") is not None:
+        lines.append(f"\nload average at the end: {report['load_avg']:.2f}")
+    return "\n".join(lines)
+
+
+def _load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
