@@ -1,4 +1,4 @@
-"""Copy a GGUF file with an edited tokenizer, for tests that need a model whose vocabulary differs.
+"""Copy a GGUF file with edited metadata, for tests that need a model whose vocabulary or chat template differs.
 
 Only metadata changes; tensors are copied byte for byte, so the copy loads and runs like the original.
 """
@@ -11,10 +11,21 @@ from typing import Callable
 import gguf
 
 TOKENS_KEY = "tokenizer.ggml.tokens"
+TEMPLATE_KEY = "tokenizer.chat_template"
 
 
 def copy_with_tokens(src: str | Path, dst: str | Path, edit: Callable[[list[str]], list[str]]) -> Path:
     """Write dst = src with tokenizer.ggml.tokens replaced by edit(tokens)."""
+    return copy_with_field(src, dst, TOKENS_KEY, lambda tokens: edit(list(tokens)))
+
+
+def copy_with_template(src: str | Path, dst: str | Path, template: str) -> Path:
+    """Write dst = src with another chat template."""
+    return copy_with_field(src, dst, TEMPLATE_KEY, lambda _old: template)
+
+
+def copy_with_field(src: str | Path, dst: str | Path, key: str, edit: Callable) -> Path:
+    """Write dst = src with the metadata value at `key` replaced by edit(old value)."""
     reader = gguf.GGUFReader(str(src))
     arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
     writer = gguf.GGUFWriter(str(dst), arch=arch, endianess=reader.endianess)
@@ -24,8 +35,8 @@ def copy_with_tokens(src: str | Path, dst: str | Path, edit: Callable[[list[str]
         vtype = field.types[0]
         sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
         value = field.contents()
-        if field.name == TOKENS_KEY:
-            value = edit(list(value))
+        if field.name == key:
+            value = edit(value)
         writer.add_key_value(field.name, value, vtype, sub_type=sub)
     for t in reader.tensors:
         writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)

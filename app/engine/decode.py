@@ -210,6 +210,9 @@ class Decoder:
         rt = self.rt
         t0 = time.perf_counter()
         prompt = self.tokenize_prompt(prompt_text)
+        if not prompt:  # llama.cpp would sample from logits that were never computed, and abort
+            raise GenerationError("There is nothing to answer: the prompt is empty (for a chat, the model's chat "
+                                  "template rendered the conversation as nothing).")
         if len(prompt) >= rt.n_ctx:
             if not truncate:
                 raise ContextTooLong(f"This prompt is {len(prompt)} tokens long, more than the model's context "

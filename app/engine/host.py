@@ -27,6 +27,7 @@ from app.engine.coalesce import TokenCoalescer, coalescing
 from app.engine.preflight import preflight
 
 _LAST = (P.DONE, P.ERROR)  # a request's final events
+ORPHAN_GRACE_S = 5.0  # after stdin closes, the longest an engine takes to exit
 
 
 GENERATION = (P.CHAT, P.COMPLETE)
@@ -66,7 +67,14 @@ class Host:
                 with self.cancels_lock:
                     self.cancels[msg.get("id")] = threading.Event()
             self.commands.put(msg)
+        # stdin closed: whoever started this engine has gone (or wants it gone). Stop the running work and
+        # exit; if the main thread is stuck where a cancel cannot reach it, end the process anyway: an
+        # engine must never outlive the program that started it.
         self.commands.put({"cmd": P.SHUTDOWN})
+        self.cancel(None)
+        watchdog = threading.Timer(ORPHAN_GRACE_S, os._exit, args=(0,))
+        watchdog.daemon = True
+        watchdog.start()
 
     def cancel(self, target) -> None:
         """Stop one request, running or waiting its turn (one that waits ends as cancelled when its turn

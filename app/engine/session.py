@@ -69,7 +69,7 @@ class Session:
     def chat(self, messages: list[dict], sampling: SamplingOptions, emit, cancelled: threading.Event,
              truncate: bool = True) -> dict | None:
         """The answer's Done event; None with slots, where the answer has only started (Done comes by emit)."""
-        prompt = self.template.render(messages, add_generation_prompt=True)
+        prompt = self.template.render(messages, add_generation_prompt=True, cancelled=cancelled)
         return self._generate(prompt, system_prefix(self.template, messages, prompt), sampling, emit, cancelled,
                               truncate)
 
