@@ -10,7 +10,7 @@ import argparse
 from dataclasses import fields
 
 from app.core.bundled import bundled_model_path
-from app.engine.option_fields import LOAD_FIELDS, SAMPLING_FIELDS, OptionField
+from app.engine.option_fields import LOAD_FIELDS, SAMPLING_FIELDS, OptionField, check_options
 from app.engine.protocol import LoadOptions, SamplingOptions
 
 _TYPES = {"int": int, "float": float, "str": str}
@@ -66,8 +66,12 @@ def _values(args: argparse.Namespace, table: tuple[OptionField, ...]) -> dict:
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
-    return LoadOptions(model_path=model_path(args), **_values(args, LOAD_FIELDS))
+    options = LoadOptions(model_path=model_path(args), **_values(args, LOAD_FIELDS))
+    check_options(options)  # before any engine starts: the sentence comes at once
+    return options
 
 
 def sampling_options(args: argparse.Namespace) -> SamplingOptions:
-    return SamplingOptions(**_values(args, SAMPLING_FIELDS))
+    options = SamplingOptions(**_values(args, SAMPLING_FIELDS))
+    check_options(options)
+    return options

@@ -24,6 +24,7 @@ from app.core.bundled import bundled_model_path
 from app.core.errors import HearthError, ModelFileError
 from app.engine import protocol as P
 from app.engine.coalesce import TokenCoalescer, coalescing
+from app.engine.option_fields import check_options
 from app.engine.preflight import preflight
 
 _LAST = (P.DONE, P.ERROR)  # a request's final events
@@ -178,6 +179,7 @@ class Host:
         rid = msg.get("id")
         if cmd == P.LOAD:
             options = P.LoadOptions.from_dict(msg.get("options"))
+            check_options(options)
             preflight(options)  # before the current model is let go: a refused file costs nothing
             self._unload()
             from app.engine.session import Session
@@ -189,6 +191,7 @@ class Host:
             if self.session is None:
                 raise HearthError("No model is loaded.")
             sampling = P.SamplingOptions.from_dict(msg.get("sampling"))
+            check_options(sampling)
             emit = coalescing(self.tagged(rid), float(msg.get("stream_interval_ms") or 0))
             cancelled = self.cancelled(rid)
             try:

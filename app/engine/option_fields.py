@@ -10,10 +10,14 @@ has no control for keeps its value instead of falling back to the default.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from app.core.errors import HearthError
 from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES
+
+LOGICAL_CORES = os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,8 @@ class OptionField:
     low: float | None = None
     high: float | None = None
     step: float | None = None
+    # The values the engine accepts, where wider than the spin box's range (API clients may ask for more).
+    valid: tuple[float, float] | None = None
 
     @property
     def arg(self) -> str:
@@ -40,10 +46,12 @@ class OptionField:
 
 
 LOAD_FIELDS = (
-    OptionField("n_threads", "--threads", "CPU threads (default: physical cores)", "N", dest="threads"),
-    OptionField("n_gpu_layers", "--gpu-layers", "layers to offload to the GPU (-1: all)", "N", dest="gpu_layers"),
-    OptionField("n_ctx", "--ctx", "context size in tokens (default 4096)", "N", dest="ctx"),
-    OptionField("n_batch", "--batch", "prompt batch size (default 512)", "N", dest="batch"),
+    OptionField("n_threads", "--threads", "CPU threads (default: physical cores)", "N", dest="threads", low=1,
+                high=LOGICAL_CORES),
+    OptionField("n_gpu_layers", "--gpu-layers", "layers to offload to the GPU (-1: all)", "N", dest="gpu_layers",
+                low=-1, high=100000),
+    OptionField("n_ctx", "--ctx", "context size in tokens (default 4096)", "N", dest="ctx", low=64, high=1 << 24),
+    OptionField("n_batch", "--batch", "prompt batch size (default 512)", "N", dest="batch", low=1, high=1 << 16),
     OptionField("use_mmap", "--no-mmap", "read the whole model into memory instead of mapping it", negate=True),
     OptionField("use_mlock", "--mlock", "lock the model in RAM"),
     OptionField("kv_type", "--kv-type", "KV cache type (default f16)", choices=KV_TYPES),
@@ -51,13 +59,14 @@ LOAD_FIELDS = (
     OptionField("draft_model", "--draft-model", "small GGUF with the same vocabulary for speculative decoding",
                 "PATH"),
     OptionField("lookup", "--lookup", "speculative decoding with n-gram drafts from the context"),
-    OptionField("draft_max", "--draft-max", "longest draft (default: adaptive)", "N"),
+    OptionField("draft_max", "--draft-max", "longest draft (default: adaptive)", "N", low=0, high=64),
     OptionField("context_policy", "--context-policy", "what happens when the context is full (default: window)",
                 choices=CONTEXT_POLICIES),
-    OptionField("sink_tokens", "--sink-tokens", "attention-sink tokens kept (default 4)", "N"),
+    OptionField("sink_tokens", "--sink-tokens", "attention-sink tokens kept (default 4)", "N", low=0, high=4096),
     OptionField("keep_system", "--no-keep-system", "let the window slide over the system prompt too", negate=True),
     OptionField("window_fraction", "--window-fraction",
-                "share of the movable context dropped each time the window slides (default 0.5)", "F"),
+                "share of the movable context dropped each time the window slides (default 0.5)", "F",
+                low=0.01, high=0.99),
     OptionField("ignore_fit", "--ignore-fit",
                 "load even when the memory estimate says the model does not fit (may be very slow)",
                 remembered=False),
@@ -67,20 +76,24 @@ SAMPLING_FIELDS = (
     OptionField("temperature", "--temp", "temperature (0: greedy)", "T", dest="temp", label="Temperature",
                 tip="0 = always the most likely token (greedy)", low=0.0, high=2.0, step=0.05),
     OptionField("top_k", "--top-k", "", "K", label="Top-K", tip="keep only the K most likely tokens (0 = off)",
-                low=0, high=1000),
+                low=0, high=1000, valid=(0, 1 << 20)),
     OptionField("top_p", "--top-p", "", "P", label="Top-P",
                 tip="keep the most likely tokens up to this total probability", low=0.0, high=1.0, step=0.01),
     OptionField("min_p", "--min-p", "", "P", label="Min-P",
                 tip="drop tokens less likely than this share of the best one", low=0.0, high=1.0, step=0.01),
     OptionField("repeat_penalty", "--repeat-penalty", "", "R", label="Repeat penalty",
-                tip="discourage repeating recent tokens", low=0.5, high=2.0, step=0.01),
-    OptionField("repeat_last_n", "--repeat-last-n", "recent tokens the repeat penalty looks at (default 64)", "N"),
+                tip="discourage repeating recent tokens", low=0.5, high=2.0, step=0.01, valid=(0.0, 10.0)),
+    OptionField("repeat_last_n", "--repeat-last-n", "recent tokens the repeat penalty looks at (default 64)", "N",
+                low=-1, high=1 << 20),
     OptionField("max_tokens", "--max-tokens", "", "N", label="Max tokens", tip="longest answer in tokens",
-                low=1, high=32768),
+                low=1, high=32768, valid=(1, 1 << 24)),
     OptionField("seed", "--seed", "random seed (-1: random)", "S", label="Seed",
                 tip="-1 = a new random seed per answer", low=-1, high=2**31 - 1),
     OptionField("stop", "--stop", "stop string (repeatable)", "TEXT", repeat=True),
 )
+
+# Ranges of fields that no client offers (see NOT_SET_BY_USERS), checked all the same.
+OTHER_RANGES = {"n_parallel": (1, 64), "frequency_penalty": (-2.0, 2.0), "presence_penalty": (-2.0, 2.0)}
 
 # Fields of the options that no client offers as a setting, and why.
 NOT_SET_BY_USERS = {
@@ -111,3 +124,39 @@ def with_values(base: Any, values: dict[str, Any]):
     if unknown:
         raise TypeError(f"{type(base).__name__} has no field {', '.join(sorted(unknown))}")
     return replace(base, **values)
+
+
+class OptionError(HearthError):
+    pass
+
+
+def check_options(options: Any) -> None:
+    """Refuse a LoadOptions or SamplingOptions value outside its field's range, in one sentence.
+
+    The one place where options are judged: the command line calls it as it builds them, and the engine
+    host on every load and request, so the window, the CLI and the API refuse the same values the same way.
+    """
+    ranges = {f.name: (f, *(f.valid or (f.low, f.high))) for f in (*LOAD_FIELDS, *SAMPLING_FIELDS)
+              if f.low is not None}
+    ranges.update({name: (None, low, high) for name, (low, high) in OTHER_RANGES.items()})
+    for spec in fields(options):
+        if spec.name not in ranges:
+            continue
+        value = getattr(options, spec.name)
+        if value is None:
+            continue  # "decide for me" (threads, draft length)
+        field, low, high = ranges[spec.name]
+        name = (field.flag if field and field.flag else spec.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise OptionError(f"{name} must be a number, not {value!r}.")
+        if not low <= value <= high:
+            if spec.name == "n_threads":
+                raise OptionError(f"{name} {value}: this computer has {LOGICAL_CORES} CPU threads; use 1 to "
+                                  f"{LOGICAL_CORES}.")
+            raise OptionError(f"{name} must be between {_number(low)} and {_number(high)}, not {_number(value)}.")
+    if getattr(options, "lookup", False) and getattr(options, "draft_model", None):
+        raise OptionError("--lookup and --draft-model are two ways of drafting; choose one.")
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else f"{value:,}".replace(",", "")

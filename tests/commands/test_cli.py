@@ -120,3 +120,26 @@ def test_a_model_too_big_gets_the_fit_verdict_in_one_sentence(tmp_path):
     assert result.returncode != 0
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "Does not fit: huge.gguf" in result.stderr and "--ignore-fit" in result.stderr
+
+
+@pytest.mark.parametrize("flags, sentence", [
+    (["--threads", "999"], "--threads 999: this computer has"),
+    (["--threads", "0"], "--threads 0: this computer has"),
+    (["--temp", "-1"], "--temp must be between 0 and 2, not -1"),
+    (["--top-p", "2"], "--top-p must be between 0 and 1, not 2"),
+    (["--top-k", "-5"], "--top-k must be between 0 and"),
+    (["--min-p", "7"], "--min-p must be between 0 and 1, not 7"),
+    (["--repeat-penalty", "-2"], "--repeat-penalty must be between 0 and 10, not -2"),
+    (["--max-tokens", "0"], "--max-tokens must be between 1 and"),
+    (["--max-tokens", "-1"], "--max-tokens must be between 1 and"),
+    (["--sink-tokens", "-3"], "--sink-tokens must be between 0 and"),
+    (["--window-fraction", "5"], "--window-fraction must be between 0.01 and 0.99, not 5"),
+    (["--ctx", "0", "--ignore-fit"], "--ctx must be between 64 and"),
+    (["--lookup", "--draft-model", "other.gguf"], "--lookup and --draft-model are two ways of drafting"),
+])
+def test_out_of_range_options_are_refused_in_one_sentence(flags, sentence):
+    proc = hearth("chat", "--prompt", "Hello", *flags, timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"hearth: {sentence}"), proc.stderr
+    assert proc.stdout == ""

@@ -57,3 +57,16 @@ def test_with_values_keeps_what_it_is_not_given_and_refuses_unknown_fields():
     assert with_values(base, {"temperature": 0.1}) == SamplingOptions(stop=["x"], repeat_last_n=16, temperature=0.1)
     with pytest.raises(TypeError):
         with_values(base, {"temprature": 0.1})
+
+
+def test_the_engine_refuses_out_of_range_options_from_any_client(engine, bundled_model):
+    """The host checks what reaches it too: a client that skips the command line gets the same sentence."""
+    from app.core.errors import HearthError
+    from app.engine.protocol import LoadOptions, SamplingOptions
+
+    with pytest.raises(HearthError, match="--threads 999: this computer has"):
+        engine.load(LoadOptions(model_path=str(bundled_model), n_threads=999))
+    engine.load(LoadOptions(model_path=str(bundled_model), n_ctx=256))
+    with pytest.raises(HearthError, match="--temp must be between 0 and 2, not -1"):
+        for _ in engine.complete("Hi", SamplingOptions(temperature=-1.0)):
+            pass

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
                                QPushButton, QSlider, QSpinBox, QStyle, QStyleOptionSlider, QWidget)
 
 from app.core.metrics import default_threads
-from app.engine.option_fields import LOAD_FIELDS, kept_fields, with_values
+from app.engine.option_fields import LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
 from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
 
 CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
@@ -97,7 +97,7 @@ class LoadSettings(QWidget):
         self.gpu_reason.setVisible(bool(reason))
 
         self.threads = QSpinBox()
-        self.threads.setRange(1, 256)
+        self.threads.setRange(1, LOGICAL_CORES)  # more than the machine has is refused (check_options)
         self.threads.setValue(default_threads())
         self.ctx = QComboBox()
         for n in CTX_CHOICES:
