@@ -37,19 +37,21 @@ def test_defaults_are_the_options_defaults():
 
 def test_every_flag_reaches_its_field():
     args = _parser().parse_args([
-        "--model", "m.gguf", "--threads", "3", "--gpu-layers", "-1", "--ctx", "2048", "--batch", "256", "--no-mmap",
-        "--mlock", "--kv-type", "q8_0", "--flash-attn", "on", "--draft-model", "d.gguf", "--lookup",
+        "--model", "m.gguf", "--threads", "1", "--gpu-layers", "-1", "--ctx", "2048", "--batch", "256", "--no-mmap",
+        "--mlock", "--kv-type", "q8_0", "--flash-attn", "on", "--lookup",
         "--draft-max", "5", "--context-policy", "stop", "--sink-tokens", "2", "--no-keep-system",
         "--window-fraction", "0.25", "--ignore-fit",
         "--max-tokens", "9", "--temp", "0.3", "--top-k", "7", "--top-p", "0.5", "--min-p", "0.1",
         "--repeat-penalty", "1.3", "--repeat-last-n", "32", "--seed", "42", "--stop", "###", "--stop", "END"])
     assert load_options(args) == LoadOptions(
-        model_path="m.gguf", n_threads=3, n_gpu_layers=-1, n_ctx=2048, n_batch=256, use_mmap=False, use_mlock=True,
-        kv_type="q8_0", flash_attn="on", draft_model="d.gguf", lookup=True, draft_max=5, context_policy="stop",
+        model_path="m.gguf", n_threads=1, n_gpu_layers=-1, n_ctx=2048, n_batch=256, use_mmap=False, use_mlock=True,
+        kv_type="q8_0", flash_attn="on", lookup=True, draft_max=5, context_policy="stop",
         sink_tokens=2, keep_system=False, window_fraction=0.25, ignore_fit=True)
     assert sampling_options(args) == SamplingOptions(
         max_tokens=9, temperature=0.3, top_k=7, top_p=0.5, min_p=0.1, repeat_penalty=1.3, repeat_last_n=32,
         seed=42, stop=["###", "END"])
+    # The other way of drafting (the two together are refused: check_options).
+    assert load_options(_parser().parse_args(["--draft-model", "d.gguf"])).draft_model == "d.gguf"
 
 
 def test_with_values_keeps_what_it_is_not_given_and_refuses_unknown_fields():
