@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         if notice:
             print(f"hearth: {notice}", file=sys.stderr)
         if args.prompt is not None:
-            messages = _messages(args.system, [{"role": "user", "content": args.prompt}])
+            messages = _messages(_valid_text(args.system, "--system"),
+                                 [{"role": "user", "content": _valid_text(args.prompt, "--prompt")}])
             done = _answer(client, messages, sampling, echo=not args.json)
             if args.json:
                 keys = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "ttft_s", "prompt_tok_s",
@@ -103,10 +104,13 @@ def run(args: argparse.Namespace) -> int:
 def interactive(client: EngineClient, info: dict, system: str | None, sampling) -> int:
     where = f" at {info['path']}" if info.get("remote") else ""
     print(f"Hearth chat with {info.get('name') or info.get('model')}{where}. {HELP}")
+    system = _valid_text(system, "--system")
     history: list[dict] = []
+    if hasattr(sys.stdin, "reconfigure"):
+        sys.stdin.reconfigure(errors="surrogateescape")  # bytes that are not UTF-8 reach _valid_text, not a traceback
     while True:
         try:
-            line = input("\nyou> ")
+            line = _valid_text(input("\nyou> "), "your message")
         except EOFError:
             print()
             return 0
@@ -136,9 +140,8 @@ def interactive(client: EngineClient, info: dict, system: str | None, sampling) 
             client.wait_loaded()
             continue
         except HearthError as exc:
-            if not info.get("remote"):
-                raise
-            # A server that failed (busy, gone, cut the answer off) may answer the next try.
+            # The engine refused this message (a template, a context, an option), or a server failed (busy,
+            # gone, cut the answer off): the conversation stays, and the next try may be answered.
             history.pop()
             print(f"\nhearth: {exc} The conversation is kept; send the message again.", file=sys.stderr)
             continue
@@ -147,6 +150,23 @@ def interactive(client: EngineClient, info: dict, system: str | None, sampling) 
             print("\n(stopped)")
         else:
             print(f"\n[{_count(done)}, {done.get('gen_tok_s') or 0:.1f} tok/s]")
+
+
+def _valid_text(text: str | None, what: str) -> str | None:
+    """Text as UTF-8 can carry it: bytes that were not UTF-8 (kept by Python as lone surrogates) become U+FFFD,
+    and the user hears about it once, in one sentence."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            fixed = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:  # surrogates that did not come from bytes
+            fixed = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        print(f"hearth: {what} had bytes that are not UTF-8 text; they were replaced with \ufffd.", file=sys.stderr)
+        return fixed
 
 
 def _count(done: dict) -> str:

@@ -143,3 +143,29 @@ def test_out_of_range_options_are_refused_in_one_sentence(flags, sentence):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"hearth: {sentence}"), proc.stderr
     assert proc.stdout == ""
+
+
+def test_text_that_is_not_utf8_is_replaced_and_said_once(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "app", "chat", "--max-tokens", "2", "--temp", "0",
+                           "--prompt", b"caf\xe9 au lait"], capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "Traceback" not in err
+    assert "--prompt had bytes that are not UTF-8 text; they were replaced" in err
+    proc = subprocess.run([sys.executable, "-m", "app", "chat", "--max-tokens", "2", "--temp", "0"],
+                          input=b"hi \xff there\n/exit\n", capture_output=True, timeout=300)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "Traceback" not in err
+    assert "your message had bytes that are not UTF-8 text" in err
+    assert "assistant> " in proc.stdout.decode()
+
+
+def test_an_interactive_chat_survives_a_refused_message(tmp_path, bundled_model):
+    """The engine refusing a message (here a chat template that renders nothing) ends that turn, not the chat."""
+    from app.devtools.gguf_edit import copy_with_template
+
+    model = copy_with_template(bundled_model, tmp_path / "empty-template.gguf", "{{ '' }}")
+    proc = subprocess.run([sys.executable, "-m", "app", "chat", "--model", str(model), "--max-tokens", "2"],
+                          input="hello\nhello again\n/exit\n", capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("the prompt is empty") == 2
+    assert proc.stderr.count("The conversation is kept") == 2
