@@ -16,6 +16,7 @@ import platform
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from app.core import paths
 from app.core.jsonstore import read_json, write_json
@@ -37,8 +38,18 @@ def machine_key() -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
+def _facts_file() -> Path | None:
+    """Where machine facts are kept; None when Hearth's data folder cannot be made (a read-only or full disk):
+    then the probe's answer holds for this run only."""
+    try:
+        return paths.machine_facts_file()
+    except OSError:
+        return None
+
+
 def cached_result() -> dict | None:
-    facts = read_json(paths.machine_facts_file(), {}) or {}
+    where = _facts_file()
+    facts = (read_json(where, {}) if where else {}) or {}
     entry = facts.get("extra_bufts")
     if isinstance(entry, dict) and entry.get("key") == machine_key():
         return entry
@@ -66,10 +77,15 @@ def run_probe(model_path: str) -> dict:
         "probe_s": round(time.perf_counter() - started, 2),
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    if remember:
-        facts = read_json(paths.machine_facts_file(), {}) or {}
+    where = _facts_file() if remember else None
+    if where is not None:
+        facts = read_json(where, {}) or {}
         facts["extra_bufts"] = entry
-        write_json(paths.machine_facts_file(), facts)
+        try:
+            write_json(where, facts)
+        except OSError as exc:  # a full or read-only disk costs the memory of this answer, not the engine
+            print(f"hearth: could not remember the probe's answer in {where}: {exc.strerror or exc}.",
+                  file=sys.stderr)
     return entry
 
 

@@ -224,12 +224,13 @@ class Supervisor:
             self.process = process
         try:
             process.start()
-        except HearthError as exc:
+        except Exception as exc:  # whatever stops a start is reported: a client must never wait for nothing
+            message = str(exc) if isinstance(exc, HearthError) else f"The engine could not start: {exc}."
             with self._lock:
                 self._generation += 1  # what the dead process's reader still reports is not news
                 self._starting = False
                 self.loading = False
-                failure = P.failed(P.ErrorKind.ENGINE_CRASHED, str(exc))
+                failure = P.failed(P.ErrorKind.ENGINE_CRASHED, message)
                 self._tell(lambda listener: listener.load_failed(failure))
             return
         with self._lock:

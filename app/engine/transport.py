@@ -11,11 +11,14 @@ reload, fall back) is not decided here but by the supervisor.
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable
 
 from app.core import paths
 from app.core.errors import EngineCrashed, HearthError
@@ -37,6 +40,39 @@ def _rotate_logs(folder: Path) -> None:
             old.unlink()
         except OSError:
             pass
+
+
+def open_engine_log() -> tuple[Path | None, IO[bytes]]:
+    """A new engine log file: in Hearth's log folder, else the temporary folder, else none at all.
+
+    A full or read-only disk must cost the log, not the engine. The name carries this process's id, so
+    two programs starting engines in the same second never share one file.
+    """
+    name = f"engine-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_log_numbers)}.log"
+    try:
+        folder = paths.log_dir()
+        _rotate_logs(folder)
+        return folder / name, open(folder / name, "wb")
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    try:
+        fallback = Path(tempfile.gettempdir()) / f"hearth-{name}"
+        log = open(fallback, "wb")
+        _say_once(f"hearth: cannot write logs in Hearth's folder ({reason}); the engine log is at {fallback}.")
+        return fallback, log
+    except OSError:
+        _say_once(f"hearth: cannot write logs in Hearth's folder ({reason}) nor in the temporary folder; "
+                  "the engine runs without a log.")
+        return None, open(os.devnull, "wb")
+
+
+_said: set[str] = set()
+
+
+def _say_once(sentence: str) -> None:
+    if sentence not in _said:
+        _said.add(sentence)
+        print(sentence, file=sys.stderr)
 
 
 class EngineProcess:
@@ -63,10 +99,8 @@ class EngineProcess:
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
         """Start the child and wait until it reads commands; EngineCrashed if it does not."""
-        folder = paths.log_dir()
-        _rotate_logs(folder)
-        self.log_path = folder / f"engine-{time.strftime('%Y%m%d-%H%M%S')}-{next(_log_numbers)}.log"
-        with open(self.log_path, "wb") as log:  # the child keeps its own handle: its stderr is the log
+        self.log_path, log = open_engine_log()
+        with log:  # the child keeps its own handle: its stderr is the log
             self.child = JsonChild("app.engine.host", log=log, interactive=True, on_event=self._on_line,
                                    decode=P.decode_event,
                                    env={NICE_ENV: str(ENGINE_NICENESS)} if self.below_caller else None)

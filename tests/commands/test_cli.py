@@ -169,3 +169,14 @@ def test_an_interactive_chat_survives_a_refused_message(tmp_path, bundled_model)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
     assert proc.stderr.count("the prompt is empty") == 2
     assert proc.stderr.count("The conversation is kept") == 2
+
+
+def test_a_data_folder_that_cannot_be_written_costs_the_log_not_the_chat(tmp_path):
+    """A read-only or full disk: Hearth's own state (logs, machine facts) fails soft, the answer still comes."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where Hearth's data folder should be")
+    proc = hearth("chat", "--prompt", "Hello", "--max-tokens", "3", "--temp", "0",
+                  env_extra={"HEARTH_HOME": str(blocker / "home")}, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.strip()
+    assert "cannot write logs in Hearth's folder" in proc.stderr
