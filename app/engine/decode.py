@@ -109,13 +109,29 @@ class Decoder:
         self.cached_text = None
 
     # --- prompt ---------------------------------------------------------
-    def tokenize_prompt(self, prompt_text: str) -> list[int]:
+    def tokenize_prompt(self, prompt_text: str, literal: list[tuple[int, int]] = ()) -> list[int]:
+        """The prompt's tokens; the `literal` spans of its text (a user's own text, app/engine/literal.py) are
+        tokenized with special-token parsing off."""
         cached = self.cached_text
-        if cached and prompt_text.startswith(cached) and len(prompt_text) > len(cached):
+        n = len(cached) if cached else 0
+        if (cached and prompt_text.startswith(cached) and len(prompt_text) > n
+                and all(end <= n or start >= n for start, end in literal)):
             # Only the new text is tokenized; it begins at a special-token boundary
             # (the end of the previous answer), so the split does not change tokens.
-            return self.tokens + self.rt.tokenize(prompt_text[len(cached):], add_special=False)
-        return self.rt.tokenize(prompt_text, add_special=self.rt.add_bos(), parse_special=True)
+            return self.tokens + self._tokenize(prompt_text[n:], [(s - n, e - n) for s, e in literal if s >= n],
+                                                add_special=False)
+        return self._tokenize(prompt_text, literal, add_special=self.rt.add_bos())
+
+    def _tokenize(self, text: str, literal, add_special: bool) -> list[int]:
+        tokenize = self.rt.tokenize
+        if not literal:
+            return tokenize(text, add_special=add_special, parse_special=True)
+        out = tokenize(text[: literal[0][0]], add_special=add_special, parse_special=True)
+        for i, (start, end) in enumerate(literal):
+            out += tokenize(text[start:end], add_special=False, parse_special=False)
+            upto = literal[i + 1][0] if i + 1 < len(literal) else len(text)
+            out += tokenize(text[end:upto], add_special=False, parse_special=True)
+        return out
 
     def sync_prefix(self, prompt: list[int]) -> int:
         """Drop KV entries past the shared prefix; return how many prompt tokens stay cached."""
@@ -200,7 +216,7 @@ class Decoder:
 
     # --- generation -----------------------------------------------------
     def begin(self, prompt_text: str, sampling: SamplingOptions, emit: Emit, cancelled: threading.Event,
-              truncate: bool = True) -> "Answer":
+              truncate: bool = True, literal: list[tuple[int, int]] = ()) -> "Answer":
         """Tokenize and evaluate a prompt (only what the cache does not hold) and set up its answer.
 
         truncate=False: a prompt longer than the context is an error (ContextTooLong), never cut to fit
@@ -209,7 +225,7 @@ class Decoder:
         self.cancelled = cancelled  # a context policy's rebuild stops on it too
         rt = self.rt
         t0 = time.perf_counter()
-        prompt = self.tokenize_prompt(prompt_text)
+        prompt = self.tokenize_prompt(prompt_text, literal)
         if not prompt:  # llama.cpp would sample from logits that were never computed, and abort
             raise GenerationError("There is nothing to answer: the prompt is empty (for a chat, the model's chat "
                                   "template rendered the conversation as nothing).")
@@ -236,10 +252,11 @@ class Decoder:
         return answer
 
     def generate(self, prompt_text: str, sampling: SamplingOptions, emit: Emit,
-                 cancelled: threading.Event | None = None, truncate: bool = True) -> dict:
+                 cancelled: threading.Event | None = None, truncate: bool = True,
+                 literal: list[tuple[int, int]] = ()) -> dict:
         """One whole answer, token by token (or speculatively); its Done event."""
         cancelled = cancelled or threading.Event()
-        answer = self.begin(prompt_text, sampling, emit, cancelled, truncate)
+        answer = self.begin(prompt_text, sampling, emit, cancelled, truncate, literal)
         rt = self.rt
         sampler, stream, generated = answer.sampler, answer.stream, answer.generated
         hand_out = self.hand_out

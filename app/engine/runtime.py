@@ -126,6 +126,7 @@ class Runtime:
         # Layers on a GPU: the monitor graphs its memory too.
         self.offloading = int(options.n_gpu_layers) != 0 and bool(gpu_devices())
         self._pieces: dict[int, bytes] = {}
+        self._special_texts: tuple[str, ...] | None = None
         self._piece_buf = ctypes.create_string_buffer(256)
         self.load_s = time.perf_counter() - started
         self.load_rss_mb = rss_mb() - rss_before
@@ -195,6 +196,16 @@ class Runtime:
     def token_text(self, token: int) -> str:
         raw = llama_cpp.llama_vocab_get_text(self.vocab, token)
         return raw.decode("utf-8", "replace") if raw else ""
+
+    def special_texts(self) -> tuple[str, ...]:
+        """The texts that tokenizing with parse_special turns into control tokens (<|im_start|>, ...), longest
+        first. Read once per model: a loop over the vocabulary costs tens of milliseconds."""
+        if self._special_texts is None:
+            flags = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+            texts = {self.token_text(t) for t in range(self.n_vocab)
+                     if llama_cpp.llama_vocab_get_attr(self.vocab, t) & flags}
+            self._special_texts = tuple(sorted((t for t in texts if t), key=len, reverse=True))
+        return self._special_texts
 
     def is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))

@@ -7,6 +7,7 @@ import threading
 
 from app.core.errors import HearthError
 from app.engine.decode import Decoder
+from app.engine.literal import literal_spans
 from app.engine.probe import extra_bufts_decision
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
@@ -70,19 +71,21 @@ class Session:
              truncate: bool = True) -> dict | None:
         """The answer's Done event; None with slots, where the answer has only started (Done comes by emit)."""
         prompt = self.template.render(messages, add_generation_prompt=True, cancelled=cancelled)
+        literal = literal_spans(prompt, messages, self.rt.special_texts())
         return self._generate(prompt, system_prefix(self.template, messages, prompt), sampling, emit, cancelled,
-                              truncate)
+                              truncate, literal)
 
     def complete(self, prompt: str, sampling: SamplingOptions, emit, cancelled: threading.Event,
                  truncate: bool = True) -> dict | None:
         return self._generate(prompt, None, sampling, emit, cancelled, truncate)
 
-    def _generate(self, prompt: str, system_text: str | None, sampling, emit, cancelled, truncate) -> dict | None:
+    def _generate(self, prompt: str, system_text: str | None, sampling, emit, cancelled, truncate,
+                  literal=()) -> dict | None:
         if self.slots is not None:
-            self.slots.start(prompt, system_text, sampling, emit, cancelled, truncate)
+            self.slots.start(prompt, system_text, sampling, emit, cancelled, truncate, literal)
             return None
         self.decoder.context_policy.system_text = system_text
-        return self.decoder.generate(prompt, sampling, emit, cancelled, truncate)
+        return self.decoder.generate(prompt, sampling, emit, cancelled, truncate, literal)
 
     def reset(self) -> None:
         if self.slots is not None:

@@ -83,13 +83,14 @@ class Slots:
                 slot.decoder.reset()
                 slot.decoder.context_policy.reset()
 
-    def start(self, prompt_text: str, system_text: str | None, sampling, emit, cancelled, truncate: bool) -> None:
+    def start(self, prompt_text: str, system_text: str | None, sampling, emit, cancelled, truncate: bool,
+              literal=()) -> None:
         """Evaluate a request's prompt in a free slot and hand out its first token. Raises what begin raises."""
         slot = self._pick(prompt_text)
         decoder = slot.decoder
         decoder.context_policy.system_text = system_text
         try:
-            answer = decoder.begin(prompt_text, sampling, emit, cancelled, truncate)
+            answer = decoder.begin(prompt_text, sampling, emit, cancelled, truncate, literal)
         except BaseException:
             decoder.reset()  # a prompt evaluated half-way leaves the slot's cache unknown
             raise
