@@ -303,6 +303,7 @@ def _parse(r: _Reader, p: Path) -> GGUFInfo:
         raise ModelFileError(f"{r.name} declares an invalid tensor alignment ({alignment}).")
 
     tensors: list[TensorInfo] = []
+    data_end = 0  # where the last tensor's data ends, from the start of the data section
     for _ in range(n_tensors):
         tname = r.string()
         n_dims = r.u32()
@@ -310,13 +311,15 @@ def _parse(r: _Reader, p: Path) -> GGUFInfo:
             raise ModelFileError(f"{r.name} has a tensor with {n_dims} dimensions; the header is corrupt.")
         shape = [r.u64() for _ in range(n_dims)]
         type_name, block, type_size = _ggml_type(r.u32(), r.name)
-        r.u64()  # data offset
+        offset = r.u64()
         n_el = 1
         for d in shape:
             n_el *= d
         if n_el > 2**50:
             raise ModelFileError(f"{r.name} has a tensor of {n_el:,} elements; the header is corrupt.")
         tensors.append(TensorInfo(tname, shape, type_name, n_el, n_el // block * type_size))
+        data_end = max(data_end, offset + tensors[-1].n_bytes)
+    _check_contents(r, meta, tensors, -(-r.pos // alignment) * alignment + data_end)
 
     info = GGUFInfo(path=str(p), file_size=r.size, version=version, header_bytes=r.pos)
     info.tensors = tensors
@@ -324,6 +327,22 @@ def _parse(r: _Reader, p: Path) -> GGUFInfo:
     info.weights_bytes = sum(t.n_bytes for t in tensors)
     _fill_from_metadata(info, meta)
     return info
+
+
+def _check_contents(r: "_Reader", meta: dict[str, Any], tensors: list[TensorInfo], needed: int) -> None:
+    """A sound header can still describe a model that is not there: judge the file by its content.
+
+    A copy cut short (a failed download) keeps its whole header; a file that is only a header has no
+    tensors; a file without an architecture is not a model llama.cpp can load.
+    """
+    if not meta.get("general.architecture"):
+        raise ModelFileError(f"{r.name} names no model architecture (general.architecture); it is not a model "
+                             "file llama.cpp can load.")
+    if not tensors and int(meta.get("split.count", 1) or 1) <= 1:
+        raise ModelFileError(f"{r.name} has no tensors: it is a GGUF header without a model.")
+    if needed > r.size:
+        raise ModelFileError(f"{r.name} is truncated or damaged: its tensor data needs {needed:,} bytes, but the "
+                             f"file has {r.size:,}. Download or copy it again.")
 
 
 def _int(value: Any) -> int | None:

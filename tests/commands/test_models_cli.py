@@ -157,3 +157,31 @@ def test_quantize_then_list(hearth_home):
     assert "Q8_0 (INT8)" in proc.stdout
     listed = {e["name"]: e for e in json.loads(hearth("list", "--json").stdout)}
     assert listed["SmolLM2-135M-Instruct-Q8_0.gguf"]["quantization"] == "Q8_0"
+
+
+def test_damaged_models_are_refused_by_their_content(tmp_path, bundled_model):
+    """#18 item 12: a header alone does not make a model; inspect and import judge the tensor data too."""
+    import gguf
+
+    from tests.helpers.tiny_gguf import write_truncated_copy
+
+    cut = write_truncated_copy(bundled_model, tmp_path / "cut.gguf", fraction=0.03)  # the first 3 MB
+    header_only = tmp_path / "header-only.gguf"
+    w = gguf.GGUFWriter(str(header_only), "llama")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    claims = tmp_path / "claims-1tib.gguf"  # one tensor of 1 TiB declared, 400-odd bytes written
+    w = gguf.GGUFWriter(str(claims), "llama")
+    w.add_tensor_info("token_embd.weight", [2**19, 2**20], gguf.GGMLQuantizationType.F16.value, 2**40,
+                      gguf.GGMLQuantizationType.F16)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    for path, fragment in ((cut, "is truncated or damaged"), (header_only, "has no tensors"),
+                           (claims, "is truncated or damaged")):
+        one_sentence_error(hearth("inspect", str(path)), path.name, fragment)
+        one_sentence_error(hearth("import", str(path)), path.name, fragment)
+    assert "cut" not in hearth("list").stdout
