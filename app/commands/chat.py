@@ -57,6 +57,10 @@ def _answer(client: EngineClient, messages: list[dict], sampling, echo: bool) ->
     finally:
         if in_main:
             signal.signal(signal.SIGINT, previous)
+    if done.get("prompt_dropped"):  # never silently: the model did not see all of what was sent
+        print(f"\nhearth: the conversation ({done['prompt_dropped'] + done['prompt_tokens']} tokens) is longer than "
+              f"the context of {done.get('n_ctx')} tokens; the model saw {done['prompt_tokens']} of them (its start and "
+              f"its most recent part), the {done['prompt_dropped']} in between were left out.", file=sys.stderr)
     return done
 
 
@@ -91,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             done = _answer(client, messages, sampling, echo=not args.json)
             if args.json:
                 keys = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "ttft_s", "prompt_tok_s",
-                        "gen_tok_s", "peak_rss_mb", "prompt_evaluated", "n_ctx", "spec", "window")
+                        "gen_tok_s", "peak_rss_mb", "prompt_evaluated", "prompt_dropped", "n_ctx", "spec", "window")
                 out = {"model": info.get("model"), "model_path": info.get("path")}
                 out.update({k: done[k] for k in keys if k in done})
                 print(json.dumps(out, ensure_ascii=False, indent=2))

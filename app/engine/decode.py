@@ -64,6 +64,7 @@ class Answer:
     t_first: float | None = None
     reason: str | None = None  # why it stopped; None while it runs
     next_stats: float = 0.0
+    prompt_dropped: int = 0  # prompt tokens left out to fit the context (the window policy's fit_prompt)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -225,6 +226,7 @@ class Decoder:
         self.cancelled = cancelled  # a context policy's rebuild stops on it too
         rt = self.rt
         t0 = time.perf_counter()
+        dropped = 0
         prompt = self.tokenize_prompt(prompt_text, literal)
         if not prompt:  # llama.cpp would sample from logits that were never computed, and abort
             raise GenerationError("There is nothing to answer: the prompt is empty (for a chat, the model's chat "
@@ -234,7 +236,9 @@ class Decoder:
                 raise ContextTooLong(f"This prompt is {len(prompt)} tokens long, more than the model's context "
                                      f"of {rt.n_ctx} tokens; shorten it or load the model with a larger context.")
             if self.context_policy is not None:
+                full = len(prompt)
                 prompt = self.context_policy.fit_prompt(self, prompt)
+                dropped = full - len(prompt)
             else:
                 raise GenerationError(
                     f"The conversation ({len(prompt)} tokens) does not fit the model's context of "
@@ -247,6 +251,7 @@ class Decoder:
         answer = Answer(prompt_text, prompt, sampling, emit, cancelled, Sampler(rt.ctx, rt.n_vocab, sampling,
                         self.tokens), TextStream(sampling.stop), t0, t_prompt, self.last_prompt_evaluated)
         answer.next_stats = t_prompt + STATS_INTERVAL_S
+        answer.prompt_dropped = dropped
         if cancelled.is_set():
             answer.reason = "cancelled"
         return answer
@@ -318,6 +323,7 @@ class Decoder:
             "gen_tok_s": n_gen / gen_time if gen_time > 0 and n_gen else 0.0,
             "n_past": len(self.tokens),
             "n_ctx": self.rt.n_ctx,
+            "prompt_dropped": answer.prompt_dropped,
             **self.rt.memory_now(),
             "peak_rss_mb": peak_rss_mb(),
         }

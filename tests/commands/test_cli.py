@@ -180,3 +180,12 @@ def test_a_data_folder_that_cannot_be_written_costs_the_log_not_the_chat(tmp_pat
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout.strip()
     assert "cannot write logs in Hearth's folder" in proc.stderr
+
+
+def test_a_prompt_longer_than_the_context_is_never_cut_silently():
+    proc = hearth("chat", "--ctx", "256", "--max-tokens", "2", "--temp", "0", "--json", "--prompt", "word " * 1500)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["prompt_dropped"] > 1000 and out["prompt_tokens"] < 256
+    assert (f"the model saw {out['prompt_tokens']} of them (its start and its most recent part), the "
+            f"{out['prompt_dropped']} in between were left out") in proc.stderr
