@@ -48,11 +48,35 @@ FLASH_ATTN = ("auto", "on", "off")
 CONTEXT_POLICIES = ("window", "truncate-middle", "stop")
 
 
+def _accepts(annotation: str, value: Any) -> bool:
+    """Whether a value read from JSON fits a field declared as `annotation` ("int | None", "list[str]", ...)."""
+    if value is None:
+        return "None" in annotation
+    kinds = {part.strip().split("[")[0] for part in annotation.split("|")}
+    if isinstance(value, bool):
+        return "bool" in kinds
+    if isinstance(value, int):
+        return bool(kinds & {"int", "float"})
+    if isinstance(value, float):
+        return "float" in kinds
+    return any(isinstance(value, {"str": str, "list": list, "dict": dict}.get(kind, ())) for kind in kinds)
+
+
 class _Options:
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None):
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in (data or {}).items() if k in names})
+    def from_dict(cls, data: dict[str, Any] | None, problems: list[str] | None = None):
+        """The options in `data`; a value of the wrong type (a hand-edited settings file, an old client) is
+        left out, so that field keeps its default, and named in `problems` when given."""
+        declared = {f.name: str(f.type) for f in fields(cls)}
+        kept = {}
+        for key, value in (data or {}).items() if isinstance(data, dict) else ():
+            if key not in declared:
+                continue
+            if _accepts(declared[key], value):
+                kept[key] = value
+            elif problems is not None:
+                problems.append(f"{key} = {json.dumps(value)[:40]} (not a {declared[key]})")
+        return cls(**kept)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

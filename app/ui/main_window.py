@@ -12,7 +12,7 @@ from app import __version__
 from app.core.bundled import bundled_model_path
 from app.core.chats import ChatStore
 from app.core.errors import HearthError
-from app.core.settings import load_settings, save_settings
+from app.core.settings import load_settings, problems, save_settings
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.ui.bench.bench_view import BenchView
 from app.ui.chat.chat_view import ChatView
@@ -47,6 +47,7 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.setWindowTitle("Hearth")
         self.settings = load_settings()
+        self.settings_problems = problems()  # said once the status bar exists
         self.store = ChatStore()
         self.bridge = EngineBridge(self)
 
@@ -74,6 +75,8 @@ class MainWindow(QMainWindow):
         from PySide6.QtWidgets import QApplication
 
         self.apply_theme(bool(QApplication.instance().property("hearth_dark")))
+        if self.settings_problems:
+            self.show_message("Some settings were reset: " + "; ".join(self.settings_problems) + ".")
         if load_on_start:
             self.load_start_model()
 
@@ -128,7 +131,10 @@ class MainWindow(QMainWindow):
     # --- models ----------------------------------------------------------------
     def load_start_model(self) -> None:
         last = self.settings.get("load_options")
-        options = LoadOptions.from_dict(last) if isinstance(last, dict) else None
+        wrong: list[str] = []
+        options = LoadOptions.from_dict(last, wrong) if isinstance(last, dict) else None
+        if wrong:
+            self.show_message("Some saved load settings were reset: " + "; ".join(wrong) + ".")
         if options is not None and options.model_path and not Path(options.model_path).is_file():
             # Moved or deleted since the last session: start with the bundled model rather than nothing.
             self.show_message(f"The last model, {Path(options.model_path).name}, is no longer at "

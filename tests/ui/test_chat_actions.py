@@ -153,3 +153,32 @@ def test_a_last_model_that_is_gone_starts_the_bundled_one_and_says_so(qtbot, hea
         assert window.bridge.info["path"] == str(bundled_model)
     finally:
         window.close()
+
+
+def test_settings_of_the_wrong_type_are_reset_and_kept_aside(qtbot, hearth_home, bundled_model):
+    """#18 item 8: a hand-edited settings file never stops the window; what was wrong is said and kept."""
+    import json
+
+    from app.core import paths
+    from app.ui.app import make_app
+    from app.ui.main_window import MainWindow
+
+    path = paths.settings_file()
+    path.write_text(json.dumps({"sampling": {"temperature": "hot", "top_k": 7},
+                                "load_options": {"n_ctx": "abc", "model_path": 12345},
+                                "imported_models": 5, "window_geometry": 3}), encoding="utf-8")
+    make_app([])
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    try:
+        assert any("imported_models" in p and "window_geometry" in p for p in window.settings_problems)
+        assert "n_ctx" in window.statusBar().currentMessage() and "model_path" in window.statusBar().currentMessage()
+        qtbot.waitUntil(lambda: window.bridge.ready, timeout=READY_TIMEOUT_MS)
+        assert window.bridge.info["path"] == str(bundled_model)
+        sampling = window.chat.sampling.options()
+        assert sampling.top_k == 7 and sampling.temperature != "hot"  # the good value kept, the bad one reset
+        kept = list(path.parent.glob(path.name + ".bad-*"))
+        assert len(kept) == 1 and json.loads(kept[0].read_text())["imported_models"] == 5
+    finally:
+        window.close()
