@@ -59,6 +59,36 @@ class Conversation:
     updated: float
 
 
+def _copy_readable(source: Path, target: sqlite3.Connection) -> tuple[int, int]:
+    """Copy what can be read of a damaged store: (conversations saved whole, conversations found)."""
+    try:
+        old = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    except sqlite3.DatabaseError:
+        return 0, 0
+    saved = total = 0
+    try:
+        try:
+            conversations = old.execute("SELECT id, title, system_prompt, created, updated FROM conversations").fetchall()
+        except sqlite3.DatabaseError:
+            return 0, 0
+        total = len(conversations)
+        for row in conversations:
+            try:
+                messages = old.execute("SELECT conversation_id, role, content, meta, created FROM messages "
+                                       "WHERE conversation_id = ? ORDER BY id", (row[0],)).fetchall()
+            except sqlite3.DatabaseError:
+                continue  # its messages sit on damaged pages
+            with target:
+                target.execute("INSERT INTO conversations (id, title, system_prompt, created, updated) "
+                               "VALUES (?, ?, ?, ?, ?)", row)
+                target.executemany("INSERT INTO messages (conversation_id, role, content, meta, created) "
+                                   "VALUES (?, ?, ?, ?, ?)", messages)
+            saved += 1
+    finally:
+        old.close()
+    return saved, total
+
+
 def title_from(text: str) -> str:
     """A conversation title from its first user message: the first line, shortened at a word."""
     line = " ".join(text.strip().split())
@@ -69,15 +99,57 @@ def title_from(text: str) -> str:
 
 
 class ChatStore:
-    def __init__(self, path: Path | str | None = None):
+    def __init__(self, path: Path | str | None = None, recover: bool = True):
+        """recover: a damaged file is moved aside and what SQLite can still read of it is copied into a
+        fresh one (`notice` says so); without it a damaged file raises ChatStoreError."""
         self.path = Path(path) if path else paths.chats_db()
+        self.notice: str | None = None  # what happened to a damaged or unusable history, for the window
         try:
-            self.db = sqlite3.connect(str(self.path))
-            self.db.execute("PRAGMA foreign_keys = ON")
-            self.db.execute("PRAGMA journal_mode = WAL")
-            self.db.executescript(SCHEMA)
+            self.db = self._open(self.path)
         except sqlite3.DatabaseError as exc:
-            raise ChatStoreError(f"The chat history at {self.path} cannot be opened ({exc}).") from None
+            if not recover:
+                raise ChatStoreError(f"The chat history at {self.path} cannot be opened ({exc}).") from None
+            self.db = self._recover(exc)
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        db = sqlite3.connect(str(path))
+        try:
+            db.execute("PRAGMA foreign_keys = ON")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.executescript(SCHEMA)
+            # Damage inside the file does not always stop it from opening: look before writing into it.
+            verdict = db.execute("PRAGMA quick_check").fetchone()[0]
+            if verdict != "ok":
+                raise sqlite3.DatabaseError(f"integrity check: {verdict}")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _recover(self, error: Exception) -> sqlite3.Connection:
+        """Keep the damaged file aside, start a fresh store, and copy into it every conversation and message
+        that can still be read. Never writes into the damaged file."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+        try:
+            for suffix in ("", "-wal", "-shm"):
+                part = Path(str(self.path) + suffix)
+                if part.exists():
+                    part.replace(Path(str(aside) + suffix))
+            db = self._open(self.path)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            # A read-only or full disk: chats work for this session only, and the user is told.
+            self.notice = (f"The chat history at {self.path} cannot be used ({error}; {exc}). Chats are kept "
+                           "for this session only.")
+            db = sqlite3.connect(":memory:")
+            db.execute("PRAGMA foreign_keys = ON")
+            db.executescript(SCHEMA)
+            return db
+        saved, total = _copy_readable(aside, db)
+        self.notice = (f"The chat history was damaged ({error}). It was moved to {aside.name}; "
+                       f"{saved} of {total} conversations could be recovered into a fresh history.")
+        return db
 
     def close(self) -> None:
         self.db.close()

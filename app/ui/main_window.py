@@ -77,6 +77,8 @@ class MainWindow(QMainWindow):
         self.apply_theme(bool(QApplication.instance().property("hearth_dark")))
         if self.settings_problems:
             self.show_message("Some settings were reset: " + "; ".join(self.settings_problems) + ".")
+        if self.store.notice:  # a damaged chat history was moved aside (and what could be read recovered)
+            self.show_message(self.store.notice)
         if load_on_start:
             self.load_start_model()
 

@@ -63,4 +63,53 @@ def test_a_corrupt_database_is_one_clear_error(tmp_path):
     bad = tmp_path / "chats.sqlite3"
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(ChatStoreError, match="cannot be opened"):
-        ChatStore(bad)
+        ChatStore(bad, recover=False)
+
+
+def test_an_unreadable_file_is_moved_aside_and_a_fresh_history_starts(tmp_path):
+    """#18 item 6: the window starts anyway; the damaged file is kept, never written into."""
+    bad = tmp_path / "chats.sqlite3"
+    junk = b"this is not sqlite" * 100
+    bad.write_bytes(junk)
+    store = ChatStore(bad)
+    assert store.notice and "was damaged" in store.notice and "0 of 0 conversations" in store.notice
+    kept = list(tmp_path.glob("chats.sqlite3.damaged-*"))
+    assert len(kept) == 1 and kept[0].read_bytes() == junk
+    cid = store.create("after")
+    store.add_message(cid, "user", "still works")
+    store.close()
+    assert ChatStore(bad).notice is None  # the fresh file is sound
+
+
+def test_damage_inside_the_file_is_found_at_start_and_the_readable_chats_recovered(tmp_path):
+    """#18 item 7: random bytes in the middle of a store that still opens."""
+    path = tmp_path / "chats.sqlite3"
+    store = ChatStore(path)
+    for i in range(60):
+        cid = store.create(f"chat {i}")
+        for j in range(20):
+            store.add_message(cid, "user", f"message {j} of chat {i} " + "x" * 200)
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4096] = bytes(range(256)) * 16  # one page of garbage in the middle
+    path.write_bytes(bytes(data))
+
+    store = ChatStore(path)
+    assert store.notice and "was damaged" in store.notice
+    recovered = store.list()
+    assert 0 < len(recovered) <= 60
+    assert f"{len(recovered)} of 60 conversations" in store.notice
+    for conversation in recovered:  # what came back came back whole
+        assert len(store.messages(conversation.id)) == 20
+    assert list(tmp_path.glob("chats.sqlite3.damaged-*"))
+
+
+def test_a_history_that_cannot_be_written_anywhere_keeps_chats_for_the_session(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    store = ChatStore(blocker / "chats.sqlite3")
+    assert store.notice and "for this session only" in store.notice
+    cid = store.create("kept in memory")
+    assert [c.title for c in store.list()] == ["kept in memory"] and cid

@@ -182,3 +182,22 @@ def test_settings_of_the_wrong_type_are_reset_and_kept_aside(qtbot, hearth_home,
         assert len(kept) == 1 and json.loads(kept[0].read_text())["imported_models"] == 5
     finally:
         window.close()
+
+
+def test_a_damaged_chat_history_does_not_stop_the_window(qtbot, hearth_home):
+    from app.core import paths
+    from app.ui.app import make_app
+    from app.ui.main_window import MainWindow
+
+    paths.chats_db().write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)  # a header, then garbage
+    make_app([])
+    window = MainWindow(load_on_start=False)
+    qtbot.addWidget(window)
+    window.show()
+    try:
+        assert "The chat history was damaged" in window.statusBar().currentMessage()
+        assert list(paths.chats_db().parent.glob(paths.chats_db().name + ".damaged-*"))
+        cid = window.store.create("a new chat")
+        assert window.store.get(cid).title == "a new chat"
+    finally:
+        window.close()
