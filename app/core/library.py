@@ -29,7 +29,7 @@ from app.core import paths
 from app.core.errors import HearthError, ModelFileError
 from app.core.gguf_info import read_gguf_info
 from app.core.gguf_names import SplitPart, split_part
-from app.core.jsonstore import read_json, write_json
+from app.core.jsonstore import read_json, update_json, write_json
 
 OWNED_SOURCES = ("hearth", "imported", "quantized")
 DISCOVERED_SOURCES = ("huggingface", "lmstudio", "gpt4all", "ollama")
@@ -69,20 +69,25 @@ def _index() -> list[dict]:
         if isinstance(data, dict) else []
 
 
-def _save_index(entries: list[dict]) -> None:
-    write_json(index_file(), {"models": entries})
+def _update_index(change) -> None:
+    """Change the index's entries as one locked step: two processes importing at once both keep theirs."""
+    def apply(data):
+        entries = [e for e in data.get("models", []) if isinstance(e, dict) and e.get("path")] \
+            if isinstance(data, dict) else []
+        return {"models": change(entries)}
+
+    update_json(index_file(), apply, {})
 
 
 def register(path: str | Path, source: str, owned: bool) -> None:
     """Record a file outside the models folder (an import link, a quantized --out file)."""
     p = str(Path(path).resolve())
-    entries = [e for e in _index() if e["path"] != p]
-    entries.append({"path": p, "source": source, "owned": owned, "added": time.time()})
-    _save_index(entries)
+    _update_index(lambda entries: [e for e in entries if e["path"] != p]
+                  + [{"path": p, "source": source, "owned": owned, "added": time.time()}])
 
 
 def _forget(path: str) -> None:
-    _save_index([e for e in _index() if e["path"] != path])
+    _update_index(lambda entries: [e for e in entries if e["path"] != path])
 
 
 # --- metadata cache --------------------------------------------------------------
@@ -338,7 +343,9 @@ def import_model(path: str | Path, mode: str = "link") -> LibraryEntry:
         return resolve(src, discover_others=False)
     dest_dir = models / "imported"
     dest_dir.mkdir(parents=True, exist_ok=True)
-    targets = [dest_dir / p.name for p in parts]
+    # Named .gguf whatever the source was called: the file was judged by its content above, and the library
+    # lists its own folder by that extension (a copy without it would be invisible and impossible to remove).
+    targets = [dest_dir / (p.name if p.name.lower().endswith(".gguf") else p.name + ".gguf") for p in parts]
     clash = next((t for t in targets if t.exists()), None)
     if clash:
         raise HearthError(f"{clash.name} is already in Hearth's models folder; remove it first "

@@ -185,3 +185,13 @@ def test_damaged_models_are_refused_by_their_content(tmp_path, bundled_model):
         one_sentence_error(hearth("inspect", str(path)), path.name, fragment)
         one_sentence_error(hearth("import", str(path)), path.name, fragment)
     assert "cut" not in hearth("list").stdout
+
+
+@pytest.mark.parametrize("mode", ["--copy", "--move"])
+def test_a_model_not_named_gguf_is_imported_visibly_and_removably(tmp_path, mode):
+    """#18 item 9: judged by content, kept under a name the library lists (and can remove)."""
+    src = write_tiny_gguf(tmp_path / "mine-Q4_0.gguf").rename(tmp_path / "mine-Q4_0.bin")
+    entry = json.loads(hearth("import", str(src), mode, "--json").stdout)
+    assert entry["path"].endswith("mine-Q4_0.bin.gguf") and os.path.exists(entry["path"])
+    assert any(e["path"] == entry["path"] for e in json.loads(hearth("list", "--json").stdout))
+    assert hearth("rm", entry["path"]).returncode == 0 and not os.path.exists(entry["path"])

@@ -147,3 +147,17 @@ def test_metadata_cache_is_refreshed_when_the_file_changes(tmp_path):
     write_tiny_gguf(tmp_path / "y.gguf", ctx=4096, layers=3)
     shutil.copy(tmp_path / "y.gguf", target)
     assert library.resolve("x").context_length == 4096
+
+
+def test_processes_registering_at_once_keep_every_entry(tmp_path, hearth_home):
+    """#18 item 10: the index is changed under a lock, so concurrent imports never lose one another's entries."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom app.core import library\n"
+            "for i in range(50): library.register(f'{sys.argv[1]}/m{i}.gguf', 'imported', False)\n")
+    env = {**os.environ, "HEARTH_HOME": str(hearth_home)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / f"p{n}")], env=env) for n in range(8)]
+    assert all(p.wait(120) == 0 for p in procs)
+    assert len(library._index()) == 400
