@@ -65,9 +65,16 @@ def run_gui(argv: list[str]) -> int:
     from app.ui import crash_report
     from app.ui.main_window import MainWindow
 
+    from app.ui.single_instance import InstanceServer, hand_over_to_running
+
+    if hand_over_to_running():
+        print("Hearth is already open; its window was brought to the front.", file=sys.stderr)
+        return 0
     enable_fault_log("gui")  # a native crash leaves a stack dump that the next start names
 
     window = MainWindow()
+    instance = InstanceServer(window)
+    instance.raise_requested.connect(lambda: (window.showNormal(), window.raise_(), window.activateWindow()))
     relay = _MessageRelay(window)
     relay.said.connect(window.show_message)
     crash_report.install(relay.said.emit)
