@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
+from pathlib import Path
 
 from app.core.bundled import bundled_model_path
 from app.engine.option_fields import LOAD_FIELDS, SAMPLING_FIELDS, OptionField, check_options
@@ -58,7 +59,15 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
 
 
 def model_path(args: argparse.Namespace) -> str:
-    return str(args.model) if getattr(args, "model", None) else str(bundled_model_path())
+    """--model as a path, or else as a library name (what `hearth models list`, inspect and fit accept)."""
+    given = getattr(args, "model", None)
+    if not given:
+        return str(bundled_model_path())
+    if Path(given).expanduser().exists():
+        return str(given)
+    from app.core.library import resolve
+
+    return resolve(given).path
 
 
 def _values(args: argparse.Namespace, table: tuple[OptionField, ...]) -> dict:

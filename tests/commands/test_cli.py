@@ -189,3 +189,11 @@ def test_a_prompt_longer_than_the_context_is_never_cut_silently():
     assert out["prompt_dropped"] > 1000 and out["prompt_tokens"] < 256
     assert (f"the model saw {out['prompt_tokens']} of them (its start and its most recent part), the "
             f"{out['prompt_dropped']} in between were left out") in proc.stderr
+
+
+def test_chat_takes_a_library_name_as_inspect_and_fit_do():
+    proc = hearth("chat", "--model", "bundled", "--prompt", "Hello", "--max-tokens", "2", "--temp", "0", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    proc = hearth("chat", "--model", "no-such-model", "--prompt", "Hello", timeout=60)
+    assert proc.returncode != 0 and "No model named 'no-such-model'" in proc.stderr and "Traceback" not in proc.stderr
