@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from app.bench import compare, matrix, matrix_plan, serve, spec, window
+from app.bench import compare, contention, matrix, matrix_plan, serve, spec, window
 from app.bench.basic import BasicOptions
 from app.commands.options import add_model_args, model_path
 
@@ -25,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_run_basic)
     kinds = p.add_subparsers(dest="bench_kind", metavar="KIND")
-    for add in (_add_spec, _add_window, _add_matrix, _add_compare, _add_serve, _add_gui):
+    for add in (_add_spec, _add_window, _add_matrix, _add_compare, _add_serve, _add_contention, _add_gui):
         add(kinds)
 
 
@@ -154,6 +154,18 @@ def _add_serve(kinds) -> None:
     p.add_argument("--api-key", metavar="KEY", help="the --against servers' API key")
     p.add_argument("--json", action="store_true", help="the report as JSON on stdout (progress goes to stderr)")
     p.set_defaults(func=lambda args: serve.run(_options(serve.ServeBenchOptions, args, model=args.model)))
+
+
+# --- hearth bench contention -----------------------------------------------------------------------------------
+def _add_contention(kinds) -> None:
+    p = kinds.add_parser("contention", help="generation speed while other programs use the CPU: fixed thread "
+                         "counts against adaptive threads", description=contention.__doc__.split("\n\n", 1)[1])
+    add_model_args(p)
+    p.add_argument("--tokens", type=int, default=200, metavar="N", help="tokens per answer (default 200)")
+    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure; medians are reported")
+    p.add_argument("--json", action="store_true", help="the report as JSON on stdout (rows go to stderr)")
+    p.set_defaults(func=lambda args: contention.run(_options(contention.ContentionOptions, args,
+                                                                  model=model_path(args))))
 
 
 def _add_gui(kinds) -> None:

@@ -63,8 +63,9 @@ def model_path(args: argparse.Namespace) -> str:
     given = getattr(args, "model", None)
     if not given:
         return str(bundled_model_path())
-    if Path(given).expanduser().exists():
-        return str(given)
+    path = Path(given).expanduser()
+    if path.exists() or len(path.parts) > 1 or path.suffix.lower() == ".gguf":
+        return str(given)  # a path: a missing one is "not found", not "no such name"
     from app.core.library import resolve
 
     return resolve(given).path

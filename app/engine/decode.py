@@ -273,6 +273,8 @@ class Decoder:
         t_first = None
         next_stats = answer.next_stats
         reason = answer.reason
+        threads = rt.threads  # None: a fixed count
+        t_last = time.perf_counter()
         try:
             if self.speculator is not None and reason is None:
                 _, reason, t_first = self.speculator.run(self, sampler, stream, generated, emit, cancelled,
@@ -289,6 +291,11 @@ class Decoder:
                     break
                 decode_one(tok)
                 now = time.perf_counter()
+                if threads is not None:
+                    better = threads.observe(now - t_last)
+                    if better is not None:
+                        rt.set_threads(better)
+                    t_last = now
                 if now >= next_stats:
                     next_stats = now + STATS_INTERVAL_S
                     emit(self.stats_event(len(generated), t_first, now, n_prompt))
@@ -324,6 +331,7 @@ class Decoder:
             "n_past": len(self.tokens),
             "n_ctx": self.rt.n_ctx,
             "prompt_dropped": answer.prompt_dropped,
+            **self.rt.threads_now(),
             **self.rt.memory_now(),
             "peak_rss_mb": peak_rss_mb(),
         }
@@ -376,6 +384,7 @@ class Decoder:
             "n_past": len(self.tokens),
             "n_ctx": self.rt.n_ctx,
             "prompt_tokens": n_prompt,
+            **self.rt.threads_now(),
             **self.rt.memory_now(),
         }
         if self.context_policy is not None:

@@ -20,6 +20,7 @@ from app.core.modelfile import check_model_file
 from app.engine import llamalog
 from app.engine.gpu_memory import gpu_devices, gpu_memory_mb
 from app.engine.protocol import LoadOptions
+from app.engine.threads import OthersCpu, ThreadController
 
 _KV_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}  # ggml_type values
 _FLASH = {
@@ -92,6 +93,10 @@ class Runtime:
             raise ModelLoadError(explain_load_failure(self.path))
 
         self.n_threads = int(options.n_threads or default_threads())
+        # No count given: the engine moves it with the machine's load (app/engine/threads.py).
+        self.threads: ThreadController | None = None
+        if options.n_threads is None and self.n_threads > 1:
+            self.threads = ThreadController(self.n_threads, OthersCpu())
         self.n_parallel = max(1, int(options.n_parallel or 1))
         cp = llama_cpp.llama_context_default_params()
         cp.n_ctx = int(options.n_ctx) * self.n_parallel
@@ -130,6 +135,17 @@ class Runtime:
         self._piece_buf = ctypes.create_string_buffer(256)
         self.load_s = time.perf_counter() - started
         self.load_rss_mb = rss_mb() - rss_before
+
+    def set_threads(self, n: int) -> None:
+        """Generation and batch threads from the next decode on (llama.cpp takes it between two decodes)."""
+        llama_cpp.llama_set_n_threads(self.ctx, n, n)
+        self.n_threads = n
+
+    def threads_now(self) -> dict:
+        """The thread count in use and, when the engine chooses it, why (for the monitor)."""
+        if self.threads is None:
+            return {"n_threads": self.n_threads}
+        return {"n_threads": self.n_threads, "threads_reason": self.threads.reason}
 
     # --- metadata -------------------------------------------------------
     def meta(self, key: str) -> str | None:

@@ -112,12 +112,18 @@ class Slots:
             batch.seq_id[i][0] = slot.decoder.seq
             batch.logits[i] = 1
         batch.n_tokens = len(running)
+        started = time.perf_counter()
         rc = llama_cpp.llama_decode(self.rt.ctx, batch)
         if rc != 0:
             self.fail_running(decode_error(rc))
             return
         self.steps += 1
         self.rows += len(running)
+        threads = self.rt.threads
+        if threads is not None:  # a step is one token of each answer: the thread count follows its time
+            better = threads.observe(time.perf_counter() - started)
+            if better is not None:
+                self.rt.set_threads(better)
         for i, slot in enumerate(running):
             slot.decoder.tokens.append(slot.next_token)
             slot.row = i

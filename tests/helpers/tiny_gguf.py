@@ -51,7 +51,8 @@ def write_oversized(path: Path, gib: int = 64) -> Path:
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
     writer.close()
-    # write_ti_data_to_file pads to the data alignment; the data itself is a hole.
+    # The data starts at the next multiple of the alignment (32) after the header; the data itself is a hole.
+    header = path.stat().st_size
     with path.open("r+b") as fh:
-        fh.truncate(path.stat().st_size + rows * 4096 * 2)
+        fh.truncate(-(-header // 32) * 32 + rows * 4096 * 2)
     return path

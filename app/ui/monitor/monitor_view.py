@@ -185,6 +185,8 @@ class MonitorView(QWidget):
         spec = done.get("spec") or {}
         if spec.get("acceptance") is not None:
             parts.append(f"draft acceptance {100 * spec['acceptance']:.0f}%")
+        if ":" in (done.get("threads_reason") or ""):  # the engine moved its thread count, and says why
+            parts.append(done["threads_reason"])
         self.summary.setText("Last answer: " + ", ".join(parts))
 
     def _on_loaded(self, info: dict) -> None:

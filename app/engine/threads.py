@@ -1,0 +1,156 @@
+"""Adaptive threads: the thread count that makes tokens fastest now, not on an idle machine.
+
+llama.cpp's worker threads meet at a barrier after every operation, so when another program takes one core,
+one preempted worker stalls them all: on two cores with one busy, two threads gave 5 tok/s where one gave 75.
+A fixed count (what LM Studio, Ollama and llama-server use) collapses like that. Hearth owns its decode loop,
+and `llama_set_n_threads` changes a context's threads between two decodes for free, so the engine times its
+own tokens and moves the count between 1 and the physical cores:
+
+- tokens are timed in windows (WINDOW tokens or WINDOW_S seconds, whichever comes first); a window's median
+  is the figure, so one slow token is noise;
+- after each window it looks at how much CPU other programs use (a cheap reading of the system's and its
+  own CPU time): when others take a core's worth, a lower count is tried; when they leave, a higher one;
+- when the median at the count in use rises well above its recent best (SLOWDOWN), a lower count is tried
+  too (a sign of contention that the CPU reading may miss, e.g. a busy hypervisor);
+- a try ("probe") runs one window at the other count and must be MARGIN faster to be kept, so noise never
+  makes the count oscillate; a probe whose tokens come far slower (ABORT) ends at once, so trying two
+  threads on a busy machine costs a token, not a window; a probe that loses waits twice as long before the
+  same kind of probe again.
+
+The controller sees only numbers (recorded traces in tests, token times in the engine); the Runtime applies
+its decisions.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+WINDOW = 16  # tokens per measured window at most
+WINDOW_S = 0.25  # seconds per window at most (at least MIN_TOKENS tokens, unless one token alone takes that)
+MIN_TOKENS = 2
+MARGIN = 0.10  # a probed count must be this much faster to be kept
+SLOWDOWN = 1.35  # the median this much above its recent best: probe a lower count at once
+ABORT = 2.5  # a probe token this much slower than the count it left ends the probe
+BUSY_CORES = 0.5  # other programs using at least this many cores: try fewer threads
+FREE_CORES = 0.25  # at most this many: try more
+FIRST_BACKOFF = 1  # windows between probes of one kind, doubled after each probe of that kind that loses
+MAX_BACKOFF = 64
+DRIFT = 1.02  # per window, a remembered best forgets itself slowly (the machine changes)
+
+
+class ThreadController:
+    def __init__(self, max_threads: int, others_cores: Callable[[], float | None] | None = None,
+                 start: int | None = None):
+        """others_cores(): cores' worth of CPU that other programs used since the last call (None: unknown)."""
+        self.max = max(1, int(max_threads))
+        self.current = min(self.max, start or self.max)
+        self.others_cores = others_cores or (lambda: None)
+        self.reason = f"{self.current} of {self.max} threads"
+        self.changes = 0  # how many times the count moved (probes included)
+        self._times: list[float] = []
+        self._skip = 1  # tokens not timed after a change: the workers wake up
+        self._best: dict[int, float] = {}
+        self._median: dict[int, float] = {}
+        self._home: int | None = None  # the count a probe returns to, while one runs
+        self._backoff = {"down": FIRST_BACKOFF, "up": FIRST_BACKOFF}
+        self._wait = {"down": 0, "up": 0}  # windows until that kind of probe may run again
+
+    def observe(self, seconds: float) -> int | None:
+        """One token's time at the current count; the count to switch to, or None to keep it."""
+        if self._skip:
+            self._skip -= 1
+            return None
+        home = self._home
+        if home is not None and seconds > self._median[home] * ABORT:
+            return self._end_probe(seconds)  # far slower than where it came from: no need to finish the window
+        self._times.append(seconds)
+        n = len(self._times)
+        if n < WINDOW and seconds < WINDOW_S and (n < MIN_TOKENS or sum(self._times) < WINDOW_S):
+            return None
+        times = sorted(self._times)
+        self._times.clear()
+        median = times[len(times) // 2]
+        if home is not None:
+            return self._end_probe(median)
+        return self._judge(median)
+
+    # --- inside ----------------------------------------------------------------
+    def _judge(self, median: float) -> int | None:
+        n = self.current
+        self._median[n] = median
+        best = self._best.get(n)
+        self._best[n] = median if best is None else min(best * DRIFT, median)
+        for kind in self._wait:
+            self._wait[kind] = max(0, self._wait[kind] - 1)
+        others = self.others_cores()
+        slowed = best is not None and median > best * SLOWDOWN
+        if n > 1 and (slowed or (others is not None and others >= BUSY_CORES)) and not self._wait["down"]:
+            return self._probe(n - 1)
+        if n < self.max and (others is None or others <= FREE_CORES) and not self._wait["up"]:
+            return self._probe(n + 1)
+        return None
+
+    def _probe(self, target: int) -> int:
+        self._home = self.current
+        return self._switch(target)
+
+    def _end_probe(self, median: float) -> int | None:
+        home, probed = self._home, self.current
+        kind = "up" if probed > home else "down"
+        self._home = None
+        self._times.clear()
+        if median < self._median[home] * (1 - MARGIN):  # the probed count is faster: it stays
+            self._median[probed] = self._best[probed] = median
+            self._backoff[kind] = FIRST_BACKOFF
+            self._explain(freed_up=kind == "up")
+            return None
+        self._wait[kind] = self._backoff[kind]
+        self._backoff[kind] = min(self._backoff[kind] * 2, MAX_BACKOFF)
+        self._switch(home)
+        self._explain(freed_up=False)
+        return home
+
+    def _switch(self, n: int) -> int:
+        self.current = n
+        self.changes += 1
+        self._skip = 1
+        return n
+
+    def _explain(self, freed_up: bool) -> None:
+        n, top = self.current, self.max
+        if n < top:
+            self.reason = f"{n} of {top} threads: other programs are using the CPU"
+        elif freed_up:
+            self.reason = f"{n} of {top} threads: the CPU is free again"
+        else:
+            self.reason = f"{n} of {top} threads"
+
+
+class OthersCpu:
+    """Cores' worth of CPU time that other processes used between two calls (psutil, about 30 us a call)."""
+
+    def __init__(self):
+        import time
+
+        import psutil
+
+        self._psutil, self._clock = psutil, time.monotonic
+        self._me = psutil.Process()
+        self._last = self._read()
+
+    def _read(self) -> tuple[float, float, float]:
+        t = self._psutil.cpu_times()
+        busy = sum(getattr(t, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal"))
+        mine = self._me.cpu_times()
+        return self._clock(), busy, mine.user + mine.system
+
+    def __call__(self) -> float | None:
+        try:
+            now = self._read()
+        except Exception:  # a platform that cannot tell: decide from token times alone
+            return None
+        (t0, busy0, mine0), (t1, busy1, mine1) = self._last, now
+        self._last = now
+        if t1 - t0 < 0.05:
+            return None  # too short to say
+        return max(0.0, ((busy1 - busy0) - (mine1 - mine0)) / (t1 - t0))

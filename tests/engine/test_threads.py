@@ -1,0 +1,142 @@
+"""The thread controller's decisions on recorded-style timing traces, and the engine following a busy loop."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from app.engine.threads import ThreadController
+
+# Token times on this project's 2-core machine, Q4_0 bundled model (#19): idle 2 threads ~8.3 ms, 1 thread
+# ~12 ms; one core busy with another program: 2 threads ~185 ms, 1 thread ~13 ms.
+IDLE = {1: 0.012, 2: 0.0083}
+BUSY = {1: 0.013, 2: 0.185}
+
+
+def run(controller: ThreadController, tokens: int, times: dict[int, float], others: float | None,
+        noise: float = 0.0, rng=None) -> list[int]:
+    """Feed `tokens` token times of the machine state `times`; the count in use at each token."""
+    rng = rng or random.Random(0)
+    controller.others_cores = lambda: others
+    used = []
+    for _ in range(tokens):
+        n = controller.current
+        used.append(n)
+        t = times[n] * (1 + rng.uniform(-noise, noise))
+        switched = controller.observe(t)
+        if switched is not None:
+            assert switched == controller.current
+    return used
+
+
+def test_an_idle_machine_keeps_every_core():
+    c = ThreadController(2)
+    used = run(c, 2000, IDLE, others=0.02, noise=0.2)
+    assert set(used) == {2} and c.changes == 0 and c.reason == "2 of 2 threads"
+
+
+def test_a_busy_core_moves_generation_to_one_thread_within_a_few_tokens():
+    c = ThreadController(2)
+    run(c, 100, IDLE, others=0.02)
+    used = run(c, 300, BUSY, others=1.0, noise=0.2)
+    # The window the busy program arrived in still looked fast, so the first probe of one thread can lose;
+    # the next window shows the slowdown, and one thread wins for good.
+    assert used.count(2) <= 8
+    assert set(used[30:]) == {1}
+    assert c.reason == "1 of 2 threads: other programs are using the CPU"
+
+
+def test_a_slowdown_the_cpu_reading_misses_still_moves_it():
+    """A hypervisor's steal or a reading that is unavailable: the token times alone show it."""
+    c = ThreadController(2)
+    run(c, 100, IDLE, others=None)
+    used = run(c, 300, BUSY, others=None)
+    # Without a CPU reading it tries two threads again now and then; each try ends after its first token.
+    assert used[-250:].count(1) >= 240
+
+
+def test_when_the_machine_frees_up_it_goes_back_to_every_core():
+    c = ThreadController(2)
+    run(c, 50, IDLE, others=0.0)
+    run(c, 300, BUSY, others=1.0)
+    assert c.current == 1
+    used = run(c, 200, IDLE, others=0.05)
+    assert used[-150:] == [2] * 150
+    assert c.reason == "2 of 2 threads: the CPU is free again"
+
+
+def test_noise_alone_never_makes_it_oscillate():
+    """Other programs come and go a little (0.3-0.6 cores) while both counts run at the same speed."""
+    c = ThreadController(2)
+    rng = random.Random(1)
+    same = {1: 0.010, 2: 0.010}
+    for _ in range(40):
+        run(c, 50, same, others=rng.uniform(0.3, 0.6), noise=0.25, rng=rng)
+    # Probes happen (others look busy now and then), but a loser waits twice as long each time.
+    assert c.changes <= 2 * 8 + 2
+
+
+def test_a_probe_on_a_busy_machine_costs_a_token_not_a_window():
+    c = ThreadController(2)
+    run(c, 100, IDLE, others=0.0)
+    run(c, 100, BUSY, others=1.0)
+    assert c.current == 1
+    # The busy program is still there but the reading says free (it just paused): a probe of 2 threads.
+    used = run(c, 20, BUSY, others=0.0)
+    assert used.count(2) <= 2  # its first token is far slower than one thread's: the probe ends at once
+
+
+def test_a_fixed_count_is_kept(bundled_model):
+    from app.engine.protocol import LoadOptions
+    from app.engine.runtime import Runtime
+
+    rt = Runtime(LoadOptions(model_path=str(bundled_model), n_ctx=256, n_threads=2), extra_bufts=False)
+    try:
+        assert rt.threads is None
+    finally:
+        rt.close()
+
+
+@pytest.mark.skipif(__import__("os").cpu_count() < 2, reason="needs two cores to take one away")
+def test_the_engine_drops_a_thread_when_a_busy_loop_starts_mid_answer(bundled_model):
+    """A real answer, a real busy loop on one core: the count falls to 1 and the answer is the same."""
+    from app.engine.decode import Decoder
+    from app.engine.protocol import STATS, LoadOptions, SamplingOptions
+    from app.engine.runtime import Runtime
+
+    sampling = SamplingOptions(max_tokens=200, temperature=0.0, repeat_penalty=1.0, ignore_eos=True)
+    prompt = "Tell me a long story about a lighthouse."
+    rt = Runtime(LoadOptions(model_path=str(bundled_model), n_ctx=512), extra_bufts=False)
+    try:
+        assert rt.threads is not None and rt.n_threads == 2
+        controller, rt.threads = rt.threads, None  # the reference answer: two threads throughout
+        decoder = Decoder(rt)
+        plain = decoder.generate(prompt, sampling, lambda e: None)["text"]
+        decoder.reset()
+        rt.threads = controller
+        counts: list[int] = []
+        busy: list[subprocess.Popen] = []
+
+        def emit(event):
+            if event["ev"] == STATS:
+                counts.append(event["n_threads"])
+                if len(counts) == 2 and not busy:
+                    busy.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+
+        try:
+            done = decoder.generate(prompt, sampling, emit)
+        finally:
+            for p in busy:
+                p.kill()
+        assert busy, "the answer ended before the busy loop started"
+        assert 1 in counts[2:]
+        assert done["n_threads"] == 1 and "other programs" in done["threads_reason"]
+        # The thread count does not change what the model computes.
+        assert done["text"] == plain
+    finally:
+        rt.close()
