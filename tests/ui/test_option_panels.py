@@ -40,3 +40,16 @@ def test_load_settings_keep_the_settings_without_a_control(qtbot):
     # A decision for one load is not carried to the next.
     panel.set_options(LoadOptions(model_path="m.gguf", ignore_fit=True))
     assert panel.options("m.gguf").ignore_fit is False
+
+
+def test_threads_default_to_auto_and_a_number_fixes_them(qtbot):
+    from app.engine.protocol import LoadOptions
+    from app.ui.models.load_settings import LoadSettings
+
+    panel = LoadSettings()
+    qtbot.addWidget(panel)
+    assert panel.threads.text().startswith("Auto") and panel.options("m.gguf").n_threads is None
+    panel.set_options(LoadOptions(model_path="m.gguf", n_threads=1))
+    assert panel.options("m.gguf").n_threads == 1
+    panel.set_options(LoadOptions(model_path="m.gguf"))
+    assert panel.options("m.gguf").n_threads is None

@@ -97,8 +97,12 @@ class LoadSettings(QWidget):
         self.gpu_reason.setVisible(bool(reason))
 
         self.threads = QSpinBox()
-        self.threads.setRange(1, LOGICAL_CORES)  # more than the machine has is refused (check_options)
-        self.threads.setValue(default_threads())
+        # 0 shows as "Auto": the engine moves the count with the machine's load (app/engine/threads.py).
+        # More than the machine has is refused (check_options).
+        self.threads.setRange(0, LOGICAL_CORES)
+        self.threads.setSpecialValueText(f"Auto (up to {default_threads()})")
+        self.threads.setToolTip("Auto: use every core, and fewer while other programs keep the CPU busy")
+        self.threads.setValue(0)
         self.ctx = QComboBox()
         for n in CTX_CHOICES:
             self.ctx.addItem(f"{n:,} tokens", n)
@@ -166,7 +170,7 @@ class LoadSettings(QWidget):
             gpu = -1
         mode = self.spec_mode.currentIndex()
         shown = dict(
-            n_ctx=self.ctx.currentData(), n_threads=self.threads.value(), n_gpu_layers=gpu,
+            n_ctx=self.ctx.currentData(), n_threads=self.threads.value() or None, n_gpu_layers=gpu,
             use_mmap=self.mmap.isChecked(), use_mlock=self.mlock.isChecked(), kv_type=self.kv_type.currentText(),
             flash_attn=self.flash.currentText(),
             draft_model=self.draft_path.text().strip() or None if mode == 1 else None, lookup=mode == 2,
@@ -178,8 +182,7 @@ class LoadSettings(QWidget):
     def set_options(self, o: LoadOptions) -> None:
         self._kept = {name: getattr(o, name) for name in self._kept}
         self.gpu_layers.setValue(self.gpu_layers.maximum() if o.n_gpu_layers < 0 else o.n_gpu_layers)
-        if o.n_threads:
-            self.threads.setValue(o.n_threads)
+        self.threads.setValue(o.n_threads or 0)
         index = self.ctx.findData(o.n_ctx)
         if index < 0:
             self.ctx.addItem(f"{o.n_ctx:,} tokens", o.n_ctx)
