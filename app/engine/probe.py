@@ -15,6 +15,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -105,6 +106,29 @@ def _describe_failure(rc: int, stderr: str) -> str:
 def extra_bufts_decision(model_path: str) -> dict:
     """The remembered answer, probing first if this machine and build were never probed."""
     return cached_result() or run_probe(model_path)
+
+
+_background: threading.Thread | None = None
+
+
+def decision_or_background_probe(model_path: str) -> dict:
+    """The remembered answer; on a machine never probed, a safe answer now (extra buffer types off) while the
+    probe runs in the background and is remembered for the next load. A first start does not wait ~2 s for
+    the probe before the model loads."""
+    global _background
+    cached = cached_result()
+    if cached is not None:
+        return cached
+    if _background is None or not _background.is_alive():
+        _background = threading.Thread(target=run_probe, args=(model_path,), name="extra-bufts-probe", daemon=True)
+        _background.start()
+    return {"ok": False, "background": True,
+            "detail": "being probed in the background; this load keeps them off, the next one uses the answer"}
+
+
+def wait_for_background_probe(timeout: float | None = None) -> None:
+    if _background is not None:
+        _background.join(timeout)
 
 
 def _child(model_path: str) -> int:

@@ -8,7 +8,7 @@ import threading
 from app.core.errors import HearthError
 from app.engine.decode import Decoder
 from app.engine.literal import literal_spans
-from app.engine.probe import extra_bufts_decision
+from app.engine.probe import decision_or_background_probe
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.slots import Slots
@@ -47,7 +47,7 @@ class Session:
         probe = None
         extra = options.extra_bufts
         if extra is None:
-            probe = extra_bufts_decision(probe_model or options.model_path)
+            probe = decision_or_background_probe(probe_model or options.model_path)
             extra = bool(probe.get("ok"))
         check_speculation_options(options)
         if options.n_parallel > 1 and (options.lookup or options.draft_model):

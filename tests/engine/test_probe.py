@@ -35,3 +35,15 @@ def test_crashing_probe_turns_extra_buffers_off(bundled_model, monkeypatch, engi
     doctor = subprocess.run([sys.executable, "-m", "app", "doctor"], capture_output=True, text=True,
                             env=dict(os.environ), timeout=120)
     assert "Extra buffer types (AMX/repack): off" in doctor.stdout
+
+
+def test_a_first_load_does_not_wait_for_the_probe(bundled_model):
+    """#19 cold start: a machine never probed loads at once with extra buffer types off; the probe runs
+    beside it and the next load uses its answer."""
+    paths.machine_facts_file().unlink(missing_ok=True)
+    decision = probe.decision_or_background_probe(str(bundled_model))
+    assert decision["background"] is True and decision["ok"] is False
+    probe.wait_for_background_probe(120)
+    remembered = probe.cached_result()
+    assert remembered is not None and "ok" in remembered
+    assert probe.decision_or_background_probe(str(bundled_model)) == remembered
