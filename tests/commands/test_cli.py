@@ -197,3 +197,13 @@ def test_chat_takes_a_library_name_as_inspect_and_fit_do():
     assert json.loads(proc.stdout)["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
     proc = hearth("chat", "--model", "no-such-model", "--prompt", "Hello", timeout=60)
     assert proc.returncode != 0 and "No model named 'no-such-model'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_startup_timing_command_reports_paint_and_model_ready(tmp_path):
+    proc = hearth("gui", "--startup-time", "--json", env_extra={"QT_QPA_PLATFORM": "offscreen",
+                                                                "HEARTH_HOME": str(tmp_path / "fresh")})
+    assert proc.returncode == 0, proc.stderr
+    marks = json.loads(proc.stdout)
+    assert 0 < marks["qt_ready_s"] <= marks["painted_s"] < 60
+    assert 0 < marks["model_ready_s"] < 60 and marks["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert "background" in marks["extra_bufts_probe"]  # a fresh home: the probe did not hold the load up
