@@ -217,7 +217,8 @@ def _pull(args: argparse.Namespace) -> int:
         bar.close()
     if args.json:
         return _print_json(result.to_dict())
-    check = "SHA-256 verified" if result.verified else "size checked (no SHA-256 published)"
+    check = ("SHA-256 verified" if result.verified else "size checked (no SHA-256 published)" if result.size_checked
+             else "not verified: the repository publishes neither a SHA-256 nor a size for it")
     print(f"Downloaded {result.paths[0]}" + (f" and {len(result.paths) - 1} more parts" if len(result.paths) > 1
                                               else "") + f" ({check}).")
     return 0

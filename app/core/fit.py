@@ -171,7 +171,12 @@ def _hints(est: FitEstimate, info: GGUFInfo, room: float) -> list[str]:
     per_token = est.kv_cache_mb / est.n_ctx if est.n_ctx else 0
     if per_token > 0 and fixed < room:
         ctx = int((room - fixed) / per_token) // 256 * 256
-        if ctx >= 512:
+        trained = info.context_length
+        if trained and ctx > trained:
+            # More room than the model was trained for: suggesting it would promise what the model cannot use.
+            hints.append(f"It fits with its trained context of {trained:,} tokens (--ctx {trained}); a longer "
+                         "context is beyond what the model learned.")
+        elif ctx >= 512:
             hints.append(f"It fits with a context of {ctx:,} tokens (--ctx {ctx}).")
     if est.kv_type == "f16" and per_token > 0 and fixed < room:  # only where the KV cache is what does not fit
         hints.append("A quantized KV cache (--kv-type q8_0) halves the KV cache.")

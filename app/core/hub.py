@@ -105,11 +105,13 @@ class PullResult:
     repo_id: str
     paths: list[Path]  # the first path is what to load (part 1 of a split set)
     bytes_downloaded: int
-    verified: bool
+    verified: bool  # every file's SHA-256 was published and matched
+    size_checked: bool = True  # every file's size was published and matched
 
     def to_dict(self) -> dict:
         return {"repo_id": self.repo_id, "paths": [str(p) for p in self.paths],
-                "bytes_downloaded": self.bytes_downloaded, "verified": self.verified}
+                "bytes_downloaded": self.bytes_downloaded, "verified": self.verified,
+                "size_checked": self.size_checked}
 
 
 # --- endpoint, token, errors -------------------------------------------------
@@ -439,9 +441,6 @@ def download_files(repo_id: str, filenames: list[str], dest_dir: str | Path, pro
 def _download(repo_id: str, filenames: list[str], dest: Path, progress: Progress | None,
               cancel: threading.Event | None, token: str | None, revision: str, endpoint: str | None,
               remote: RemoteRepo | None) -> tuple[list[Path], int]:
-    from huggingface_hub import hf_hub_url
-    from huggingface_hub.utils import build_hf_headers
-
     _check_repo_id(repo_id)
     targets = [safe_destination(dest, name) for name in filenames]
     if remote is None or any(name not in {f.filename for f in remote.files} for name in filenames):
@@ -452,7 +451,36 @@ def _download(repo_id: str, filenames: list[str], dest: Path, progress: Progress
         raise NotFoundError(f"{repo_id} has no file named {missing[0]!r}.")
     wanted = [by_name[name] for name in filenames]
 
+    made = _missing_folders(dest)
     dest.mkdir(parents=True, exist_ok=True)
+    try:
+        return _download_into(repo_id, wanted, targets, dest, progress, cancel, token, revision, endpoint, remote)
+    except BaseException:
+        _remove_if_empty(made)  # a refused or failed download leaves no empty folders behind
+        raise
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """The folders that mkdir(parents=True) would create for `folder`, deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    for folder in folders:
+        try:
+            folder.rmdir()  # only succeeds on an empty folder
+        except OSError:
+            return
+
+
+def _download_into(repo_id, wanted, targets, dest, progress, cancel, token, revision, endpoint, remote):
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers
+
     todo = []
     for rf, target in zip(wanted, targets):
         if not _already_complete(target, rf, cancel):
@@ -488,7 +516,7 @@ def pull(repo_id: str, filename: str | None = None, quant: str | None = None, de
     targets, fetched = _download(repo_id, [f.filename for f in chosen], dest, progress, cancel, token, "main",
                                  endpoint, repo)
     return PullResult(repo_id=repo_id, paths=targets, bytes_downloaded=fetched,
-                      verified=all(f.sha256 for f in chosen))
+                      verified=all(f.sha256 for f in chosen), size_checked=all(f.size is not None for f in chosen))
 
 
 def recommended_models() -> list[dict]:
