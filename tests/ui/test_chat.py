@@ -117,3 +117,15 @@ def test_load_a_second_model(qtbot, main_window, model_variant):
     w.tabs.setCurrentWidget(w.chat)
     done = ask(qtbot, w, "Hello!", max_tokens=6)
     assert done["completion_tokens"] > 0
+
+
+def test_a_chat_longer_than_the_context_says_so_under_the_answer(qtbot, main_window, bundled_model):
+    """#18 item 13: the window policy keeps the start and the end of a long chat; the user is told."""
+    from app.engine.protocol import LoadOptions
+
+    w = main_window
+    with qtbot.waitSignal(w.bridge.model_loaded, timeout=60_000):
+        w.load_model(LoadOptions(model_path=str(bundled_model), n_ctx=256))
+    done = ask(qtbot, w, "word " * 1200, max_tokens=2)
+    assert done["prompt_dropped"] > 900
+    assert f"{done['prompt_dropped']:,} earlier tokens were not seen" in w.chat.transcript.plain_text()

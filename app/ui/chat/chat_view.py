@@ -276,6 +276,8 @@ class ChatView(QWidget):
             note += " · stopped"
         elif meta.get("finish_reason") == "length":
             note += " · hit the length limit"
+        if meta.get("prompt_dropped"):  # never silently: part of the conversation was out of the model's view
+            note += f" · the chat is longer than the context: {meta['prompt_dropped']:,} earlier tokens were not seen"
         return note
 
     def _finish(self, text: str, meta: dict) -> None:
@@ -293,8 +295,8 @@ class ChatView(QWidget):
     def _on_generation_finished(self, done: dict) -> None:
         if not self.generating:
             return
-        meta = {k: done[k] for k in ("finish_reason", "completion_tokens", "gen_tok_s", "ttft_s", "prompt_tok_s")
-                if k in done}
+        meta = {k: done[k] for k in ("finish_reason", "completion_tokens", "gen_tok_s", "ttft_s", "prompt_tok_s",
+                                     "prompt_dropped") if k in done}
         self._finish(done.get("text", ""), meta)
 
     def _on_generation_failed(self, message: str) -> None:
