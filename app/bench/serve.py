@@ -62,12 +62,12 @@ def percentile(values: list[float], q: float) -> float:
 class Target:
     """One server under test, reached through the remote backend."""
 
-    def __init__(self, label: str, base_url: str, api_key: str | None = None):
+    def __init__(self, label: str, base_url: str, api_key: str | None = None, model: str | None = None):
         from app.engine.client import EngineClient
         from app.engine.remote import RemoteEndpoint
 
         self.label, self.base_url = label, base_url
-        self.client = EngineClient(RemoteEndpoint(base_url, api_key=api_key))
+        self.client = EngineClient(RemoteEndpoint(base_url, api_key=api_key, model=model))
         info = self.client.load(P.LoadOptions())
         self.model = info.get("model")
 
@@ -215,3 +215,29 @@ def _load_average() -> float | None:
     except (OSError, AttributeError):
         return None
 
+
+
+def run_endpoint(url: str, api_key: str | None, model: str | None, repeats: int, max_tokens: int,
+                 as_json: bool) -> int:
+    """`hearth bench --endpoint URL`: one remote server's time to first token and generation speed, medians of
+    `repeats` answers of max_tokens (after a warm-up answer)."""
+    target = Target(url, url, api_key, model)
+    try:
+        target.ask(PROMPTS[0], 8)
+        dones = [target.ask(PROMPTS[i % len(PROMPTS)], max_tokens) for i in range(repeats)]
+    finally:
+        target.close()
+    ttft = sorted(d["ttft_s"] for d in dones if d.get("ttft_s") is not None)
+    rates = sorted(d["gen_tok_s"] for d in dones if d.get("gen_tok_s"))
+    report = {"kind": "hearth-bench-endpoint", "url": url, "model": target.model, "repeats": repeats,
+              "max_tokens": max_tokens, "ttft_ms_median": ttft[len(ttft) // 2] * 1000 if ttft else None,
+              "gen_tok_s_median": rates[len(rates) // 2] if rates else None,
+              "completion_tokens": [d.get("completion_tokens") for d in dones]}
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{url} ({target.model}): {repeats} answers of up to {max_tokens} tokens, medians")
+    print(f"  time to first token  {report['ttft_ms_median']:.0f} ms" if ttft else "  time to first token  n/a")
+    print(f"  generation           {report['gen_tok_s_median']:.1f} tok/s" if rates else
+          "  generation           n/a (the server sent no token counts)")
+    return 0

@@ -8,6 +8,7 @@ Qt (--plot) to app/ui/bench.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import fields
 
 from app.bench import compare, contention, matrix, matrix_plan, serve, spec, window
@@ -23,6 +24,10 @@ def register(sub) -> None:
     add_model_args(p)
     p.add_argument("--repeats", type=int, default=5, metavar="N", help="runs per figure; medians are reported")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--endpoint", metavar="URL", help="measure a remote OpenAI-compatible server instead (its /v1 "
+                   "base URL): time to first token and generation speed; --model names its model")
+    p.add_argument("--api-key", metavar="KEY", default=os.environ.get("HEARTH_API_KEY") or None,
+                   help="with --endpoint: the server's API key (default: $HEARTH_API_KEY)")
     p.set_defaults(func=_run_basic)
     kinds = p.add_subparsers(dest="bench_kind", metavar="KIND")
     for add in (_add_spec, _add_window, _add_matrix, _add_compare, _add_serve, _add_contention, _add_gui):
@@ -37,6 +42,8 @@ def _options(cls, args: argparse.Namespace, **given):
 
 # --- hearth bench ----------------------------------------------------------------------------------------------
 def _run_basic(args) -> int:
+    if args.endpoint:
+        return serve.run_endpoint(args.endpoint, args.api_key, args.model, args.repeats, 128, args.json)
     from app.bench.basic import run
 
     return run(_options(BasicOptions, args, model=model_path(args)))

@@ -72,3 +72,12 @@ def test_server_down_is_one_sentence():
     proc = hearth("chat", "--endpoint", base, "--prompt", "Hi", timeout=60)
     assert proc.returncode == 1 and proc.stderr == f"hearth: Cannot reach {base}: connection refused.\n"
     assert time.monotonic() - t < 10  # the interpreter's start is most of it
+
+
+def test_bench_measures_an_endpoint(hearth_server):  # noqa: F811
+    proc = hearth("bench", "--endpoint", hearth_server, "--api-key", KEY, "--repeats", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["model"] == "SmolLM2-135M-Instruct.Q4_1" and report["repeats"] == 2
+    assert report["ttft_ms_median"] > 0 and report["gen_tok_s_median"] > 0
+    assert all(0 < n <= 128 for n in report["completion_tokens"])
