@@ -121,6 +121,22 @@ def _in_chain(exc: BaseException, kind: type) -> BaseException | None:
     return None
 
 
+def api_base(text: str) -> str:
+    """A server's OpenAI base URL as typed ("host:8080/v1", "http://host:8080/v1/"), in one spelling;
+    raises ModelLoadError with a sentence for something that is not a server address."""
+    url = text.strip()
+    if "://" not in url:
+        url = "http://" + url
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ModelLoadError(f"'{text}' is not a server address; give its OpenAI base URL, "
+                             "for example http://127.0.0.1:8080/v1.")
+    return url.rstrip("/")
+
+
 class RemoteEndpoint:
     """Any OpenAI-compatible server behind the Backend seam; thread-safe, never blocks the caller
     (except models(), which asks the server)."""
@@ -128,17 +144,7 @@ class RemoteEndpoint:
     name = "remote"
 
     def __init__(self, base_url: str, api_key: str | None = None, model: str | None = None):
-        url = base_url.strip()
-        if "://" not in url:
-            url = "http://" + url
-        try:
-            parsed = httpx.URL(url)
-        except (httpx.InvalidURL, TypeError):
-            parsed = None
-        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ModelLoadError(f"'{base_url}' is not a server address; give its OpenAI base URL, "
-                                 "for example http://127.0.0.1:8080/v1.")
-        self.base_url = url.rstrip("/")
+        self.base_url = api_base(base_url)
         self.api_key = api_key or None
         self.model = model or None
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}

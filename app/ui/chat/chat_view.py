@@ -42,6 +42,7 @@ class ChatView(QWidget):
         self._gen_conversation: int | None = None  # where the answer in progress goes
         self._detached = False  # the user switched away mid-answer
         self._editing: int | None = None  # message id being edited (edit-and-resend)
+        self._failed = False  # the latest answer ended in an error: Regenerate retries it
         self.sampling_overrides: dict = {}  # set by `hearth bench gui` (ignore_eos), not shown to users
 
         self.conversations = ConversationList(store)
@@ -109,6 +110,7 @@ class ChatView(QWidget):
         bridge.model_loaded.connect(self._update_buttons)
         bridge.model_loading.connect(self._update_buttons)
         bridge.load_failed.connect(self._update_buttons)
+        bridge.backend_changed.connect(self._update_buttons)
 
         first = store.list()
         if first:
@@ -134,6 +136,8 @@ class ChatView(QWidget):
             self.hint.setText("No model is loaded. Choose one under Models.")
         elif self._editing is not None:
             self.hint.setText("Editing your last message: sending replaces it and the answer after it.")
+        elif self._failed and has_turn:
+            self.hint.setText("The last answer did not finish; Regenerate asks again.")
         else:
             self.hint.setText("")
         self.hint.setVisible(bool(self.hint.text()))
@@ -161,6 +165,7 @@ class ChatView(QWidget):
         self._leave_current()
         self.conversation_id = conversation_id
         self._editing = None
+        self._failed = False
         self.system_prompt.blockSignals(True)
         self.system_prompt.setPlainText(conv.system_prompt)
         self.system_prompt.blockSignals(False)
@@ -215,6 +220,7 @@ class ChatView(QWidget):
         self._ask()
 
     def _ask(self) -> None:
+        self._failed = False
         messages = [{"role": m.role, "content": m.content}
                     for m in self.store.messages(self.conversation_id) if m.role in ("user", "assistant")]
         system = self.system_prompt.toPlainText().strip()
@@ -269,6 +275,8 @@ class ChatView(QWidget):
 
     @staticmethod
     def _note(meta: dict) -> str:
+        if meta.get("partial"):
+            return "partial answer: cut off by an error"
         if not meta.get("completion_tokens"):
             return ""
         note = f"{meta['completion_tokens']} tokens · {meta.get('gen_tok_s', 0):.1f} tok/s"
@@ -301,7 +309,10 @@ class ChatView(QWidget):
         if not self.generating:
             return
         shown = not self._detached
-        text = self.transcript.stream_text() if shown else ""
-        self._finish(text, {"error": message, "finish_reason": "error"})
+        # The backend's partial answer (a remote's stream cut mid-answer) is what arrived; the
+        # transcript's is what was shown, which is the same unless the user switched away.
+        text = self.bridge.failed_text or (self.transcript.stream_text() if shown else "")
+        self._failed = True
+        self._finish(text, {"error": message, "finish_reason": "error", **({"partial": True} if text else {})})
         if shown:
             self.transcript.append_message("error", message)

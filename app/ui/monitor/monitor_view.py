@@ -161,7 +161,7 @@ class MonitorView(QWidget):
             if "gpu_mb" not in self.curves:  # its curve and legend entry appear with the first GPU figure
                 self._add_curve("memory", "gpu_mb", *GPU_CURVE)
             s["gpu_mb"].add(t, stats["gpu_mb"])
-        if stats.get("n_ctx"):
+        if stats.get("n_ctx") and stats.get("n_past") is not None:  # a remote cannot know n_past
             s["kv_fill"].add(t, 100.0 * stats.get("n_past", 0) / stats["n_ctx"])
         window = stats.get("window") or {}
         if "shifts" in window:
@@ -178,8 +178,13 @@ class MonitorView(QWidget):
         if done.get("ttft_s") is not None:
             self.series["ttft_s"].add(t, done["ttft_s"])
         self._on_stats({k: v for k, v in done.items() if k != "gen_tok_s"})
-        parts = [f"{done.get('completion_tokens', 0)} tokens at {done.get('gen_tok_s', 0):.1f} tok/s",
-                 f"prompt {done.get('prompt_tok_s', 0):.0f} tok/s", f"first token {done.get('ttft_s', 0):.2f} s"]
+        # A remote server may not send counts or prompt speed: those figures are left out, not shown as 0.
+        tokens = done.get("completion_tokens")
+        parts = [f"{tokens if tokens is not None else done.get('stream_chunks', 0)} tokens at "
+                 f"{done.get('gen_tok_s') or 0:.1f} tok/s"]
+        if done.get("prompt_tok_s") is not None:
+            parts.append(f"prompt {done['prompt_tok_s']:.0f} tok/s")
+        parts.append(f"first token {done.get('ttft_s') or 0:.2f} s")
         if done.get("peak_rss_mb"):
             parts.append(f"peak engine memory {done['peak_rss_mb']:.0f} MB")
         spec = done.get("spec") or {}
