@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget,
-                               QListWidgetItem, QPushButton, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QPushButton, QSplitter, QTreeWidget, QTreeWidgetItem,
+                               QVBoxLayout, QWidget)
 
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
@@ -26,6 +27,7 @@ from app.ui.widgets import StatusLine
 from app.ui.worker import Tasks
 
 URL_HINT = "http://127.0.0.1:8080/v1"
+MODEL_COLUMNS = ["Model", "Context", "Owned by", ""]
 HELP = ("Any OpenAI-compatible server works: llama.cpp's llama-server (also with --rpc workers), vLLM, "
         "Ollama (http://HOST:11434/v1), LM Studio (http://HOST:1234/v1), Jan, or another Hearth "
         "(hearth serve). Give its base URL, which usually ends in /v1. Keys are kept in the system keyring.")
@@ -70,7 +72,11 @@ class ConnectionsPage(QWidget):
         self.test_button.setDefault(True)
         self.status = StatusLine()
 
-        self.models = QListWidget()
+        self.models = QTreeWidget()
+        self.models.setHeaderLabels(MODEL_COLUMNS)
+        self.models.setRootIsDecorated(False)
+        self.models.header().setSectionResizeMode(0, QHeaderView.Stretch)
+        self.models.header().setStretchLastSection(False)
         self.use_button = QPushButton("Chat with this model")
         self.local_button = QPushButton("Use this computer's model")
         self.local_button.setToolTip("Chat with the model loaded on this computer again")
@@ -90,7 +96,7 @@ class ConnectionsPage(QWidget):
         self.url.returnPressed.connect(self.test)
         self.url.textEdited.connect(self._on_address_edited)
         self.api_key.textEdited.connect(self._on_address_edited)
-        self.models.itemDoubleClicked.connect(lambda _item: self.use_selected())
+        self.models.itemDoubleClicked.connect(lambda *_: self.use_selected())
         self.models.currentItemChanged.connect(lambda *_: self._update_buttons())
         self.use_button.clicked.connect(self.use_selected)
         self.local_button.clicked.connect(self.use_local)
@@ -217,12 +223,18 @@ class ConnectionsPage(QWidget):
         self.models.clear()
         remembered = next((e["model"] for e in saved_connections(self.settings) if e["url"] == url), None)
         for entry in models:
-            item = QListWidgetItem(entry["id"])
-            owner = entry.get("owned_by")
-            item.setToolTip(f"{entry['id']} (owned by {owner})" if owner else entry["id"])
-            self.models.addItem(item)
+            # What the list says about a model differs by server: llama-server and Hearth send "meta",
+            # vLLM "max_model_len"; a blank cell is a figure the server does not tell.
+            meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+            n_ctx = meta.get("n_ctx") or entry.get("max_model_len") or ""
+            item = QTreeWidgetItem([entry["id"], str(n_ctx), str(entry.get("owned_by") or ""), ""])
+            item.setToolTip(0, entry["id"])
+            self.models.addTopLevelItem(item)
             if entry["id"] == remembered or self.models.currentItem() is None:
                 self.models.setCurrentItem(item)
+        for col in range(1, len(MODEL_COLUMNS) - 1):
+            self.models.resizeColumnToContents(col)
+        self._mark_in_use()
         count = f"{len(models)} model{'s' if len(models) != 1 else ''}"
         said = f"Connected to {url} in {seconds:.2f} s: {count}."
         remember_connection(self.settings, url)
@@ -260,7 +272,7 @@ class ConnectionsPage(QWidget):
         item = self.models.currentItem()
         if item is None or self._tested_url is None:
             return
-        url, key, model = self._tested_url, self.api_key.text().strip() or None, item.text()
+        url, key, model = self._tested_url, self.api_key.text().strip() or None, item.text(0)
         remember_connection(self.settings, url, model)
         self.bridge.use_backend(RemoteEndpoint(url, key, model))
         self.bridge.load(LoadOptions())  # a remote "load" checks the server and picks the model
@@ -291,7 +303,17 @@ class ConnectionsPage(QWidget):
         else:
             self.current.setText(f"The window chats with {model_title(info)} on this computer." if info else
                                  "The window chats with this computer's model (none is loaded).")
+        self._mark_in_use()
         self._update_buttons()
+
+    def _mark_in_use(self) -> None:
+        backend = self.bridge.backend if self.bridge.remote else None
+        model = self.bridge.info.get("model") if backend is not None and self.bridge.info else None
+        for i in range(self.models.topLevelItemCount()):
+            item = self.models.topLevelItem(i)
+            in_use = backend is not None and backend.base_url == self._tested_url and item.text(0) == model
+            item.setText(3, "in use" if in_use else "")
+        self.models.resizeColumnToContents(3)
 
     def _update_buttons(self) -> None:
         self.use_button.setEnabled(self.models.currentItem() is not None and self._tested_url is not None)
