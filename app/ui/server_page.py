@@ -36,12 +36,13 @@ def new_key() -> str:
 def curl_snippet(url: str, key: str | None, model: str) -> str:
     auth = f' \\\n  -H "Authorization: Bearer {key}"' if key else ""
     return (f'curl {url}/chat/completions{auth} \\\n  -H "Content-Type: application/json" \\\n'
-            f'  -d \'{{"model": "{model}", "messages": [{{"role": "user", "content": "Hello!"}}]}}\'')
+            f'  -d \'{{"model": "{model}", "max_tokens": 64,\n'
+            '       "messages": [{"role": "user", "content": "Hello!"}]}\'')
 
 
 def python_snippet(url: str, key: str | None, model: str) -> str:
     return (f'from openai import OpenAI\n\nclient = OpenAI(base_url="{url}", api_key="{key or "none"}")\n'
-            f'stream = client.chat.completions.create(\n    model="{model}",\n'
+            f'stream = client.chat.completions.create(\n    model="{model}",\n    max_tokens=64,\n'
             '    messages=[{"role": "user", "content": "Hello!"}],\n    stream=True,\n)\n'
             'for chunk in stream:\n    print(chunk.choices[0].delta.content or "", end="", flush=True)\n')
 
@@ -67,7 +68,7 @@ class ServerPage(QWidget):
         self.port = QSpinBox()
         self.port.setRange(1, 65535)
         self.port.setValue(DEFAULT_PORT)
-        self.api_key = QLineEdit(new_key())
+        self.api_key = QLineEdit()
         self.api_key.setPlaceholderText("none (this computer only)")
         self.new_key_button = QPushButton("New key")
         self.copy_key_button = copy_button(self.api_key.text, "Copy key")
@@ -87,21 +88,26 @@ class ServerPage(QWidget):
         self.log.horizontalHeader().setSectionResizeMode(1, QHeaderView.Stretch)
 
         self._lay_out()
-        self.new_key_button.clicked.connect(lambda: self.api_key.setText(new_key()))
+        self.new_key_button.clicked.connect(self._new_key)
         self.start_button.clicked.connect(self.start)
         self.stop_button.clicked.connect(self.stop)
         self.request_logged.connect(self._on_request_logged)
         for edit in (self.host, self.api_key):
             edit.textChanged.connect(self.update_snippets)
         self.port.valueChanged.connect(self.update_snippets)
+        self._new_key()
         self._update_state()
+
+    def _new_key(self) -> None:
+        self.api_key.setText(new_key())
+        self.api_key.setCursorPosition(0)  # show where the key starts, not where it ends
 
     @staticmethod
     def _snippet_box() -> QPlainTextEdit:
         box = QPlainTextEdit()
         box.setReadOnly(True)
         box.setFont(Transcript.monospace())
-        box.setLineWrapMode(QPlainTextEdit.NoWrap)
+        box.setLineWrapMode(QPlainTextEdit.WidgetWidth)  # wrapping is only shown: Copy takes the lines as written
         return box
 
     def _lay_out(self) -> None:
