@@ -72,7 +72,8 @@ def _wait_for_port(port: int, proc: subprocess.Popen, log: Path) -> None:
 
 @pytest.fixture(scope="module")
 def rpc_head(binaries, bundled_model, tmp_path_factory):
-    """A ggml-rpc-server worker and a llama-server head that puts every layer on it; yields (base URL, log)."""
+    """A ggml-rpc-server worker and a llama-server head that puts every layer on it;
+    yields (base URL, the head's log, the worker's address)."""
     logs = tmp_path_factory.mktemp("llama-server")
     rpc_port, http_port = free_port(), free_port()
     worker_log, head_log = logs / "rpc.log", logs / "server.log"
@@ -84,7 +85,8 @@ def rpc_head(binaries, bundled_model, tmp_path_factory):
         # -ngl 99: every layer goes to the devices, here the one RPC device (the head's CPU keeps the rest).
         head = subprocess.Popen([str(binaries["llama-server"]), "-m", str(bundled_model),
                                  "--rpc", f"127.0.0.1:{rpc_port}", "-ngl", "99", "--host", "127.0.0.1",
-                                 "--port", str(http_port), "-c", str(CTX), "--threads", "1", "-np", "1"],
+                                 "--port", str(http_port), "-c", str(CTX), "--threads", "1", "-np", "1",
+                                 "-lv", "4"],  # info level: the log names each device's buffers
                                 stdout=head_log.open("w"), stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{http_port}"
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -97,7 +99,7 @@ def rpc_head(binaries, bundled_model, tmp_path_factory):
                 pass
             assert time.monotonic() < deadline, f"llama-server not ready: {head_log.read_text()[-3000:]}"
             time.sleep(0.3)
-        yield base + "/v1", head_log
+        yield base + "/v1", head_log, f"127.0.0.1:{rpc_port}"
     finally:
         if head is not None:
             _stop(head)
@@ -106,9 +108,10 @@ def rpc_head(binaries, bundled_model, tmp_path_factory):
 
 @pytest.mark.slow
 def test_hearth_chats_through_a_llama_server_rpc_head(rpc_head):
-    base, head_log = rpc_head
-    # The model's layers really live on the worker: llama-server reports the RPC device's buffers.
-    assert "RPC" in head_log.read_text()
+    base, head_log, worker = rpc_head
+    # The model's layers and KV cache really live on the worker: llama-server reports its buffers there.
+    log = head_log.read_text()
+    assert f"RPC0[{worker}] model buffer size" in log and f"RPC0[{worker}] KV buffer size" in log
 
     # The server's own answer, without Hearth: non-streamed, greedy.
     whole = httpx.post(base + "/chat/completions", timeout=120, json={
