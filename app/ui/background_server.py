@@ -9,24 +9,14 @@ stops at the next turn of its loop after `should_exit` is set, finishing the req
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from typing import Callable
 
 from app.core.errors import HearthError
 from app.engine.backend import Backend
-from app.server.openai_api import DEFAULT_MAX_TOKENS, OpenAIApi, RequestRecord
-from app.server.run import is_loopback, open_socket
+from app.server.openai_api import OpenAIApi, RequestRecord
+from app.server.run import ServeOptions, is_loopback, open_socket
 
 STOP_TIMEOUT_S = 5.0
-
-
-@dataclass
-class ServerSettings:
-    host: str = "127.0.0.1"
-    port: int = 8080
-    api_key: str | None = None
-    cors: list[str] = field(default_factory=list)
-    max_tokens: int = DEFAULT_MAX_TOKENS
 
 
 def base_url(host: str, port: int) -> str:
@@ -47,7 +37,7 @@ class BackgroundServer:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self, settings: ServerSettings) -> str:
+    def start(self, settings: ServeOptions) -> str:
         """Listen and serve; returns the base URL, or raises HearthError with the sentence why not."""
         import uvicorn
 

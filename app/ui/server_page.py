@@ -20,7 +20,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QGroupBox, QHBoxL
 from app.core.errors import HearthError
 from app.engine.backend import Backend
 from app.server.openai_api import RequestRecord, model_id
-from app.ui.background_server import BackgroundServer, ServerSettings, base_url
+from app.server.run import ServeOptions
+from app.ui.background_server import BackgroundServer, base_url
 from app.ui.chat.transcript import Transcript
 from app.ui.widgets import StatusLine, copy_button
 
@@ -155,8 +156,8 @@ class ServerPage(QWidget):
         layout.addWidget(log_box, 1)
 
     # --- settings ------------------------------------------------------------
-    def settings(self) -> ServerSettings:
-        return ServerSettings(host=self.host.text().strip() or "127.0.0.1", port=self.port.value(),
+    def settings(self) -> ServeOptions:
+        return ServeOptions(host=self.host.text().strip() or "127.0.0.1", port=self.port.value(),
                               api_key=self.api_key.text().strip() or None, cors=self.cors.text().split())
 
     def _model(self) -> str:

@@ -23,6 +23,7 @@ from app.engine import protocol as P
 from app.engine.client import EngineClient
 from app.engine.remote import RemoteEndpoint
 from tests.commands.test_cli import hearth
+from tests.engine.test_remote import stop
 from tests.server.test_openai_api import free_port
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_llama_server.py"
@@ -48,15 +49,6 @@ def binaries() -> dict[str, Path]:
         pytest.skip(f"llama-server is not built; run `python {SCRIPT.relative_to(SCRIPT.parents[1])}` "
                     "or set HEARTH_TEST_LLAMA_SERVER=1")
     return found
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen, log: Path) -> None:
@@ -102,8 +94,8 @@ def rpc_head(binaries, bundled_model, tmp_path_factory):
         yield base + "/v1", head_log, f"127.0.0.1:{rpc_port}"
     finally:
         if head is not None:
-            _stop(head)
-        _stop(worker)
+            stop(head)
+        stop(worker)
 
 
 @pytest.mark.slow
