@@ -40,6 +40,7 @@ from app.engine.coalesce import coalescing
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 300.0  # the longest wait for the next chunk: a long prompt on a slow server
 CHECK_TIMEOUT_S = 15.0  # GET /models
+FIGURES_TIMEOUT_S = 2.0  # llama-server's /props and /slots: extras, never worth a long wait
 STATS_INTERVAL_S = 0.2  # as the local engine's live figures
 MAX_DETAIL = 200  # characters of a server's error message quoted in a sentence
 
@@ -157,6 +158,7 @@ class RemoteEndpoint:
         self.info: dict | None = None
         self.loading = False
         self.closed = False
+        self._has_slots = True  # until the server shows it has no /slots (only llama-server has them)
 
     # --- state -----------------------------------------------------------
     @property
@@ -247,13 +249,35 @@ class RemoteEndpoint:
 
     def _props_n_ctx(self) -> int | None:
         """llama-server tells its context size at /props (beside /v1), not in the model list."""
+        props = self._server_json("/props")
+        settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+        return _first_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+
+    def _server_json(self, path: str) -> Any:
+        """GET one of llama-server's own endpoints (beside /v1); None from a server without it."""
         root = self.base_url.removesuffix("/v1")
         try:
-            response = self._http.get(root + "/props", timeout=httpx.Timeout(2.0, connect=CONNECT_TIMEOUT_S))
-            settings = response.json().get("default_generation_settings") if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
+            response = self._http.get(root + path, timeout=httpx.Timeout(FIGURES_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
+            return response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
             return None
-        return _first_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+
+    def server_figures(self) -> dict | None:
+        """The server's KV-cache use, from llama-server's /slots; None from servers that do not tell.
+
+        {"n_past": tokens held by the fullest slot, "n_ctx": that slot's context, "slots": N,
+        "slots_busy": M}. A server that once answered without slots is not asked again."""
+        if not self._has_slots:
+            return None
+        slots = self._server_json("/slots")
+        if not isinstance(slots, list) or not all(isinstance(s, dict) and _first_int(s.get("n_ctx")) for s in slots):
+            self._has_slots = False
+            return None
+        fullest = max(slots, key=_slot_tokens, default=None)
+        if fullest is None:
+            return None
+        return {"n_past": _slot_tokens(fullest), "n_ctx": fullest["n_ctx"], "slots": len(slots),
+                "slots_busy": sum(bool(s.get("is_processing")) for s in slots)}
 
     # --- loading: checking the server ----------------------------------------
     def load(self, options: P.LoadOptions | None = None) -> None:
@@ -587,6 +611,13 @@ def _sampling_body(s: P.SamplingOptions) -> dict:
     if s.ignore_eos:
         body["ignore_eos"] = True
     return body
+
+
+def _slot_tokens(slot: dict) -> int:
+    """The tokens one llama-server slot holds in the KV cache: its prompt and what it generated."""
+    following = slot.get("next_token")
+    decoded = following[0] if isinstance(following, list) and following and isinstance(following[0], dict) else {}
+    return (_first_int(slot.get("n_prompt_tokens")) or 0) + (_first_int(decoded.get("n_decoded")) or 0)
 
 
 def _message_of(error: Any) -> str:

@@ -135,6 +135,7 @@ class MainWindow(QMainWindow):
         b.backend_changed.connect(self._on_backend_changed)
         b.model_loaded.connect(self.server.update_snippets)
         self.connections.error_reported.connect(self.show_message)
+        self.connections.figures.figures_received.connect(self.monitor._on_stats)
         self.server.error_reported.connect(self.show_message)
 
     # --- models ----------------------------------------------------------------

@@ -113,10 +113,15 @@ def test_hearth_chats_through_a_llama_server_rpc_head(rpc_head):
 
     # Hearth's remote backend streams the same answer, with counts from the server's usage chunk.
     greedy = P.SamplingOptions(temperature=0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, max_tokens=16)
-    with EngineClient(RemoteEndpoint(base)) as remote:
+    endpoint = RemoteEndpoint(base)
+    with EngineClient(endpoint) as remote:
         info = remote.load(P.LoadOptions())
         assert info["remote"] is True and info["n_ctx"] == CTX  # from llama-server's /props
         events = list(remote.chat([{"role": "user", "content": PROMPT}], greedy))
+        # The server's own KV figures (its /slots): the slot that answered holds the prompt and the answer.
+        figures = endpoint.server_figures()
+        assert figures["n_ctx"] == CTX and figures["slots"] == 1 and figures["slots_busy"] == 0
+        assert figures["n_past"] > 0
     done = events[-1]
     assert isinstance(done, P.Done) and done["finish_reason"] in ("stop", "length")
     assert "".join(e.text for e in events if isinstance(e, P.Token)) == done["text"] == expected

@@ -12,6 +12,8 @@ import pytest
 from keyring.backend import KeyringBackend
 
 from app.core.api_keys import SERVICE, KeyStore
+from app.engine.remote import RemoteEndpoint
+from tests.e2e.test_llama_server_rpc import binaries, rpc_head  # noqa: F401 (fixtures)
 from tests.engine.test_remote import hearth_server, odd_server  # noqa: F401 (fixtures)
 from tests.server.test_openai_api import KEY, free_port
 from tests.ui.conftest import ask
@@ -119,6 +121,10 @@ def test_add_test_pick_and_chat_with_a_server(qtbot, idle_window, hearth_server,
         w.chat.stop_button.click()
     assert stopped.args[0]["finish_reason"] == "cancelled"
 
+    # Servers without llama-server's /slots (this one) give the monitor no KV figures, and are asked once.
+    endpoint = RemoteEndpoint(hearth_server, KEY)
+    assert endpoint.server_figures() is None and not endpoint._has_slots
+    endpoint.close()
     # A second window session finds the server and its key again (the key from the keyring).
     fresh = KeyStore()
     assert fresh.get(hearth_server) == KEY
@@ -184,3 +190,20 @@ def test_a_stream_cut_mid_answer_keeps_the_partial_answer(qtbot, idle_window, od
     # The user can retry: Regenerate asks again (and here fails the same way, keeping the chat intact).
     assert w.chat.hint.text() == "The last answer did not finish; Regenerate asks again."
     assert w.chat.regen_button.isEnabled()
+
+
+@pytest.mark.slow
+def test_the_window_through_a_llama_server_rpc_head(qtbot, idle_window, rpc_head):  # noqa: F811
+    """Opt-in with the llama-server test (tests/e2e/test_llama_server_rpc.py): the window chats with
+    llama.cpp's own server, whose layers run on an RPC worker, and the monitor plots the server's KV use."""
+    w = idle_window
+    base, _log, _worker = rpc_head
+    page = connect(qtbot, w, base, None)
+    with qtbot.waitSignal(w.bridge.model_loaded, timeout=WAIT_MS):
+        page.use_button.click()
+    assert "runs on " + base in w.model_label.text() and "from the server" in w.monitor.plots["kv"].titleLabel.text
+    with qtbot.waitSignal(page.figures.figures_received, timeout=WAIT_MS):
+        done = ask(qtbot, w, "Name three colors.", max_tokens=16)
+    assert done["text"] and done["completion_tokens"] <= 16
+    qtbot.waitUntil(lambda: len(w.monitor.series["kv_fill"].v) > 0 and w.monitor.series["kv_fill"].v[-1] > 0,
+                    timeout=WAIT_MS)

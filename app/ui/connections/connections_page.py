@@ -22,6 +22,7 @@ from app.core.errors import HearthError
 from app.engine.protocol import LoadOptions
 from app.engine.remote import RemoteEndpoint, api_base
 from app.ui.connections.saved import forget_connection, remember_connection, saved_connections
+from app.ui.connections.server_figures import ServerFigures
 from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.widgets import StatusLine
 from app.ui.worker import Tasks
@@ -52,6 +53,7 @@ class ConnectionsPage(QWidget):
         self.settings = settings
         self.keys = keys or KeyStore()
         self.tasks = Tasks(self)
+        self.figures = ServerFigures(bridge, self)
         self._tested_url: str | None = None  # the server whose models the list shows
 
         self.saved = QListWidget()
@@ -321,4 +323,5 @@ class ConnectionsPage(QWidget):
         self.remove_button.setEnabled(self.saved.currentItem() is not None)
 
     def close_tasks(self) -> None:
+        self.figures.close()
         self.tasks.join()

@@ -47,6 +47,11 @@ def nice_ceiling(value: float) -> float:
     return 10 * scale
 
 
+def _with_note(title: str, note: str) -> str:
+    """A plot title with a small note on a line of its own (the dock is narrow); the title alone without one."""
+    return f"{title}<br><span style='font-size:8pt'>{note}</span>" if note else title
+
+
 class SecondsAgoAxis(pg.AxisItem):
     """The x axis: "10 s ago" ... "now" rather than negative numbers."""
 
@@ -194,11 +199,15 @@ class MonitorView(QWidget):
 
     def _on_loaded(self, info: dict) -> None:
         self._on_stats({k: info[k] for k in ("rss_mb", "gpu_mb") if k in info})
+        # A remote model's memory is the server's; its KV fill comes from the server when it tells (llama-server).
+        remote = bool(info.get("remote"))
+        self.plots["memory"].setTitle(_with_note("Memory (MB)", "the model's is on the server" if remote else ""))
+        self.plots["kv"].setTitle(_with_note("KV cache fill (%) · window shifts",
+                                             "from the server, where it reports it" if remote else ""))
         # An empty graph should say why it is empty.
         drafter = info.get("drafter")
         self.plots["draft"].setTitle(f"Draft acceptance (%) · {drafter}" if drafter else
-                                     "Draft acceptance (%)<br><span style='font-size:8pt'>speculative decoding off"
-                                     "</span>")  # on a line of its own: the dock is narrow
+                                     _with_note("Draft acceptance (%)", "speculative decoding off"))
 
     # --- drawing -----------------------------------------------------------
     def _on_tick(self) -> None:
