@@ -131,7 +131,7 @@ class MainWindow(QMainWindow):
         self.models.load_requested.connect(self.load_model)
         self.models.error_reported.connect(self.show_message)
         self.bench.error_reported.connect(self.show_message)
-        b.model_loaded.connect(lambda info: self.bench.set_model(None if info.get("remote") else info.get("path")))
+        b.model_loaded.connect(lambda info: info.get("remote") or self.bench.set_model(info.get("path")))
         b.backend_changed.connect(self._on_backend_changed)
         b.model_loaded.connect(self.server.update_snippets)
         self.connections.error_reported.connect(self.show_message)

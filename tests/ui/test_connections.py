@@ -129,9 +129,16 @@ def test_add_test_pick_and_chat_with_a_server(qtbot, idle_window, hearth_server,
     fresh = KeyStore()
     assert fresh.get(hearth_server) == KEY
 
-    page.local_button.click()
+    # Switching back to this computer mid-answer stops the remote answer and keeps what came.
+    w.chat.input.setPlainText("Write a long story about a fox who learns to sail.")
+    with qtbot.waitSignal(w.bridge.generation_failed, timeout=WAIT_MS) as switched:
+        w.chat.send_button.click()
+        qtbot.waitSignal(w.bridge.token_received, timeout=WAIT_MS).wait()
+        page.local_button.click()
+    assert switched.args[0] == "The answer was stopped because the window switched servers."
+    assert not w.chat.generating and w.store.messages(w.chat.conversation_id)[-1].meta["partial"] is True
     assert not w.bridge.remote and w.state_label.text() == "No model loaded"
-    assert "this computer" in page.current.text()
+    assert "this computer" in page.current.text() and not w.chat.send_button.isEnabled()
 
 
 @pytest.mark.slow
