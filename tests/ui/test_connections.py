@@ -4,6 +4,7 @@ stream mid-answer. The window is the real one, offscreen, with a real event loop
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 
@@ -152,6 +153,15 @@ def test_wrong_key_and_unreachable_host_are_one_sentence(qtbot, idle_window, hea
     assert f"The server at {hearth_server} refused the API key (HTTP 401: Incorrect API key provided)." \
         in page.status.text()
     assert memory_keyring.saved == {}  # a key that did not work is not stored
+    # A model the server no longer has (it changed models after the list was shown): one sentence.
+    connect(qtbot, w, hearth_server, KEY)
+    page.models.topLevelItem(0).setText(0, "gone-model")
+    with qtbot.waitSignal(w.bridge.load_failed, timeout=WAIT_MS) as refused:
+        page.use_button.click()
+    assert refused.args[0] == (f"The server at {hearth_server} has no model 'gone-model'; "
+                               f"it has '{MODEL}'.")
+    assert html.escape(refused.args[0]) in page.status.text() and w.statusBar().currentMessage() == refused.args[0]
+    page.local_button.click()
     down = f"http://127.0.0.1:{free_port()}/v1"
     connect(qtbot, w, down, None)
     assert f"Cannot reach {down}: connection refused." in page.status.text()
