@@ -59,7 +59,7 @@ class MainWindow(QMainWindow):
         self.monitor = MonitorView()
         self.bench = BenchView()
         self.connections = ConnectionsPage(self.bridge, self.settings)
-        self.server = ServerPage(self.bridge.local)
+        self.server = ServerPage(self.bridge.local, self.settings)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.chat, "Chat")

@@ -5,6 +5,9 @@ snippets for the running address, and a live request log. The server runs on a t
 (app.ui.background_server) over the window's own local engine, so the model is not loaded twice and
 the Chat page keeps working while the API serves. Each finished request is reported on the server's
 thread and crosses to the GUI thread as a queued signal.
+
+The address, port and CORS origins are kept in the settings file; the key goes to the system keyring
+(app.core.api_keys), so the editors and scripts configured with it keep working after a restart.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QGroupBox, QHBoxL
                                QPlainTextEdit, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget,
                                QVBoxLayout, QWidget)
 
+from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
 from app.engine.backend import Backend
 from app.server.openai_api import RequestRecord, model_id
@@ -28,6 +32,8 @@ from app.ui.widgets import StatusLine, copy_button
 DEFAULT_PORT = 8080
 LOG_COLUMNS = ["Time", "Endpoint", "Status", "Tokens", "Duration"]
 MAX_LOG_ROWS = 500  # oldest rows go first: a busy server must not grow the table without bound
+SETTINGS_KEY = "server"
+KEY_ACCOUNT = "Hearth's own API server"  # its key's name in the keyring, beside the remote servers' URLs
 
 
 def new_key() -> str:
@@ -59,21 +65,25 @@ class ServerPage(QWidget):
     request_logged = Signal(object)  # RequestRecord; emitted on the server's thread, delivered queued
     serving_changed = Signal(bool)
 
-    def __init__(self, backend: Backend, parent=None):
+    def __init__(self, backend: Backend, settings: dict | None = None, keys: KeyStore | None = None, parent=None):
         super().__init__(parent)
         self.backend = backend
+        self.settings = settings if settings is not None else {}
+        self.keys = keys or KeyStore()
         self.server = BackgroundServer(backend, self.request_logged.emit)
+        kept = self.settings.get(SETTINGS_KEY)
+        kept = kept if isinstance(kept, dict) else {}
 
-        self.host = QLineEdit("127.0.0.1")
+        self.host = QLineEdit(str(kept.get("host") or "127.0.0.1"))
         self.host.setToolTip("127.0.0.1 serves this computer only; 0.0.0.0 serves the network (needs a key)")
         self.port = QSpinBox()
         self.port.setRange(1, 65535)
-        self.port.setValue(DEFAULT_PORT)
+        self.port.setValue(kept["port"] if isinstance(kept.get("port"), int) else DEFAULT_PORT)
         self.api_key = QLineEdit()
         self.api_key.setPlaceholderText("none (this computer only)")
         self.new_key_button = QPushButton("New key")
         self.copy_key_button = copy_button(self.api_key.text, "Copy key")
-        self.cors = QLineEdit()
+        self.cors = QLineEdit(" ".join(kept.get("cors") or []))
         self.cors.setPlaceholderText("origins allowed to call from a browser, e.g. http://localhost:3000 (space-separated)")
         self.start_button = QPushButton("Start server")
         self.stop_button = QPushButton("Stop")
@@ -96,11 +106,14 @@ class ServerPage(QWidget):
         for edit in (self.host, self.api_key):
             edit.textChanged.connect(self.update_snippets)
         self.port.valueChanged.connect(self.update_snippets)
-        self._new_key()
+        self._show_key(self.keys.get(KEY_ACCOUNT) or new_key())
         self._update_state()
 
     def _new_key(self) -> None:
-        self.api_key.setText(new_key())
+        self._show_key(new_key())
+
+    def _show_key(self, key: str) -> None:
+        self.api_key.setText(key)
         self.api_key.setCursorPosition(0)  # show where the key starts, not where it ends
 
     @staticmethod
@@ -112,8 +125,8 @@ class ServerPage(QWidget):
         return box
 
     def _lay_out(self) -> None:
-        settings = QGroupBox("OpenAI-compatible server")
-        form = QFormLayout(settings)
+        form_box = QGroupBox("OpenAI-compatible server")
+        form = QFormLayout(form_box)
         address = QHBoxLayout()
         address.addWidget(self.host, 1)
         address.addWidget(self.port)
@@ -146,7 +159,7 @@ class ServerPage(QWidget):
         QVBoxLayout(examples).addWidget(snippets)
 
         top = QHBoxLayout()
-        top.addWidget(settings, 1)
+        top.addWidget(form_box, 1)
         top.addWidget(examples, 1)
         log_box = QGroupBox("Requests")
         QVBoxLayout(log_box).addWidget(self.log)
@@ -156,7 +169,7 @@ class ServerPage(QWidget):
         layout.addWidget(log_box, 1)
 
     # --- settings ------------------------------------------------------------
-    def settings(self) -> ServeOptions:
+    def serve_options(self) -> ServeOptions:
         return ServeOptions(host=self.host.text().strip() or "127.0.0.1", port=self.port.value(),
                               api_key=self.api_key.text().strip() or None, cors=self.cors.text().split())
 
@@ -164,23 +177,31 @@ class ServerPage(QWidget):
         return model_id(self.backend.info) or "MODEL"
 
     def update_snippets(self, *_args) -> None:
-        s = self.settings()
+        s = self.serve_options()
         url = self.server.url or base_url("127.0.0.1" if s.host in ("0.0.0.0", "::") else s.host, s.port)
         self.curl.setPlainText(curl_snippet(url, s.api_key, self._model()))
         self.python.setPlainText(python_snippet(url, s.api_key, self._model()))
 
     # --- start / stop --------------------------------------------------------------
     def start(self) -> None:
+        options = self.serve_options()
         try:
-            url = self.server.start(self.settings())
+            url = self.server.start(options)
         except HearthError as exc:
             self.status.error(str(exc))
             self.error_reported.emit(str(exc))
             return
         model = model_id(self.backend.info)
-        self.status.ok(f"Serving {model} at {url}." if model else
-                       f"Serving at {url}; requests get 503 until a model is loaded on this computer.")
+        said = (f"Serving {model} at {url}." if model else
+                f"Serving at {url}; requests get 503 until a model is loaded on this computer.")
+        self._keep(options)
+        notice = self.keys.save(KEY_ACCOUNT, options.api_key) if options.api_key else None
+        self.status.ok(f"{said} {notice}" if notice else said)
         self._update_state()
+
+    def _keep(self, options: ServeOptions) -> None:
+        """What worked is what the next session starts with (the key itself goes to the keyring)."""
+        self.settings[SETTINGS_KEY] = {"host": options.host, "port": options.port, "cors": options.cors}
 
     def stop(self) -> None:
         if not self.server.running:

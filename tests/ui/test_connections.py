@@ -5,50 +5,19 @@ stream mid-answer. The window is the real one, offscreen, with a real event loop
 from __future__ import annotations
 
 import html
-import os
-from pathlib import Path
 
 import keyring
 import pytest
-from keyring.backend import KeyringBackend
 
 from app.core.api_keys import SERVICE, KeyStore
 from app.engine.remote import RemoteEndpoint
 from tests.e2e.test_llama_server_rpc import binaries, rpc_head  # noqa: F401 (fixtures)
 from tests.engine.test_remote import hearth_server, odd_server  # noqa: F401 (fixtures)
 from tests.server.test_openai_api import KEY, free_port
-from tests.ui.conftest import ask
+from tests.ui.conftest import ask, shot
 
 MODEL = "SmolLM2-135M-Instruct.Q4_1"
 WAIT_MS = 30_000
-
-
-class MemoryKeyring(KeyringBackend):
-    """A keyring in memory: this machine runs no keyring service, and a test must not write a real one."""
-
-    priority = 1
-
-    def __init__(self):
-        super().__init__()
-        self.saved: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service, username):
-        return self.saved.get((service, username))
-
-    def set_password(self, service, username, password):
-        self.saved[(service, username)] = password
-
-    def delete_password(self, service, username):
-        self.saved.pop((service, username), None)
-
-
-@pytest.fixture
-def memory_keyring():
-    before = keyring.get_keyring()
-    ring = MemoryKeyring()
-    keyring.set_keyring(ring)
-    yield ring
-    keyring.set_keyring(before)
 
 
 def connect(qtbot, window, url: str, key: str | None):
@@ -60,15 +29,6 @@ def connect(qtbot, window, url: str, key: str | None):
     with qtbot.waitSignal(page.tasks._finished, timeout=WAIT_MS):
         page.test_button.click()
     return page
-
-
-def shot(window, name: str, tmp_path: Path) -> Path:
-    """The window at 1366x768 as PNG: in HEARTH_SCREENSHOTS when set (for the README), else tmp_path."""
-    folder = Path(os.environ.get("HEARTH_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.png"
-    assert window.grab().save(str(path))
-    return path
 
 
 @pytest.mark.slow

@@ -12,9 +12,10 @@ import httpx
 import pytest
 from PySide6.QtWidgets import QApplication
 
+from app.core.api_keys import SERVICE
+from app.ui.server_page import KEY_ACCOUNT, ServerPage
 from tests.server.test_openai_api import free_port
-from tests.ui.conftest import ask
-from tests.ui.test_connections import shot
+from tests.ui.conftest import ask, shot
 
 MODEL = "SmolLM2-135M-Instruct.Q4_1"
 WAIT_MS = 60_000
@@ -25,7 +26,7 @@ def log_rows(page) -> list[list[str]]:
 
 
 @pytest.mark.slow
-def test_serve_log_and_chat_while_serving(qtbot, main_window, tmp_path):
+def test_serve_log_and_chat_while_serving(qtbot, main_window, memory_keyring, tmp_path):
     from openai import OpenAI
 
     w = main_window
@@ -88,6 +89,12 @@ def test_serve_log_and_chat_while_serving(qtbot, main_window, tmp_path):
     assert not page.server.running and page.status.text() == "Stopped." and page.start_button.isEnabled()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/models", timeout=5)
+
+    # The next session starts with the same address, port, origins and key (the key from the keyring only).
+    assert memory_keyring.saved == {(SERVICE, KEY_ACCOUNT): key} and key not in repr(w.settings)
+    again = ServerPage(w.bridge.local, w.settings)
+    qtbot.addWidget(again)
+    assert (again.port.value(), again.cors.text(), again.api_key.text()) == (port, "http://editor.example", key)
 
 
 def test_refusals_are_one_sentence(qtbot, idle_window):
