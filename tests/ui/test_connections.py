@@ -12,7 +12,7 @@ import pytest
 from app.core.api_keys import SERVICE, KeyStore
 from app.engine.remote import RemoteEndpoint
 from tests.e2e.test_llama_server_rpc import binaries, rpc_head  # noqa: F401 (fixtures)
-from tests.engine.test_remote import hearth_server, odd_server  # noqa: F401 (fixtures)
+from tests.engine.test_remote import hearth_server, llama_server, odd_server  # noqa: F401 (fixtures)
 from tests.server.test_openai_api import KEY, free_port
 from tests.ui.conftest import ask, shot
 
@@ -184,3 +184,17 @@ def test_the_window_through_a_llama_server_rpc_head(qtbot, idle_window, rpc_head
     assert done["text"] and done["completion_tokens"] <= 16
     qtbot.waitUntil(lambda: len(w.monitor.series["kv_fill"].v) > 0 and w.monitor.series["kv_fill"].v[-1] > 0,
                     timeout=WAIT_MS)
+
+
+@pytest.mark.slow
+def test_a_server_without_token_counts(qtbot, idle_window, llama_server):  # noqa: F811
+    """llama-cpp-python's own server streams no usage: the window counts the chunks and shows no made-up
+    token count."""
+    w = idle_window
+    page = connect(qtbot, w, llama_server, None)
+    with qtbot.waitSignal(w.bridge.model_loaded, timeout=WAIT_MS):
+        page.use_button.click()
+    done = ask(qtbot, w, "Name three colors.", max_tokens=8)
+    assert done["completion_tokens"] is None and done["stream_chunks"] > 0 and done["text"]
+    assert f"{done['stream_chunks']} chunks · " in w.chat.transcript.plain_text()
+    assert w.monitor.summary.text().startswith(f"Last answer: {done['stream_chunks']} chunks at ")

@@ -277,9 +277,12 @@ class ChatView(QWidget):
     def _note(meta: dict) -> str:
         if meta.get("partial"):
             return "partial answer: cut off by an error"
-        if not meta.get("completion_tokens"):
+        # A server that sends no token counts (llama-cpp-python's) still streamed its chunks: count those.
+        count = f"{meta['completion_tokens']} tokens" if meta.get("completion_tokens") else (
+            f"{meta['stream_chunks']} chunks" if meta.get("stream_chunks") else "")
+        if not count:
             return ""
-        note = f"{meta['completion_tokens']} tokens · {meta.get('gen_tok_s', 0):.1f} tok/s"
+        note = f"{count} · {meta.get('gen_tok_s') or 0:.1f} tok/s"
         if meta.get("finish_reason") == "cancelled":
             note += " · stopped"
         elif meta.get("finish_reason") == "length":
@@ -301,7 +304,8 @@ class ChatView(QWidget):
     def _on_generation_finished(self, done: dict) -> None:
         if not self.generating:
             return
-        meta = {k: done[k] for k in ("finish_reason", "completion_tokens", "gen_tok_s", "ttft_s", "prompt_tok_s")
+        meta = {k: done[k] for k in ("finish_reason", "completion_tokens", "gen_tok_s", "ttft_s", "prompt_tok_s",
+                                     "stream_chunks")
                 if k in done}
         self._finish(done.get("text", ""), meta)
 

@@ -185,8 +185,8 @@ class MonitorView(QWidget):
         self._on_stats({k: v for k, v in done.items() if k != "gen_tok_s"})
         # A remote server may not send counts or prompt speed: those figures are left out, not shown as 0.
         tokens = done.get("completion_tokens")
-        parts = [f"{tokens if tokens is not None else done.get('stream_chunks', 0)} tokens at "
-                 f"{done.get('gen_tok_s') or 0:.1f} tok/s"]
+        count = f"{tokens} tokens" if tokens is not None else f"{done.get('stream_chunks') or 0} chunks"
+        parts = [f"{count} at {done.get('gen_tok_s') or 0:.1f} tok/s"]
         if done.get("prompt_tok_s") is not None:
             parts.append(f"prompt {done['prompt_tok_s']:.0f} tok/s")
         parts.append(f"first token {done.get('ttft_s') or 0:.2f} s")
