@@ -201,7 +201,8 @@ class MonitorView(QWidget):
         self._on_stats({k: info[k] for k in ("rss_mb", "gpu_mb") if k in info})
         # A remote model's memory is the server's; its KV fill comes from the server when it tells (llama-server).
         remote = bool(info.get("remote"))
-        self.plots["memory"].setTitle(_with_note("Memory (MB)", "the model's is on the server" if remote else ""))
+        self.plots["memory"].setTitle(_with_note("Memory (MB)", "the model's memory is on the server"
+                                                 if remote else ""))
         self.plots["kv"].setTitle(_with_note("KV cache fill (%) · window shifts",
                                              "from the server, where it reports it" if remote else ""))
         # An empty graph should say why it is empty.
