@@ -358,6 +358,8 @@ class RemoteEndpoint:
         answer = _Answer(self.info.get("n_ctx") if self.info else None)
         try:
             self._stream(request, path, body, chat, answer, emit)
+            if answer.chunks > 1:  # the speed at the end: a short answer may end before a second Stats is due
+                emit(answer.stats())
             event = answer.done("cancelled" if request.cancelled.is_set() and answer.reason is None else None)
         except _Refused as exc:
             event = P.failed(exc.kind, exc.message, text=answer.text)
@@ -561,10 +563,13 @@ class _Answer:
                 emit({"ev": P.TOKEN, "text": text})
                 if now >= self.next_stats:
                     self.next_stats = now + STATS_INTERVAL_S
-                    emit({"ev": P.STATS, "completion_tokens": self.chunks, "gen_tok_s": self._rate(self.chunks),
-                          "n_past": None, "n_ctx": self.n_ctx, "prompt_tokens": None})
+                    emit(self.stats())
             if choice.get("finish_reason"):
                 self.reason = choice["finish_reason"]
+
+    def stats(self) -> dict:
+        return {"ev": P.STATS, "completion_tokens": self.chunks, "gen_tok_s": self._rate(self.chunks),
+                "n_past": None, "n_ctx": self.n_ctx, "prompt_tokens": None}
 
     def _rate(self, n: int | None) -> float:
         """Tokens a second after the first one, as the stream delivered them."""

@@ -58,8 +58,6 @@ def test_add_test_pick_and_chat_with_a_server(qtbot, idle_window, hearth_server,
     assert listed[0].text(3) == "in use"
 
     done = ask(qtbot, w, "Name three colors.", max_tokens=16)
-    qtbot.wait(500)  # the monitor draws the answer's figures, the status bar lays out its new texts
-    shot(w, "connections-light", tmp_path)
     assert done["text"] and done["completion_tokens"] <= 16 and done["ttft_s"] > 0
     assert w.store.messages(w.chat.conversation_id)[-1].content == done["text"]
     assert f"{done['completion_tokens']} tokens · " in w.chat.transcript.plain_text()
@@ -71,6 +69,8 @@ def test_add_test_pick_and_chat_with_a_server(qtbot, idle_window, hearth_server,
     with qtbot.waitSignal(w.bridge.generation_finished, timeout=WAIT_MS) as again:
         w.chat.regen_button.click()
     assert again.args[0]["text"] == done["text"]
+    qtbot.wait(500)  # the monitor draws the answers' figures, the status bar lays out its new texts
+    shot(w, "connections-light", tmp_path)
     assert [m.role for m in w.store.messages(w.chat.conversation_id)] == ["user", "assistant"]
 
     # Stop works through the remote backend too: the answer ends as stopped and is kept.
