@@ -40,6 +40,7 @@ from app.engine.coalesce import coalescing
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 300.0  # the longest wait for the next chunk: a long prompt on a slow server
 CHECK_TIMEOUT_S = 15.0  # GET /models
+FIGURES_TIMEOUT_S = 2.0  # llama-server's /props and /slots: extras, never worth a long wait
 STATS_INTERVAL_S = 0.2  # as the local engine's live figures
 MAX_DETAIL = 200  # characters of a server's error message quoted in a sentence
 
@@ -121,6 +122,22 @@ def _in_chain(exc: BaseException, kind: type) -> BaseException | None:
     return None
 
 
+def api_base(text: str) -> str:
+    """A server's OpenAI base URL as typed ("host:8080/v1", "http://host:8080/v1/"), in one spelling;
+    raises ModelLoadError with a sentence for something that is not a server address."""
+    url = text.strip()
+    if "://" not in url:
+        url = "http://" + url
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ModelLoadError(f"'{text}' is not a server address; give its OpenAI base URL, "
+                             "for example http://127.0.0.1:8080/v1.")
+    return url.rstrip("/")
+
+
 class RemoteEndpoint:
     """Any OpenAI-compatible server behind the Backend seam; thread-safe, never blocks the caller
     (except models(), which asks the server)."""
@@ -128,17 +145,7 @@ class RemoteEndpoint:
     name = "remote"
 
     def __init__(self, base_url: str, api_key: str | None = None, model: str | None = None):
-        url = base_url.strip()
-        if "://" not in url:
-            url = "http://" + url
-        try:
-            parsed = httpx.URL(url)
-        except (httpx.InvalidURL, TypeError):
-            parsed = None
-        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ModelLoadError(f"'{base_url}' is not a server address; give its OpenAI base URL, "
-                                 "for example http://127.0.0.1:8080/v1.")
-        self.base_url = url.rstrip("/")
+        self.base_url = api_base(base_url)
         self.api_key = api_key or None
         self.model = model or None
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -151,6 +158,7 @@ class RemoteEndpoint:
         self.info: dict | None = None
         self.loading = False
         self.closed = False
+        self._has_slots = True  # until the server shows it has no /slots (only llama-server has them)
 
     # --- state -----------------------------------------------------------
     @property
@@ -241,13 +249,35 @@ class RemoteEndpoint:
 
     def _props_n_ctx(self) -> int | None:
         """llama-server tells its context size at /props (beside /v1), not in the model list."""
+        props = self._server_json("/props")
+        settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+        return _first_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+
+    def _server_json(self, path: str) -> Any:
+        """GET one of llama-server's own endpoints (beside /v1); None from a server without it."""
         root = self.base_url.removesuffix("/v1")
         try:
-            response = self._http.get(root + "/props", timeout=httpx.Timeout(2.0, connect=CONNECT_TIMEOUT_S))
-            settings = response.json().get("default_generation_settings") if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
+            response = self._http.get(root + path, timeout=httpx.Timeout(FIGURES_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
+            return response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
             return None
-        return _first_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+
+    def server_figures(self) -> dict | None:
+        """The server's KV-cache use, from llama-server's /slots; None from servers that do not tell.
+
+        {"n_past": tokens held by the fullest slot, "n_ctx": that slot's context, "slots": N,
+        "slots_busy": M}. A server that once answered without slots is not asked again."""
+        if not self._has_slots:
+            return None
+        slots = self._server_json("/slots")
+        if not isinstance(slots, list) or not all(isinstance(s, dict) and _first_int(s.get("n_ctx")) for s in slots):
+            self._has_slots = False
+            return None
+        fullest = max(slots, key=_slot_tokens, default=None)
+        if fullest is None:
+            return None
+        return {"n_past": _slot_tokens(fullest), "n_ctx": fullest["n_ctx"], "slots": len(slots),
+                "slots_busy": sum(bool(s.get("is_processing")) for s in slots)}
 
     # --- loading: checking the server ----------------------------------------
     def load(self, options: P.LoadOptions | None = None) -> None:
@@ -328,6 +358,8 @@ class RemoteEndpoint:
         answer = _Answer(self.info.get("n_ctx") if self.info else None)
         try:
             self._stream(request, path, body, chat, answer, emit)
+            if answer.chunks > 1:  # the speed at the end: a short answer may end before a second Stats is due
+                emit(answer.stats())
             event = answer.done("cancelled" if request.cancelled.is_set() and answer.reason is None else None)
         except _Refused as exc:
             event = P.failed(exc.kind, exc.message, text=answer.text)
@@ -531,10 +563,13 @@ class _Answer:
                 emit({"ev": P.TOKEN, "text": text})
                 if now >= self.next_stats:
                     self.next_stats = now + STATS_INTERVAL_S
-                    emit({"ev": P.STATS, "completion_tokens": self.chunks, "gen_tok_s": self._rate(self.chunks),
-                          "n_past": None, "n_ctx": self.n_ctx, "prompt_tokens": None})
+                    emit(self.stats())
             if choice.get("finish_reason"):
                 self.reason = choice["finish_reason"]
+
+    def stats(self) -> dict:
+        return {"ev": P.STATS, "completion_tokens": self.chunks, "gen_tok_s": self._rate(self.chunks),
+                "n_past": None, "n_ctx": self.n_ctx, "prompt_tokens": None}
 
     def _rate(self, n: int | None) -> float:
         """Tokens a second after the first one, as the stream delivered them."""
@@ -581,6 +616,13 @@ def _sampling_body(s: P.SamplingOptions) -> dict:
     if s.ignore_eos:
         body["ignore_eos"] = True
     return body
+
+
+def _slot_tokens(slot: dict) -> int:
+    """The tokens one llama-server slot holds in the KV cache: its prompt and what it generated."""
+    following = slot.get("next_token")
+    decoded = following[0] if isinstance(following, list) and following and isinstance(following[0], dict) else {}
+    return (_first_int(slot.get("n_prompt_tokens")) or 0) + (_first_int(decoded.get("n_decoded")) or 0)
 
 
 def _message_of(error: Any) -> str:

@@ -8,11 +8,13 @@ request whose engine error comes before its first token gets that status even wh
 
 from __future__ import annotations
 
+import contextvars
 import json
 import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -33,6 +35,25 @@ DEFAULT_MAX_TOKENS = 2048
 FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
 
 
+@dataclass
+class RequestRecord:
+    """One finished HTTP request, for a request log (the window's Server page)."""
+
+    started: float  # time.time() when it came in
+    method: str
+    path: str
+    status: int  # 499: the client left before an answer; 500: the handler raised
+    prompt_tokens: int | None = None  # None: the request generated nothing (a model list, an error)
+    completion_tokens: int | None = None
+    duration_s: float = 0.0
+
+
+# The record of the request being handled: set per request by OpenAIApi.__call__ (an asyncio task and
+# its children see it), filled from the engine's Done event on whichever thread delivers it.
+_RECORD: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("hearth_request_record",
+                                                                               default=None)
+
+
 def model_id(info: dict | None) -> str | None:
     """The name clients use for the loaded model: its file name without .gguf."""
     return Path(info["path"]).stem if info and info.get("path") else None
@@ -40,8 +61,11 @@ def model_id(info: dict | None) -> str | None:
 
 class OpenAIApi:
     def __init__(self, backend: Backend, api_key: str | None = None, cors: list[str] | None = None,
-                 default_max_tokens: int = DEFAULT_MAX_TOKENS):
+                 default_max_tokens: int = DEFAULT_MAX_TOKENS,
+                 on_request: Callable[[RequestRecord], None] | None = None):
+        """on_request, if given, is called once per finished HTTP request, on the server's thread."""
         self.backend = backend
+        self.on_request = on_request
         self.api_key = api_key
         self.default_max_tokens = default_max_tokens
         routes = [
@@ -61,6 +85,28 @@ class OpenAIApi:
 
     # --- plumbing --------------------------------------------------------
     async def __call__(self, scope, receive, send):
+        if self.on_request is None or scope["type"] != "http":
+            await self._handle(scope, receive, send)
+            return
+        record = RequestRecord(time.time(), scope["method"], scope["path"], 499)
+        _RECORD.set(record)
+        t0 = time.perf_counter()
+
+        async def noting_status(message):
+            if message["type"] == "http.response.start":
+                record.status = message["status"]
+            await send(message)
+
+        try:
+            await self._handle(scope, receive, noting_status)
+        except Exception:
+            record.status = 500
+            raise
+        finally:
+            record.duration_s = time.perf_counter() - t0
+            self.on_request(record)
+
+    async def _handle(self, scope, receive, send):
         if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] != "OPTIONS":
             error = self._auth_error(scope)
             if error is not None:
@@ -124,6 +170,9 @@ class OpenAIApi:
         return current
 
     def _start(self, start) -> EngineStream:
+        record = _RECORD.get()
+        if record is not None:
+            start = _counting(start, record)
         try:
             return EngineStream(self.backend, start)
         except HearthError as exc:
@@ -183,6 +232,18 @@ class OpenAIApi:
         if done is None:
             return Response(status_code=499)
         return JSONResponse(shape.whole("".join(text), done))
+
+
+def _counting(start, record: RequestRecord):
+    """start, with a sink that notes the answer's token counts in record."""
+    def counted(sink):
+        def note(event: P.Event) -> None:
+            if isinstance(event, P.Done):
+                record.prompt_tokens = event.get("prompt_tokens")
+                record.completion_tokens = event.get("completion_tokens")
+            sink(event)
+        return start(note)
+    return counted
 
 
 async def _chain(first: P.Event, rest: AsyncIterator[P.Event]) -> AsyncIterator[P.Event]:

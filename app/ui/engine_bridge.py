@@ -1,5 +1,10 @@
 """The window's adapter to the backend seam: backend news become Qt signals.
 
+The window chats with one backend at a time: the local engine's Supervisor (always kept, so the
+Server page can serve it and switching back is instant) or a RemoteEndpoint chosen on the
+Connections page (`use_backend`). A remote cannot know some figures (memory, n_past, ...): they
+arrive as None and every slot must take that.
+
 Everything that decides (starting, loading, falling back to the last good
 model, restarting after a crash) lives in the Qt-free supervisor
 (app.engine.supervisor), which the CLI and the API server use too. The
@@ -13,7 +18,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.core.errors import HearthError
 from app.engine import protocol as P
-from app.engine.backend import BackendListener
+from app.engine.backend import Backend, BackendListener
 from app.engine.supervisor import Supervisor
 
 # Tokens arrive merged at most this often (app.engine.coalesce), matching the transcript's FLUSH_MS:
@@ -38,20 +43,28 @@ class EngineBridge(QObject):
     generation_failed = Signal(str)
     engine_crashed = Signal(str)
     engine_restarted = Signal()
+    backend_changed = Signal(object)  # the Backend the window now talks to
 
     def __init__(self, parent: QObject | None = None, backend: Supervisor | None = None):
         super().__init__(parent)
         # below_caller: the engine yields the CPU to the window's thread (see EngineProcess).
-        self.backend = backend or Supervisor(below_caller=True)
+        self.local = backend or Supervisor(below_caller=True)
+        self.backend: Backend = self.local
         self._listener = _Signals(self)
         self.backend.add_listener(self._listener)
         self.request_id: int | None = None  # the window's latest answer
         self._busy = False  # that answer is still coming
+        self._switches = 0  # an answer's events count only while the backend it was asked of is in use
+        self.failed_text = ""  # the partial answer of the latest failed request (a stream cut mid-answer)
 
     # --- state, as the supervisor has it ----------------------------------
     @property
+    def remote(self) -> bool:
+        return self.backend is not self.local
+
+    @property
     def pid(self) -> int | None:
-        return self.backend.pid
+        return getattr(self.backend, "pid", None)
 
     @property
     def ready(self) -> bool:
@@ -69,17 +82,43 @@ class EngineBridge(QObject):
     def info(self) -> dict | None:
         return self.backend.info
 
+    # The local engine's load state (the Models page's business; a remote loads its own models).
     @property
     def options(self) -> P.LoadOptions | None:
-        return self.backend.options
+        return None if self.remote else self.local.options
 
     @property
     def failed_options(self) -> P.LoadOptions | None:
-        return self.backend.failed_options
+        return None if self.remote else self.local.failed_options
 
     @property
     def load_error_kind(self) -> P.ErrorKind | None:
-        return self.backend.load_error_kind
+        return None if self.remote else self.local.load_error_kind
+
+    # --- which backend ---------------------------------------------------------
+    def use_backend(self, backend: Backend) -> None:
+        """Talk to backend from now on; an answer in progress on the old one is stopped.
+
+        A remote that is replaced is closed; the local Supervisor is kept (its model stays loaded)."""
+        if backend is self.backend:
+            return
+        old = self.backend
+        old.remove_listener(self._listener)
+        self._switches += 1
+        if self._busy:
+            old.cancel(self.request_id)
+            self._busy = False
+            self.generation_failed.emit("The answer was stopped because the window switched servers.")
+        if old is not self.local:
+            old.close(timeout=1.0)
+        self.backend = backend
+        backend.add_listener(self._listener)
+        self.backend_changed.emit(backend)
+        if backend.info is not None and backend.ready:
+            self.model_loaded.emit(backend.info)
+
+    def use_local(self) -> None:
+        self.use_backend(self.local)
 
     # --- commands (GUI thread; none blocks) --------------------------------
     def load(self, options: P.LoadOptions) -> None:
@@ -93,8 +132,15 @@ class EngineBridge(QObject):
         if not self.ready or self._busy:
             return False
         self._busy = True  # before the request exists: its answer may end before chat() returns
+        self.failed_text = ""
         try:
-            self.request_id = self.backend.chat(messages, sampling, self._on_request_event, STREAM_INTERVAL_MS)
+            switches = self._switches
+
+            def sink(event: P.Event) -> None:
+                if switches == self._switches:  # else asked of a backend the window has left
+                    self._on_request_event(event)
+
+            self.request_id = self.backend.chat(messages, sampling, sink, STREAM_INTERVAL_MS)
         except HearthError:
             self._busy = False
             return False
@@ -106,12 +152,14 @@ class EngineBridge(QObject):
 
     def reset(self) -> None:
         """Forget the KV cache (the engine keeps it for the next turn of the same chat)."""
-        if self.backend.alive and not self.busy:
+        if getattr(self.backend, "alive", True) and not self.busy:
             self.backend.reset()
 
     def close(self) -> None:
         self.backend.remove_listener(self._listener)
-        self.backend.close(timeout=3.0)
+        if self.remote:
+            self.backend.close(timeout=3.0)
+        self.local.close(timeout=3.0)
 
     # --- the window's request (supervisor threads) -------------------------
     def _on_request_event(self, event: P.Event) -> None:
@@ -124,6 +172,7 @@ class EngineBridge(QObject):
             self.generation_finished.emit(event)
         elif isinstance(event, P.Failed):
             self._busy = False
+            self.failed_text = event.get("text") or ""
             if event.kind is not P.ErrorKind.ENGINE_CRASHED:  # a crash is told once, by engine_crashed
                 self.generation_failed.emit(event.message)
 

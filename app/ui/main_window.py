@@ -16,9 +16,11 @@ from app.core.settings import load_settings, problems, save_settings
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.ui.bench.bench_view import BenchView
 from app.ui.chat.chat_view import ChatView
+from app.ui.connections.connections_page import ConnectionsPage
 from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.models.models_view import ModelsView
 from app.ui.monitor.monitor_view import MonitorView
+from app.ui.server_page import ServerPage
 
 DEFAULT_SIZE = (1280, 800)
 
@@ -34,7 +36,9 @@ def extra_bufts_notice(info: dict) -> str:
 
 
 def memory_text(stats: dict) -> str:
-    text = f"engine {stats.get('rss_mb', 0):.0f} MB"
+    if stats.get("remote"):
+        return "memory: on the server"
+    text = f"engine {stats.get('rss_mb') or 0:.0f} MB"
     if stats.get("gpu_mb") is not None:
         text += f" · GPU {stats['gpu_mb']:.0f}/{stats.get('gpu_total_mb', 0):.0f} MB"
     return text
@@ -55,11 +59,15 @@ class MainWindow(QMainWindow):
         self.models = ModelsView(self.bridge, self.settings)
         self.monitor = MonitorView()
         self.bench = BenchView()
+        self.connections = ConnectionsPage(self.bridge, self.settings)
+        self.server = ServerPage(self.bridge.local, self.settings)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.chat, "Chat")
         self.tabs.addTab(self.models, "Models")
         self.tabs.addTab(self.bench, "Benchmark")
+        self.tabs.addTab(self.connections, "Connections")
+        self.tabs.addTab(self.server, "Server")
         self.setCentralWidget(self.tabs)
         self.monitor_dock = QDockWidget("Live monitor", self)
         self.monitor_dock.setObjectName("monitorDock")
@@ -128,7 +136,12 @@ class MainWindow(QMainWindow):
         self.models.load_requested.connect(self.load_model)
         self.models.error_reported.connect(self.show_message)
         self.bench.error_reported.connect(self.show_message)
-        b.model_loaded.connect(lambda info: self.bench.set_model(info.get("path")))
+        b.model_loaded.connect(lambda info: info.get("remote") or self.bench.set_model(info.get("path")))
+        b.backend_changed.connect(self._on_backend_changed)
+        b.model_loaded.connect(self.server.update_snippets)
+        self.connections.error_reported.connect(self.show_message)
+        self.connections.figures.figures_received.connect(self.monitor._on_stats)
+        self.server.error_reported.connect(self.show_message)
 
     # --- models ----------------------------------------------------------------
     def load_start_model(self) -> None:
@@ -151,17 +164,32 @@ class MainWindow(QMainWindow):
         self.load_model(options)
 
     def load_model(self, options: LoadOptions) -> None:
+        self.bridge.use_local()  # a local model is asked for: leave a remote server
         self.bridge.load(options)
 
+    def _on_backend_changed(self, _backend) -> None:
+        if not self.bridge.ready:  # a ready one reports model_loaded next, which sets every label
+            self.state_label.setText("Connecting…" if self.bridge.remote else "No model loaded")
+            self.model_label.setText("")
+            self.speed_label.setText("")
+            self.ctx_label.setText("")
+            self.mem_label.setText("")
+
     def _on_model_loading(self, options: LoadOptions) -> None:
+        if self.bridge.remote:
+            self.state_label.setText(f"Connecting to {self.bridge.backend.base_url}…")
+            self.model_label.setText("")
+            return
         self.state_label.setText("Loading model…")
         self.model_label.setText(Path(options.model_path).name)
 
     def _on_model_loaded(self, info: dict) -> None:
-        self.state_label.setText("Ready")
-        self.model_label.setText(model_title(info))
+        # A remote model says so in the status bar, and where it runs.
+        self.state_label.setText("Ready · remote" if info.get("remote") else "Ready")
+        self.model_label.setText(f"{model_title(info)} · runs on {info['endpoint']}" if info.get("remote")
+                                 else model_title(info))
         self.model_label.setToolTip(info.get("path", ""))
-        self.ctx_label.setText(f"context {info.get('n_ctx', 0)}")
+        self.ctx_label.setText(f"context {info.get('n_ctx') or '?'}")
         self.mem_label.setText(memory_text(info))
         notice = extra_bufts_notice(info)
         self.notice_label.setText("Extra buffer types off" if notice else "")
@@ -177,7 +205,10 @@ class MainWindow(QMainWindow):
         self.state_label.setText("Ready" if self.bridge.ready else "No model loaded")
         # The model the engine kept when it refused the new one before unloading; else none.
         self.model_label.setText(model_title(self.bridge.info))
-        self.models.show_error(message)  # which reports it to show_message
+        if self.bridge.remote:  # the Connections page shows it beside the server's address
+            self.show_message(message)
+        else:
+            self.models.show_error(message)  # which reports it to show_message
 
     def _on_engine_crashed(self, message: str) -> None:
         self.state_label.setText("Engine crashed; restarting…")
@@ -185,14 +216,14 @@ class MainWindow(QMainWindow):
 
     # --- figures -----------------------------------------------------------------
     def _on_stats_received(self, stats: dict) -> None:
-        self.speed_label.setText(f"{stats.get('gen_tok_s', 0):.1f} tok/s")
-        if stats.get("n_ctx"):
+        self.speed_label.setText(f"{stats.get('gen_tok_s') or 0:.1f} tok/s")
+        if stats.get("n_ctx") and stats.get("n_past") is not None:
             self.ctx_label.setText(f"context {stats.get('n_past', 0)}/{stats['n_ctx']}")
         if stats.get("rss_mb"):
             self.mem_label.setText(memory_text(stats))
 
     def _on_generation_finished(self, done: dict) -> None:
-        self.state_label.setText("Ready")
+        self.state_label.setText("Ready · remote" if self.bridge.remote else "Ready")
         self._on_stats_received(done)
 
     # --- window ------------------------------------------------------------------
@@ -236,6 +267,8 @@ class MainWindow(QMainWindow):
         self.monitor.timer.stop()
         self.models.close_tasks()
         self.bench.close_tasks()
+        self.connections.close_tasks()
+        self.server.stop()
         self.bridge.close()
         self.store.close()
         self.closed.emit()

@@ -1,5 +1,7 @@
 """Widgets more than one page uses.
 
+StatusLine: a form's one-sentence outcome, errors in red. copy_button: text to the clipboard.
+
 JobBar: one long job at a time (download, quantize, convert, a benchmark) with a progress bar and Cancel.
 
 The job runs on a Tasks thread; its progress callback is throttled on that
@@ -10,12 +12,13 @@ job's threading.Event, which the core functions check between chunks/steps.
 
 from __future__ import annotations
 
+import html
 import threading
 import time
 from typing import Any, Callable
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from app.core.units import human_size
 from app.ui.worker import Tasks
@@ -106,3 +109,26 @@ class JobBar(QWidget):
     def _on_error(self, message: str) -> None:
         self._end()
         self.job_failed.emit(message)
+
+
+class StatusLine(QLabel):
+    """One sentence under a form: how the last action went, errors in red."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setWordWrap(True)
+        self.setTextInteractionFlags(Qt.TextSelectableByMouse)
+
+    def ok(self, text: str) -> None:
+        self.setText(html.escape(text))
+
+    def error(self, text: str) -> None:
+        self.setText(f"<span style='color:#ef4444'>{html.escape(text)}</span>")
+
+
+def copy_button(text: Callable[[], str], label: str = "Copy", tip: str = "Copy to the clipboard") -> QPushButton:
+    """A button that puts text() on the clipboard."""
+    button = QPushButton(label)
+    button.setToolTip(tip)
+    button.clicked.connect(lambda: QApplication.clipboard().setText(text()))
+    return button

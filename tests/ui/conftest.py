@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
+import keyring
 import pytest
+from keyring.backend import KeyringBackend
 
 READY_TIMEOUT_MS = 60_000
 
@@ -68,3 +72,41 @@ def ask(qtbot, window, text: str, max_tokens: int = 24, temperature: float = 0.0
         return finished.args[0]
     window.chat.send_button.click()
     return None
+
+
+class MemoryKeyring(KeyringBackend):
+    """A keyring in memory: this machine runs no keyring service, and a test must not write a real one."""
+
+    priority = 1
+
+    def __init__(self):
+        super().__init__()
+        self.saved: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service, username):
+        return self.saved.get((service, username))
+
+    def set_password(self, service, username, password):
+        self.saved[(service, username)] = password
+
+    def delete_password(self, service, username):
+        self.saved.pop((service, username), None)
+
+
+@pytest.fixture(autouse=True)
+def memory_keyring():
+    """Every window test gets an empty keyring of its own: none touches the keyring of the machine."""
+    before = keyring.get_keyring()
+    ring = MemoryKeyring()
+    keyring.set_keyring(ring)
+    yield ring
+    keyring.set_keyring(before)
+
+
+def shot(window, name: str, tmp_path: Path) -> Path:
+    """The window at 1366x768 as PNG: in HEARTH_SCREENSHOTS when set (for the README), else tmp_path."""
+    folder = Path(os.environ.get("HEARTH_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    assert window.grab().save(str(path))
+    return path

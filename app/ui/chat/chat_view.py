@@ -42,6 +42,7 @@ class ChatView(QWidget):
         self._gen_conversation: int | None = None  # where the answer in progress goes
         self._detached = False  # the user switched away mid-answer
         self._editing: int | None = None  # message id being edited (edit-and-resend)
+        self._failed = False  # the latest answer ended in an error: Regenerate retries it
         self.sampling_overrides: dict = {}  # set by `hearth bench gui` (ignore_eos), not shown to users
 
         self.conversations = ConversationList(store)
@@ -109,6 +110,7 @@ class ChatView(QWidget):
         bridge.model_loaded.connect(self._update_buttons)
         bridge.model_loading.connect(self._update_buttons)
         bridge.load_failed.connect(self._update_buttons)
+        bridge.backend_changed.connect(self._update_buttons)
 
         first = store.list()
         if first:
@@ -134,6 +136,8 @@ class ChatView(QWidget):
             self.hint.setText("No model is loaded. Choose one under Models.")
         elif self._editing is not None:
             self.hint.setText("Editing your last message: sending replaces it and the answer after it.")
+        elif self._failed and has_turn:
+            self.hint.setText("The last answer did not finish; Regenerate asks again.")
         else:
             self.hint.setText("")
         self.hint.setVisible(bool(self.hint.text()))
@@ -161,6 +165,7 @@ class ChatView(QWidget):
         self._leave_current()
         self.conversation_id = conversation_id
         self._editing = None
+        self._failed = False
         self.system_prompt.blockSignals(True)
         self.system_prompt.setPlainText(conv.system_prompt)
         self.system_prompt.blockSignals(False)
@@ -215,6 +220,7 @@ class ChatView(QWidget):
         self._ask()
 
     def _ask(self) -> None:
+        self._failed = False
         messages = [{"role": m.role, "content": m.content}
                     for m in self.store.messages(self.conversation_id) if m.role in ("user", "assistant")]
         system = self.system_prompt.toPlainText().strip()
@@ -269,9 +275,14 @@ class ChatView(QWidget):
 
     @staticmethod
     def _note(meta: dict) -> str:
-        if not meta.get("completion_tokens"):
+        if meta.get("partial"):
+            return "partial answer: cut off by an error"
+        # A server that sends no token counts (llama-cpp-python's) still streamed its chunks: count those.
+        count = f"{meta['completion_tokens']} tokens" if meta.get("completion_tokens") else (
+            f"{meta['stream_chunks']} chunks" if meta.get("stream_chunks") else "")
+        if not count:
             return ""
-        note = f"{meta['completion_tokens']} tokens · {meta.get('gen_tok_s', 0):.1f} tok/s"
+        note = f"{count} · {meta.get('gen_tok_s') or 0:.1f} tok/s"
         if meta.get("finish_reason") == "cancelled":
             note += " · stopped"
         elif meta.get("finish_reason") == "length":
@@ -296,14 +307,17 @@ class ChatView(QWidget):
         if not self.generating:
             return
         meta = {k: done[k] for k in ("finish_reason", "completion_tokens", "gen_tok_s", "ttft_s", "prompt_tok_s",
-                                     "prompt_dropped") if k in done}
+                                     "stream_chunks", "prompt_dropped") if k in done}
         self._finish(done.get("text", ""), meta)
 
     def _on_generation_failed(self, message: str) -> None:
         if not self.generating:
             return
         shown = not self._detached
-        text = self.transcript.stream_text() if shown else ""
-        self._finish(text, {"error": message, "finish_reason": "error"})
+        # The backend's partial answer (a remote's stream cut mid-answer) is what arrived; the
+        # transcript's is what was shown, which is the same unless the user switched away.
+        text = self.bridge.failed_text or (self.transcript.stream_text() if shown else "")
+        self._failed = True
+        self._finish(text, {"error": message, "finish_reason": "error", **({"partial": True} if text else {})})
         if shown:
             self.transcript.append_message("error", message)

@@ -275,7 +275,8 @@ class ModelsView(QWidget):
 
     def _on_model_loading(self, options: LoadOptions) -> None:
         self._set_loading(True)
-        self.status.setText(f"Loading {Path(options.model_path).name}…")
+        self.status.setText("Connecting to the server…" if self.bridge.remote
+                            else f"Loading {Path(options.model_path).name}…")
 
     def _on_load_progress(self, fraction: float) -> None:
         if self.bridge.options is not None:
@@ -283,7 +284,11 @@ class ModelsView(QWidget):
 
     def _on_model_loaded(self, info: dict) -> None:
         self._set_loading(False)
-        text = f"Loaded {model_title(info)} in {info.get('load_s', 0):.1f} s."
+        if info.get("remote"):
+            self.status.setText(f"The window chats with {model_title(info)} on {info['endpoint']}; "
+                                "loading a model here switches back to this computer.")
+            return
+        text = f"Loaded {model_title(info)} in {info.get('load_s') or 0:.1f} s."
         if self._cancelled:
             text = f"Loading {self._cancelled} was cancelled; the model before it is back. {text}"
             self._cancelled = None

@@ -47,6 +47,11 @@ def nice_ceiling(value: float) -> float:
     return 10 * scale
 
 
+def _with_note(title: str, note: str) -> str:
+    """A plot title with a small note on a line of its own (the dock is narrow); the title alone without one."""
+    return f"{title}<br><span style='font-size:8pt'>{note}</span>" if note else title
+
+
 class SecondsAgoAxis(pg.AxisItem):
     """The x axis: "10 s ago" ... "now" rather than negative numbers."""
 
@@ -161,7 +166,7 @@ class MonitorView(QWidget):
             if "gpu_mb" not in self.curves:  # its curve and legend entry appear with the first GPU figure
                 self._add_curve("memory", "gpu_mb", *GPU_CURVE)
             s["gpu_mb"].add(t, stats["gpu_mb"])
-        if stats.get("n_ctx"):
+        if stats.get("n_ctx") and stats.get("n_past") is not None:  # a remote cannot know n_past
             s["kv_fill"].add(t, 100.0 * stats.get("n_past", 0) / stats["n_ctx"])
         window = stats.get("window") or {}
         if "shifts" in window:
@@ -178,8 +183,13 @@ class MonitorView(QWidget):
         if done.get("ttft_s") is not None:
             self.series["ttft_s"].add(t, done["ttft_s"])
         self._on_stats({k: v for k, v in done.items() if k != "gen_tok_s"})
-        parts = [f"{done.get('completion_tokens', 0)} tokens at {done.get('gen_tok_s', 0):.1f} tok/s",
-                 f"prompt {done.get('prompt_tok_s', 0):.0f} tok/s", f"first token {done.get('ttft_s', 0):.2f} s"]
+        # A remote server may not send counts or prompt speed: those figures are left out, not shown as 0.
+        tokens = done.get("completion_tokens")
+        count = f"{tokens} tokens" if tokens is not None else f"{done.get('stream_chunks') or 0} chunks"
+        parts = [f"{count} at {done.get('gen_tok_s') or 0:.1f} tok/s"]
+        if done.get("prompt_tok_s") is not None:
+            parts.append(f"prompt {done['prompt_tok_s']:.0f} tok/s")
+        parts.append(f"first token {done.get('ttft_s') or 0:.2f} s")
         if done.get("peak_rss_mb"):
             parts.append(f"peak engine memory {done['peak_rss_mb']:.0f} MB")
         spec = done.get("spec") or {}
@@ -191,11 +201,16 @@ class MonitorView(QWidget):
 
     def _on_loaded(self, info: dict) -> None:
         self._on_stats({k: info[k] for k in ("rss_mb", "gpu_mb") if k in info})
+        # A remote model's memory is the server's; its KV fill comes from the server when it tells (llama-server).
+        remote = bool(info.get("remote"))
+        self.plots["memory"].setTitle(_with_note("Memory (MB)", "the model's memory is on the server"
+                                                 if remote else ""))
+        self.plots["kv"].setTitle(_with_note("KV cache fill (%) · window shifts",
+                                             "from the server, where it reports it" if remote else ""))
         # An empty graph should say why it is empty.
         drafter = info.get("drafter")
         self.plots["draft"].setTitle(f"Draft acceptance (%) · {drafter}" if drafter else
-                                     "Draft acceptance (%)<br><span style='font-size:8pt'>speculative decoding off"
-                                     "</span>")  # on a line of its own: the dock is narrow
+                                     _with_note("Draft acceptance (%)", "speculative decoding off"))
 
     # --- drawing -----------------------------------------------------------
     def _on_tick(self) -> None:

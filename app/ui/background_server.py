@@ -1,0 +1,73 @@
+"""`hearth serve`'s API inside the window: uvicorn on a thread, over the window's own backend.
+
+The window keeps its engine: the API serves the very Supervisor the Chat page talks to, so the model
+is loaded once and the window can chat while the API serves (the engine queues the requests). The
+same pieces as app.server.run (its socket opener, OpenAIApi), so both serve the same API; uvicorn
+stops at the next turn of its loop after `should_exit` is set, finishing the requests in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from app.core.errors import HearthError
+from app.engine.backend import Backend
+from app.server.openai_api import OpenAIApi, RequestRecord
+from app.server.run import ServeOptions, is_loopback, open_socket
+
+STOP_TIMEOUT_S = 5.0
+
+
+def base_url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/v1"
+
+
+class BackgroundServer:
+    def __init__(self, backend: Backend, on_request: Callable[[RequestRecord], None] | None = None):
+        """on_request is called on the server's thread once per finished request."""
+        self.backend = backend
+        self.on_request = on_request
+        self.url: str | None = None  # while serving
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, settings: ServeOptions) -> str:
+        """Listen and serve; returns the base URL, or raises HearthError with the sentence why not."""
+        import uvicorn
+
+        if self.running:
+            raise HearthError(f"The server is already running at {self.url}.")
+        if not is_loopback(settings.host) and not settings.api_key:
+            raise HearthError(f"Listening on {settings.host} would let anyone on the network use this model; "
+                              "set an API key first.")
+        sock = open_socket(settings.host, settings.port)
+        api = OpenAIApi(self.backend, settings.api_key, settings.cors, settings.max_tokens, on_request=self.on_request)
+        # log_config=None: uvicorn must not reconfigure the window's logging.
+        server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False,
+                                               log_config=None))
+        host, port = sock.getsockname()[:2]
+
+        def serve() -> None:
+            try:
+                server.run(sockets=[sock])
+            finally:
+                sock.close()
+
+        self._server = server
+        self._thread = threading.Thread(target=serve, name="hearth-api-server", daemon=True)
+        self._thread.start()
+        self.url = base_url(host, port)
+        return self.url
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._server = self._thread = self.url = None

@@ -1,0 +1,1 @@
+"""The Connections page: remote OpenAI-compatible servers the window can chat with."""

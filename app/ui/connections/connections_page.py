@@ -1,0 +1,327 @@
+"""The Connections page: add a server (its OpenAI base URL and API key), test it, list its models and
+chat with one of them as with a local model.
+
+The window's chat, regenerate/edit, stop, transcript and monitor all go through EngineBridge, so
+choosing a remote model only swaps the bridge's backend for a RemoteEndpoint (app.engine.remote);
+"Use this computer" swaps the local engine back, whose model stayed loaded. Testing a server asks it
+for /v1/models on a Tasks thread, so a slow or unreachable host never freezes the window; its
+errors are RemoteEndpoint's one-sentence messages (unreachable, TLS, 401, not an OpenAI server).
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QPushButton, QSplitter, QTreeWidget, QTreeWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from app.core.api_keys import KeyStore
+from app.core.errors import HearthError
+from app.engine.protocol import LoadOptions
+from app.engine.remote import RemoteEndpoint, api_base
+from app.ui.connections.saved import forget_connection, remember_connection, saved_connections
+from app.ui.connections.server_figures import ServerFigures
+from app.ui.engine_bridge import EngineBridge, model_title
+from app.ui.widgets import StatusLine
+from app.ui.worker import Tasks
+
+URL_HINT = "http://127.0.0.1:8080/v1"
+MODEL_COLUMNS = ["Model", "Context", "Owned by", ""]
+HELP = ("Any OpenAI-compatible server works: llama.cpp's llama-server (also with --rpc workers), vLLM, "
+        "Ollama (http://HOST:11434/v1), LM Studio (http://HOST:1234/v1), Jan, or another Hearth "
+        "(hearth serve). Give its base URL, which usually ends in /v1. Keys are kept in the system keyring.")
+
+
+def list_server_models(url: str, api_key: str | None) -> list[dict]:
+    """GET {url}/models; raises the HearthError sentence of a failed check (runs on a Tasks thread)."""
+    endpoint = RemoteEndpoint(url, api_key)
+    try:
+        return endpoint.models()
+    finally:
+        endpoint.close()
+
+
+class ConnectionsPage(QWidget):
+    error_reported = Signal(str)  # a sentence for the window's message bridge
+    models_listed = Signal(list)  # model ids, after a test that worked
+
+    def __init__(self, bridge: EngineBridge, settings: dict, keys: KeyStore | None = None, parent=None):
+        super().__init__(parent)
+        self.bridge = bridge
+        self.settings = settings
+        self.keys = keys or KeyStore()
+        self.tasks = Tasks(self)
+        self.figures = ServerFigures(bridge, self)
+        self._tested_url: str | None = None  # the server whose models the list shows
+
+        self.saved = QListWidget()
+        self.saved.setToolTip("Servers you connected to; the keys are in the system keyring")
+        self.new_button = QPushButton("New")
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.setToolTip("Forget this server and its stored key")
+
+        self.url = QLineEdit()
+        self.url.setPlaceholderText(URL_HINT)
+        self.api_key = QLineEdit()
+        self.api_key.setEchoMode(QLineEdit.Password)
+        self.api_key.setPlaceholderText("none")
+        self.show_key = QCheckBox("Show")
+        self.remember_key = QCheckBox("Remember the key in the system keyring")
+        self.remember_key.setChecked(True)
+        self.test_button = QPushButton("Test and list models")
+        self.test_button.setDefault(True)
+        self.status = StatusLine()
+
+        self.models = QTreeWidget()
+        self.models.setHeaderLabels(MODEL_COLUMNS)
+        self.models.setRootIsDecorated(False)
+        self.models.header().setSectionResizeMode(0, QHeaderView.Stretch)
+        self.models.header().setStretchLastSection(False)
+        self.use_button = QPushButton("Chat with this model")
+        self.local_button = QPushButton("Use this computer's model")
+        self.local_button.setToolTip("Chat with the model loaded on this computer again")
+        self.current = QLabel()
+        self.current.setWordWrap(True)
+        self.current.setObjectName("connectionCurrent")
+        help_label = QLabel(HELP)
+        help_label.setWordWrap(True)
+        help_label.setObjectName("connectionsHelp")
+
+        self._lay_out(help_label)
+        self.saved.currentItemChanged.connect(self._on_saved_chosen)
+        self.new_button.clicked.connect(self.new_server)
+        self.remove_button.clicked.connect(self.remove_server)
+        self.show_key.toggled.connect(lambda on: self.api_key.setEchoMode(QLineEdit.Normal if on else QLineEdit.Password))
+        self.test_button.clicked.connect(self.test)
+        self.url.returnPressed.connect(self.test)
+        self.url.textEdited.connect(self._on_address_edited)
+        self.api_key.textEdited.connect(self._on_address_edited)
+        self.models.itemDoubleClicked.connect(lambda *_: self.use_selected())
+        self.models.currentItemChanged.connect(lambda *_: self._update_buttons())
+        self.use_button.clicked.connect(self.use_selected)
+        self.local_button.clicked.connect(self.use_local)
+        bridge.model_loaded.connect(self._on_model_loaded)
+        bridge.load_failed.connect(self._on_load_failed)
+        bridge.backend_changed.connect(lambda _b: self._show_current())
+        self._fill_saved()
+        self._show_current()
+        self._update_buttons()
+
+    def _lay_out(self, help_label: QLabel) -> None:
+        side = QGroupBox("Servers")
+        side_col = QVBoxLayout(side)
+        side_col.addWidget(self.saved, 1)
+        side_row = QHBoxLayout()
+        side_row.addWidget(self.new_button)
+        side_row.addWidget(self.remove_button)
+        side_col.addLayout(side_row)
+
+        server = QGroupBox("Server")
+        form = QFormLayout(server)
+        form.addRow("OpenAI base URL", self.url)
+        key_row = QHBoxLayout()
+        key_row.addWidget(self.api_key, 1)
+        key_row.addWidget(self.show_key)
+        form.addRow("API key", key_row)
+        form.addRow("", self.remember_key)
+        test_row = QHBoxLayout()
+        test_row.addWidget(self.test_button)
+        test_row.addStretch(1)
+        form.addRow("", test_row)
+        form.addRow("", self.status)
+
+        models = QGroupBox("Models on this server")
+        models_col = QVBoxLayout(models)
+        models_col.addWidget(self.models, 1)
+        use_row = QHBoxLayout()
+        use_row.addWidget(self.use_button)
+        use_row.addStretch(1)
+        use_row.addWidget(self.local_button)
+        models_col.addLayout(use_row)
+        models_col.addWidget(self.current)
+
+        main = QWidget()
+        col = QVBoxLayout(main)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.addWidget(server)
+        col.addWidget(models, 1)
+        col.addWidget(help_label)
+        splitter = QSplitter(Qt.Horizontal)
+        splitter.addWidget(side)
+        splitter.addWidget(main)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([240, 760])
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(splitter)
+
+    # --- saved servers -----------------------------------------------------
+    def _fill_saved(self, select: str | None = None) -> None:
+        self.saved.blockSignals(True)
+        self.saved.clear()
+        for entry in saved_connections(self.settings):
+            item = QListWidgetItem(entry["url"])
+            item.setData(Qt.UserRole, entry)
+            self.saved.addItem(item)
+            if entry["url"] == select:
+                self.saved.setCurrentItem(item)
+        self.saved.blockSignals(False)
+
+    def _on_saved_chosen(self, item: QListWidgetItem | None, _previous=None) -> None:
+        if item is None:
+            return
+        entry = item.data(Qt.UserRole)
+        self.url.setText(entry["url"])
+        self.api_key.setText(self.keys.get(entry["url"]) or "")
+        self._forget_models()
+        self.status.ok("")
+
+    def new_server(self) -> None:
+        self.saved.clearSelection()
+        self.saved.setCurrentItem(None)
+        self.url.clear()
+        self.api_key.clear()
+        self._forget_models()
+        self.status.ok("")
+        self.url.setFocus()
+
+    def remove_server(self) -> None:
+        item = self.saved.currentItem()
+        if item is None:
+            return
+        url = item.data(Qt.UserRole)["url"]
+        forget_connection(self.settings, url)
+        self.keys.forget(url)
+        self._fill_saved()
+        self.new_server()
+
+    # --- testing a server ------------------------------------------------------
+    def _address(self) -> tuple[str, str | None] | None:
+        """The form's URL (in RemoteEndpoint's spelling) and key; None after showing why the URL is wrong."""
+        try:
+            url = api_base(self.url.text() or URL_HINT)
+        except HearthError as exc:
+            self._fail(str(exc))
+            return None
+        return url, self.api_key.text().strip() or None
+
+    def test(self) -> None:
+        address = self._address()
+        if address is None or self.tasks.busy():
+            return
+        url, key = address
+        self.test_button.setEnabled(False)
+        self.status.ok(f"Asking {url}/models…")
+        started = time.monotonic()
+        self.tasks.run(lambda: list_server_models(url, key),
+                       lambda models: self._on_listed(url, key, models, time.monotonic() - started),
+                       self._on_test_failed, "connection-test")
+
+    def _on_listed(self, url: str, key: str | None, models: list[dict], seconds: float) -> None:
+        self.test_button.setEnabled(True)
+        self._tested_url = url
+        self.models.clear()
+        remembered = next((e["model"] for e in saved_connections(self.settings) if e["url"] == url), None)
+        for entry in models:
+            # What the list says about a model differs by server: llama-server and Hearth send "meta",
+            # vLLM "max_model_len"; a blank cell is a figure the server does not tell.
+            meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+            n_ctx = meta.get("n_ctx") or entry.get("max_model_len") or ""
+            item = QTreeWidgetItem([entry["id"], str(n_ctx), str(entry.get("owned_by") or ""), ""])
+            item.setToolTip(0, entry["id"])
+            self.models.addTopLevelItem(item)
+            if entry["id"] == remembered or self.models.currentItem() is None:
+                self.models.setCurrentItem(item)
+        for col in range(1, len(MODEL_COLUMNS) - 1):
+            self.models.resizeColumnToContents(col)
+        self._mark_in_use()
+        count = f"{len(models)} model{'s' if len(models) != 1 else ''}"
+        said = f"Connected to {url} in {seconds:.2f} s: {count}."
+        remember_connection(self.settings, url)
+        if key and not self.remember_key.isChecked():
+            self.keys.keep_for_session(url, key)
+        elif key:
+            notice = self.keys.save(url, key)
+            said += f" {notice}" if notice else " The key is in the system keyring."
+        self._fill_saved(select=url)
+        self.status.ok(said)
+        self._update_buttons()
+        self.models_listed.emit([e["id"] for e in models])
+
+    def _on_test_failed(self, message: str) -> None:
+        self.test_button.setEnabled(True)
+        self._forget_models()
+        self._fail(message)
+
+    def _fail(self, message: str) -> None:
+        self.status.error(message)
+        self.error_reported.emit(message)
+
+    def _on_address_edited(self, _text: str) -> None:
+        """The listed models belong to the server as tested: an edited address or key must be tested again."""
+        if self._tested_url is not None:
+            self._forget_models()
+
+    def _forget_models(self) -> None:
+        self._tested_url = None
+        self.models.clear()
+        self._update_buttons()
+
+    # --- choosing a model --------------------------------------------------------
+    def use_selected(self) -> None:
+        item = self.models.currentItem()
+        if item is None or self._tested_url is None:
+            return
+        url, key, model = self._tested_url, self.api_key.text().strip() or None, item.text(0)
+        remember_connection(self.settings, url, model)
+        self.bridge.use_backend(RemoteEndpoint(url, key, model))
+        self.bridge.load(LoadOptions())  # a remote "load" checks the server and picks the model
+        self.status.ok(f"Connecting to {model} on {url}…")
+
+    def use_local(self) -> None:
+        self.bridge.use_local()
+        if not self.bridge.ready and not self.bridge.loading:
+            self.status.ok("No model is loaded on this computer; choose one under Models.")
+
+    def _on_model_loaded(self, info: dict) -> None:
+        if info.get("remote"):
+            self.status.ok(f"Chatting with {model_title(info)} on {info['endpoint']}: "
+                           "the Chat page sends your messages there.")
+        self._show_current()
+
+    def _on_load_failed(self, message: str) -> None:
+        if self.bridge.remote:
+            self.status.error(message)
+        self._show_current()
+
+    def _show_current(self) -> None:
+        info = self.bridge.info
+        if self.bridge.remote:
+            where = self.bridge.backend.base_url
+            self.current.setText(f"The window chats with {model_title(info)} on {where}." if info else
+                                 f"The window is connecting to {where}.")
+        else:
+            self.current.setText(f"The window chats with {model_title(info)} on this computer." if info else
+                                 "The window chats with this computer's model (none is loaded).")
+        self._mark_in_use()
+        self._update_buttons()
+
+    def _mark_in_use(self) -> None:
+        backend = self.bridge.backend if self.bridge.remote else None
+        model = self.bridge.info.get("model") if backend is not None and self.bridge.info else None
+        for i in range(self.models.topLevelItemCount()):
+            item = self.models.topLevelItem(i)
+            in_use = backend is not None and backend.base_url == self._tested_url and item.text(0) == model
+            item.setText(3, "in use" if in_use else "")
+        self.models.resizeColumnToContents(3)
+
+    def _update_buttons(self) -> None:
+        self.use_button.setEnabled(self.models.currentItem() is not None and self._tested_url is not None)
+        self.local_button.setEnabled(self.bridge.remote)
+        self.remove_button.setEnabled(self.saved.currentItem() is not None)
+
+    def close_tasks(self) -> None:
+        self.figures.close()
+        self.tasks.join()

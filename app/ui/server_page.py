@@ -1,0 +1,231 @@
+"""The Server page: serve the window's model as an OpenAI-compatible API, as `hearth serve` does.
+
+Address, port, a generated key (with copy), CORS origins, start/stop, copyable curl and Python
+snippets for the running address, and a live request log. The server runs on a thread of the window
+(app.ui.background_server) over the window's own local engine, so the model is not loaded twice and
+the Chat page keeps working while the API serves. Each finished request is reported on the server's
+thread and crosses to the GUI thread as a queued signal.
+
+The address, port and CORS origins are kept in the settings file; the key goes to the system keyring
+(app.core.api_keys), so the editors and scripts configured with it keep working after a restart.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLineEdit,
+                               QPlainTextEdit, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget,
+                               QVBoxLayout, QWidget)
+
+from app.core.api_keys import KeyStore
+from app.core.errors import HearthError
+from app.engine.backend import Backend
+from app.server.openai_api import RequestRecord, model_id
+from app.server.run import ServeOptions
+from app.ui.background_server import BackgroundServer, base_url
+from app.ui.chat.transcript import Transcript
+from app.ui.widgets import StatusLine, copy_button
+
+DEFAULT_PORT = 8080
+LOG_COLUMNS = ["Time", "Endpoint", "Status", "Tokens", "Duration"]
+MAX_LOG_ROWS = 500  # oldest rows go first: a busy server must not grow the table without bound
+SETTINGS_KEY = "server"
+KEY_ACCOUNT = "Hearth's own API server"  # its key's name in the keyring, beside the remote servers' URLs
+
+
+def new_key() -> str:
+    return "hearth-" + secrets.token_hex(16)
+
+
+def curl_snippet(url: str, key: str | None, model: str) -> str:
+    auth = f' \\\n  -H "Authorization: Bearer {key}"' if key else ""
+    return (f'curl {url}/chat/completions{auth} \\\n  -H "Content-Type: application/json" \\\n'
+            f'  -d \'{{"model": "{model}", "max_tokens": 64,\n'
+            '       "messages": [{"role": "user", "content": "Hello!"}]}\'')
+
+
+def python_snippet(url: str, key: str | None, model: str) -> str:
+    return (f'from openai import OpenAI\n\nclient = OpenAI(base_url="{url}", api_key="{key or "none"}")\n'
+            f'stream = client.chat.completions.create(\n    model="{model}",\n    max_tokens=64,\n'
+            '    messages=[{"role": "user", "content": "Hello!"}],\n    stream=True,\n)\n'
+            'for chunk in stream:\n    print(chunk.choices[0].delta.content or "", end="", flush=True)\n')
+
+
+def tokens_text(record: RequestRecord) -> str:
+    if record.prompt_tokens is None and record.completion_tokens is None:
+        return ""
+    return f"{record.prompt_tokens or 0} in · {record.completion_tokens or 0} out"
+
+
+class ServerPage(QWidget):
+    error_reported = Signal(str)  # a sentence for the window's message bridge
+    request_logged = Signal(object)  # RequestRecord; emitted on the server's thread, delivered queued
+    serving_changed = Signal(bool)
+
+    def __init__(self, backend: Backend, settings: dict | None = None, keys: KeyStore | None = None, parent=None):
+        super().__init__(parent)
+        self.backend = backend
+        self.settings = settings if settings is not None else {}
+        self.keys = keys or KeyStore()
+        self.server = BackgroundServer(backend, self.request_logged.emit)
+        kept = self.settings.get(SETTINGS_KEY)
+        kept = kept if isinstance(kept, dict) else {}
+
+        self.host = QLineEdit(str(kept.get("host") or "127.0.0.1"))
+        self.host.setToolTip("127.0.0.1 serves this computer only; 0.0.0.0 serves the network (needs a key)")
+        self.port = QSpinBox()
+        self.port.setRange(1, 65535)
+        self.port.setValue(kept["port"] if isinstance(kept.get("port"), int) else DEFAULT_PORT)
+        self.api_key = QLineEdit()
+        self.api_key.setPlaceholderText("none (this computer only)")
+        self.new_key_button = QPushButton("New key")
+        self.copy_key_button = copy_button(self.api_key.text, "Copy key")
+        self.cors = QLineEdit(" ".join(kept.get("cors") or []))
+        self.cors.setPlaceholderText("origins allowed to call from a browser, e.g. http://localhost:3000 (space-separated)")
+        self.start_button = QPushButton("Start server")
+        self.stop_button = QPushButton("Stop")
+        self.status = StatusLine()
+
+        self.curl = self._snippet_box()
+        self.python = self._snippet_box()
+        self.log = QTableWidget(0, len(LOG_COLUMNS))
+        self.log.setHorizontalHeaderLabels(LOG_COLUMNS)
+        self.log.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.log.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.log.verticalHeader().hide()
+        self.log.horizontalHeader().setSectionResizeMode(1, QHeaderView.Stretch)
+
+        self._lay_out()
+        self.new_key_button.clicked.connect(self._new_key)
+        self.start_button.clicked.connect(self.start)
+        self.stop_button.clicked.connect(self.stop)
+        self.request_logged.connect(self._on_request_logged)
+        for edit in (self.host, self.api_key):
+            edit.textChanged.connect(self.update_snippets)
+        self.port.valueChanged.connect(self.update_snippets)
+        self._show_key(self.keys.get(KEY_ACCOUNT) or new_key())
+        self._update_state()
+
+    def _new_key(self) -> None:
+        self._show_key(new_key())
+
+    def _show_key(self, key: str) -> None:
+        self.api_key.setText(key)
+        self.api_key.setCursorPosition(0)  # show where the key starts, not where it ends
+
+    @staticmethod
+    def _snippet_box() -> QPlainTextEdit:
+        box = QPlainTextEdit()
+        box.setReadOnly(True)
+        box.setFont(Transcript.monospace())
+        box.setLineWrapMode(QPlainTextEdit.WidgetWidth)  # wrapping is only shown: Copy takes the lines as written
+        return box
+
+    def _lay_out(self) -> None:
+        form_box = QGroupBox("OpenAI-compatible server")
+        form = QFormLayout(form_box)
+        address = QHBoxLayout()
+        address.addWidget(self.host, 1)
+        address.addWidget(self.port)
+        form.addRow("Address and port", address)
+        key_row = QHBoxLayout()
+        key_row.addWidget(self.api_key, 1)
+        key_row.addWidget(self.new_key_button)
+        key_row.addWidget(self.copy_key_button)
+        form.addRow("API key", key_row)
+        form.addRow("CORS origins", self.cors)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.start_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addStretch(1)
+        form.addRow("", buttons)
+        form.addRow("", self.status)
+
+        snippets = QTabWidget()
+        for title, box in (("curl", self.curl), ("Python (openai)", self.python)):
+            page = QWidget()
+            col = QVBoxLayout(page)
+            col.setContentsMargins(4, 4, 4, 4)
+            col.addWidget(box, 1)
+            row = QHBoxLayout()
+            row.addStretch(1)
+            row.addWidget(copy_button(box.toPlainText))
+            col.addLayout(row)
+            snippets.addTab(page, title)
+        examples = QGroupBox("Try it")
+        QVBoxLayout(examples).addWidget(snippets)
+
+        top = QHBoxLayout()
+        top.addWidget(form_box, 1)
+        top.addWidget(examples, 1)
+        log_box = QGroupBox("Requests")
+        QVBoxLayout(log_box).addWidget(self.log)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(top)
+        layout.addWidget(log_box, 1)
+
+    # --- settings ------------------------------------------------------------
+    def serve_options(self) -> ServeOptions:
+        return ServeOptions(host=self.host.text().strip() or "127.0.0.1", port=self.port.value(),
+                              api_key=self.api_key.text().strip() or None, cors=self.cors.text().split())
+
+    def _model(self) -> str:
+        return model_id(self.backend.info) or "MODEL"
+
+    def update_snippets(self, *_args) -> None:
+        s = self.serve_options()
+        url = self.server.url or base_url("127.0.0.1" if s.host in ("0.0.0.0", "::") else s.host, s.port)
+        self.curl.setPlainText(curl_snippet(url, s.api_key, self._model()))
+        self.python.setPlainText(python_snippet(url, s.api_key, self._model()))
+
+    # --- start / stop --------------------------------------------------------------
+    def start(self) -> None:
+        options = self.serve_options()
+        try:
+            url = self.server.start(options)
+        except HearthError as exc:
+            self.status.error(str(exc))
+            self.error_reported.emit(str(exc))
+            return
+        model = model_id(self.backend.info)
+        said = (f"Serving {model} at {url}." if model else
+                f"Serving at {url}; requests get 503 until a model is loaded on this computer.")
+        self._keep(options)
+        notice = self.keys.save(KEY_ACCOUNT, options.api_key) if options.api_key else None
+        self.status.ok(f"{said} {notice}" if notice else said)
+        self._update_state()
+
+    def _keep(self, options: ServeOptions) -> None:
+        """What worked is what the next session starts with (the key itself goes to the keyring)."""
+        self.settings[SETTINGS_KEY] = {"host": options.host, "port": options.port, "cors": options.cors}
+
+    def stop(self) -> None:
+        if not self.server.running:
+            return
+        self.server.stop()
+        self.status.ok("Stopped.")
+        self._update_state()
+
+    def _update_state(self) -> None:
+        running = self.server.running
+        for widget in (self.host, self.port, self.api_key, self.new_key_button, self.cors, self.start_button):
+            widget.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+        self.update_snippets()
+        self.serving_changed.emit(running)
+
+    # --- request log -----------------------------------------------------------------
+    def _on_request_logged(self, record: RequestRecord) -> None:
+        if self.log.rowCount() >= MAX_LOG_ROWS:
+            self.log.removeRow(0)
+        row = self.log.rowCount()
+        self.log.insertRow(row)
+        values = (time.strftime("%H:%M:%S", time.localtime(record.started)), f"{record.method} {record.path}",
+                  str(record.status), tokens_text(record), f"{record.duration_s * 1000:.0f} ms")
+        for col, value in enumerate(values):
+            self.log.setItem(row, col, QTableWidgetItem(value))
+        self.log.scrollToBottom()

@@ -1,0 +1,119 @@
+"""The Server page: the window serves its own engine as an OpenAI-compatible API (the official `openai`
+client and curl call it), logs each request live, and keeps chatting while it serves."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+
+import httpx
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from app.core.api_keys import SERVICE
+from app.ui.server_page import KEY_ACCOUNT, ServerPage
+from tests.server.test_openai_api import free_port
+from tests.ui.conftest import ask, shot
+
+MODEL = "SmolLM2-135M-Instruct.Q4_1"
+WAIT_MS = 60_000
+
+
+def log_rows(page) -> list[list[str]]:
+    return [[page.log.item(r, c).text() for c in range(page.log.columnCount())] for r in range(page.log.rowCount())]
+
+
+@pytest.mark.slow
+def test_serve_log_and_chat_while_serving(qtbot, main_window, memory_keyring, tmp_path):
+    from openai import OpenAI
+
+    w = main_window
+    w.resize(1366, 768)
+    page = w.server
+    w.tabs.setCurrentWidget(page)
+    port = free_port()
+    page.port.setValue(port)
+    page.cors.setText("http://editor.example")
+    key = page.api_key.text()
+    assert key.startswith("hearth-") and len(key) == 39
+    page.copy_key_button.click()
+    assert QApplication.clipboard().text() == key
+    page.start_button.click()
+    url = f"http://127.0.0.1:{port}/v1"
+    assert page.status.text() == f"Serving {MODEL} at {url}."
+    assert page.server.running and page.stop_button.isEnabled() and not page.start_button.isEnabled()
+    assert f"{url}/chat/completions" in page.curl.toPlainText() and key in page.python.toPlainText()
+
+    client = OpenAI(base_url=url, api_key=key, max_retries=0)
+    answer = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Say hi."}],
+                                            max_tokens=8, temperature=0)
+    qtbot.waitUntil(lambda: page.log.rowCount() == 1, timeout=WAIT_MS)
+    (row,) = log_rows(page)
+    assert row[1:4] == ["POST /v1/chat/completions", "200",
+                        f"{answer.usage.prompt_tokens} in · {answer.usage.completion_tokens} out"]
+    assert row[4].endswith(" ms")
+    assert httpx.get(f"{url}/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    preflight = httpx.options(f"{url}/chat/completions", headers={
+        "Origin": "http://editor.example", "Access-Control-Request-Method": "POST"})
+    assert preflight.headers["access-control-allow-origin"] == "http://editor.example"
+    qtbot.waitUntil(lambda: page.log.rowCount() == 3, timeout=WAIT_MS)
+    assert [r[1:3] for r in log_rows(page)[1:]] == [["GET /v1/models", "401"],
+                                                     ["OPTIONS /v1/chat/completions", "200"]]
+
+    # The curl snippet works as copied (the shell runs it as a user would paste it).
+    if shutil.which("curl"):
+        out = subprocess.run(["bash", "-c", page.curl.toPlainText()], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and '"chat.completion"' in out.stdout, out.stderr
+
+    # The window chats while the API serves: an API stream and a window answer at the same time.
+    streamed: list[str] = []
+
+    def api_stream():
+        stream = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Count to ten."}],
+                                                max_tokens=8, temperature=0, stream=True)
+        streamed.extend(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+
+    caller = threading.Thread(target=api_stream)
+    caller.start()
+    done = ask(qtbot, w, "Name three colors.", max_tokens=8)
+    caller.join(timeout=120)
+    assert done["text"] and "".join(streamed)
+    qtbot.waitUntil(lambda: page.log.rowCount() >= 4 + bool(shutil.which("curl")), timeout=WAIT_MS)
+    assert log_rows(page)[-1][1:3] == ["POST /v1/chat/completions", "200"]
+    qtbot.wait(300)
+    shot(w, "server-light", tmp_path)
+
+    page.stop_button.click()
+    assert not page.server.running and page.status.text() == "Stopped." and page.start_button.isEnabled()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/models", timeout=5)
+
+    # The next session starts with the same address, port, origins and key (the key from the keyring only).
+    assert memory_keyring.saved == {(SERVICE, KEY_ACCOUNT): key} and key not in repr(w.settings)
+    again = ServerPage(w.bridge.local, w.settings)
+    qtbot.addWidget(again)
+    assert (again.port.value(), again.cors.text(), again.api_key.text()) == (port, "http://editor.example", key)
+
+
+def test_refusals_are_one_sentence(qtbot, idle_window):
+    page = idle_window.server
+    reported = []
+    page.error_reported.connect(reported.append)
+    page.host.setText("0.0.0.0")
+    page.api_key.clear()
+    page.start_button.click()
+    assert reported[-1] == ("Listening on 0.0.0.0 would let anyone on the network use this model; "
+                            "set an API key first.")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        page.host.setText("127.0.0.1")
+        port = taken.getsockname()[1]
+        page.port.setValue(port)
+        page.start_button.click()
+    assert reported[-1].startswith(f"Cannot listen on 127.0.0.1:{port}: ")
+    assert not page.server.running and page.status.text() and "\n" not in reported[-1]
+    # Without a model the snippets still show the address; the model name is a placeholder.
+    assert "MODEL" in page.curl.toPlainText()
