@@ -195,7 +195,7 @@ class Decoder:
         self.last_prompt_evaluated = self.eval_tokens(prompt[keep:], cancelled)
         t_prompt = time.perf_counter()
 
-        sampler = Sampler(rt.ctx, rt.n_vocab, sampling, self.tokens)
+        sampler = Sampler(rt.ctx, rt.n_vocab, sampling, self.tokens, vocab=rt.vocab)
         stream = TextStream(sampling.stop)
         hand_out = self.hand_out
         decode_one = self.decode_one
@@ -241,6 +241,7 @@ class Decoder:
             "ev": DONE,
             "text": stream.text,
             "finish_reason": reason,
+            "stop_sequence": stream.stop_found,
             "prompt_tokens": len(prompt),
             "prompt_evaluated": self.last_prompt_evaluated,
             "completion_tokens": n_gen,

@@ -123,7 +123,8 @@ class Host:
             try:
                 truncate = msg.get("truncate", True)
                 if cmd == P.CHAT:
-                    result = self.session.chat(msg.get("messages") or [], sampling, emit, self.cancelled, truncate)
+                    result = self.session.chat(msg.get("messages") or [], sampling, emit, self.cancelled, truncate,
+                                               tools=msg.get("tools"))
                 else:
                     result = self.session.complete(msg.get("prompt") or "", sampling, emit, self.cancelled,
                                                    truncate)
@@ -132,6 +133,10 @@ class Host:
                     emit.flush()
                 raise
             emit(result)  # after the last merged tokens
+        elif cmd == P.EMBED:
+            if self.session is None:
+                raise HearthError("No model is loaded.")
+            self.emit({"ev": P.DONE, "id": rid, **self.session.embed(msg.get("inputs") or [])})
         elif cmd == P.RESET:
             if self.session is not None:
                 self.session.reset()

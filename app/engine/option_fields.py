@@ -90,6 +90,7 @@ NOT_SET_BY_USERS = {
     "frequency_penalty": "an OpenAI request parameter, set per request by API clients (app/server)",
     "presence_penalty": "an OpenAI request parameter, set per request by API clients (app/server)",
     "logit_bias": "an OpenAI request parameter (token ids), set per request by API clients (app/server)",
+    "grammar": "built per request by the API server from response_format or tools (app/server)",
 }
 
 

@@ -3,6 +3,9 @@
 Greedy decoding without a repeat penalty skips the chain and takes the argmax
 of the logits directly: the chain copies and sorts the whole vocabulary each
 token, which on a small model is a measurable share of a token's time.
+
+A grammar (structured output, tool calls) is llama.cpp's grammar sampler in
+front of the chain; it needs the chain, so it turns the argmax path off.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import random
 import llama_cpp
 import numpy as np
 
+from app.core.errors import InvalidRequest
+from app.engine import llamalog
 from app.engine.protocol import SamplingOptions
 
 # llama_get_logits_ith returning a plain address (llama_cpp's binding returns a float
@@ -21,20 +26,49 @@ _logits_address = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_in
     ("llama_get_logits_ith", llama_cpp.llama_cpp._lib))
 
 
+def grammar_sampler(vocab, grammar: str):
+    """llama.cpp's grammar sampler; raises InvalidRequest with llama.cpp's reason for a grammar it cannot parse.
+
+    (Not llama.cpp's lazy grammar, which starts at a trigger text: a token that completes the trigger and
+    goes on past what the grammar allows throws inside llama.cpp and kills the process.)"""
+    llamalog.clear()
+    printed: list[str] = []
+    with llamalog.native_stderr(printed):
+        sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
+    if not sampler:
+        lines = printed + llamalog.recent_lines()
+        said = [line.split("error parsing grammar:", 1)[1] for line in lines if "error parsing grammar:" in line]
+        said = said or [line for line in lines if "grammar" in line.lower()]
+        reason = said[-1].strip().rstrip(".") if said else "no reason given"
+        raise InvalidRequest(f"llama.cpp cannot use this grammar: {reason}.")
+    return sampler
+
+
 class Sampler:
-    def __init__(self, ctx, n_vocab: int, options: SamplingOptions, history: list[int] | None = None):
+    def __init__(self, ctx, n_vocab: int, options: SamplingOptions, history: list[int] | None = None, vocab=None):
+        """vocab: the model's (Runtime.vocab), needed for a grammar."""
         self.ctx = ctx
         self.n_vocab = n_vocab
         self.options = options
-        self.fast_greedy = options.greedy and not options.penalized and not options.logit_bias
+        self.fast_greedy = (options.greedy and not options.penalized and not options.logit_bias
+                            and not options.grammar)
         self._views: dict[int, np.ndarray] = {}
         self.chain = None
         self.seed = options.seed if options.seed >= 0 else random.getrandbits(31)
         if not self.fast_greedy:
+            # First, so that a grammar llama.cpp refuses costs nothing to clean up.
+            grammar = grammar_sampler(vocab, options.grammar) if options.grammar else None
             self.chain = self._build_chain(options)
             # The repeat penalty looks at recent tokens, the prompt's included.
             for tok in (history or [])[-max(options.repeat_last_n, 0):]:
                 llama_cpp.llama_sampler_accept(self.chain, tok)
+            if grammar is not None:
+                # The grammar goes in front, in a chain of its own around the rest: it must see only the
+                # answer's tokens, never the prompt's that the penalties were just given.
+                outer = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+                llama_cpp.llama_sampler_chain_add(outer, grammar)
+                llama_cpp.llama_sampler_chain_add(outer, self.chain)
+                self.chain = outer
 
     def _build_chain(self, o: SamplingOptions):
         params = llama_cpp.llama_sampler_chain_default_params()

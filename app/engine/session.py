@@ -19,6 +19,7 @@ class Session:
         self.rt = runtime
         self.probe = probe
         self.decoder = Decoder(runtime)
+        self.embedder = None  # app.engine.embedding.Embedder, made on the first embeddings request
         bos, eos = runtime.bos_eos_text()
         self.template = ChatTemplate(runtime.chat_template(), bos, eos)
         o = runtime.options
@@ -51,8 +52,8 @@ class Session:
         return info
 
     def chat(self, messages: list[dict], sampling: SamplingOptions, emit, cancelled: threading.Event,
-             truncate: bool = True) -> dict:
-        prompt = self.template.render(messages, add_generation_prompt=True)
+             truncate: bool = True, tools: list[dict] | None = None) -> dict:
+        prompt = self.template.render(messages, add_generation_prompt=True, tools=tools)
         self.decoder.context_policy.system_text = system_prefix(self.template, messages, prompt)
         return self.decoder.generate(prompt, sampling, emit, cancelled, truncate)
 
@@ -61,11 +62,22 @@ class Session:
         self.decoder.context_policy.system_text = None
         return self.decoder.generate(prompt, sampling, emit, cancelled, truncate)
 
+    def embed(self, inputs: list) -> dict:
+        """Unit-length embeddings of texts or token lists (see app/engine/embedding.py)."""
+        if self.embedder is None:
+            from app.engine.embedding import Embedder
+
+            self.embedder = Embedder(self.rt)
+        return self.embedder.embed(inputs)
+
     def reset(self) -> None:
         self.decoder.reset()
         self.decoder.context_policy.reset()
 
     def close(self) -> None:
+        if self.embedder is not None:
+            self.embedder.close()
+            self.embedder = None
         if self.decoder.speculator is not None:
             self.decoder.speculator.close()
             self.decoder.speculator = None

@@ -1,32 +1,40 @@
-"""The OpenAI-compatible endpoints: /v1/models, /v1/chat/completions, /v1/completions, and /health.
+"""The API server: OpenAI's /v1/models, /v1/chat/completions, /v1/completions and /v1/embeddings,
+Anthropic's /v1/messages (app/server/anthropic_api.py), and /health.
 
 A Starlette app over one backend (app/engine/backend.py); uvicorn serves it (app/server/run.py).
 Responses follow OpenAI's shapes, streaming as server-sent events with a last usage chunk when
-`stream_options.include_usage` asks for it. An error is the OpenAI envelope with its status; a
-request whose engine error comes before its first token gets that status even when streaming.
+`stream_options.include_usage` asks for it; tool calls come back as `tool_calls` (app/server/tools.py).
+An error is the dialect's envelope with its status; a request whose engine error comes before its first
+token gets that status even when streaming.
 """
 
 from __future__ import annotations
 
-import json
+import base64
+import json as _json
 import secrets
 import time
 from pathlib import Path
 from typing import AsyncIterator
 
+import numpy as np
+
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.core.errors import HearthError
 from app.engine import protocol as P
 from app.engine.backend import Backend
+from app.server.anthropic_api import AnthropicMessages, is_anthropic
+from app.server.answers import compact_json, event_stream, open_answer, token_counts, whole_answer
 from app.server.errors import ApiError, from_engine, invalid
-from app.server.requests import Generation, chat_request, completion_request
+from app.server.requests import Generation, chat_request, completion_request, embedding_request
 from app.server.streams import EngineStream
+from app.server.tools import CallReader, ToolCall
 
 DEFAULT_MAX_TOKENS = 2048
 # Our finish reasons as OpenAI's: an answer the context cut short ran out of room, as "length" says.
@@ -49,6 +57,8 @@ class OpenAIApi:
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/v1/embeddings", self.embeddings, methods=["POST"]),
+            Route("/v1/messages", AnthropicMessages(self).create, methods=["POST"]),
         ]
         middleware = []
         if cors:
@@ -64,7 +74,7 @@ class OpenAIApi:
         if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] != "OPTIONS":
             error = self._auth_error(scope)
             if error is not None:
-                await error.response()(scope, receive, send)
+                await error.response(is_anthropic(scope["path"]))(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -73,22 +83,26 @@ class OpenAIApi:
             return None
         headers = dict(scope.get("headers") or [])
         given = headers.get(b"authorization", b"").decode("latin-1")
+        # OpenAI's clients send a bearer token, Anthropic's an x-api-key header.
         token = given[7:].strip() if given.lower().startswith("bearer ") else ""
+        token = token or headers.get(b"x-api-key", b"").decode("latin-1").strip()
         if not token:
-            return ApiError(401, "This server needs an API key: send it as 'Authorization: Bearer KEY'.",
-                            code="invalid_api_key")
+            return ApiError(401, "This server needs an API key: send it as 'Authorization: Bearer KEY' "
+                            "or 'x-api-key: KEY'.", code="invalid_api_key")
         if not secrets.compare_digest(token.encode(), self.api_key.encode()):
             return ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
         return None
 
     async def _api_error(self, request: Request, exc: ApiError) -> Response:
-        return exc.response()
+        return exc.response(is_anthropic(request.url.path))
 
     async def _not_found(self, request: Request, exc) -> Response:
-        return ApiError(404, f"There is no endpoint {request.method} {request.url.path}.", code="not_found").response()
+        return ApiError(404, f"There is no endpoint {request.method} {request.url.path}.",
+                        code="not_found").response(is_anthropic(request.url.path))
 
     async def _not_allowed(self, request: Request, exc) -> Response:
-        return ApiError(405, f"{request.url.path} does not take {request.method} requests.").response()
+        return ApiError(405, f"{request.url.path} does not take {request.method} requests.").response(
+            is_anthropic(request.url.path))
 
     async def _internal(self, request: Request, exc: Exception) -> Response:
         from app.core.crashlog import write_crash_log
@@ -97,13 +111,14 @@ class OpenAIApi:
             log = f" Details are in {write_crash_log(exc)}."
         except OSError:
             log = ""
-        return ApiError(500, f"Internal server error ({type(exc).__name__}).{log}", "server_error").response()
+        return ApiError(500, f"Internal server error ({type(exc).__name__}).{log}", "server_error").response(
+            is_anthropic(request.url.path))
 
     @staticmethod
-    async def _json(request: Request):
+    async def json(request: Request):
         raw = await request.body()
         try:
-            return json.loads(raw.decode("utf-8"))
+            return _json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError:
             raise invalid("The request body is not valid UTF-8.") from None
         except RecursionError:
@@ -111,7 +126,7 @@ class OpenAIApi:
         except ValueError as exc:
             raise invalid(f"The request body is not valid JSON: {exc}.") from None
 
-    def _serving(self, requested: str | None) -> str:
+    def serving(self, requested: str | None) -> str:
         """The loaded model's id, if the request may use it: 503 while none is ready, 404 for another."""
         info = self.backend.info
         current = model_id(info)
@@ -123,7 +138,7 @@ class OpenAIApi:
                            param="model", code="model_not_found")
         return current
 
-    def _start(self, start) -> EngineStream:
+    def start(self, start) -> EngineStream:
         try:
             return EngineStream(self.backend, start)
         except HearthError as exc:
@@ -146,49 +161,53 @@ class OpenAIApi:
         return JSONResponse({"object": "list", "data": data})
 
     async def chat_completions(self, request: Request) -> Response:
-        gen = chat_request(await self._json(request), self.default_max_tokens)
-        model = self._serving(gen.model)
-        stream = self._start(lambda sink: self.backend.chat(gen.messages, gen.sampling, sink, truncate=False))
+        gen = chat_request(await self.json(request), self.default_max_tokens)
+        model = self.serving(gen.model)
+        tools = gen.tools.tools if gen.tools else None
+        stream = self.start(lambda sink: self.backend.chat(gen.messages, gen.sampling, sink, truncate=False,
+                                                           tools=tools))
         return await self._respond(request, stream, gen, model, chat=True)
 
     async def completions(self, request: Request) -> Response:
-        gen = completion_request(await self._json(request), self.default_max_tokens)
-        model = self._serving(gen.model)
-        stream = self._start(lambda sink: self.backend.complete(gen.prompt, gen.sampling, sink, truncate=False))
+        gen = completion_request(await self.json(request), self.default_max_tokens)
+        model = self.serving(gen.model)
+        stream = self.start(lambda sink: self.backend.complete(gen.prompt, gen.sampling, sink, truncate=False))
         return await self._respond(request, stream, gen, model, chat=False)
+
+    async def embeddings(self, request: Request) -> Response:
+        wanted = embedding_request(await self.json(request))
+        model = self.serving(wanted.model)
+        stream = self.start(lambda sink: self.backend.embed(wanted.inputs, sink))
+        events = await open_answer(request, stream, streaming=False)
+        done = (await whole_answer(events))[1] if events is not None else None
+        if done is None:
+            return Response(status_code=499)
+        data = [{"object": "embedding", "index": i, "embedding": _encoded(vector, wanted.encoding_format)}
+                for i, vector in enumerate(done["embeddings"])]
+        n = int(done.get("prompt_tokens") or 0)
+        return JSONResponse({"object": "list", "data": data, "model": model,
+                             "usage": {"prompt_tokens": n, "total_tokens": n}})
 
     # --- answers ---------------------------------------------------------
     async def _respond(self, request: Request, stream: EngineStream, gen: Generation, model: str,
                        chat: bool) -> Response:
-        stream.disconnected = request.is_disconnected
-        events = stream.events()
-        first = await anext(events, None)
-        if first is None:  # the client left before anything came
+        events = await open_answer(request, stream, gen.stream)
+        if events is None:  # the client left before anything came
             return Response(status_code=499)
-        if isinstance(first, P.Failed):
-            raise from_engine(first.kind, first.message)
         shape = _Shape(model, chat, gen)
         if gen.stream:
-            stream.disconnected = None
-            return StreamingResponse(shape.sse(first, events), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        text, done = [gen.prompt] if gen.echo else [], None
-        async for event in _chain(first, events):
-            if isinstance(event, P.Token):
-                text.append(event.text)
-            elif isinstance(event, P.Done):
-                done = event
-            elif isinstance(event, P.Failed):
-                raise from_engine(event.kind, event.message)
+            return event_stream(shape.sse(events))
+        text, done = await whole_answer(events)
         if done is None:
             return Response(status_code=499)
-        return JSONResponse(shape.whole("".join(text), done))
+        return JSONResponse(shape.whole(gen.prompt + text if gen.echo else text, done))
 
 
-async def _chain(first: P.Event, rest: AsyncIterator[P.Event]) -> AsyncIterator[P.Event]:
-    yield first
-    async for event in rest:
-        yield event
+def _encoded(vector: list[float], encoding: str):
+    """OpenAI's base64 encoding is the vector's little-endian float32 bytes."""
+    if encoding == "base64":
+        return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+    return vector
 
 
 class _Shape:
@@ -199,6 +218,7 @@ class _Shape:
         self.id = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
         self.created = int(time.time())
         self.object = "chat.completion" if chat else "text_completion"
+        self.calls = CallReader() if chat and gen.tools else None
 
     def _head(self, obj: str) -> dict:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
@@ -206,47 +226,66 @@ class _Shape:
 
     @staticmethod
     def usage(done: P.Done) -> dict:
-        # A backend that cannot count (a remote server that sent no usage) says None: count it as 0.
-        prompt, completion = int(done.get("prompt_tokens") or 0), int(done.get("completion_tokens") or 0)
-        evaluated = done.get("prompt_evaluated")
-        cached = max(prompt - int(evaluated), 0) if evaluated is not None else 0
+        prompt, completion, cached = token_counts(done)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                 "prompt_tokens_details": {"cached_tokens": cached}}
 
+    def _reason(self, done: P.Done) -> str:
+        if self.calls is not None and self.calls.calls:
+            return "tool_calls"
+        return FINISH.get(done.get("finish_reason"), "stop")
+
     def whole(self, text: str, done: P.Done) -> dict:
-        reason = FINISH.get(done.get("finish_reason"), "stop")
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
-                      "logprobs": None, "finish_reason": reason}
+            message = {"role": "assistant", "content": text, "refusal": None}
+            if self.calls is not None:
+                self.calls.feed(text)
+                if self.calls.calls:
+                    message["content"] = self.calls.content or None
+                    message["tool_calls"] = [call.openai() for call in self.calls.calls]
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": self._reason(done)}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self._reason(done)}
         return {**self._head(self.object), "choices": [choice], "usage": self.usage(done)}
 
-    def _chunk(self, text: str | None, reason: str | None, first: bool = False) -> dict:
+    def _chunk(self, delta: dict | None = None, reason: str | None = None, text: str | None = None) -> dict:
         if self.chat:
-            delta = {"role": "assistant", "content": text or ""} if first else ({"content": text} if text else {})
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+            choice = {"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": reason}
             return {**self._head("chat.completion.chunk"), "choices": [choice]}
         return {**self._head("text_completion"),
                 "choices": [{"index": 0, "text": text or "", "logprobs": None, "finish_reason": reason}]}
 
-    async def sse(self, first: P.Event, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
+    def _pieces(self, text: str) -> list[dict]:
+        """The chunks one piece of the answer makes: its text, or the tool calls it completes."""
+        if not self.chat:
+            return [self._chunk(text=text)] if text else []
+        calls: list[ToolCall] = []
+        if self.calls is not None:
+            known = len(self.calls.calls)
+            text, calls = self.calls.feed(text) if text else (self.calls.finish(), [])
+            return ([self._chunk({"content": text})] if text else []) + [
+                self._chunk({"tool_calls": [call.openai(index=known + i)]}) for i, call in enumerate(calls)]
+        return [self._chunk({"content": text})] if text else []
+
+    async def sse(self, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
         if self.chat:
-            yield _sse(self._chunk("", None, first=True))
+            yield _sse(self._chunk({"role": "assistant", "content": ""}))
         elif self.gen.echo:
-            yield _sse(self._chunk(self.gen.prompt, None))
-        async for event in _chain(first, events):
+            yield _sse(self._chunk(text=self.gen.prompt))
+        async for event in events:
             if isinstance(event, P.Token):
-                yield _sse(self._chunk(event.text, None))
+                for chunk in self._pieces(event.text):
+                    yield _sse(chunk)
             elif isinstance(event, P.Done):
-                yield _sse(self._chunk(None, FINISH.get(event.get("finish_reason"), "stop")))
+                for chunk in self._pieces(""):  # text held back as a possible tool call's start
+                    yield _sse(chunk)
+                yield _sse(self._chunk(reason=self._reason(event)))
                 if self.gen.include_usage:
-                    yield _sse({**self._head(self._chunk(None, None)["object"]), "choices": [],
-                                "usage": self.usage(event)})
+                    yield _sse({**self._head(self._chunk()["object"]), "choices": [], "usage": self.usage(event)})
             elif isinstance(event, P.Failed):  # after the first token: the status is sent already
                 yield _sse(from_engine(event.kind, event.message).body())
         yield b"data: [DONE]\n\n"
 
 
 def _sse(obj: dict) -> bytes:
-    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+    return b"data: " + compact_json(obj) + b"\n\n"
