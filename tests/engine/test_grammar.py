@@ -1,0 +1,72 @@
+"""Grammar-constrained sampling on the real bundled model: what comes out follows the grammar, whatever the
+sampling settings; a grammar llama.cpp cannot parse is one sentence with its reason, never a crash."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from llama_cpp.llama_grammar import JSON_GBNF
+
+from app.core.errors import InvalidRequest
+from app.engine.protocol import LoadOptions, SamplingOptions
+from app.server.structured import schema_grammar
+
+CAT = {"type": "object", "additionalProperties": False, "required": ["name", "age", "color"],
+       "properties": {"name": {"type": "string", "maxLength": 16}, "age": {"type": "integer"},
+                      "color": {"enum": ["black", "white", "orange"]}}}
+ASK = [{"role": "user", "content": "Describe a cat."}]
+
+
+@pytest.fixture(scope="module")
+def session(bundled_model):
+    from app.engine.session import Session
+
+    s = Session.load(LoadOptions(model_path=str(bundled_model), n_ctx=512, n_threads=1))
+    yield s
+    s.close()
+
+
+def answer(session, sampling: SamplingOptions, messages=ASK) -> dict:
+    return session.chat(messages, sampling, lambda event: None, threading.Event(), truncate=False)
+
+
+def fits_cat(text: str) -> bool:
+    data = json.loads(text)
+    return (set(data) == {"name", "age", "color"} and isinstance(data["name"], str) and len(data["name"]) <= 16
+            and isinstance(data["age"], int) and data["color"] in ("black", "white", "orange"))
+
+
+@pytest.mark.parametrize("settings", [
+    dict(temperature=0),  # greedy: the grammar must turn the chain-less argmax path off
+    dict(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0, seed=3),  # wild sampling still fits
+    dict(temperature=0.8, repeat_penalty=1.3, seed=5),  # the penalties saw the prompt; the grammar must not
+    dict(temperature=0, logit_bias={0: 50.0}),  # a bias towards a token the grammar forbids changes nothing
+])
+def test_answers_fit_the_schema_whatever_the_sampling(session, settings):
+    done = answer(session, SamplingOptions(max_tokens=80, grammar=schema_grammar(CAT, "schema"), **settings))
+    assert done["finish_reason"] == "stop", done["text"]
+    assert fits_cat(done["text"]), done["text"]
+
+
+def test_json_object_grammar_gives_an_object(session):
+    ask = [{"role": "user", "content": "Reply with a JSON object with the key 'ok' set to true."}]
+    done = answer(session, SamplingOptions(max_tokens=60, temperature=0, grammar=JSON_GBNF), ask)
+    assert done["finish_reason"] == "stop", done["text"]
+    assert isinstance(json.loads(done["text"]), dict)
+
+
+@pytest.mark.parametrize("grammar, reason", [
+    ("root ::= foo", "Undefined rule identifier 'foo'"),
+    ('root ::= "unclosed', "unexpected end of input"),
+    ("answer ::= \"yes\"", "'root'"),
+    ("root ::= root \"x\"", "left recursion"),
+])
+def test_a_grammar_llama_cpp_refuses_is_a_sentence_with_its_reason(session, grammar, reason):
+    with pytest.raises(InvalidRequest) as err:
+        answer(session, SamplingOptions(max_tokens=5, temperature=0, grammar=grammar))
+    message = str(err.value)
+    assert message.startswith("llama.cpp cannot use this grammar: ") and reason in message and "\n" not in message
+    # The engine goes on as before.
+    assert answer(session, SamplingOptions(max_tokens=3, temperature=0))["completion_tokens"] == 3

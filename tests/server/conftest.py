@@ -1,0 +1,65 @@
+"""A real `hearth serve` on 127.0.0.1 with the bundled model, for the API tests.
+
+Most API test modules share one server (`api`), started on first use: starting one costs seconds of the
+suite's budget. A module that needs its own options (or a fresh engine) starts one with start_server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+KEY = "sk-hearth-test"
+CTX = 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(*args: str, env: dict | None = None, ctx: int = CTX) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port), "--threads", "1",
+                             "--ctx", str(ctx), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    line = proc.stdout.readline()  # the one line, printed once the model is loaded and the socket listens
+    if "serves" not in line:
+        proc.kill()
+        raise AssertionError(f"hearth serve did not start: {line!r} {proc.stderr.read()}")
+    return proc, f"http://127.0.0.1:{port}/v1"
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("hearth serve did not stop on SIGTERM")
+
+
+@pytest.fixture(scope="session")
+def api(tmp_path_factory):
+    """The shared server's base URL (…/v1); it wants KEY."""
+    home = tmp_path_factory.mktemp("api_home")
+    proc, base = start_server("--api-key", KEY, env={"HEARTH_HOME": str(home)})
+    yield base
+    stop_server(proc)
+
+
+@pytest.fixture
+def oai(api):
+    """The official OpenAI client on the shared server."""
+    from openai import OpenAI
+
+    return OpenAI(base_url=api, api_key=KEY, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def model_name(api) -> str:
+    return "SmolLM2-135M-Instruct.Q4_1"
