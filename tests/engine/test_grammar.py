@@ -62,11 +62,15 @@ def test_json_object_grammar_gives_an_object(session):
     ('root ::= "unclosed', "unexpected end of input"),
     ("answer ::= \"yes\"", "'root'"),
     ("root ::= root \"x\"", "left recursion"),
+    # Nested deep enough to overflow llama.cpp's recursive parser: refused before it reaches llama.cpp.
+    ("root ::= " + "(" * 30000 + '"a"' + ")" * 30000, "too big"),
+    (schema_grammar({"type": "string", "maxLength": 50000}, "schema"), "too big"),
 ])
 def test_a_grammar_llama_cpp_refuses_is_a_sentence_with_its_reason(session, grammar, reason):
     with pytest.raises(InvalidRequest) as err:
         answer(session, SamplingOptions(max_tokens=5, temperature=0, grammar=grammar))
     message = str(err.value)
-    assert message.startswith("llama.cpp cannot use this grammar: ") and reason in message and "\n" not in message
+    assert message.startswith(("llama.cpp cannot use this grammar: ", "This grammar is too big"))
+    assert reason in message and "\n" not in message
     # The engine goes on as before.
     assert answer(session, SamplingOptions(max_tokens=3, temperature=0))["completion_tokens"] == 3
