@@ -16,7 +16,7 @@ import json
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from app.core.errors import HearthError
+from app.core.errors import HearthError, InvalidRequest
 from app.engine.tool_format import as_plain_messages
 
 # Used when a GGUF carries no template: ChatML is what most small instruct models expect.
@@ -30,8 +30,13 @@ class TemplateRenderError(HearthError):
     pass
 
 
+class ConversationRefused(TemplateRenderError, InvalidRequest):
+    """The template cannot render this conversation (roles out of order, a role it does not know): the
+    request's fault, so an API client gets a 400, not a server error."""
+
+
 def _raise(message: str):
-    raise TemplateRenderError(f"The model's chat template refused the conversation: {message}")
+    raise ConversationRefused(f"The model's chat template refused the conversation: {message}")
 
 
 def _strftime_now(fmt: str) -> str:
@@ -70,8 +75,8 @@ class ChatTemplate:
             )
         except TemplateRenderError:
             raise
-        except Exception as exc:  # any error inside a foreign template
-            raise TemplateRenderError(f"The model's chat template failed: {exc}") from None
+        except Exception as exc:  # any error inside a foreign template, most often data it did not expect
+            raise ConversationRefused(f"The model's chat template failed on this conversation: {exc}") from None
 
 
 def _arguments_as_objects(message: dict) -> dict:

@@ -56,3 +56,16 @@ def test_plain_conversations_render_as_before():
     messages = [{"role": "user", "content": "hi"}]
     assert ChatTemplate(CHATML).render(messages) == ChatTemplate(CHATML).render(messages, tools=None)
     assert json.loads(json.dumps(ROUND_TRIP)) == ROUND_TRIP  # rendering changed nothing the caller holds
+
+
+def test_a_conversation_the_template_refuses_is_the_requests_fault():
+    from app.engine.protocol import ErrorKind
+
+    strict = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('Conversations start with a user.') }}{% endif %}"
+    for template in (strict, "{{ messages[0]['content'] + 1 }}"):
+        try:
+            ChatTemplate(template).render([{"role": "system", "content": "x"}])
+        except Exception as exc:
+            assert ErrorKind.of(exc) is ErrorKind.INVALID_REQUEST and "chat template" in str(exc)
+        else:
+            raise AssertionError("the template rendered")
