@@ -589,6 +589,7 @@ class _Answer:
             evaluated = prompt - cached
         return P.Done({
             "ev": P.DONE, "text": self.text, "finish_reason": reason or self.reason,
+            "stop_sequence": None,  # OpenAI's servers do not say which stop string ended an answer
             "prompt_tokens": prompt, "prompt_evaluated": evaluated, "completion_tokens": completion,
             "ttft_s": (self.t_first or t_end) - self.t0, "prompt_s": None,
             "prompt_tok_s": _first_float(self.timings.get("prompt_per_second")),

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from app.engine import protocol as P
 from app.server.answers import compact_json, event_stream, open_answer, token_counts, whole_answer
 from app.server.errors import from_engine, invalid
-from app.server.requests import MAX_TOKENS_CAP, Generation, number, stop_list
+from app.server.requests import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming
 from app.server.tools import CallReader, ToolCall, tool_grammar, tool_use
 
 PATH = "/v1/messages"
@@ -55,16 +55,10 @@ class AnthropicMessages:
 
 # --- requests -------------------------------------------------------------
 def messages_request(body: Any) -> Generation:
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.")
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise invalid("model: must be a string.", "model")
+    model = model_of(body)
     if body.get("max_tokens") is None:
-        raise invalid("max_tokens: this field is required.", "max_tokens")
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise invalid("stream: must be true or false.", "stream")
+        raise invalid("'max_tokens' is required.", "max_tokens")
+    stream = streaming(body)
     temperature = number(body, "temperature", 0.0, 1.0)
     top_p = number(body, "top_p", 0.0, 1.0)
     top_k = number(body, "top_k", 0, 1 << 20, integer=True)
@@ -93,25 +87,25 @@ def _system(system: Any) -> list[dict]:
 def _texts(blocks: Any, where: str) -> str:
     if not isinstance(blocks, list) or not all(isinstance(b, dict) and b.get("type") == "text"
                                                and isinstance(b.get("text"), str) for b in blocks):
-        raise invalid(f"{where}: must be a string or a list of text blocks.", where)
+        raise invalid(f"'{where}' must be a string or a list of text blocks.", where)
     return "".join(b["text"] for b in blocks)
 
 
 def _messages(messages: Any) -> list[dict]:
     if not isinstance(messages, list) or not messages:
-        raise invalid("messages: must be a non-empty list of messages.", "messages")
+        raise invalid("'messages' must be a non-empty list of messages.", "messages")
     out: list[dict] = []
     for i, m in enumerate(messages):
         where = f"messages.{i}"
         if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-            raise invalid(f"{where}: must be an object whose role is 'user' or 'assistant'.", where)
+            raise invalid(f"'{where}' must be an object whose role is 'user' or 'assistant'.", where)
         content = m.get("content")
         if isinstance(content, str):
             out.append({"role": m["role"], "content": content})
         elif isinstance(content, list):
             out += _blocks(m["role"], content, f"{where}.content")
         else:
-            raise invalid(f"{where}.content: must be a string or a list of content blocks.", f"{where}.content")
+            raise invalid(f"'{where}.content' must be a string or a list of content blocks.", f"{where}.content")
     return out
 
 
@@ -136,7 +130,7 @@ def _blocks(role: str, blocks: list, where: str) -> list[dict]:
         elif kind in ("thinking", "redacted_thinking") and role == "assistant":
             continue  # earlier reasoning is not part of the answer's text
         else:
-            raise invalid(f"{at}: this server reads text, tool_use (assistant) and tool_result (user) blocks; "
+            raise invalid(f"'{at}': this server reads text, tool_use (assistant) and tool_result (user) blocks; "
                           f"a {kind or type(block).__name__!r} block cannot be read here.", at)
     message = {"role": role, "content": "".join(texts)}
     if calls:
@@ -150,23 +144,23 @@ def _openai_tools(body: dict) -> dict:
     if tools is None:
         return {}
     if not isinstance(tools, list):
-        raise invalid("tools: must be a list of tools.", "tools")
+        raise invalid("'tools' must be a list of tools.", "tools")
     functions = []
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict):
-            raise invalid(f"tools.{i}: must be an object with 'name' and 'input_schema'.", f"tools.{i}")
+            raise invalid(f"'tools.{i}' must be an object with 'name' and 'input_schema'.", f"tools.{i}")
         functions.append({"type": "function", "function": {
             "name": tool.get("name"), "description": tool.get("description", ""),
             "parameters": tool.get("input_schema", {"type": "object", "properties": {}})}})
     choice = body.get("tool_choice") or {"type": "auto"}
     if not isinstance(choice, dict):
-        raise invalid("tool_choice: must be an object such as {\"type\": \"auto\"}.", "tool_choice")
+        raise invalid("'tool_choice' must be an object such as {\"type\": \"auto\"}.", "tool_choice")
     kind = choice.get("type")
     openai_choice: Any = {"auto": "auto", "any": "required", "none": "none"}.get(kind)
     if kind == "tool":
         openai_choice = {"type": "function", "function": {"name": choice.get("name")}}
     elif openai_choice is None:
-        raise invalid("tool_choice.type: must be 'auto', 'any', 'tool' or 'none'.", "tool_choice")
+        raise invalid("'tool_choice.type' must be 'auto', 'any', 'tool' or 'none'.", "tool_choice")
     return {"tools": functions, "tool_choice": openai_choice,
             "parallel_tool_calls": not choice.get("disable_parallel_tool_use", False)}
 

@@ -175,15 +175,26 @@ def _logit_bias(body: dict) -> dict[int, float]:
     return out
 
 
-def _common(body: Any, default_max_tokens: int) -> Generation:
+def model_of(body: Any) -> str | None:
+    """The model a request body names, once the body is known to be an object; the check every endpoint starts with."""
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.")
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise invalid("'model' must be a string.", "model")
+    return model
+
+
+def streaming(body: dict) -> bool:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise invalid("'stream' must be true or false.", "stream")
+    return stream
+
+
+def _common(body: Any, default_max_tokens: int) -> Generation:
+    model = model_of(body)
+    stream = streaming(body)
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise invalid("'stream_options' must be an object.", "stream_options")
@@ -229,11 +240,7 @@ class EmbeddingRequest:
 
 
 def embedding_request(body: Any) -> EmbeddingRequest:
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.")
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise invalid("'model' must be a string.", "model")
+    model = model_of(body)
     fmt = body.get("encoding_format", "float")
     if fmt not in ("float", "base64"):
         raise invalid("'encoding_format' must be 'float' or 'base64'.", "encoding_format")

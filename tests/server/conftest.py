@@ -34,13 +34,16 @@ def start_server(*args: str, env: dict | None = None, ctx: int = CTX) -> tuple[s
     return proc, f"http://127.0.0.1:{port}/v1"
 
 
-def stop_server(proc: subprocess.Popen) -> None:
+def stop_server(proc: subprocess.Popen) -> bool:
+    """Stop a server process; whether SIGTERM was enough (else it is killed)."""
     proc.terminate()
     try:
         proc.wait(timeout=15)
+        return True
     except subprocess.TimeoutExpired:
         proc.kill()
-        pytest.fail("hearth serve did not stop on SIGTERM")
+        proc.wait()
+        return False
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +52,7 @@ def api(tmp_path_factory):
     home = tmp_path_factory.mktemp("api_home")
     proc, base = start_server("--api-key", KEY, env={"HEARTH_HOME": str(home)})
     yield base
-    stop_server(proc)
+    assert stop_server(proc), "hearth serve did not stop on SIGTERM"
 
 
 @pytest.fixture

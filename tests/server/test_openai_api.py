@@ -27,7 +27,7 @@ def server(tmp_path_factory):
     proc, base = start_server("--api-key", KEY, "--cors", "http://editor.example",
                               env={"HEARTH_HOME": str(home)})
     yield base
-    stop_server(proc)
+    assert stop_server(proc), "hearth serve did not stop on SIGTERM"
 
 
 @pytest.fixture
