@@ -6,6 +6,7 @@ import argparse
 import os
 
 from app.commands.options import add_load_args, load_options
+from app.core.errors import HearthError
 from app.core.modelfile import check_model_file
 
 API_KEY_ENV = "HEARTH_API_KEY"
@@ -22,6 +23,10 @@ def register(sub) -> None:
                    help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV})")
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="allow browser pages from ORIGIN to call the API (repeatable; * for any)")
+    p.add_argument("--max-models", type=int, default=1, metavar="N",
+                   help="models loaded at once; a request naming another library model loads it (default 1)")
+    p.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
+                   help="unload a model no request has used for this long (default: keep it)")
     p.set_defaults(func=run)
 
 
@@ -30,4 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = load_options(args)
     check_model_file(options.model_path)
-    return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors)))
+    if args.max_models < 1 or (args.ttl is not None and args.ttl <= 0):
+        raise HearthError("--max-models must be at least 1 and --ttl more than 0 seconds.")
+    return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors),
+                                       max_models=args.max_models, ttl_s=args.ttl))

@@ -32,15 +32,15 @@ def is_anthropic(path: str) -> bool:
 
 class AnthropicMessages:
     def __init__(self, api):
-        """api: the OpenAIApi whose backend, model check and request start this endpoint shares."""
+        """api: the OpenAIApi whose models, model check and request start this endpoint shares."""
         self.api = api
 
     async def create(self, request: Request) -> Response:
         gen = messages_request(await self.api.json(request))
-        model = self.api.serving(gen.model)
+        model, backend = await self.api.serving(gen.model)
         tools = gen.tools.tools if gen.tools else None
-        stream = self.api.start(lambda sink: self.api.backend.chat(gen.messages, gen.sampling, sink,
-                                                                   truncate=False, tools=tools))
+        stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
+                                                                   tools=tools))
         events = await open_answer(request, stream, gen.stream)
         if events is None:
             return Response(status_code=499)

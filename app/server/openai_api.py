@@ -10,8 +10,10 @@ token gets that status even when streaming.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json as _json
+import os
 import secrets
 import time
 from pathlib import Path
@@ -32,6 +34,7 @@ from app.engine.backend import Backend
 from app.server.anthropic_api import AnthropicMessages, is_anthropic
 from app.server.answers import compact_json, event_stream, open_answer, token_counts, whole_answer
 from app.server.errors import ApiError, from_engine, invalid
+from app.server.models import ModelPool, model_id
 from app.server.requests import Generation, chat_request, completion_request, embedding_request
 from app.server.streams import EngineStream
 from app.server.tools import CallReader, ToolCall
@@ -41,15 +44,11 @@ DEFAULT_MAX_TOKENS = 2048
 FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
 
 
-def model_id(info: dict | None) -> str | None:
-    """The name clients use for the loaded model: its file name without .gguf."""
-    return Path(info["path"]).stem if info and info.get("path") else None
-
-
 class OpenAIApi:
-    def __init__(self, backend: Backend, api_key: str | None = None, cors: list[str] | None = None,
+    def __init__(self, models: ModelPool | Backend, api_key: str | None = None, cors: list[str] | None = None,
                  default_max_tokens: int = DEFAULT_MAX_TOKENS):
-        self.backend = backend
+        """models: the pool of models to serve (app/server/models.py), or one backend to serve alone."""
+        self.pool = models if isinstance(models, ModelPool) else ModelPool(models)
         self.api_key = api_key
         self.default_max_tokens = default_max_tokens
         routes = [
@@ -126,58 +125,65 @@ class OpenAIApi:
         except ValueError as exc:
             raise invalid(f"The request body is not valid JSON: {exc}.") from None
 
-    def serving(self, requested: str | None) -> str:
-        """The loaded model's id, if the request may use it: 503 while none is ready, 404 for another."""
-        info = self.backend.info
-        current = model_id(info)
-        if current is None or not self.backend.ready:
-            raise ApiError(503, "The model is loading; try again in a moment.", "unavailable_error",
-                           code="model_loading")
-        if requested and requested not in (current, Path(info["path"]).name, info["path"]):
-            raise ApiError(404, f"The model '{requested}' does not exist here; this server has '{current}'.",
-                           param="model", code="model_not_found")
-        return current
+    async def serving(self, requested: str | None) -> tuple[str, Backend]:
+        """The id and backend of the model a request names (loaded on demand, which takes seconds: off the
+        event loop); 503 while none is ready, 404 for a model this server cannot have."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.pool.acquire, requested)
 
-    def start(self, start) -> EngineStream:
+    @staticmethod
+    def start(backend: Backend, start) -> EngineStream:
         try:
-            return EngineStream(self.backend, start)
+            return EngineStream(backend, start)
         except HearthError as exc:
             raise from_engine(P.ErrorKind.of(exc), str(exc)) from None
 
     # --- endpoints -------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        if self.backend.ready:
-            return JSONResponse({"status": "ok", "model": model_id(self.backend.info), "busy": self.backend.busy})
+        loaded = self.pool.loaded()
+        ready = [b for b in loaded if b.ready]
+        if ready or (not loaded and self.pool.load_options is not None):  # none loaded: the next request loads
+            return JSONResponse({"status": "ok", "model": model_id(ready[0].info) if ready else None,
+                                 "busy": any(b.busy for b in loaded)})
         return ApiError(503, "The model is loading.", "unavailable_error", code="model_loading").response()
 
     async def models(self, request: Request) -> Response:
-        info = self.backend.info
-        data = []
-        if model_id(info):
-            created = int(Path(info["path"]).stat().st_mtime) if Path(info["path"]).exists() else 0
-            data.append({"id": model_id(info), "object": "model", "created": created, "owned_by": "hearth",
-                         "meta": {"n_ctx": info.get("n_ctx"), "n_ctx_train": info.get("n_ctx_train"),
-                                  "n_params": info.get("n_params"), "size": info.get("size_bytes")}})
+        data, seen = [], set()
+        for backend in self.pool.loaded():
+            info = backend.info
+            if model_id(info):
+                seen.add(os.path.realpath(info["path"]))
+                data.append(_model_entry(info["path"], {
+                    "n_ctx": info.get("n_ctx"), "n_ctx_train": info.get("n_ctx_train"),
+                    "n_params": info.get("n_params"), "size": info.get("size_bytes"), "loaded": True}))
+        if self.pool.load_options is not None:  # the library's other models load on demand
+            from app.core.library import list_models
+
+            for entry in await asyncio.get_running_loop().run_in_executor(None, list_models):
+                if entry.error is None and os.path.realpath(entry.path) not in seen:
+                    seen.add(os.path.realpath(entry.path))
+                    data.append(_model_entry(entry.path, {"n_ctx": None, "n_ctx_train": entry.context_length,
+                                                          "n_params": entry.parameters, "size": entry.size_bytes,
+                                                          "loaded": False}))
         return JSONResponse({"object": "list", "data": data})
 
     async def chat_completions(self, request: Request) -> Response:
         gen = chat_request(await self.json(request), self.default_max_tokens)
-        model = self.serving(gen.model)
+        model, backend = await self.serving(gen.model)
         tools = gen.tools.tools if gen.tools else None
-        stream = self.start(lambda sink: self.backend.chat(gen.messages, gen.sampling, sink, truncate=False,
-                                                           tools=tools))
+        stream = self.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
+                                                               tools=tools))
         return await self._respond(request, stream, gen, model, chat=True)
 
     async def completions(self, request: Request) -> Response:
         gen = completion_request(await self.json(request), self.default_max_tokens)
-        model = self.serving(gen.model)
-        stream = self.start(lambda sink: self.backend.complete(gen.prompt, gen.sampling, sink, truncate=False))
+        model, backend = await self.serving(gen.model)
+        stream = self.start(backend, lambda sink: backend.complete(gen.prompt, gen.sampling, sink, truncate=False))
         return await self._respond(request, stream, gen, model, chat=False)
 
     async def embeddings(self, request: Request) -> Response:
         wanted = embedding_request(await self.json(request))
-        model = self.serving(wanted.model)
-        stream = self.start(lambda sink: self.backend.embed(wanted.inputs, sink))
+        model, backend = await self.serving(wanted.model)
+        stream = self.start(backend, lambda sink: backend.embed(wanted.inputs, sink))
         events = await open_answer(request, stream, streaming=False)
         done = (await whole_answer(events))[1] if events is not None else None
         if done is None:
@@ -201,6 +207,11 @@ class OpenAIApi:
         if done is None:
             return Response(status_code=499)
         return JSONResponse(shape.whole(gen.prompt + text if gen.echo else text, done))
+
+
+def _model_entry(path: str, meta: dict) -> dict:
+    created = int(Path(path).stat().st_mtime) if Path(path).exists() else 0
+    return {"id": Path(path).stem, "object": "model", "created": created, "owned_by": "hearth", "meta": meta}
 
 
 def _encoded(vector: list[float], encoding: str):

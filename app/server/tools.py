@@ -61,7 +61,8 @@ def tool_use(body: dict) -> ToolUse | None:
             raise invalid(f"{where} must be {{\"type\": \"function\", \"function\": {{...}}}}.", where)
         name = function.get("name")
         if not isinstance(name, str) or not NAME.match(name):
-            raise invalid(f"{where}.function.name must be 1-64 letters, digits, '_', '.' or '-'.", f"{where}.function.name")
+            raise invalid(f"{where}.function.name must be 1-64 letters, digits, '_', '.' or '-'.",
+                          f"{where}.function.name")
         if name in names:
             raise invalid(f"{where}: there are two tools named '{name}'.", f"{where}.function.name")
         if not isinstance(function.get("description", ""), str):

@@ -8,8 +8,9 @@ import json
 from app.engine.template import CHATML, ChatTemplate
 from app.engine.tool_format import CALL_CLOSE, CALL_OPEN, RESPONSE_OPEN
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
-                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
 ROUND_TRIP = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "Weather in Oslo?"},
@@ -61,7 +62,8 @@ def test_plain_conversations_render_as_before():
 def test_a_conversation_the_template_refuses_is_the_requests_fault():
     from app.engine.protocol import ErrorKind
 
-    strict = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('Conversations start with a user.') }}{% endif %}"
+    strict = ("{% if messages[0]['role'] != 'user' %}{{ raise_exception('Conversations start with a user.') }}"
+              "{% endif %}")
     for template in (strict, "{{ messages[0]['content'] + 1 }}"):
         try:
             ChatTemplate(template).render([{"role": "system", "content": "x"}])

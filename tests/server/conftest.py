@@ -24,9 +24,11 @@ def free_port() -> int:
 
 def start_server(*args: str, env: dict | None = None, ctx: int = CTX) -> tuple[subprocess.Popen, str]:
     port = free_port()
+    # The library the server offers (GET /v1/models) must not include other apps' models on this machine.
+    quiet = {"HEARTH_NO_DISCOVERY": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port), "--threads", "1",
                              "--ctx", str(ctx), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+                            env={**os.environ, **quiet, **(env or {})})
     line = proc.stdout.readline()  # the one line, printed once the model is loaded and the socket listens
     if "serves" not in line:
         proc.kill()

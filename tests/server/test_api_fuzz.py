@@ -40,7 +40,8 @@ FIELDS = {
 # Values inside the structures: messages, content blocks, formats, tools.
 NESTED = {
     "/chat/completions": [
-        {"messages": [{"role": "user"}]}, {"messages": [{"content": "hi"}]}, {"messages": [{"role": "wizard", "content": "x"}]},
+        {"messages": [{"role": "user"}]}, {"messages": [{"content": "hi"}]},
+        {"messages": [{"role": "wizard", "content": "x"}]},
         {"messages": [{"role": "user", "content": [{"type": "text"}]}]},
         {"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
         {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]},
