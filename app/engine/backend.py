@@ -49,7 +49,7 @@ class Backend(Protocol):
     def ready(self) -> bool: ...
 
     @property
-    def busy(self) -> bool: ...  # an answer is being generated
+    def busy(self) -> bool: ...  # an answer (or embeddings) is being generated
 
     def add_listener(self, listener: BackendListener) -> None: ...
 

@@ -103,7 +103,7 @@ class Supervisor:
     @property
     def busy(self) -> bool:
         with self._lock:
-            return any(r.command in (P.CHAT, P.COMPLETE) for r in self._requests.values())
+            return any(r.command in (P.CHAT, P.COMPLETE, P.EMBED) for r in self._requests.values())
 
     def stats(self) -> dict:
         """What a status line or /health reports."""

@@ -114,6 +114,22 @@ def test_hearth_serve_completion_and_models(hearth_server):
 
 
 @pytest.mark.slow
+def test_embeddings_through_a_remote_are_the_servers(hearth_server, bundled_model):
+    remote = EngineClient(RemoteEndpoint(hearth_server, api_key=KEY))
+    try:
+        remote.load(P.LoadOptions())
+        done = remote.embed(["The cat sat.", "Revenue rose."], timeout=EVENT_TIMEOUT_S)
+    finally:
+        remote.close()
+    with EngineClient() as local:
+        local.load(P.LoadOptions(model_path=str(bundled_model), n_ctx=CTX, n_threads=1))
+        here = local.embed(["The cat sat.", "Revenue rose."], timeout=EVENT_TIMEOUT_S)
+    assert done["n_embd"] == here["n_embd"] and done["prompt_tokens"] == here["prompt_tokens"]
+    for theirs, ours in zip(done["embeddings"], here["embeddings"]):
+        assert sum(a * b for a, b in zip(theirs, ours)) > 1 - 1e-4  # the same vector, within kernel rounding
+
+
+@pytest.mark.slow
 def test_cancel_closes_the_stream_and_frees_the_server(hearth_server):
     backend = RemoteEndpoint(hearth_server, api_key=KEY)
     got: queue.Queue = queue.Queue()
