@@ -4,8 +4,9 @@ Greedy decoding without a repeat penalty skips the chain and takes the argmax
 of the logits directly: the chain copies and sorts the whole vocabulary each
 token, which on a small model is a measurable share of a token's time.
 
-A grammar (structured output, tool calls) is llama.cpp's grammar sampler in
-front of the chain; it needs the chain, so it turns the argmax path off.
+A grammar (structured output, tool calls) is llama.cpp's grammar sampler,
+checked against the chain's choice (app/engine/grammar.py); it needs the
+chain, so it turns the argmax path off.
 """
 
 from __future__ import annotations
@@ -16,64 +17,13 @@ import random
 import llama_cpp
 import numpy as np
 
-from app.core.errors import InvalidRequest
-from app.engine import llamalog
+from app.engine.grammar import GrammarSampling
 from app.engine.protocol import SamplingOptions
 
 # llama_get_logits_ith returning a plain address (llama_cpp's binding returns a float
 # pointer object, slower to turn into an array); a separate prototype leaves theirs as is.
 _logits_address = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)(
     ("llama_get_logits_ith", llama_cpp.llama_cpp._lib))
-
-
-# llama.cpp parses a grammar recursively: groups nested ~20000 deep overflow the engine's stack (measured:
-# 8000 parsed and sampled fine). JSON schemas nest a group per character of a string's maxLength.
-MAX_GRAMMAR_DEPTH = 2000
-MAX_GRAMMAR_CHARS = 1 << 20
-
-
-def grammar_depth(grammar: str) -> int:
-    """The deepest nesting of ( ) groups in a GBNF grammar, outside literals, character classes and comments."""
-    depth = deepest = 0
-    i, n = 0, len(grammar)
-    while i < n:
-        c = grammar[i]
-        if c in "\"[":
-            close = '"' if c == '"' else "]"
-            i += 1
-            while i < n and grammar[i] != close:
-                i += 2 if grammar[i] == "\\" else 1
-        elif c == "#":
-            while i < n and grammar[i] != "\n":
-                i += 1
-        elif c == "(":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif c == ")":
-            depth -= 1
-        i += 1
-    return deepest
-
-
-def grammar_sampler(vocab, grammar: str):
-    """llama.cpp's grammar sampler; raises InvalidRequest with llama.cpp's reason for a grammar it cannot parse.
-
-    (Not llama.cpp's lazy grammar, which starts at a trigger text: a token that completes the trigger and
-    goes on past what the grammar allows throws inside llama.cpp and kills the process.)"""
-    if len(grammar) > MAX_GRAMMAR_CHARS or grammar_depth(grammar) > MAX_GRAMMAR_DEPTH:
-        raise InvalidRequest(f"This grammar is too big for llama.cpp (at most {MAX_GRAMMAR_CHARS} characters and "
-                             f"groups nested {MAX_GRAMMAR_DEPTH} deep; a JSON schema's maxLength counts as depth).")
-    llamalog.clear()
-    printed: list[str] = []
-    with llamalog.native_stderr(printed):
-        sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
-    if not sampler:
-        lines = printed + llamalog.recent_lines()
-        said = [line.split("error parsing grammar:", 1)[1] for line in lines if "error parsing grammar:" in line]
-        said = said or [line for line in lines if "grammar" in line.lower()]
-        reason = said[-1].strip().rstrip(".") if said else "no reason given"
-        raise InvalidRequest(f"llama.cpp cannot use this grammar: {reason}.")
-    return sampler
 
 
 class Sampler:
@@ -87,20 +37,14 @@ class Sampler:
         self._views: dict[int, np.ndarray] = {}
         self.chain = None
         self.seed = options.seed if options.seed >= 0 else random.getrandbits(31)
+        self.grammar = None
         if not self.fast_greedy:
             # First, so that a grammar llama.cpp refuses costs nothing to clean up.
-            grammar = grammar_sampler(vocab, options.grammar) if options.grammar else None
+            self.grammar = GrammarSampling(vocab, options.grammar, n_vocab) if options.grammar else None
             self.chain = self._build_chain(options)
-            # The repeat penalty looks at recent tokens, the prompt's included.
+            # The repeat penalty looks at recent tokens, the prompt's included (the grammar sees only the answer's).
             for tok in (history or [])[-max(options.repeat_last_n, 0):]:
                 llama_cpp.llama_sampler_accept(self.chain, tok)
-            if grammar is not None:
-                # The grammar goes in front, in a chain of its own around the rest: it must see only the
-                # answer's tokens, never the prompt's that the penalties were just given.
-                outer = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-                llama_cpp.llama_sampler_chain_add(outer, grammar)
-                llama_cpp.llama_sampler_chain_add(outer, self.chain)
-                self.chain = outer
 
     def _build_chain(self, o: SamplingOptions):
         params = llama_cpp.llama_sampler_chain_default_params()
@@ -140,17 +84,24 @@ class Sampler:
     def sample(self, idx: int = -1) -> int:
         if self.fast_greedy:
             return int(self.logits(idx).argmax())
+        if self.grammar is not None:
+            return self.grammar.sample(self.chain, self.logits(idx))
         return llama_cpp.llama_sampler_sample(self.chain, self.ctx, idx)
 
     def accept(self, token: int) -> None:
-        """Tell the chain about a token chosen elsewhere (speculative verification)."""
+        """Tell the chain (and the grammar) about a token chosen elsewhere."""
         if self.chain is not None:
             llama_cpp.llama_sampler_accept(self.chain, token)
+        if self.grammar is not None:
+            self.grammar.accept(token)
 
     def close(self) -> None:
         if self.chain is not None:
             llama_cpp.llama_sampler_free(self.chain)
             self.chain = None
+        if self.grammar is not None:
+            self.grammar.close()
+            self.grammar = None
 
     def __del__(self):  # pragma: no cover
         self.close()

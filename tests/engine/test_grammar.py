@@ -32,6 +32,12 @@ def answer(session, sampling: SamplingOptions, messages=ASK) -> dict:
     return session.chat(messages, sampling, lambda event: None, threading.Event(), truncate=False)
 
 
+def warm(session) -> None:
+    """Leave the prompt in the KV cache, so that the answers compared next are all computed with the same
+    batch sizes (llama.cpp rounds batches of other sizes differently on some CPUs)."""
+    answer(session, SamplingOptions(max_tokens=1, temperature=0))
+
+
 def fits_cat(text: str) -> bool:
     data = json.loads(text)
     return (set(data) == {"name", "age", "color"} and isinstance(data["name"], str) and len(data["name"]) <= 16
@@ -74,3 +80,20 @@ def test_a_grammar_llama_cpp_refuses_is_a_sentence_with_its_reason(session, gram
     assert reason in message and "\n" not in message
     # The engine goes on as before.
     assert answer(session, SamplingOptions(max_tokens=3, temperature=0))["completion_tokens"] == 3
+
+
+def test_a_grammar_that_allows_everything_changes_nothing(session):
+    # The chain picks first and the grammar only checks its pick: a grammar that refuses nothing must leave
+    # a seeded answer exactly as it is without one.
+    sampling = dict(max_tokens=40, temperature=0.9, seed=11)
+    warm(session)
+    plain = answer(session, SamplingOptions(**sampling))
+    anything = answer(session, SamplingOptions(grammar=r"root ::= [\U00000000-\U0010FFFF]*", **sampling))
+    assert anything["text"] == plain["text"]
+
+
+def test_the_same_seed_gives_the_same_structured_answer(session):
+    sampling = dict(max_tokens=80, temperature=1.2, seed=21, grammar=schema_grammar(CAT, "schema"))
+    warm(session)
+    first, second = answer(session, SamplingOptions(**sampling)), answer(session, SamplingOptions(**sampling))
+    assert first["text"] == second["text"] and fits_cat(first["text"])
