@@ -8,6 +8,7 @@ a 400.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from app.server.errors import invalid
@@ -19,8 +20,12 @@ JSON_CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA
 MAX_SCHEMA_CHARS = 100_000
 
 
-def schema_rules(schema: Any, name: str, param: str, prop_order: list[str] | None = None):
-    """A SchemaConverter holding the rules for `schema` under rule `name` ("" for root); 400 if it cannot."""
+def schema_rules(schema: Any, name: str, param: str, prop_order: list[str] | None = None,
+                 parts: list[tuple[str, dict]] = ()):
+    """A SchemaConverter holding the rules for `schema` under rule `name` ("" for root); 400 if it cannot.
+
+    parts: (name, sub-schema) of schemas inside `schema` whose $refs point into themselves (a tool's
+    parameters with their own $defs, as Pydantic writes them). The converter rewrites refs in place."""
     import json
 
     from llama_cpp.llama_grammar import SchemaConverter
@@ -32,6 +37,8 @@ def schema_rules(schema: Any, name: str, param: str, prop_order: list[str] | Non
     converter = SchemaConverter(prop_order={p: i for i, p in enumerate(prop_order or [])}, allow_fetch=False,
                                 dotall=False, raw_pattern=False)
     try:
+        for url, part in parts:
+            converter.resolve_refs(part, url)
         converter.visit(converter.resolve_refs(schema if isinstance(schema, dict) else {}, "request"), name)
     except RecursionError:
         raise invalid(f"'{param}' is nested too deeply.", param) from None
@@ -44,7 +51,7 @@ def schema_rules(schema: Any, name: str, param: str, prop_order: list[str] | Non
 
 
 def schema_grammar(schema: Any, param: str) -> str:
-    return schema_rules(schema, "", param).format_grammar()
+    return schema_rules(copy.deepcopy(schema), "", param).format_grammar()
 
 
 def format_grammar(body: dict) -> str:

@@ -14,6 +14,7 @@ and fit that tool's parameter schema:
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import secrets
@@ -93,11 +94,13 @@ def tool_use(body: dict) -> ToolUse | None:
 
 def tool_grammar(use: ToolUse) -> str:
     """The grammar of an answer under this tool choice (see the module's docstring)."""
-    allowed = [t["function"] for t in use.tools if use.forced in (None, t["function"]["name"])]
+    # A copy: the converter rewrites $refs in place, and the tools also go to the chat template as they came.
+    allowed = copy.deepcopy([t["function"] for t in use.tools if use.forced in (None, t["function"]["name"])])
     call_schema = {"oneOf": [{"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
                               "properties": {"name": {"const": f["name"]}, "arguments": f["parameters"]}}
                              for f in allowed]}
-    converter = schema_rules(call_schema, "call-json", "tools", prop_order=["name", "arguments"])
+    converter = schema_rules(call_schema, "call-json", "tools", prop_order=["name", "arguments"],
+                             parts=[(f"tool-{i}", f["parameters"]) for i, f in enumerate(allowed)])
     call = f'{_literal(CALL_OPEN)} "\\n" call-json "\\n" {_literal(CALL_CLOSE)}'
     more = f' ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if use.parallel else ""
     converter._add_rule("call", call)

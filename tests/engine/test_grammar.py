@@ -97,3 +97,26 @@ def test_the_same_seed_gives_the_same_structured_answer(session):
     warm(session)
     first, second = answer(session, SamplingOptions(**sampling)), answer(session, SamplingOptions(**sampling))
     assert first["text"] == second["text"] and fits_cat(first["text"])
+
+
+def test_a_forced_call_to_a_tool_with_pydantic_style_refs_fits_its_schema(session):
+    from app.server.tools import CallReader, tool_grammar, tool_use
+
+    # What the openai package's pydantic_function_tool writes: nested models under $defs, reached by $ref.
+    parameters = {"$defs": {"Point": {"type": "object", "additionalProperties": False, "required": ["x", "y"],
+                                      "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}}},
+                  "type": "object", "additionalProperties": False, "required": ["start", "end"],
+                  "properties": {"start": {"$ref": "#/$defs/Point"}, "end": {"$ref": "#/$defs/Point"}}}
+    tools = [{"type": "function", "function": {"name": "draw_line", "parameters": parameters}}]
+    use = tool_use({"tools": tools, "tool_choice": "required", "parallel_tool_calls": False})
+    done = session.chat([{"role": "user", "content": "Draw a line."}],
+                        SamplingOptions(max_tokens=120, temperature=0, grammar=tool_grammar(use)),
+                        lambda event: None, threading.Event(), truncate=False, tools=use.tools)
+    reader = CallReader()
+    reader.feed(done["text"])
+    assert done["finish_reason"] == "stop", done["text"]
+    [call] = reader.calls
+    assert call.name == "draw_line" and set(call.input) == {"start", "end"}
+    assert all(set(point) == {"x", "y"} and all(isinstance(v, int) for v in point.values())
+               for point in call.input.values())
+    assert tools[0]["function"]["parameters"]["properties"]["start"] == {"$ref": "#/$defs/Point"}  # untouched
