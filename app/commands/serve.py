@@ -1,4 +1,4 @@
-"""`hearth serve`: an OpenAI-compatible API for other programs (editors, scripts, agents)."""
+"""`hearth serve`: an OpenAI- and Anthropic-compatible API for other programs (editors, scripts, agents)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ API_KEY_ENV = "HEARTH_API_KEY"
 
 
 def register(sub) -> None:
-    p = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API",
-                       description="Load a model and serve it at http://HOST:PORT/v1 for any OpenAI client. "
-                       "Binds 127.0.0.1 unless told otherwise; another address needs an API key.")
+    p = sub.add_parser("serve", help="serve the model over an OpenAI- and Anthropic-compatible HTTP API",
+                       description="Load a model and serve it at http://HOST:PORT/v1 for any OpenAI client "
+                       "(and /v1/messages for Anthropic's). Binds 127.0.0.1 unless told otherwise; another "
+                       "address needs an API key.")
     add_load_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer only)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--api-key", metavar="KEY", default=os.environ.get(API_KEY_ENV) or None,
-                   help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV})")
+                   help=f"require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (default: ${API_KEY_ENV})")
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="allow browser pages from ORIGIN to call the API (repeatable; * for any)")
     p.add_argument("--max-models", type=int, default=1, metavar="N",

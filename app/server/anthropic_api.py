@@ -21,7 +21,7 @@ from app.engine import protocol as P
 from app.server.answers import compact_json, event_stream, open_answer, token_counts, whole_answer
 from app.server.errors import from_engine, invalid
 from app.server.requests import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming
-from app.server.tools import CallReader, ToolCall, tool_grammar, tool_use
+from app.server.tools import CallReader, ToolCall, answer_piece, tool_grammar, tool_use
 
 PATH = "/v1/messages"
 
@@ -36,7 +36,7 @@ class AnthropicMessages:
         self.api = api
 
     async def create(self, request: Request) -> Response:
-        gen = messages_request(await self.api.json(request))
+        gen = messages_request(await self.api.body_of(request))
         model, backend = await self.api.serving(gen.model)
         tools = gen.tools.tools if gen.tools else None
         stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
@@ -211,11 +211,8 @@ class _Message:
             "usage": {"input_tokens": 0, "output_tokens": 0}}})
         blocks = _Blocks()
         async for event in events:
-            if isinstance(event, P.Token) or isinstance(event, P.Done):
-                text = event.text if isinstance(event, P.Token) else ""
-                calls: list[ToolCall] = []
-                if self.calls is not None:
-                    text, calls = self.calls.feed(text) if text else (self.calls.finish(), [])
+            if isinstance(event, (P.Token, P.Done)):
+                text, calls = answer_piece(self.calls, event.text if isinstance(event, P.Token) else "")
                 for chunk in blocks.text(text):
                     yield chunk
                 for call in calls:

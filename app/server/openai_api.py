@@ -1,7 +1,7 @@
 """The API server: OpenAI's /v1/models, /v1/chat/completions, /v1/completions and /v1/embeddings,
 Anthropic's /v1/messages (app/server/anthropic_api.py), and /health.
 
-A Starlette app over one backend (app/engine/backend.py); uvicorn serves it (app/server/run.py).
+A Starlette app over the backends of a model pool (app/server/models.py); uvicorn serves it (app/server/run.py).
 Responses follow OpenAI's shapes, streaming as server-sent events with a last usage chunk when
 `stream_options.include_usage` asks for it; tool calls come back as `tool_calls` (app/server/tools.py).
 An error is the dialect's envelope with its status; a request whose engine error comes before its first
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json as _json
+import json
 import os
 import secrets
 import time
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import AsyncIterator
 
 import numpy as np
-
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -37,7 +36,7 @@ from app.server.errors import ApiError, from_engine, invalid
 from app.server.models import ModelPool, model_id
 from app.server.requests import Generation, chat_request, completion_request, embedding_request
 from app.server.streams import EngineStream
-from app.server.tools import CallReader, ToolCall
+from app.server.tools import CallReader, answer_piece
 
 DEFAULT_MAX_TOKENS = 2048
 # Our finish reasons as OpenAI's: an answer the context cut short ran out of room, as "length" says.
@@ -93,15 +92,14 @@ class OpenAIApi:
         return None
 
     async def _api_error(self, request: Request, exc: ApiError) -> Response:
-        return exc.response(is_anthropic(request.url.path))
+        return _in_dialect(request, exc)
 
     async def _not_found(self, request: Request, exc) -> Response:
-        return ApiError(404, f"There is no endpoint {request.method} {request.url.path}.",
-                        code="not_found").response(is_anthropic(request.url.path))
+        return _in_dialect(request, ApiError(404, f"There is no endpoint {request.method} {request.url.path}.",
+                                             code="not_found"))
 
     async def _not_allowed(self, request: Request, exc) -> Response:
-        return ApiError(405, f"{request.url.path} does not take {request.method} requests.").response(
-            is_anthropic(request.url.path))
+        return _in_dialect(request, ApiError(405, f"{request.url.path} does not take {request.method} requests."))
 
     async def _internal(self, request: Request, exc: Exception) -> Response:
         from app.core.crashlog import write_crash_log
@@ -110,14 +108,15 @@ class OpenAIApi:
             log = f" Details are in {write_crash_log(exc)}."
         except OSError:
             log = ""
-        return ApiError(500, f"Internal server error ({type(exc).__name__}).{log}", "server_error").response(
-            is_anthropic(request.url.path))
+        return _in_dialect(request, ApiError(500, f"Internal server error ({type(exc).__name__}).{log}",
+                                             "server_error"))
 
     @staticmethod
-    async def json(request: Request):
+    async def body_of(request: Request):
+        """The request's JSON body; 400 for one that is not UTF-8 or not JSON."""
         raw = await request.body()
         try:
-            return _json.loads(raw.decode("utf-8"))
+            return json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError:
             raise invalid("The request body is not valid UTF-8.") from None
         except RecursionError:
@@ -167,7 +166,7 @@ class OpenAIApi:
         return JSONResponse({"object": "list", "data": data})
 
     async def chat_completions(self, request: Request) -> Response:
-        gen = chat_request(await self.json(request), self.default_max_tokens)
+        gen = chat_request(await self.body_of(request), self.default_max_tokens)
         model, backend = await self.serving(gen.model)
         tools = gen.tools.tools if gen.tools else None
         stream = self.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
@@ -175,13 +174,13 @@ class OpenAIApi:
         return await self._respond(request, stream, gen, model, chat=True)
 
     async def completions(self, request: Request) -> Response:
-        gen = completion_request(await self.json(request), self.default_max_tokens)
+        gen = completion_request(await self.body_of(request), self.default_max_tokens)
         model, backend = await self.serving(gen.model)
         stream = self.start(backend, lambda sink: backend.complete(gen.prompt, gen.sampling, sink, truncate=False))
         return await self._respond(request, stream, gen, model, chat=False)
 
     async def embeddings(self, request: Request) -> Response:
-        wanted = embedding_request(await self.json(request))
+        wanted = embedding_request(await self.body_of(request))
         model, backend = await self.serving(wanted.model)
         stream = self.start(backend, lambda sink: backend.embed(wanted.inputs, sink))
         events = await open_answer(request, stream, streaming=False)
@@ -207,6 +206,11 @@ class OpenAIApi:
         if done is None:
             return Response(status_code=499)
         return JSONResponse(shape.whole(gen.prompt + text if gen.echo else text, done))
+
+
+def _in_dialect(request: Request, error: ApiError) -> Response:
+    """The error in the envelope of the endpoint asked: Anthropic's on /v1/messages, OpenAI's elsewhere."""
+    return error.response(is_anthropic(request.url.path))
 
 
 def _model_entry(path: str, meta: dict) -> dict:
@@ -267,16 +271,13 @@ class _Shape:
                 "choices": [{"index": 0, "text": text or "", "logprobs": None, "finish_reason": reason}]}
 
     def _pieces(self, text: str) -> list[dict]:
-        """The chunks one piece of the answer makes: its text, or the tool calls it completes."""
+        """The chunks one piece of the answer makes ("" at its end): its text, and the tool calls it completes."""
         if not self.chat:
             return [self._chunk(text=text)] if text else []
-        calls: list[ToolCall] = []
-        if self.calls is not None:
-            known = len(self.calls.calls)
-            text, calls = self.calls.feed(text) if text else (self.calls.finish(), [])
-            return ([self._chunk({"content": text})] if text else []) + [
-                self._chunk({"tool_calls": [call.openai(index=known + i)]}) for i, call in enumerate(calls)]
-        return [self._chunk({"content": text})] if text else []
+        known = len(self.calls.calls) if self.calls is not None else 0
+        text, calls = answer_piece(self.calls, text)
+        chunks = [self._chunk({"content": text})] if text else []
+        return chunks + [self._chunk({"tool_calls": [call.openai(index=known + i)]}) for i, call in enumerate(calls)]
 
     async def sse(self, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
         if self.chat:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from app.server.errors import invalid
+from app.server.errors import ApiError, invalid
 
 # JSON forbids raw control characters inside strings; the converter shipped with llama-cpp-python 0.3.36
 # allows them (`[^"\\]`), and Python's json.loads then rejects the answer. llama.cpp's own converter
@@ -32,16 +32,18 @@ def schema_rules(schema: Any, name: str, param: str, prop_order: list[str] | Non
 
     if not isinstance(schema, dict) and not isinstance(schema, bool):
         raise invalid(f"'{param}' must be a JSON schema object.", param)
-    if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
-        raise invalid(f"'{param}' is longer than {MAX_SCHEMA_CHARS} characters.", param)
     converter = SchemaConverter(prop_order={p: i for i, p in enumerate(prop_order or [])}, allow_fetch=False,
                                 dotall=False, raw_pattern=False)
     try:
+        if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
+            raise invalid(f"'{param}' is longer than {MAX_SCHEMA_CHARS} characters.", param)
         for url, part in parts:
             converter.resolve_refs(part, url)
         converter.visit(converter.resolve_refs(schema if isinstance(schema, dict) else {}, "request"), name)
     except RecursionError:
         raise invalid(f"'{param}' is nested too deeply.", param) from None
+    except ApiError:
+        raise
     except Exception as exc:  # the converter raises whatever its checks hit: asserts, KeyErrors, ValueErrors
         reason = str(exc).strip().rstrip(".").replace("\n", " ")[:200] or type(exc).__name__
         raise invalid(f"'{param}' is not a JSON schema this server can enforce: {reason}.", param) from None
@@ -50,8 +52,16 @@ def schema_rules(schema: Any, name: str, param: str, prop_order: list[str] | Non
     return converter
 
 
+def schema_copy(schema: Any, param: str) -> Any:
+    """A copy the converter may change (it rewrites $refs in place); 400 for one nested too deeply to copy."""
+    try:
+        return copy.deepcopy(schema)
+    except RecursionError:
+        raise invalid(f"'{param}' is nested too deeply.", param) from None
+
+
 def schema_grammar(schema: Any, param: str) -> str:
-    return schema_rules(copy.deepcopy(schema), "", param).format_grammar()
+    return schema_rules(schema_copy(schema, param), "", param).format_grammar()
 
 
 def format_grammar(body: dict) -> str:

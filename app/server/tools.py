@@ -14,7 +14,6 @@ and fit that tool's parameter schema:
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import secrets
@@ -23,7 +22,7 @@ from typing import Any
 
 from app.engine.tool_format import CALL_CLOSE, CALL_OPEN
 from app.server.errors import invalid
-from app.server.structured import schema_rules
+from app.server.structured import schema_copy, schema_rules
 
 MAX_TOOLS = 128
 MAX_PARALLEL_CALLS = 4
@@ -95,7 +94,7 @@ def tool_use(body: dict) -> ToolUse | None:
 def tool_grammar(use: ToolUse) -> str:
     """The grammar of an answer under this tool choice (see the module's docstring)."""
     # A copy: the converter rewrites $refs in place, and the tools also go to the chat template as they came.
-    allowed = copy.deepcopy([t["function"] for t in use.tools if use.forced in (None, t["function"]["name"])])
+    allowed = schema_copy([t["function"] for t in use.tools if use.forced in (None, t["function"]["name"])], "tools")
     call_schema = {"oneOf": [{"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
                               "properties": {"name": {"const": f["name"]}, "arguments": f["parameters"]}}
                              for f in allowed]}
@@ -172,6 +171,14 @@ class CallReader:
     def content(self) -> str:
         start = self.text.find(CALL_OPEN)
         return self.text if start < 0 else self.text[:start]
+
+
+def answer_piece(reader: CallReader | None, text: str) -> tuple[str, list[ToolCall]]:
+    """A piece of a streamed answer as (content to show, calls it completed); "" marks the answer's end.
+    Without tools (reader None) a piece is all content."""
+    if reader is None:
+        return text, []
+    return reader.feed(text) if text else (reader.finish(), [])
 
 
 def _held_back(text: str, marker: str) -> int:

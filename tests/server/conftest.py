@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -26,13 +27,17 @@ def start_server(*args: str, env: dict | None = None, ctx: int = CTX) -> tuple[s
     port = free_port()
     # The library the server offers (GET /v1/models) must not include other apps' models on this machine.
     quiet = {"HEARTH_NO_DISCOVERY": "1"}
+    # Its stderr goes to a file: a pipe nobody reads fills up, and then the server blocks on its next log line.
+    log = tempfile.NamedTemporaryFile(prefix="hearth-serve-", suffix=".log", delete=False)
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port), "--threads", "1",
-                             "--ctx", str(ctx), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             "--ctx", str(ctx), *args], stdout=subprocess.PIPE, stderr=log, text=True,
                             env={**os.environ, **quiet, **(env or {})})
+    log.close()
     line = proc.stdout.readline()  # the one line, printed once the model is loaded and the socket listens
     if "serves" not in line:
         proc.kill()
-        raise AssertionError(f"hearth serve did not start: {line!r} {proc.stderr.read()}")
+        proc.wait()
+        raise AssertionError(f"hearth serve did not start: {line!r} {open(log.name).read()}")
     return proc, f"http://127.0.0.1:{port}/v1"
 
 
