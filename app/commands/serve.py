@@ -1,4 +1,4 @@
-"""`hearth serve`: an OpenAI-compatible API for other programs (editors, scripts, agents)."""
+"""`hearth serve`: an OpenAI- and Anthropic-compatible API for other programs (editors, scripts, agents)."""
 
 from __future__ import annotations
 
@@ -6,24 +6,30 @@ import argparse
 import os
 
 from app.commands.options import add_load_args, load_options
+from app.core.errors import HearthError
 from app.core.modelfile import check_model_file
 
 API_KEY_ENV = "HEARTH_API_KEY"
 
 
 def register(sub) -> None:
-    p = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API",
-                       description="Load a model and serve it at http://HOST:PORT/v1 for any OpenAI client. "
-                       "Binds 127.0.0.1 unless told otherwise; another address needs an API key.")
+    p = sub.add_parser("serve", help="serve the model over an OpenAI- and Anthropic-compatible HTTP API",
+                       description="Load a model and serve it at http://HOST:PORT/v1 for any OpenAI client "
+                       "(and /v1/messages for Anthropic's). Binds 127.0.0.1 unless told otherwise; another "
+                       "address needs an API key.")
     add_load_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer only)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--api-key", metavar="KEY", default=os.environ.get(API_KEY_ENV) or None,
-                   help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV})")
+                   help=f"require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (default: ${API_KEY_ENV})")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
                    help="answer up to N requests at once, decoded together in one batch (default 1)")
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="allow browser pages from ORIGIN to call the API (repeatable; * for any)")
+    p.add_argument("--max-models", type=int, default=1, metavar="N",
+                   help="models loaded at once; a request naming another library model loads it (default 1)")
+    p.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
+                   help="unload a model no request has used for this long (default: keep it)")
     p.set_defaults(func=run)
 
 
@@ -38,4 +44,7 @@ def run(args: argparse.Namespace) -> int:
         raise HearthError(f"--parallel takes 1 to 64 requests at once, not {args.parallel}.")
     options = replace(load_options(args), n_parallel=args.parallel)
     check_model_file(options.model_path)
-    return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors)))
+    if args.max_models < 1 or (args.ttl is not None and args.ttl <= 0):
+        raise HearthError("--max-models must be at least 1 and --ttl more than 0 seconds.")
+    return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors),
+                                       max_models=args.max_models, ttl_s=args.ttl))

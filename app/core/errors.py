@@ -37,5 +37,13 @@ class ContextTooLong(GenerationError):
     """A prompt longer than the context, where truncating it was not allowed (the API never truncates)."""
 
 
+class InvalidRequest(HearthError):
+    """A request the engine cannot carry out as asked (a grammar llama.cpp cannot parse)."""
+
+
+class EmptyPrompt(InvalidRequest, GenerationError):
+    """A prompt of no tokens: llama.cpp would sample from logits never computed (and abort)."""
+
+
 class DependencyMissing(HearthError):
     """An optional dependency is not installed; the message says how to install it."""

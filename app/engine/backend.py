@@ -7,7 +7,8 @@ and, next, a remote OpenAI-compatible endpoint. A backend is asynchronous and
 thread-safe: `load` returns at once and reports to listeners; `chat` and
 `complete` return a request id at once and send that request's events
 (Token, Stats, then one Done or Failed; app.engine.protocol) to the sink given
-with it, on the backend's own thread. A sink and a listener must not block.
+with it, on the backend's own thread; `embed` likewise, with one Done that
+carries the vectors. A sink and a listener must not block.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Backend(Protocol):
     def ready(self) -> bool: ...
 
     @property
-    def busy(self) -> bool: ...  # an answer is being generated
+    def busy(self) -> bool: ...  # an answer (or embeddings) is being generated
 
     def add_listener(self, listener: BackendListener) -> None: ...
 
@@ -59,10 +60,12 @@ class Backend(Protocol):
     def cancel_load(self) -> None: ...
 
     def chat(self, messages: list[dict], sampling: P.SamplingOptions, sink: Sink,
-             stream_interval_ms: float = 0, truncate: bool = True) -> int: ...
+             stream_interval_ms: float = 0, truncate: bool = True, tools: list[dict] | None = None) -> int: ...
 
     def complete(self, prompt: str, sampling: P.SamplingOptions, sink: Sink,
                  stream_interval_ms: float = 0, truncate: bool = True) -> int: ...
+
+    def embed(self, inputs: list, sink: Sink) -> int: ...  # one Done: embeddings, prompt_tokens, n_embd
 
     def cancel(self, request_id: int | None = None) -> None: ...
 

@@ -97,6 +97,10 @@ class EngineClient:
     def complete(self, prompt: str, sampling: P.SamplingOptions, timeout: float | None = None) -> Iterator[P.Event]:
         return self._stream(lambda sink: self.backend.complete(prompt, sampling, sink), timeout)
 
+    def embed(self, inputs: list, timeout: float | None = None) -> P.Done:
+        """The Done event of an embeddings request: "embeddings" (unit vectors), "prompt_tokens", "n_embd"."""
+        return list(self._stream(lambda sink: self.backend.embed(inputs, sink), timeout))[-1]
+
     def _stream(self, start, timeout: float | None) -> Iterator[P.Event]:
         events: queue.Queue = queue.Queue()
         start(events.put)

@@ -16,7 +16,7 @@ from typing import Callable
 import llama_cpp
 import numpy as np
 
-from app.core.errors import ContextTooLong, GenerationError
+from app.core.errors import ContextTooLong, EmptyPrompt, GenerationError
 from app.core.metrics import peak_rss_mb
 from app.engine.detok import TextStream
 from app.engine.protocol import DONE, STATS, TOKEN, SamplingOptions
@@ -229,7 +229,7 @@ class Decoder:
         dropped = 0
         prompt = self.tokenize_prompt(prompt_text, literal)
         if not prompt:  # llama.cpp would sample from logits that were never computed, and abort
-            raise GenerationError("There is nothing to answer: the prompt is empty (for a chat, the model's chat "
+            raise EmptyPrompt("There is nothing to answer: the prompt is empty (for a chat, the model's chat "
                                   "template rendered the conversation as nothing).")
         if len(prompt) >= rt.n_ctx:
             if not truncate:
@@ -249,7 +249,7 @@ class Decoder:
         self.last_prompt_evaluated = self.eval_tokens(prompt[keep:], cancelled)
         t_prompt = time.perf_counter()
         answer = Answer(prompt_text, prompt, sampling, emit, cancelled, Sampler(rt.ctx, rt.n_vocab, sampling,
-                        self.tokens), TextStream(sampling.stop), t0, t_prompt, self.last_prompt_evaluated)
+                        self.tokens, vocab=rt.vocab), TextStream(sampling.stop), t0, t_prompt, self.last_prompt_evaluated)
         answer.next_stats = t_prompt + STATS_INTERVAL_S
         answer.prompt_dropped = dropped
         if cancelled.is_set():
@@ -320,6 +320,7 @@ class Decoder:
             "ev": DONE,
             "text": answer.stream.text,
             "finish_reason": answer.reason,
+            "stop_sequence": answer.stream.stop_found,
             "prompt_tokens": len(answer.prompt),
             "prompt_evaluated": answer.prompt_evaluated,
             "completion_tokens": n_gen,

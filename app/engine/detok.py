@@ -22,6 +22,7 @@ class TextStream:
         self._held = ""  # decoded text not yet emitted (could start a stop string)
         self.text = ""  # everything emitted so far
         self.stopped = False
+        self.stop_found: str | None = None  # the stop string that ended the text
 
     def feed(self, data: bytes) -> str:
         """Return the text that is now safe to print (possibly empty)."""
@@ -37,6 +38,7 @@ class TextStream:
         cut = self._find_stop(held)
         if cut is not None:
             self.stopped = True
+            cut, self.stop_found = cut
             out = held[:cut]
             self._held = ""
             self.text += out
@@ -56,14 +58,15 @@ class TextStream:
         self.text += rest
         return rest
 
-    def _find_stop(self, held: str) -> int | None:
+    def _find_stop(self, held: str) -> tuple[int, str] | None:
+        """Where the first stop string in held begins, and which it is."""
         # A stop string may begin in text already emitted only if we had held it back,
         # so searching the held text is enough.
         best = None
         for stop in self._stops:
             i = held.find(stop)
-            if i != -1 and (best is None or i < best):
-                best = i
+            if i != -1 and (best is None or i < best[0]):
+                best = (i, stop)
         return best
 
     def _partial_stop_suffix(self, held: str) -> int:

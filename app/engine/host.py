@@ -197,7 +197,8 @@ class Host:
             try:
                 truncate = msg.get("truncate", True)
                 if cmd == P.CHAT:
-                    result = self.session.chat(msg.get("messages") or [], sampling, emit, cancelled, truncate)
+                    result = self.session.chat(msg.get("messages") or [], sampling, emit, cancelled, truncate,
+                                               tools=msg.get("tools"))
                 else:
                     result = self.session.complete(msg.get("prompt") or "", sampling, emit, cancelled, truncate)
             except Exception:
@@ -206,6 +207,10 @@ class Host:
                 raise
             if result is not None:  # None: a parallel slot answers from now on, step by step
                 emit(result)  # after the last merged tokens
+        elif cmd == P.EMBED:
+            if self.session is None:
+                raise HearthError("No model is loaded.")
+            self.emit({"ev": P.DONE, "id": rid, **self.session.embed(msg.get("inputs") or [])})
         elif cmd == P.RESET:
             if self.session is not None:
                 self.session.reset()

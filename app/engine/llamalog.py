@@ -8,7 +8,10 @@ is also written to stderr, which the engine client keeps as the engine log.
 from __future__ import annotations
 
 import collections
+import contextlib
+import os
 import sys
+import tempfile
 
 import llama_cpp
 
@@ -45,3 +48,22 @@ def recent_lines() -> list[str]:
 
 def clear() -> None:
     _recent.clear()
+
+
+@contextlib.contextmanager
+def native_stderr(lines: list[str]):
+    """Collect what native code writes straight to fd 2 meanwhile (llama.cpp's grammar parser says why it
+    refused a grammar there, not in its log), and pass it on to the real stderr as well."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            data = capture.read()
+            os.write(2, data)
+            lines += [line.strip() for line in data.decode("utf-8", "replace").splitlines() if line.strip()]

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from app.core.errors import HearthError
+from app.core.errors import InvalidRequest
 from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES
 
 LOGICAL_CORES = os.cpu_count() or 1
@@ -104,6 +104,7 @@ NOT_SET_BY_USERS = {
     "frequency_penalty": "an OpenAI request parameter, set per request by API clients (app/server)",
     "presence_penalty": "an OpenAI request parameter, set per request by API clients (app/server)",
     "logit_bias": "an OpenAI request parameter (token ids), set per request by API clients (app/server)",
+    "grammar": "built per request by the API server from response_format or tools (app/server)",
 }
 
 
@@ -126,8 +127,8 @@ def with_values(base: Any, values: dict[str, Any]):
     return replace(base, **values)
 
 
-class OptionError(HearthError):
-    pass
+class OptionError(InvalidRequest):
+    """An option out of its range: the asker's to fix (an API client gets a 400)."""
 
 
 def check_options(options: Any) -> None:

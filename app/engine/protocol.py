@@ -21,12 +21,13 @@ from json.encoder import encode_basestring as _encode_str
 from typing import Any
 
 from app.core.errors import (ContextTooLong, EngineBusy, EngineCrashed, GenerationError, HearthError,
-                             ModelFileError, ModelLoadError, ModelTooBig)
+                             InvalidRequest, ModelFileError, ModelLoadError, ModelTooBig)
 
 # Commands (client -> host)
 LOAD = "load"
 CHAT = "chat"
 COMPLETE = "complete"
+EMBED = "embed"
 CANCEL = "cancel"
 RESET = "reset"
 UNLOAD = "unload"
@@ -125,6 +126,8 @@ class SamplingOptions(_Options):
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
     logit_bias: dict[int, float] = field(default_factory=dict)  # token id -> added to its logit
+    # A llama.cpp GBNF grammar the answer must follow (structured output, tool calls); "" for none.
+    grammar: str = ""
 
     def __post_init__(self):
         # Over JSON the token ids arrive as strings.
@@ -150,6 +153,7 @@ class ErrorKind(str, Enum):
     GENERATION = "GenerationError"
     CONTEXT_LENGTH = "ContextTooLong"
     BUSY = "EngineBusy"
+    INVALID_REQUEST = "InvalidRequest"
     OTHER = "HearthError"  # a HearthError without a kind of its own
     PROTOCOL = "protocol"  # a malformed command: a client bug
     INTERNAL = "internal"  # an engine bug; the traceback is in the engine log
@@ -182,11 +186,13 @@ _CLASS_OF_KIND = {
     ErrorKind.GENERATION: GenerationError,
     ErrorKind.CONTEXT_LENGTH: ContextTooLong,
     ErrorKind.BUSY: EngineBusy,
+    ErrorKind.INVALID_REQUEST: InvalidRequest,
 }
 _KIND_OF_CLASS = {
     EngineCrashed: ErrorKind.ENGINE_CRASHED, ModelFileError: ErrorKind.MODEL_FILE,
     ModelTooBig: ErrorKind.MODEL_TOO_BIG, ModelLoadError: ErrorKind.MODEL_LOAD,
-    ContextTooLong: ErrorKind.CONTEXT_LENGTH, GenerationError: ErrorKind.GENERATION, EngineBusy: ErrorKind.BUSY, HearthError: ErrorKind.OTHER,
+    ContextTooLong: ErrorKind.CONTEXT_LENGTH, GenerationError: ErrorKind.GENERATION, EngineBusy: ErrorKind.BUSY,
+    InvalidRequest: ErrorKind.INVALID_REQUEST, HearthError: ErrorKind.OTHER,
 }
 
 

@@ -318,16 +318,51 @@ class RemoteEndpoint:
 
     # --- answers ---------------------------------------------------------
     def chat(self, messages: list[dict], sampling: P.SamplingOptions, sink: Sink,
-             stream_interval_ms: float = 0, truncate: bool = True) -> int:
+             stream_interval_ms: float = 0, truncate: bool = True, tools: list[dict] | None = None) -> int:
         """Start an answer; Token/Stats events and then one Done or Failed go to sink.
 
         truncate is the server's business: an OpenAI server refuses a prompt longer than its context."""
+        if tools:
+            raise HearthError("Tool calls through a remote server are not supported yet; call its API directly.")
         body = {"messages": [{"role": m["role"], "content": m["content"]} for m in messages]}
         return self._start("/chat/completions", body, sampling, sink, stream_interval_ms, chat=True)
 
     def complete(self, prompt: str, sampling: P.SamplingOptions, sink: Sink, stream_interval_ms: float = 0,
                  truncate: bool = True) -> int:
         return self._start("/completions", {"prompt": prompt}, sampling, sink, stream_interval_ms, chat=False)
+
+    def embed(self, inputs: list, sink: Sink) -> int:
+        """The server's /embeddings for the inputs, on a thread; one Done (embeddings, prompt_tokens, n_embd)."""
+        with self._lock:
+            model = self.info.get("model") if self.info else self.model
+            request = _Request(next(self._ids), sink)
+        body = {**({"model": model} if model else {}), "input": inputs, "encoding_format": "float"}
+        request.thread = threading.Thread(target=self._embed, args=(request, body), name="remote-embed",
+                                          daemon=True)
+        request.thread.start()
+        return request.id
+
+    def _embed(self, request: _Request, body: dict) -> None:
+        url = self.base_url + "/embeddings"
+        try:
+            try:
+                response = self._http.post(url, json=body)
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc, P.ErrorKind.GENERATION) from None
+            if response.status_code != 200:
+                raise self._status_error(response, P.ErrorKind.GENERATION)
+            try:
+                data = sorted(response.json()["data"], key=lambda d: d["index"])
+                vectors = [[float(x) for x in d["embedding"]] for d in data]
+                usage = response.json().get("usage") or {}
+            except (ValueError, KeyError, TypeError, AttributeError):
+                raise self._not_openai(url, response.text[:80]) from None
+            event: P.Event = P.Done({"ev": P.DONE, "id": request.id, "embeddings": vectors,
+                                     "prompt_tokens": _first_int(usage.get("prompt_tokens")),
+                                     "n_embd": len(vectors[0]) if vectors else None})
+        except _Refused as exc:
+            event = P.failed(exc.kind, exc.message, request.id)
+        request.sink(event)
 
     def _start(self, path: str, body: dict, sampling: P.SamplingOptions, sink: Sink, interval_ms: float,
                chat: bool) -> int:
@@ -589,6 +624,7 @@ class _Answer:
             evaluated = prompt - cached
         return P.Done({
             "ev": P.DONE, "text": self.text, "finish_reason": reason or self.reason,
+            "stop_sequence": None,  # OpenAI's servers do not say which stop string ended an answer
             "prompt_tokens": prompt, "prompt_evaluated": evaluated, "completion_tokens": completion,
             "ttft_s": (self.t_first or t_end) - self.t0, "prompt_s": None,
             "prompt_tok_s": _first_float(self.timings.get("prompt_per_second")),

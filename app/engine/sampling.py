@@ -3,6 +3,10 @@
 Greedy decoding without a repeat penalty skips the chain and takes the argmax
 of the logits directly: the chain copies and sorts the whole vocabulary each
 token, which on a small model is a measurable share of a token's time.
+
+A grammar (structured output, tool calls) is llama.cpp's grammar sampler,
+checked against the chain's choice (app/engine/grammar.py); it needs the
+chain, so it turns the argmax path off.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import random
 import llama_cpp
 import numpy as np
 
+from app.engine.grammar import GrammarSampling
 from app.engine.protocol import SamplingOptions
 
 # llama_get_logits_ith returning a plain address (llama_cpp's binding returns a float
@@ -22,17 +27,22 @@ _logits_address = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_in
 
 
 class Sampler:
-    def __init__(self, ctx, n_vocab: int, options: SamplingOptions, history: list[int] | None = None):
+    def __init__(self, ctx, n_vocab: int, options: SamplingOptions, history: list[int] | None = None, vocab=None):
+        """vocab: the model's (Runtime.vocab), needed for a grammar."""
         self.ctx = ctx
         self.n_vocab = n_vocab
         self.options = options
-        self.fast_greedy = options.greedy and not options.penalized and not options.logit_bias
+        self.fast_greedy = (options.greedy and not options.penalized and not options.logit_bias
+                            and not options.grammar)
         self._views: dict[int, np.ndarray] = {}
         self.chain = None
         self.seed = options.seed if options.seed >= 0 else random.getrandbits(31)
+        self.grammar = None
         if not self.fast_greedy:
+            # First, so that a grammar llama.cpp refuses costs nothing to clean up.
+            self.grammar = GrammarSampling(vocab, options.grammar, n_vocab) if options.grammar else None
             self.chain = self._build_chain(options)
-            # The repeat penalty looks at recent tokens, the prompt's included.
+            # The repeat penalty looks at recent tokens, the prompt's included (the grammar sees only the answer's).
             for tok in (history or [])[-max(options.repeat_last_n, 0):]:
                 llama_cpp.llama_sampler_accept(self.chain, tok)
 
@@ -74,17 +84,24 @@ class Sampler:
     def sample(self, idx: int = -1) -> int:
         if self.fast_greedy:
             return int(self.logits(idx).argmax())
+        if self.grammar is not None:
+            return self.grammar.sample(self.chain, self.logits(idx))
         return llama_cpp.llama_sampler_sample(self.chain, self.ctx, idx)
 
     def accept(self, token: int) -> None:
-        """Tell the chain about a token chosen elsewhere (speculative verification)."""
+        """Tell the chain (and the grammar) about a token chosen elsewhere."""
         if self.chain is not None:
             llama_cpp.llama_sampler_accept(self.chain, token)
+        if self.grammar is not None:
+            self.grammar.accept(token)
 
     def close(self) -> None:
         if self.chain is not None:
             llama_cpp.llama_sampler_free(self.chain)
             self.chain = None
+        if self.grammar is not None:
+            self.grammar.close()
+            self.grammar = None
 
     def __del__(self):  # pragma: no cover
         self.close()

@@ -21,6 +21,7 @@ class Session:
     def __init__(self, runtime: Runtime, probe: dict | None):
         self.rt = runtime
         self.probe = probe
+        self.embedder = None  # app.engine.embedding.Embedder, made on the first embeddings request
         bos, eos = runtime.bos_eos_text()
         self.template = ChatTemplate(runtime.chat_template(), bos, eos)
         o = runtime.options
@@ -68,9 +69,9 @@ class Session:
         return info
 
     def chat(self, messages: list[dict], sampling: SamplingOptions, emit, cancelled: threading.Event,
-             truncate: bool = True) -> dict | None:
+             truncate: bool = True, tools: list[dict] | None = None) -> dict | None:
         """The answer's Done event; None with slots, where the answer has only started (Done comes by emit)."""
-        prompt = self.template.render(messages, add_generation_prompt=True, cancelled=cancelled)
+        prompt = self.template.render(messages, add_generation_prompt=True, tools=tools, cancelled=cancelled)
         literal = literal_spans(prompt, messages, self.rt.special_texts())
         return self._generate(prompt, system_prefix(self.template, messages, prompt), sampling, emit, cancelled,
                               truncate, literal)
@@ -87,6 +88,14 @@ class Session:
         self.decoder.context_policy.system_text = system_text
         return self.decoder.generate(prompt, sampling, emit, cancelled, truncate, literal)
 
+    def embed(self, inputs: list) -> dict:
+        """Unit-length embeddings of texts or token lists (see app/engine/embedding.py)."""
+        if self.embedder is None:
+            from app.engine.embedding import Embedder
+
+            self.embedder = Embedder(self.rt)
+        return self.embedder.embed(inputs)
+
     def reset(self) -> None:
         if self.slots is not None:
             self.slots.reset()
@@ -95,6 +104,9 @@ class Session:
         self.decoder.context_policy.reset()
 
     def close(self) -> None:
+        if self.embedder is not None:
+            self.embedder.close()
+            self.embedder = None
         if self.slots is not None:
             self.slots.close()  # the decoders too, the session's included
             self.slots = None

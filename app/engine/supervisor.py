@@ -103,7 +103,7 @@ class Supervisor:
     @property
     def busy(self) -> bool:
         with self._lock:
-            return any(r.command in (P.CHAT, P.COMPLETE) for r in self._requests.values())
+            return any(r.command in (P.CHAT, P.COMPLETE, P.EMBED) for r in self._requests.values())
 
     def stats(self) -> dict:
         """What a status line or /health reports."""
@@ -144,13 +144,20 @@ class Supervisor:
                 self.process.kill()
 
     def chat(self, messages: list[dict], sampling: P.SamplingOptions, sink: Sink,
-             stream_interval_ms: float = 0, truncate: bool = True) -> int:
+             stream_interval_ms: float = 0, truncate: bool = True, tools: list[dict] | None = None) -> int:
         """Start an answer; its Token/Stats events and then one Done or Failed go to sink.
 
         truncate=False: a conversation longer than the context fails (ContextTooLong) instead of being
-        cut by the context policy."""
-        return self.submit({"cmd": P.CHAT, "messages": messages, "sampling": sampling.to_dict(),
-                            "stream_interval_ms": stream_interval_ms, "truncate": truncate}, sink)
+        cut by the context policy. tools: OpenAI's function descriptions, rendered into the prompt."""
+        command = {"cmd": P.CHAT, "messages": messages, "sampling": sampling.to_dict(),
+                   "stream_interval_ms": stream_interval_ms, "truncate": truncate}
+        if tools:
+            command["tools"] = tools
+        return self.submit(command, sink)
+
+    def embed(self, inputs: list, sink: Sink) -> int:
+        """Embed texts (or token lists); one Done with "embeddings", "prompt_tokens" and "n_embd" goes to sink."""
+        return self.submit({"cmd": P.EMBED, "inputs": inputs}, sink)
 
     def complete(self, prompt: str, sampling: P.SamplingOptions, sink: Sink, stream_interval_ms: float = 0,
                  truncate: bool = True) -> int:

@@ -1,4 +1,5 @@
-"""API errors in the OpenAI envelope: {"error": {"message", "type", "param", "code"}}, with the right status.
+"""API errors in the OpenAI envelope: {"error": {"message", "type", "param", "code"}}, with the right status,
+or in Anthropic's, {"type": "error", "error": {"type", "message"}}, on Anthropic's endpoint.
 
 Official clients read `message` and the status; the type and code tell a program what went wrong
 (invalid_api_key, model_not_found, context_length_exceeded) as OpenAI's own API does.
@@ -20,8 +21,18 @@ class ApiError(Exception):
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status)
+    def anthropic_body(self) -> dict:
+        return {"type": "error", "error": {"type": ANTHROPIC_TYPES.get(self.status, "api_error"),
+                                           "message": self.message}}
+
+    def response(self, anthropic: bool = False) -> JSONResponse:
+        return JSONResponse(self.anthropic_body() if anthropic else self.body(), status_code=self.status)
+
+
+# Anthropic names an error by its status alone.
+ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                   404: "not_found_error", 405: "invalid_request_error", 413: "request_too_large",
+                   429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
 
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> ApiError:
@@ -32,6 +43,7 @@ def invalid(message: str, param: str | None = None, code: str | None = None) -> 
 _FROM_ENGINE = {
     ErrorKind.CONTEXT_LENGTH: (400, "invalid_request_error", "context_length_exceeded"),
     ErrorKind.BUSY: (503, "unavailable_error", "model_loading"),
+    ErrorKind.INVALID_REQUEST: (400, "invalid_request_error", None),
     ErrorKind.ENGINE_CRASHED: (503, "unavailable_error", "engine_restarting"),
     ErrorKind.GENERATION: (500, "server_error", None),
     ErrorKind.MODEL_FILE: (500, "server_error", None),

@@ -1,34 +1,44 @@
-"""The OpenAI-compatible endpoints: /v1/models, /v1/chat/completions, /v1/completions, and /health.
+"""The API server: OpenAI's /v1/models, /v1/chat/completions, /v1/completions and /v1/embeddings,
+Anthropic's /v1/messages (app/server/anthropic_api.py), and /health.
 
-A Starlette app over one backend (app/engine/backend.py); uvicorn serves it (app/server/run.py).
+A Starlette app over the backends of a model pool (app/server/models.py); uvicorn serves it (app/server/run.py).
 Responses follow OpenAI's shapes, streaming as server-sent events with a last usage chunk when
-`stream_options.include_usage` asks for it. An error is the OpenAI envelope with its status; a
-request whose engine error comes before its first token gets that status even when streaming.
+`stream_options.include_usage` asks for it; tool calls come back as `tool_calls` (app/server/tools.py).
+An error is the dialect's envelope with its status; a request whose engine error comes before its first
+token gets that status even when streaming.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextvars
 import json
+import os
 import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
+import numpy as np
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.core.errors import HearthError
 from app.engine import protocol as P
 from app.engine.backend import Backend
+from app.server.anthropic_api import AnthropicMessages, is_anthropic
+from app.server.answers import compact_json, event_stream, open_answer, token_counts, whole_answer
 from app.server.errors import ApiError, from_engine, invalid
-from app.server.requests import Generation, chat_request, completion_request
+from app.server.models import ModelPool, model_id
+from app.server.requests import Generation, chat_request, completion_request, embedding_request
 from app.server.streams import EngineStream
+from app.server.tools import CallReader, answer_piece
 
 DEFAULT_MAX_TOKENS = 2048
 # Our finish reasons as OpenAI's: an answer the context cut short ran out of room, as "length" says.
@@ -54,17 +64,13 @@ _RECORD: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("
                                                                                default=None)
 
 
-def model_id(info: dict | None) -> str | None:
-    """The name clients use for the loaded model: its file name without .gguf."""
-    return Path(info["path"]).stem if info and info.get("path") else None
-
-
 class OpenAIApi:
-    def __init__(self, backend: Backend, api_key: str | None = None, cors: list[str] | None = None,
+    def __init__(self, models: ModelPool | Backend, api_key: str | None = None, cors: list[str] | None = None,
                  default_max_tokens: int = DEFAULT_MAX_TOKENS,
                  on_request: Callable[[RequestRecord], None] | None = None):
-        """on_request, if given, is called once per finished HTTP request, on the server's thread."""
-        self.backend = backend
+        """models: the pool of models to serve (app/server/models.py), or one backend to serve alone.
+        on_request, if given, is called once per finished HTTP request, on the server's thread."""
+        self.pool = models if isinstance(models, ModelPool) else ModelPool(models)
         self.on_request = on_request
         self.api_key = api_key
         self.default_max_tokens = default_max_tokens
@@ -73,6 +79,8 @@ class OpenAIApi:
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/v1/embeddings", self.embeddings, methods=["POST"]),
+            Route("/v1/messages", AnthropicMessages(self).create, methods=["POST"]),
         ]
         middleware = []
         if cors:
@@ -89,7 +97,7 @@ class OpenAIApi:
             await self._handle(scope, receive, send)
             return
         record = RequestRecord(time.time(), scope["method"], scope["path"], 499)
-        _RECORD.set(record)
+        token = _RECORD.set(record)
         t0 = time.perf_counter()
 
         async def noting_status(message):
@@ -103,6 +111,7 @@ class OpenAIApi:
             record.status = 500
             raise
         finally:
+            _RECORD.reset(token)
             record.duration_s = time.perf_counter() - t0
             self.on_request(record)
 
@@ -110,7 +119,7 @@ class OpenAIApi:
         if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] != "OPTIONS":
             error = self._auth_error(scope)
             if error is not None:
-                await error.response()(scope, receive, send)
+                await error.response(is_anthropic(scope["path"]))(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -119,22 +128,25 @@ class OpenAIApi:
             return None
         headers = dict(scope.get("headers") or [])
         given = headers.get(b"authorization", b"").decode("latin-1")
+        # OpenAI's clients send a bearer token, Anthropic's an x-api-key header.
         token = given[7:].strip() if given.lower().startswith("bearer ") else ""
+        token = token or headers.get(b"x-api-key", b"").decode("latin-1").strip()
         if not token:
-            return ApiError(401, "This server needs an API key: send it as 'Authorization: Bearer KEY'.",
-                            code="invalid_api_key")
+            return ApiError(401, "This server needs an API key: send it as 'Authorization: Bearer KEY' "
+                            "or 'x-api-key: KEY'.", code="invalid_api_key")
         if not secrets.compare_digest(token.encode(), self.api_key.encode()):
             return ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
         return None
 
     async def _api_error(self, request: Request, exc: ApiError) -> Response:
-        return exc.response()
+        return _in_dialect(request, exc)
 
     async def _not_found(self, request: Request, exc) -> Response:
-        return ApiError(404, f"There is no endpoint {request.method} {request.url.path}.", code="not_found").response()
+        return _in_dialect(request, ApiError(404, f"There is no endpoint {request.method} {request.url.path}.",
+                                             code="not_found"))
 
     async def _not_allowed(self, request: Request, exc) -> Response:
-        return ApiError(405, f"{request.url.path} does not take {request.method} requests.").response()
+        return _in_dialect(request, ApiError(405, f"{request.url.path} does not take {request.method} requests."))
 
     async def _internal(self, request: Request, exc: Exception) -> Response:
         from app.core.crashlog import write_crash_log
@@ -143,10 +155,12 @@ class OpenAIApi:
             log = f" Details are in {write_crash_log(exc)}."
         except OSError:
             log = ""
-        return ApiError(500, f"Internal server error ({type(exc).__name__}).{log}", "server_error").response()
+        return _in_dialect(request, ApiError(500, f"Internal server error ({type(exc).__name__}).{log}",
+                                             "server_error"))
 
     @staticmethod
-    async def _json(request: Request):
+    async def body_of(request: Request):
+        """The request's JSON body; 400 for one that is not UTF-8 or not JSON."""
         raw = await request.body()
         try:
             return json.loads(raw.decode("utf-8"))
@@ -157,81 +171,91 @@ class OpenAIApi:
         except ValueError as exc:
             raise invalid(f"The request body is not valid JSON: {exc}.") from None
 
-    def _serving(self, requested: str | None) -> str:
-        """The loaded model's id, if the request may use it: 503 while none is ready, 404 for another."""
-        info = self.backend.info
-        current = model_id(info)
-        if current is None or not self.backend.ready:
-            raise ApiError(503, "The model is loading; try again in a moment.", "unavailable_error",
-                           code="model_loading")
-        if requested and requested not in (current, Path(info["path"]).name, info["path"]):
-            raise ApiError(404, f"The model '{requested}' does not exist here; this server has '{current}'.",
-                           param="model", code="model_not_found")
-        return current
+    async def serving(self, requested: str | None) -> tuple[str, Backend]:
+        """The id and backend of the model a request names (loaded on demand, which takes seconds: off the
+        event loop); 503 while none is ready, 404 for a model this server cannot have."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.pool.acquire, requested)
 
-    def _start(self, start) -> EngineStream:
+    @staticmethod
+    def start(backend: Backend, start) -> EngineStream:
         record = _RECORD.get()
         if record is not None:
             start = _counting(start, record)
         try:
-            return EngineStream(self.backend, start)
+            return EngineStream(backend, start)
         except HearthError as exc:
             raise from_engine(P.ErrorKind.of(exc), str(exc)) from None
 
     # --- endpoints -------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        if self.backend.ready:
-            return JSONResponse({"status": "ok", "model": model_id(self.backend.info), "busy": self.backend.busy})
+        loaded = self.pool.loaded()
+        ready = [b for b in loaded if b.ready]
+        if ready or (not loaded and self.pool.load_options is not None):  # none loaded: the next request loads
+            return JSONResponse({"status": "ok", "model": model_id(ready[0].info) if ready else None,
+                                 "busy": any(b.busy for b in loaded)})
         return ApiError(503, "The model is loading.", "unavailable_error", code="model_loading").response()
 
     async def models(self, request: Request) -> Response:
-        info = self.backend.info
-        data = []
-        if model_id(info):
-            created = int(Path(info["path"]).stat().st_mtime) if Path(info["path"]).exists() else 0
-            data.append({"id": model_id(info), "object": "model", "created": created, "owned_by": "hearth",
-                         "meta": {"n_ctx": info.get("n_ctx"), "n_ctx_train": info.get("n_ctx_train"),
-                                  "n_params": info.get("n_params"), "size": info.get("size_bytes")}})
+        data, seen = [], set()
+        for backend in self.pool.loaded():
+            info = backend.info
+            if model_id(info):
+                seen.add(os.path.realpath(info["path"]))
+                data.append(_model_entry(info["path"], {
+                    "n_ctx": info.get("n_ctx"), "n_ctx_train": info.get("n_ctx_train"),
+                    "n_params": info.get("n_params"), "size": info.get("size_bytes"), "loaded": True}))
+        if self.pool.load_options is not None:  # the library's other models load on demand
+            from app.core.library import list_models
+
+            for entry in await asyncio.get_running_loop().run_in_executor(None, list_models):
+                if entry.error is None and os.path.realpath(entry.path) not in seen:
+                    seen.add(os.path.realpath(entry.path))
+                    data.append(_model_entry(entry.path, {"n_ctx": None, "n_ctx_train": entry.context_length,
+                                                          "n_params": entry.parameters, "size": entry.size_bytes,
+                                                          "loaded": False}))
         return JSONResponse({"object": "list", "data": data})
 
     async def chat_completions(self, request: Request) -> Response:
-        gen = chat_request(await self._json(request), self.default_max_tokens)
-        model = self._serving(gen.model)
-        stream = self._start(lambda sink: self.backend.chat(gen.messages, gen.sampling, sink, truncate=False))
+        gen = chat_request(await self.body_of(request), self.default_max_tokens)
+        model, backend = await self.serving(gen.model)
+        tools = gen.tools.tools if gen.tools else None
+        stream = self.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
+                                                               tools=tools))
         return await self._respond(request, stream, gen, model, chat=True)
 
     async def completions(self, request: Request) -> Response:
-        gen = completion_request(await self._json(request), self.default_max_tokens)
-        model = self._serving(gen.model)
-        stream = self._start(lambda sink: self.backend.complete(gen.prompt, gen.sampling, sink, truncate=False))
+        gen = completion_request(await self.body_of(request), self.default_max_tokens)
+        model, backend = await self.serving(gen.model)
+        stream = self.start(backend, lambda sink: backend.complete(gen.prompt, gen.sampling, sink, truncate=False))
         return await self._respond(request, stream, gen, model, chat=False)
+
+    async def embeddings(self, request: Request) -> Response:
+        wanted = embedding_request(await self.body_of(request))
+        model, backend = await self.serving(wanted.model)
+        stream = self.start(backend, lambda sink: backend.embed(wanted.inputs, sink))
+        events = await open_answer(request, stream, streaming=False)
+        done = (await whole_answer(events))[1] if events is not None else None
+        if done is None:
+            return Response(status_code=499)
+        data = [{"object": "embedding", "index": i, "embedding": _encoded(vector, wanted.encoding_format)}
+                for i, vector in enumerate(done["embeddings"])]
+        n = int(done.get("prompt_tokens") or 0)
+        return JSONResponse({"object": "list", "data": data, "model": model,
+                             "usage": {"prompt_tokens": n, "total_tokens": n}})
 
     # --- answers ---------------------------------------------------------
     async def _respond(self, request: Request, stream: EngineStream, gen: Generation, model: str,
                        chat: bool) -> Response:
-        stream.disconnected = request.is_disconnected
-        events = stream.events()
-        first = await anext(events, None)
-        if first is None:  # the client left before anything came
+        events = await open_answer(request, stream, gen.stream)
+        if events is None:  # the client left before anything came
             return Response(status_code=499)
-        if isinstance(first, P.Failed):
-            raise from_engine(first.kind, first.message)
         shape = _Shape(model, chat, gen)
         if gen.stream:
-            stream.disconnected = None
-            return StreamingResponse(shape.sse(first, events), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        text, done = [gen.prompt] if gen.echo else [], None
-        async for event in _chain(first, events):
-            if isinstance(event, P.Token):
-                text.append(event.text)
-            elif isinstance(event, P.Done):
-                done = event
-            elif isinstance(event, P.Failed):
-                raise from_engine(event.kind, event.message)
+            return event_stream(shape.sse(events))
+        text, done = await whole_answer(events)
         if done is None:
             return Response(status_code=499)
-        return JSONResponse(shape.whole("".join(text), done))
+        return JSONResponse(shape.whole(gen.prompt + text if gen.echo else text, done))
 
 
 def _counting(start, record: RequestRecord):
@@ -246,10 +270,21 @@ def _counting(start, record: RequestRecord):
     return counted
 
 
-async def _chain(first: P.Event, rest: AsyncIterator[P.Event]) -> AsyncIterator[P.Event]:
-    yield first
-    async for event in rest:
-        yield event
+def _in_dialect(request: Request, error: ApiError) -> Response:
+    """The error in the envelope of the endpoint asked: Anthropic's on /v1/messages, OpenAI's elsewhere."""
+    return error.response(is_anthropic(request.url.path))
+
+
+def _model_entry(path: str, meta: dict) -> dict:
+    created = int(Path(path).stat().st_mtime) if Path(path).exists() else 0
+    return {"id": Path(path).stem, "object": "model", "created": created, "owned_by": "hearth", "meta": meta}
+
+
+def _encoded(vector: list[float], encoding: str):
+    """OpenAI's base64 encoding is the vector's little-endian float32 bytes."""
+    if encoding == "base64":
+        return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+    return vector
 
 
 class _Shape:
@@ -260,6 +295,7 @@ class _Shape:
         self.id = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
         self.created = int(time.time())
         self.object = "chat.completion" if chat else "text_completion"
+        self.calls = CallReader() if chat and gen.tools else None
 
     def _head(self, obj: str) -> dict:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
@@ -267,47 +303,63 @@ class _Shape:
 
     @staticmethod
     def usage(done: P.Done) -> dict:
-        # A backend that cannot count (a remote server that sent no usage) says None: count it as 0.
-        prompt, completion = int(done.get("prompt_tokens") or 0), int(done.get("completion_tokens") or 0)
-        evaluated = done.get("prompt_evaluated")
-        cached = max(prompt - int(evaluated), 0) if evaluated is not None else 0
+        prompt, completion, cached = token_counts(done)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                 "prompt_tokens_details": {"cached_tokens": cached}}
 
+    def _reason(self, done: P.Done) -> str:
+        if self.calls is not None and self.calls.calls:
+            return "tool_calls"
+        return FINISH.get(done.get("finish_reason"), "stop")
+
     def whole(self, text: str, done: P.Done) -> dict:
-        reason = FINISH.get(done.get("finish_reason"), "stop")
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
-                      "logprobs": None, "finish_reason": reason}
+            message = {"role": "assistant", "content": text, "refusal": None}
+            if self.calls is not None:
+                self.calls.feed(text)
+                if self.calls.calls:
+                    message["content"] = self.calls.content or None
+                    message["tool_calls"] = [call.openai() for call in self.calls.calls]
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": self._reason(done)}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self._reason(done)}
         return {**self._head(self.object), "choices": [choice], "usage": self.usage(done)}
 
-    def _chunk(self, text: str | None, reason: str | None, first: bool = False) -> dict:
+    def _chunk(self, delta: dict | None = None, reason: str | None = None, text: str | None = None) -> dict:
         if self.chat:
-            delta = {"role": "assistant", "content": text or ""} if first else ({"content": text} if text else {})
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+            choice = {"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": reason}
             return {**self._head("chat.completion.chunk"), "choices": [choice]}
         return {**self._head("text_completion"),
                 "choices": [{"index": 0, "text": text or "", "logprobs": None, "finish_reason": reason}]}
 
-    async def sse(self, first: P.Event, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
+    def _pieces(self, text: str) -> list[dict]:
+        """The chunks one piece of the answer makes ("" at its end): its text, and the tool calls it completes."""
+        if not self.chat:
+            return [self._chunk(text=text)] if text else []
+        known = len(self.calls.calls) if self.calls is not None else 0
+        text, calls = answer_piece(self.calls, text)
+        chunks = [self._chunk({"content": text})] if text else []
+        return chunks + [self._chunk({"tool_calls": [call.openai(index=known + i)]}) for i, call in enumerate(calls)]
+
+    async def sse(self, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
         if self.chat:
-            yield _sse(self._chunk("", None, first=True))
+            yield _sse(self._chunk({"role": "assistant", "content": ""}))
         elif self.gen.echo:
-            yield _sse(self._chunk(self.gen.prompt, None))
-        async for event in _chain(first, events):
+            yield _sse(self._chunk(text=self.gen.prompt))
+        async for event in events:
             if isinstance(event, P.Token):
-                yield _sse(self._chunk(event.text, None))
+                for chunk in self._pieces(event.text):
+                    yield _sse(chunk)
             elif isinstance(event, P.Done):
-                yield _sse(self._chunk(None, FINISH.get(event.get("finish_reason"), "stop")))
+                for chunk in self._pieces(""):  # text held back as a possible tool call's start
+                    yield _sse(chunk)
+                yield _sse(self._chunk(reason=self._reason(event)))
                 if self.gen.include_usage:
-                    yield _sse({**self._head(self._chunk(None, None)["object"]), "choices": [],
-                                "usage": self.usage(event)})
+                    yield _sse({**self._head(self._chunk()["object"]), "choices": [], "usage": self.usage(event)})
             elif isinstance(event, P.Failed):  # after the first token: the status is sent already
                 yield _sse(from_engine(event.kind, event.message).body())
         yield b"data: [DONE]\n\n"
 
 
 def _sse(obj: dict) -> bytes:
-    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+    return b"data: " + compact_json(obj) + b"\n\n"

@@ -13,6 +13,8 @@ from typing import Any
 
 from app.engine.protocol import SamplingOptions
 from app.server.errors import invalid
+from app.server.structured import format_grammar
+from app.server.tools import ToolUse, tool_grammar, tool_use
 
 MAX_TOKENS_CAP = 1 << 20
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -27,11 +29,12 @@ class Generation:
     stream: bool = False
     include_usage: bool = False
     messages: list[dict] = field(default_factory=list)  # chat
+    tools: ToolUse | None = None  # chat: the tools the model may call
     prompt: str | None = None  # completions
     echo: bool = False
 
 
-def _number(body: dict, name: str, low: float, high: float, integer: bool = False) -> float | int | None:
+def number(body: dict, name: str, low: float, high: float, integer: bool = False) -> float | int | None:
     value = body.get(name)
     if value is None:
         return None
@@ -66,6 +69,7 @@ def _messages(body: dict) -> list[dict]:
     if not isinstance(messages, list) or not messages:
         raise invalid("'messages' must be a non-empty list of messages.", "messages")
     out = []
+    called: dict[str, str] = {}  # tool-call id -> function name, for the tool results that answer them
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(m, dict):
@@ -74,38 +78,67 @@ def _messages(body: dict) -> list[dict]:
         if role not in ROLES:
             raise invalid(f"{where}.role must be one of {', '.join(ROLES)}; got {role!r}.", f"{where}.role")
         # 'developer' is OpenAI's newer name for the system role.
-        out.append({"role": "system" if role == "developer" else role,
-                    "content": _text_content(m.get("content"), f"{where}.content")})
+        message = {"role": "system" if role == "developer" else role,
+                   "content": _text_content(m.get("content"), f"{where}.content")}
+        if role == "assistant" and m.get("tool_calls") is not None:
+            message["tool_calls"] = _tool_calls(m["tool_calls"], f"{where}.tool_calls")
+            called.update((c["id"], c["function"]["name"]) for c in message["tool_calls"])
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            if not isinstance(call_id, str):
+                raise invalid(f"{where}.tool_call_id must be the id of the call this message answers.",
+                              f"{where}.tool_call_id")
+            message["tool_call_id"] = call_id
+            if call_id in called:
+                message["name"] = called[call_id]
+        out.append(message)
     return out
 
 
-def _stop(body: dict) -> list[str]:
-    stop = body.get("stop")
+def _tool_calls(calls: Any, where: str) -> list[dict]:
+    """An assistant message's earlier tool calls, as OpenAI sends them back."""
+    if not isinstance(calls, list):
+        raise invalid(f"{where} must be a list of tool calls.", where)
+    out = []
+    for j, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
+                or not isinstance(function.get("arguments", ""), str):
+            raise invalid(f"{where}[{j}] must be {{\"id\", \"type\": \"function\", \"function\": "
+                          "{\"name\", \"arguments\": JSON text}}.", f"{where}[{j}]")
+        call_id = call.get("id") if isinstance(call.get("id"), str) else f"call_{j}"
+        out.append({"id": call_id, "type": "function",
+                    "function": {"name": function["name"], "arguments": function.get("arguments") or "{}"}})
+    return out
+
+
+def stop_list(body: dict, name: str = "stop") -> list[str]:
+    stop = body.get(name)
     if stop is None:
         return []
     if isinstance(stop, str):
         stop = [stop]
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > 16:
-        raise invalid("'stop' must be a string or a list of at most 16 strings.", "stop")
+        raise invalid(f"'{name}' must be a string or a list of at most 16 strings.", name)
     return [s for s in stop if s]
 
 
 def _sampling(body: dict, default_max_tokens: int) -> SamplingOptions:
     d = SamplingOptions()
-    n = _number(body, "n", 1, 128, integer=True)
+    n = number(body, "n", 1, 128, integer=True)
     if n not in (None, 1):
         raise invalid("Only n=1 is supported: ask again for another answer.", "n")
-    max_tokens = _number(body, "max_completion_tokens", 1, MAX_TOKENS_CAP, integer=True)
+    max_tokens = number(body, "max_completion_tokens", 1, MAX_TOKENS_CAP, integer=True)
     if max_tokens is None:
-        max_tokens = _number(body, "max_tokens", 1, MAX_TOKENS_CAP, integer=True)
-    temperature = _number(body, "temperature", 0.0, 2.0)
-    top_p = _number(body, "top_p", 0.0, 1.0)
-    top_k = _number(body, "top_k", 0, 1 << 20, integer=True)
-    min_p = _number(body, "min_p", 0.0, 1.0)
-    seed = _number(body, "seed", -(1 << 63), (1 << 63) - 1, integer=True)
-    frequency = _number(body, "frequency_penalty", -2.0, 2.0)
-    presence = _number(body, "presence_penalty", -2.0, 2.0)
-    repeat = _number(body, "repeat_penalty", 0.0, 10.0)  # llama.cpp's own, as llama-server takes it
+        max_tokens = number(body, "max_tokens", 1, MAX_TOKENS_CAP, integer=True)
+    temperature = number(body, "temperature", 0.0, 2.0)
+    top_p = number(body, "top_p", 0.0, 1.0)
+    top_k = number(body, "top_k", 0, 1 << 20, integer=True)
+    min_p = number(body, "min_p", 0.0, 1.0)
+    seed = number(body, "seed", -(1 << 63), (1 << 63) - 1, integer=True)
+    frequency = number(body, "frequency_penalty", -2.0, 2.0)
+    presence = number(body, "presence_penalty", -2.0, 2.0)
+    repeat = number(body, "repeat_penalty", 0.0, 10.0)  # llama.cpp's own, as llama-server takes it
     # llama-server's and vLLM's extension: answers of a fixed length, for benchmarks (hearth bench serve).
     ignore_eos = body.get("ignore_eos", False)
     if not isinstance(ignore_eos, bool):
@@ -121,10 +154,11 @@ def _sampling(body: dict, default_max_tokens: int) -> SamplingOptions:
         frequency_penalty=float(frequency or 0.0),
         presence_penalty=float(presence or 0.0),
         seed=-1 if seed is None else seed % (1 << 31),
-        stop=_stop(body),
+        stop=stop_list(body),
         repeat_last_n=d.repeat_last_n,
         logit_bias=_logit_bias(body),
         ignore_eos=ignore_eos,
+        grammar=format_grammar(body),
     )
 
 
@@ -146,15 +180,26 @@ def _logit_bias(body: dict) -> dict[int, float]:
     return out
 
 
-def _common(body: Any, default_max_tokens: int) -> Generation:
+def model_of(body: Any) -> str | None:
+    """The model a request body names, once the body is known to be an object; the check every endpoint starts with."""
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.")
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise invalid("'model' must be a string.", "model")
+    return model
+
+
+def streaming(body: dict) -> bool:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise invalid("'stream' must be true or false.", "stream")
+    return stream
+
+
+def _common(body: Any, default_max_tokens: int) -> Generation:
+    model = model_of(body)
+    stream = streaming(body)
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise invalid("'stream_options' must be an object.", "stream_options")
@@ -165,6 +210,13 @@ def _common(body: Any, default_max_tokens: int) -> Generation:
 def chat_request(body: Any, default_max_tokens: int) -> Generation:
     request = _common(body, default_max_tokens)
     request.messages = _messages(body)
+    use = tool_use(body)
+    if use is not None and use.active:
+        if request.sampling.grammar:
+            raise invalid("'tools' cannot be combined with 'response_format' or 'grammar' here; "
+                          "describe the answer's format in a tool instead.", "response_format")
+        request.tools = use
+        request.sampling.grammar = tool_grammar(use)
     return request
 
 
@@ -180,3 +232,40 @@ def completion_request(body: Any, default_max_tokens: int) -> Generation:
         raise invalid("'echo' must be true or false.", "echo")
     request.prompt, request.echo = prompt, echo
     return request
+
+
+MAX_EMBED_INPUTS = 2048  # OpenAI's own limit per request
+
+
+@dataclass
+class EmbeddingRequest:
+    model: str | None
+    inputs: list  # texts and token lists
+    encoding_format: str = "float"
+
+
+def embedding_request(body: Any) -> EmbeddingRequest:
+    model = model_of(body)
+    fmt = body.get("encoding_format", "float")
+    if fmt not in ("float", "base64"):
+        raise invalid("'encoding_format' must be 'float' or 'base64'.", "encoding_format")
+    if body.get("dimensions") is not None:
+        raise invalid("'dimensions' is not supported: this model's embeddings have a fixed size.", "dimensions")
+    given = body.get("input")
+    # One text, one token list, or a list of either.
+    if isinstance(given, str) or (isinstance(given, list) and given and _is_token(given[0])):
+        given = [given]
+    if not isinstance(given, list) or not given or len(given) > MAX_EMBED_INPUTS:
+        raise invalid(f"'input' must be a text, a list of token ids, or a list of 1-{MAX_EMBED_INPUTS} of those.",
+                      "input")
+    for i, item in enumerate(given):
+        if isinstance(item, str):
+            if not item:
+                raise invalid(f"input[{i}] is empty; an embedding needs some text.", "input")
+        elif not (isinstance(item, list) and item and all(_is_token(t) for t in item)):
+            raise invalid(f"input[{i}] must be a non-empty text or a non-empty list of token ids.", "input")
+    return EmbeddingRequest(model=model, inputs=given, encoding_format=fmt)
+
+
+def _is_token(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31

@@ -14,7 +14,8 @@ from app.core.errors import HearthError
 from app.engine.client import EngineClient
 from app.engine.protocol import LoadOptions
 from app.engine.supervisor import Supervisor
-from app.server.openai_api import DEFAULT_MAX_TOKENS, OpenAIApi, model_id
+from app.server.models import ModelPool, model_id
+from app.server.openai_api import DEFAULT_MAX_TOKENS, OpenAIApi
 
 
 @dataclass
@@ -24,6 +25,8 @@ class ServeOptions:
     api_key: str | None = None
     cors: list[str] = field(default_factory=list)
     max_tokens: int = DEFAULT_MAX_TOKENS  # for a request that does not say
+    max_models: int = 1  # loaded at once; a request naming another library model loads it (app/server/models.py)
+    ttl_s: float | None = None  # unload a model unused for this long
 
 
 def is_loopback(host: str) -> bool:
@@ -55,10 +58,12 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
     import uvicorn
 
     backend = Supervisor()
+    pool = None
     try:
         info = EngineClient(backend).load(load)
         sock = open_socket(options.host, options.port)
-        api = OpenAIApi(backend, options.api_key, options.cors, options.max_tokens)
+        pool = ModelPool(backend, load, options.max_models, options.ttl_s)
+        api = OpenAIApi(pool, options.api_key, options.cors, options.max_tokens)
         server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False))
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
@@ -67,6 +72,8 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
         server.run(sockets=[sock])
         return 0
     finally:
-        backend.close()
+        if pool is not None:
+            pool.close()
+        backend.close()  # (again, if the pool had it: closing twice is harmless)
 
 

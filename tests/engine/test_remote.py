@@ -18,27 +18,19 @@ from app.core.errors import EngineBusy, GenerationError, ModelLoadError
 from app.engine import protocol as P
 from app.engine.client import EngineClient
 from app.engine.remote import RemoteEndpoint
-from tests.server.test_openai_api import CTX, KEY, QUESTION, free_port, start_server
+from tests.server.conftest import CTX, KEY, free_port, start_server, stop_server
+from tests.server.test_openai_api import QUESTION
 
 GREEDY = P.SamplingOptions(temperature=0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, max_tokens=30)
 STORY = [{"role": "user", "content": "Write a long story about a fox who learns to sail."}]
 EVENT_TIMEOUT_S = 60
 
 
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 @pytest.fixture(scope="module")
 def hearth_server(tmp_path_factory):
     proc, base = start_server("--api-key", KEY, env={"HEARTH_HOME": str(tmp_path_factory.mktemp("serve_home"))})
     yield base
-    stop(proc)
+    stop_server(proc)
 
 
 def start_llama_server(model) -> tuple[subprocess.Popen, str]:
@@ -66,7 +58,7 @@ def llama_server(bundled_model):
     pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server] (the test extra)")
     proc, base = start_llama_server(bundled_model)
     yield base
-    stop(proc)
+    stop_server(proc)
 
 
 def events_of(backend, start) -> tuple[list[P.Event], P.Event]:
@@ -119,6 +111,22 @@ def test_hearth_serve_completion_and_models(hearth_server):
         assert done["finish_reason"] == "length" and not backend.busy
     finally:
         backend.close()
+
+
+@pytest.mark.slow
+def test_embeddings_through_a_remote_are_the_servers(hearth_server, bundled_model):
+    remote = EngineClient(RemoteEndpoint(hearth_server, api_key=KEY))
+    try:
+        remote.load(P.LoadOptions())
+        done = remote.embed(["The cat sat.", "Revenue rose."], timeout=EVENT_TIMEOUT_S)
+    finally:
+        remote.close()
+    with EngineClient() as local:
+        local.load(P.LoadOptions(model_path=str(bundled_model), n_ctx=CTX, n_threads=1))
+        here = local.embed(["The cat sat.", "Revenue rose."], timeout=EVENT_TIMEOUT_S)
+    assert done["n_embd"] == here["n_embd"] and done["prompt_tokens"] == here["prompt_tokens"]
+    for theirs, ours in zip(done["embeddings"], here["embeddings"]):
+        assert sum(a * b for a, b in zip(theirs, ours)) > 1 - 1e-4  # the same vector, within kernel rounding
 
 
 @pytest.mark.slow

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,44 +13,21 @@ import httpx
 import pytest
 from openai import APIStatusError, AuthenticationError, BadRequestError, NotFoundError, OpenAI
 
-KEY = "sk-hearth-test"
-CTX = 1024
-START_TIMEOUT_S = 120
+from tests.server.conftest import CTX, KEY, free_port, start_server, stop_server
+
 QUESTION = [{"role": "user", "content": "Name three colors."}]
 
 pytestmark = pytest.mark.slow
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port), "--threads", "1",
-                             "--ctx", str(CTX), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
-    line = proc.stdout.readline()  # the one line, printed once the model is loaded and the socket listens
-    if "serves" not in line:
-        proc.kill()
-        raise AssertionError(f"hearth serve did not start: {line!r} {proc.stderr.read()}")
-    return proc, f"http://127.0.0.1:{port}/v1"
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    # A server of this module's own: its first answer must come from a fresh engine, and it allows CORS.
     home = tmp_path_factory.mktemp("serve_home")
     proc, base = start_server("--api-key", KEY, "--cors", "http://editor.example",
                               env={"HEARTH_HOME": str(home)})
     yield base
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail("hearth serve did not stop on SIGTERM")
+    assert stop_server(proc), "hearth serve did not stop on SIGTERM"
 
 
 @pytest.fixture

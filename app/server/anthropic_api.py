@@ -1,0 +1,277 @@
+"""Anthropic's Messages API, POST /v1/messages, over the same backend as the OpenAI endpoints.
+
+A request is checked and turned into the same Generation the OpenAI endpoints make (app/server/requests.py),
+tools included: Anthropic's tools, tool_use and tool_result blocks become OpenAI's functions, tool calls and
+tool messages, and go through the same grammar and call reader (app/server/tools.py). The answer comes back
+in Anthropic's shapes: a message with content blocks and a stop_reason, or the stream of named events
+message_start, content_block_start, ping, content_block_delta..., content_block_stop, message_delta,
+message_stop. Errors use Anthropic's envelope (app/server/errors.py).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any, AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from app.engine import protocol as P
+from app.server.answers import compact_json, event_stream, open_answer, token_counts, whole_answer
+from app.server.errors import from_engine, invalid
+from app.server.requests import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming
+from app.server.tools import CallReader, ToolCall, answer_piece, tool_grammar, tool_use
+
+PATH = "/v1/messages"
+
+
+def is_anthropic(path: str) -> bool:
+    return path == PATH or path.startswith(PATH + "/")
+
+
+class AnthropicMessages:
+    def __init__(self, api):
+        """api: the OpenAIApi whose models, model check and request start this endpoint shares."""
+        self.api = api
+
+    async def create(self, request: Request) -> Response:
+        gen = messages_request(await self.api.body_of(request))
+        model, backend = await self.api.serving(gen.model)
+        tools = gen.tools.tools if gen.tools else None
+        stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
+                                                                   tools=tools))
+        events = await open_answer(request, stream, gen.stream)
+        if events is None:
+            return Response(status_code=499)
+        shape = _Message(model, gen)
+        if gen.stream:
+            return event_stream(shape.sse(events))
+        text, done = await whole_answer(events)
+        if done is None:
+            return Response(status_code=499)
+        return JSONResponse(shape.whole(text, done))
+
+
+# --- requests -------------------------------------------------------------
+def messages_request(body: Any) -> Generation:
+    model = model_of(body)
+    if body.get("max_tokens") is None:
+        raise invalid("'max_tokens' is required.", "max_tokens")
+    stream = streaming(body)
+    temperature = number(body, "temperature", 0.0, 1.0)
+    top_p = number(body, "top_p", 0.0, 1.0)
+    top_k = number(body, "top_k", 0, 1 << 20, integer=True)
+    sampling = P.SamplingOptions(
+        max_tokens=number(body, "max_tokens", 1, MAX_TOKENS_CAP, integer=True),
+        temperature=1.0 if temperature is None else float(temperature),  # Anthropic's defaults
+        top_p=1.0 if top_p is None else float(top_p), top_k=top_k or 0, min_p=0.0, repeat_penalty=1.0,
+        stop=stop_list(body, "stop_sequences"))
+    gen = Generation(model=model, sampling=sampling, stream=stream,
+                     messages=_system(body.get("system")) + _messages(body.get("messages")))
+    use = tool_use(_openai_tools(body))
+    if use is not None and use.active:
+        gen.tools = use
+        gen.sampling.grammar = tool_grammar(use)
+    return gen
+
+
+def _system(system: Any) -> list[dict]:
+    if system is None or system == "":
+        return []
+    if isinstance(system, str):
+        return [{"role": "system", "content": system}]
+    return [{"role": "system", "content": _texts(system, "system")}]
+
+
+def _texts(blocks: Any, where: str) -> str:
+    if not isinstance(blocks, list) or not all(isinstance(b, dict) and b.get("type") == "text"
+                                               and isinstance(b.get("text"), str) for b in blocks):
+        raise invalid(f"'{where}' must be a string or a list of text blocks.", where)
+    return "".join(b["text"] for b in blocks)
+
+
+def _messages(messages: Any) -> list[dict]:
+    if not isinstance(messages, list) or not messages:
+        raise invalid("'messages' must be a non-empty list of messages.", "messages")
+    out: list[dict] = []
+    for i, m in enumerate(messages):
+        where = f"messages.{i}"
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+            raise invalid(f"'{where}' must be an object whose role is 'user' or 'assistant'.", where)
+        content = m.get("content")
+        if isinstance(content, str):
+            out.append({"role": m["role"], "content": content})
+        elif isinstance(content, list):
+            out += _blocks(m["role"], content, f"{where}.content")
+        else:
+            raise invalid(f"'{where}.content' must be a string or a list of content blocks.", f"{where}.content")
+    return out
+
+
+def _blocks(role: str, blocks: list, where: str) -> list[dict]:
+    """One Anthropic message's blocks as OpenAI-style messages: tool results first, as tool messages."""
+    texts, calls, results = [], [], []
+    for j, block in enumerate(blocks):
+        kind = block.get("type") if isinstance(block, dict) else None
+        at = f"{where}.{j}"
+        if kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif kind == "tool_use" and role == "assistant" and isinstance(block.get("name"), str) \
+                and isinstance(block.get("input", {}), dict):
+            calls.append({"id": str(block.get("id") or f"toolu_{j}"), "type": "function",
+                          "function": {"name": block["name"], "arguments": json.dumps(block.get("input", {}))}})
+        elif kind == "tool_result" and role == "user" and isinstance(block.get("tool_use_id"), str):
+            content = block.get("content", "")
+            text = content if isinstance(content, str) else _texts(content, f"{at}.content")
+            if block.get("is_error"):
+                text = f"Error: {text}"
+            results.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
+        elif kind in ("thinking", "redacted_thinking") and role == "assistant":
+            continue  # earlier reasoning is not part of the answer's text
+        else:
+            raise invalid(f"'{at}': this server reads text, tool_use (assistant) and tool_result (user) blocks; "
+                          f"a {kind or type(block).__name__!r} block cannot be read here.", at)
+    message = {"role": role, "content": "".join(texts)}
+    if calls:
+        message["tool_calls"] = calls
+    return results + ([message] if texts or calls or not results else [])
+
+
+def _openai_tools(body: dict) -> dict:
+    """Anthropic's tools and tool_choice in OpenAI's terms, for tool_use() to check."""
+    tools = body.get("tools")
+    if tools is None:
+        return {}
+    if not isinstance(tools, list):
+        raise invalid("'tools' must be a list of tools.", "tools")
+    functions = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise invalid(f"'tools.{i}' must be an object with 'name' and 'input_schema'.", f"tools.{i}")
+        functions.append({"type": "function", "function": {
+            "name": tool.get("name"), "description": tool.get("description", ""),
+            "parameters": tool.get("input_schema", {"type": "object", "properties": {}})}})
+    choice = body.get("tool_choice") or {"type": "auto"}
+    if not isinstance(choice, dict):
+        raise invalid("'tool_choice' must be an object such as {\"type\": \"auto\"}.", "tool_choice")
+    kind = choice.get("type")
+    openai_choice: Any = {"auto": "auto", "any": "required", "none": "none"}.get(kind)
+    if kind == "tool":
+        openai_choice = {"type": "function", "function": {"name": choice.get("name")}}
+    elif openai_choice is None:
+        raise invalid("'tool_choice.type' must be 'auto', 'any', 'tool' or 'none'.", "tool_choice")
+    return {"tools": functions, "tool_choice": openai_choice,
+            "parallel_tool_calls": not choice.get("disable_parallel_tool_use", False)}
+
+
+# --- answers ----------------------------------------------------------------
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "context_full": "max_tokens", "cancelled": "end_turn"}
+
+
+class _Message:
+    """Anthropic's response objects for one request."""
+
+    def __init__(self, model: str, gen: Generation):
+        self.model, self.gen = model, gen
+        self.id = "msg_" + secrets.token_hex(12)
+        self.calls = CallReader() if gen.tools else None
+
+    def _stop(self, done: P.Done) -> tuple[str, str | None]:
+        if self.calls is not None and self.calls.calls:
+            return "tool_use", None
+        if done.get("stop_sequence"):
+            return "stop_sequence", done["stop_sequence"]
+        return STOP_REASONS.get(done.get("finish_reason"), "end_turn"), None
+
+    @staticmethod
+    def usage(done: P.Done) -> dict:
+        prompt, completion, cached = token_counts(done)
+        return {"input_tokens": prompt - cached, "cache_read_input_tokens": cached, "output_tokens": completion}
+
+    def _head(self) -> dict:
+        return {"id": self.id, "type": "message", "role": "assistant", "model": self.model}
+
+    def whole(self, text: str, done: P.Done) -> dict:
+        content = []
+        calls: list[ToolCall] = []
+        if self.calls is not None:
+            self.calls.feed(text)
+            text, calls = self.calls.content, self.calls.calls
+        if text:
+            content.append({"type": "text", "text": text})
+        content += [_tool_use(call) for call in calls]
+        reason, sequence = self._stop(done)
+        return {**self._head(), "content": content, "stop_reason": reason, "stop_sequence": sequence,
+                "usage": self.usage(done)}
+
+    async def sse(self, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
+        yield _event("message_start", {"type": "message_start", "message": {
+            **self._head(), "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0}}})
+        blocks = _Blocks()
+        async for event in events:
+            if isinstance(event, (P.Token, P.Done)):
+                text, calls = answer_piece(self.calls, event.text if isinstance(event, P.Token) else "")
+                for chunk in blocks.text(text):
+                    yield chunk
+                for call in calls:
+                    for chunk in blocks.tool_use(call):
+                        yield chunk
+            if isinstance(event, P.Done):
+                for chunk in blocks.close():
+                    yield chunk
+                reason, sequence = self._stop(event)
+                yield _event("message_delta", {"type": "message_delta",
+                                               "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                                               "usage": self.usage(event)})
+                yield _event("message_stop", {"type": "message_stop"})
+            elif isinstance(event, P.Failed):  # after the first token: the status is sent already
+                yield _event("error", from_engine(event.kind, event.message).anthropic_body())
+
+
+class _Blocks:
+    """The content-block events of a streamed message, opening and closing blocks as the answer goes."""
+
+    def __init__(self):
+        self.index = -1
+        self.open_kind: str | None = None
+
+    def _start(self, block: dict) -> list[bytes]:
+        events = self.close()
+        self.index += 1
+        self.open_kind = block["type"]
+        events.append(_event("content_block_start", {"type": "content_block_start", "index": self.index,
+                                                     "content_block": block}))
+        if self.index == 0:  # Anthropic's own stream pings once, after the first block starts
+            events.append(_event("ping", {"type": "ping"}))
+        return events
+
+    def text(self, text: str) -> list[bytes]:
+        if not text:
+            return []
+        events = self._start({"type": "text", "text": ""}) if self.open_kind != "text" else []
+        events.append(_event("content_block_delta", {"type": "content_block_delta", "index": self.index,
+                                                     "delta": {"type": "text_delta", "text": text}}))
+        return events
+
+    def tool_use(self, call: ToolCall) -> list[bytes]:
+        events = self._start({**_tool_use(call), "input": {}})
+        events.append(_event("content_block_delta", {"type": "content_block_delta", "index": self.index,
+                                                     "delta": {"type": "input_json_delta",
+                                                               "partial_json": call.arguments}}))
+        return events + self.close()
+
+    def close(self) -> list[bytes]:
+        if self.open_kind is None:
+            return []
+        self.open_kind = None
+        return [_event("content_block_stop", {"type": "content_block_stop", "index": self.index})]
+
+
+def _tool_use(call: ToolCall) -> dict:
+    return {"type": "tool_use", "id": "toolu_" + secrets.token_hex(12), "name": call.name, "input": call.input}
+
+
+def _event(name: str, data: dict) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + compact_json(data) + b"\n\n"

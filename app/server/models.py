@@ -1,0 +1,173 @@
+"""The models a server answers with: the one it started with, and library models loaded on demand (JIT).
+
+A request whose `model` names another model of the library (by its file name, stem or library name) loads
+it in an engine of its own, with the server's load options, and waits for it. At most `max_models` are
+loaded at once: the one used least recently and not answering makes room. With a TTL, a model that has
+not been used for that long is unloaded. A name the library does not know is a 404; only library models
+load, never an arbitrary path a client sends.
+
+Thread-safe and blocking (a load takes seconds): the API calls it from a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from app.core.errors import HearthError
+from app.engine.backend import Backend
+from app.engine.protocol import ErrorKind, LoadOptions
+from app.server.errors import ApiError, from_engine
+
+REAP_INTERVAL_S = 1.0
+
+
+def model_id(info: dict | None) -> str | None:
+    """The name clients use for a loaded model: its file name without .gguf."""
+    return Path(info["path"]).stem if info and info.get("path") else None
+
+
+@dataclass
+class _Slot:
+    backend: Backend
+    path: str
+    last_used: float = field(default_factory=time.monotonic)
+
+
+def _default_backend() -> Backend:
+    from app.engine.supervisor import Supervisor
+
+    return Supervisor()
+
+
+class ModelPool:
+    def __init__(self, first: Backend, load: LoadOptions | None = None, max_models: int = 1,
+                 ttl_s: float | None = None, make_backend: Callable[[], Backend] = _default_backend):
+        """first: the backend the server started with; load: the options models load with (None: no JIT)."""
+        self.load_options = load
+        self.max_models = max(1, max_models)
+        self.ttl_s = ttl_s
+        self._make_backend = make_backend
+        self._lock = threading.RLock()  # the slots
+        self._loading = threading.Lock()  # one load at a time: two would compete for memory
+        self._slots: list[_Slot] = [_Slot(first, (first.info or {}).get("path") or "")]
+        self._closed = threading.Event()
+        if ttl_s:
+            threading.Thread(target=self._reap, name="model-ttl", daemon=True).start()
+
+    # --- what is loaded -----------------------------------------------------
+    def loaded(self) -> list[Backend]:
+        """The loaded models' backends, the one used last first."""
+        with self._lock:
+            return [s.backend for s in sorted(self._slots, key=lambda s: -s.last_used)]
+
+    def _find(self, requested: str) -> _Slot | None:
+        for slot in self._slots:
+            info = slot.backend.info or {}
+            path = info.get("path") or slot.path
+            if requested in (model_id(info), Path(path).name, path, Path(path).stem):
+                return slot
+        return None
+
+    # --- choosing a model for a request --------------------------------------------
+    def acquire(self, requested: str | None) -> tuple[str, Backend]:
+        """The model id and backend that answer a request naming `requested` (None: the model used last)."""
+        with self._lock:
+            if requested:
+                slot = self._find(requested)
+            else:
+                slot = max(self._slots, key=lambda s: s.last_used) if self._slots else None
+            if slot is not None:
+                return self._ready(slot)
+        if requested:
+            return self._ready(self._load(self._library_path(requested)))
+        if self.load_options is None:
+            raise ApiError(503, "No model is loaded.", "unavailable_error", code="model_loading")
+        return self._ready(self._load(self.load_options.model_path))  # all were unloaded: the first comes back
+
+    def _ready(self, slot: _Slot) -> tuple[str, Backend]:
+        slot.last_used = time.monotonic()
+        backend = slot.backend
+        current = model_id(backend.info)
+        if current is None or not backend.ready:
+            raise ApiError(503, "The model is loading; try again in a moment.", "unavailable_error",
+                           code="model_loading")
+        return current, backend
+
+    def _load(self, path: str) -> _Slot:
+        with self._loading:
+            with self._lock:
+                for slot in self._slots:  # loaded meanwhile, or named differently
+                    if os.path.realpath(slot.path) == os.path.realpath(path):
+                        return slot
+                victims = self._make_room()
+            for victim in victims:
+                victim.backend.close()
+            from app.engine.client import EngineClient
+
+            backend = self._make_backend()
+            # A draft model belongs to the model the server started with; prompt lookup works with any.
+            options = replace(self.load_options, model_path=path, draft_model=None)
+            try:
+                EngineClient(backend).load(options)
+            except HearthError as exc:
+                backend.close()
+                raise from_engine(ErrorKind.of(exc), str(exc)) from None
+            slot = _Slot(backend, path)
+            with self._lock:
+                self._slots.append(slot)
+            return slot
+
+    def _library_path(self, requested: str) -> str:
+        """The file of a library model by name; 404 for anything else (a client may not load arbitrary files)."""
+        from app.core.library import list_models
+
+        if self.load_options is not None:
+            low = requested.lower()
+            for entry in list_models():
+                path = Path(entry.path)
+                if low in (entry.name.lower(), path.name.lower(), path.stem.lower()):
+                    return entry.path
+        names = ", ".join(repr(model_id(b.info)) for b in self.loaded() if b.info)
+        raise ApiError(404, f"The model '{requested}' does not exist here; this server has {names or 'none'}"
+                            f"{' and the models of its library (GET /v1/models)' if self.load_options else ''}.",
+                       param="model", code="model_not_found")
+
+    def _make_room(self) -> list[_Slot]:
+        """Take the least recently used idle models out until a new one fits; 503 when all are answering."""
+        victims = []
+        while len(self._slots) >= self.max_models:
+            idle = [s for s in self._slots if not s.backend.busy]
+            if not idle:
+                raise ApiError(503, f"All {self.max_models} loaded models are answering requests; try again in a "
+                                    "moment.", "unavailable_error", code="model_busy")
+            victim = min(idle, key=lambda s: s.last_used)
+            self._slots.remove(victim)
+            victims.append(victim)
+        return victims
+
+    # --- unloading --------------------------------------------------------------
+    def _reap(self) -> None:
+        """Unload models idle for longer than the TTL."""
+        while not self._closed.wait(min(REAP_INTERVAL_S, self.ttl_s)):
+            now = time.monotonic()
+            with self._lock:
+                for slot in self._slots:
+                    if slot.backend.busy:  # answering: idle time counts from the end of the answer
+                        slot.last_used = now
+                expired = [s for s in self._slots if now - s.last_used > self.ttl_s]
+                for slot in expired:
+                    self._slots.remove(slot)
+            for slot in expired:
+                slot.backend.close()
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            slots, self._slots = self._slots, []
+        for slot in slots:
+            slot.backend.close()

@@ -1,0 +1,137 @@
+"""Anthropic's Messages API (POST /v1/messages) over raw HTTP, as Anthropic's SDKs and tools speak it:
+the message shape, stop reasons, the streamed events in their order, the error envelope, x-api-key, and
+a tool_use / tool_result round trip."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.server.conftest import KEY
+
+pytestmark = pytest.mark.slow
+
+HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+HELLO = [{"role": "user", "content": "Name three colors."}]
+STORY = [{"role": "user", "content": "Write a long story about the sea."}]
+WEATHER = {"name": "get_weather", "description": "The weather in a city now",
+           "input_schema": {"type": "object", "additionalProperties": False, "required": ["city"],
+                            "properties": {"city": {"type": "string", "maxLength": 30}}}}
+
+
+def post(api: str, body: dict, headers: dict | None = None) -> httpx.Response:
+    return httpx.post(api + "/messages", json=body, headers=HEADERS if headers is None else headers, timeout=120)
+
+
+def warm(api: str, model_name: str, messages: list[dict]) -> None:
+    """Leave the prompt in the KV cache, so the requests compared next evaluate the same batch sizes (as
+    tests/server/test_openai_api.py's warm explains: other batch sizes round differently on some CPUs)."""
+    post(api, {"model": model_name, "max_tokens": 1, "temperature": 0, "messages": messages})
+
+
+def events_of(api: str, body: dict) -> list[tuple[str, dict]]:
+    with httpx.stream("POST", api + "/messages", json={**body, "stream": True}, headers=HEADERS, timeout=120) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        raw = r.read().decode()
+    events = []
+    for block in raw.strip().split("\n\n"):
+        name, data = block.split("\n")
+        assert name.startswith("event: ") and data.startswith("data: ")
+        events.append((name[7:], json.loads(data[6:])))
+        assert events[-1][1]["type"] == events[-1][0]
+    return events
+
+
+def test_a_message_in_anthropics_shape(api, model_name):
+    r = post(api, {"model": model_name, "max_tokens": 20, "temperature": 0,
+                   "system": [{"type": "text", "text": "You are brief."}], "messages": HELLO})
+    assert r.status_code == 200, r.text
+    m = r.json()
+    assert m["id"].startswith("msg_") and m["type"] == "message" and m["role"] == "assistant"
+    assert m["model"] == model_name and m["content"][0]["type"] == "text" and m["content"][0]["text"]
+    assert m["stop_reason"] in ("end_turn", "max_tokens") and m["stop_sequence"] is None
+    assert m["usage"]["output_tokens"] <= 20 and m["usage"]["input_tokens"] + m["usage"]["cache_read_input_tokens"] > 5
+
+
+def test_stop_sequences_and_max_tokens_are_the_stop_reason(api, model_name):
+    warm(api, model_name, HELLO)
+    whole = post(api, {"model": model_name, "max_tokens": 30, "temperature": 0, "messages": HELLO}).json()
+    text = whole["content"][0]["text"]
+    word = text.split()[len(text.split()) // 2]
+    cut = post(api, {"model": model_name, "max_tokens": 30, "temperature": 0, "messages": HELLO,
+                     "stop_sequences": ["@@", word]}).json()
+    assert cut["stop_reason"] == "stop_sequence" and cut["stop_sequence"] == word
+    assert cut["content"][0]["text"] == text[: text.index(word)]
+    short = post(api, {"model": model_name, "max_tokens": 2, "messages": STORY}).json()
+    assert short["stop_reason"] == "max_tokens" and short["usage"]["output_tokens"] == 2
+
+
+def test_streamed_events_come_in_anthropics_order(api, model_name):
+    warm(api, model_name, STORY)
+    events = events_of(api, {"model": model_name, "max_tokens": 12, "temperature": 0, "messages": STORY})
+    names = [name for name, _ in events]
+    assert names[:3] == ["message_start", "content_block_start", "ping"]
+    assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    assert set(names[3:-3]) == {"content_block_delta"}
+    start = events[0][1]["message"]
+    assert start["role"] == "assistant" and start["content"] == [] and start["stop_reason"] is None
+    text = "".join(data["delta"]["text"] for name, data in events if name == "content_block_delta")
+    assert all(data["index"] == 0 for name, data in events if name.startswith("content_block"))
+    delta = events[-2][1]
+    assert delta["delta"]["stop_reason"] == "max_tokens" and delta["usage"]["output_tokens"] == 12
+    whole = post(api, {"model": model_name, "max_tokens": 12, "temperature": 0, "messages": STORY}).json()
+    assert text == whole["content"][0]["text"]
+
+
+@pytest.mark.parametrize("body, status, kind", [
+    ({"messages": HELLO}, 400, "invalid_request_error"),  # no max_tokens
+    ({"max_tokens": 5, "messages": []}, 400, "invalid_request_error"),
+    ({"max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]}, 400, "invalid_request_error"),
+    ({"max_tokens": 5, "messages": HELLO, "temperature": 1.5}, 400, "invalid_request_error"),
+    ({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, 400,
+     "invalid_request_error"),
+    ({"max_tokens": 5, "messages": HELLO, "model": "claude-sonnet-4-5"}, 404, "not_found_error"),
+])
+def test_errors_use_anthropics_envelope(api, model_name, body, status, kind):
+    r = post(api, {"model": model_name, **body})
+    assert r.status_code == status
+    assert r.json()["type"] == "error" and r.json()["error"]["type"] == kind and r.json()["error"]["message"]
+
+
+def test_the_key_goes_in_x_api_key_or_as_a_bearer_token(api, model_name):
+    body = {"model": model_name, "max_tokens": 1, "messages": HELLO}
+    wrong = post(api, body, {"x-api-key": "nope"})
+    assert wrong.status_code == 401 and wrong.json()["error"]["type"] == "authentication_error"
+    assert post(api, body, {}).status_code == 401
+    assert post(api, body, {"Authorization": f"Bearer {KEY}"}).status_code == 200
+
+
+def test_a_tool_use_round_trip(api, model_name):
+    ask = [{"role": "user", "content": "What is the weather in Rome?"}]
+    first = post(api, {"model": model_name, "max_tokens": 80, "temperature": 0, "messages": ask, "tools": [WEATHER],
+                       "tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True}})
+    m = first.json()
+    assert m["stop_reason"] == "tool_use", m
+    uses = [b for b in m["content"] if b["type"] == "tool_use"]
+    assert len(uses) == 1 and uses[0]["name"] == "get_weather" and uses[0]["id"].startswith("toolu_")
+    assert set(uses[0]["input"]) == {"city"} and isinstance(uses[0]["input"]["city"], str)
+    history = ask + [{"role": "assistant", "content": m["content"]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0]["id"],
+                                                   "content": "22 degrees and sunny"}]}]
+    second = post(api, {"model": model_name, "max_tokens": 30, "temperature": 0, "messages": history,
+                        "tools": [WEATHER], "tool_choice": {"type": "none"}}).json()
+    assert second["stop_reason"] in ("end_turn", "max_tokens") and second["content"][0]["type"] == "text"
+
+
+def test_a_streamed_tool_use_block(api, model_name):
+    events = events_of(api, {"model": model_name, "max_tokens": 80, "temperature": 0, "tools": [WEATHER],
+                             "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
+                             "messages": [{"role": "user", "content": "Weather in Rome?"}]})
+    starts = [data["content_block"] for name, data in events if name == "content_block_start"]
+    assert starts[0]["type"] == "tool_use" and starts[0]["name"] == "get_weather" and starts[0]["input"] == {}
+    partial = "".join(data["delta"]["partial_json"] for name, data in events
+                      if name == "content_block_delta" and data["delta"]["type"] == "input_json_delta")
+    assert set(json.loads(partial)) == {"city"}
+    assert events[-2][1]["delta"]["stop_reason"] == "tool_use"

@@ -1,0 +1,65 @@
+"""Reading tool calls out of an answer as it streams: text before a call is content, text that might
+begin a call is held back until it is clearly not one, each call comes out once it is complete."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.server.errors import ApiError
+from app.server.tools import CallReader, tool_grammar, tool_use
+
+CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
+ADD = {"type": "function", "function": {"name": "add", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}
+
+
+def feed_chars(reader: CallReader, text: str) -> tuple[str, list]:
+    shown, calls = "", []
+    for ch in text:
+        content, new = reader.feed(ch)
+        shown += content
+        calls += new
+    return shown + reader.finish(), calls
+
+
+def test_text_that_only_looks_like_a_call_is_shown_in_full():
+    text = "Use <b>bold</b> and <tool_ maybe"
+    assert feed_chars(CallReader(), text) == (text, [])
+
+
+def test_calls_after_text_come_out_whole_and_once():
+    reader = CallReader()
+    shown, calls = feed_chars(reader, "Let me add.\n" + CALL + "\n" + CALL.replace('"a": 1', '"a": 5'))
+    assert shown == "Let me add.\n" and reader.content == "Let me add.\n"
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [("add", {"a": 1, "b": 2}), ("add", {"a": 5, "b": 2})]
+    assert calls[0].input == {"a": 1, "b": 2}
+
+
+def test_a_call_cut_off_by_max_tokens_is_not_a_call():
+    reader = CallReader()
+    assert feed_chars(reader, CALL[:-20]) == ("", []) and reader.content == ""
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"tools": "add"}, "tools"),
+    ({"tools": [{"type": "function"}]}, "tools[0]"),
+    ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools[0].function.name"),
+    ({"tools": [ADD, ADD]}, "tools[1].function.name"),
+    ({"tools": [ADD], "tool_choice": "sometimes"}, "tool_choice"),
+    ({"tools": [ADD], "tool_choice": {"type": "function", "function": {"name": "mul"}}}, "tool_choice"),
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"tools": [ADD], "parallel_tool_calls": "yes"}, "parallel_tool_calls"),
+])
+def test_wrong_tools_name_the_field(body, param):
+    with pytest.raises(ApiError) as err:
+        tool_use(body)
+    assert err.value.status == 400 and err.value.param == param
+
+
+def test_a_parameter_schema_the_converter_cannot_enforce_is_a_400():
+    bad = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": 5}}}
+    with pytest.raises(ApiError) as err:
+        tool_grammar(tool_use({"tools": [bad]}))
+    assert err.value.status == 400 and err.value.param == "tools"
