@@ -89,7 +89,7 @@ class OpenAIApi:
             await self._handle(scope, receive, send)
             return
         record = RequestRecord(time.time(), scope["method"], scope["path"], 499)
-        _RECORD.set(record)
+        token = _RECORD.set(record)
         t0 = time.perf_counter()
 
         async def noting_status(message):
@@ -103,6 +103,7 @@ class OpenAIApi:
             record.status = 500
             raise
         finally:
+            _RECORD.reset(token)
             record.duration_s = time.perf_counter() - t0
             self.on_request(record)
 
