@@ -110,13 +110,21 @@ def run_phase(target: Target, streams: int, requests: int, max_tokens: int) -> d
     wall = time.perf_counter() - started
     if errors:
         raise HearthError(f"{target.label}: {errors[0]}")
-    tokens = sum(d["completion_tokens"] or 0 for d in dones)
+    tokens = sum(_tokens(d) for d in dones)
     ttfts = [d["ttft_s"] for d in dones if d.get("ttft_s") is not None]
     return {"streams": streams, "requests": len(dones), "tokens": tokens, "wall_s": round(wall, 3),
             "tok_s": tokens / wall if wall > 0 else 0.0,
             "ttft_p50_ms": percentile(ttfts, 50) * 1000 if ttfts else None,
             "ttft_p95_ms": percentile(ttfts, 95) * 1000 if ttfts else None,
-            "short_answers": sum(1 for d in dones if (d["completion_tokens"] or 0) < max_tokens)}
+            "short_answers": sum(1 for d in dones if _tokens(d) < max_tokens),
+            "counted_by": "server" if all(d.get("completion_tokens") is not None for d in dones) else "stream chunks"}
+
+
+def _tokens(done: dict) -> int:
+    """An answer's tokens: the server's count, or (a server that sends none, llama-cpp-python's) its stream
+    chunks, one token each on llama.cpp servers."""
+    count = done.get("completion_tokens")
+    return int(count if count is not None else done.get("stream_chunks") or 0)
 
 
 def measure(target: Target, o: ServeBenchOptions, say) -> dict:
@@ -194,11 +202,17 @@ def format_table(report: dict) -> str:
     n = report["parallel"]
     lines = [f"| server | 1 stream tok/s | {n} streams tok/s (aggregate) | ratio | TTFT p50 / p95 ms at {n} |",
              "| --- | --- | --- | --- | --- |"]
+    notes: list[str] = []
     for row in report["rows"]:
         p = row["parallel"]
         ttft = (f"{p['ttft_p50_ms']:.0f} / {p['ttft_p95_ms']:.0f}" if p["ttft_p50_ms"] is not None else "n/a")
         lines.append(f"| {row['server']} | {row['single']['tok_s']:.1f} | {p['tok_s']:.1f} | "
                      f"{row['ratio']:.2f}x | {ttft} |")
+        short = row["single"]["short_answers"] + p["short_answers"]
+        if short or p["counted_by"] != "server":
+            notes.append(f"{row['server']}: {short} answers ended before {report['max_tokens']} tokens (it ignores "
+                         f"ignore_eos); tokens counted by {p['counted_by']}.")
+    lines.extend("\n" + note for note in notes)
     hearth = report["rows"][0]["parallel"]["tok_s"]
     for row in report["rows"][1:]:
         other = row["parallel"]["tok_s"]
