@@ -23,8 +23,7 @@ from app.engine import protocol as P
 from app.engine.client import EngineClient
 from app.engine.remote import RemoteEndpoint
 from tests.commands.test_cli import hearth
-from tests.engine.test_remote import stop
-from tests.server.test_openai_api import free_port
+from tests.server.conftest import free_port, stop_server
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_llama_server.py"
 PROMPT = "Name three colors."
@@ -94,8 +93,8 @@ def rpc_head(binaries, bundled_model, tmp_path_factory):
         yield base + "/v1", head_log, f"127.0.0.1:{rpc_port}"
     finally:
         if head is not None:
-            stop(head)
-        stop(worker)
+            stop_server(head)
+        stop_server(worker)
 
 
 @pytest.mark.slow

@@ -3,14 +3,13 @@ leaves frees its slot, and the figures a benchmark reads."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 
 import pytest
 from openai import OpenAI
 
-from tests.server.test_openai_api import start_server
+from tests.server.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.slow
 
@@ -22,11 +21,7 @@ FIXED = {"ignore_eos": True}  # llama-server's and vLLM's extension: answers of 
 def base(tmp_path_factory):
     proc, url = start_server("--parallel", "2", env={"HEARTH_HOME": str(tmp_path_factory.mktemp("par_home"))})
     yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_server(proc)
 
 
 @pytest.fixture

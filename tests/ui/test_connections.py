@@ -13,7 +13,7 @@ from app.core.api_keys import SERVICE, KeyStore
 from app.engine.remote import RemoteEndpoint
 from tests.e2e.test_llama_server_rpc import binaries, rpc_head  # noqa: F401 (fixtures)
 from tests.engine.test_remote import hearth_server, llama_server, odd_server  # noqa: F401 (fixtures)
-from tests.server.test_openai_api import KEY, free_port
+from tests.server.conftest import KEY, free_port
 from tests.ui.conftest import ask, shot
 
 MODEL = "SmolLM2-135M-Instruct.Q4_1"

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.core.api_keys import SERVICE
 from app.ui.server_page import KEY_ACCOUNT, ServerPage
-from tests.server.test_openai_api import free_port
+from tests.server.conftest import free_port
 from tests.ui.conftest import ask, shot
 
 MODEL = "SmolLM2-135M-Instruct.Q4_1"
