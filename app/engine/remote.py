@@ -633,6 +633,8 @@ class _Answer:
             "gen_tok_s": self._rate(completion if completion is not None else self.chunks),
             "stream_chunks": self.chunks, "n_past": None, "n_ctx": self.n_ctx, "rss_mb": None, "peak_rss_mb": None,
             "window": None, "spec": None,
+            # A server does not say how much of a long prompt it left out, nor on how many threads it runs.
+            "prompt_dropped": None, "n_threads": None,
         })
 
 

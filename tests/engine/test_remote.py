@@ -7,6 +7,7 @@ import json
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,14 +37,16 @@ def hearth_server(tmp_path_factory):
 def start_llama_server(model) -> tuple[subprocess.Popen, str]:
     """llama-cpp-python's server (the [server] extra) with the bundled model; ready once it lists it."""
     port = free_port()
+    # Its log goes to a file: a pipe nobody reads fills up with a long traceback and blocks the server.
+    log = tempfile.NamedTemporaryFile("w+", prefix="llama-cpp-server-", suffix=".log", delete=False)
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
                              "--port", str(port), "--n_ctx", str(CTX), "--n_threads", "1", "--verbose", "False"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=log, text=True)
     base = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"llama_cpp.server did not start: {proc.stderr.read()}")
+            raise AssertionError(f"llama_cpp.server did not start: {open(log.name).read()}")
         try:
             if httpx.get(base + "/models", timeout=2).status_code == 200:
                 return proc, base
