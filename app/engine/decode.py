@@ -246,6 +246,7 @@ class Decoder:
                 )
         keep = self.sync_prefix(prompt)
         self.cached_text = None
+        rt.threads_for_answer()  # before the prompt: a busy machine stalls a full thread count at once
         self.last_prompt_evaluated = self.eval_tokens(prompt[keep:], cancelled)
         t_prompt = time.perf_counter()
         answer = Answer(prompt_text, prompt, sampling, emit, cancelled, Sampler(rt.ctx, rt.n_vocab, sampling,

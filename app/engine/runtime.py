@@ -20,7 +20,7 @@ from app.core.modelfile import check_model_file
 from app.engine import llamalog
 from app.engine.gpu_memory import gpu_devices, gpu_memory_mb
 from app.engine.protocol import LoadOptions
-from app.engine.threads import OthersCpu, ThreadController
+from app.engine.threads import OthersCpu, ThreadController, runnable_others
 
 _KV_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}  # ggml_type values
 _FLASH = {
@@ -96,7 +96,7 @@ class Runtime:
         # No count given: the engine moves it with the machine's load (app/engine/threads.py).
         self.threads: ThreadController | None = None
         if options.n_threads is None and self.n_threads > 1:
-            self.threads = ThreadController(self.n_threads, OthersCpu())
+            self.threads = ThreadController(self.n_threads, OthersCpu(), others_now=runnable_others)
         self.n_parallel = max(1, int(options.n_parallel or 1))
         cp = llama_cpp.llama_context_default_params()
         cp.n_ctx = int(options.n_ctx) * self.n_parallel
@@ -140,6 +140,13 @@ class Runtime:
         """Generation and batch threads from the next decode on (llama.cpp takes it between two decodes)."""
         llama_cpp.llama_set_n_threads(self.ctx, n, n)
         self.n_threads = n
+
+    def threads_for_answer(self) -> None:
+        """Adaptive threads: the count to start an answer with, from what other programs do right now."""
+        if self.threads is not None:
+            better = self.threads.start_of_answer()
+            if better is not None:
+                self.set_threads(better)
 
     def threads_now(self) -> dict:
         """The thread count in use and, when the engine chooses it, why (for the monitor)."""

@@ -14,8 +14,9 @@ own tokens and moves the count between 1 and the physical cores:
   too (a sign of contention that the CPU reading may miss, e.g. a busy hypervisor);
 - a try ("probe") runs one window at the other count and must be MARGIN faster to be kept, so noise never
   makes the count oscillate; a probe whose tokens come far slower (ABORT) ends at once, so trying two
-  threads on a busy machine costs a token, not a window; a probe that loses waits twice as long before the
-  same kind of probe again.
+  threads on a busy machine costs a token, not a window (a probe of fewer threads runs its whole window: on
+  a loaded machine any one token can stall); a probe that loses waits twice as long before the same kind
+  of probe again.
 
 The controller sees only numbers (recorded traces in tests, token times in the engine); the Runtime applies
 its decisions.
@@ -23,14 +24,15 @@ its decisions.
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 WINDOW = 16  # tokens per measured window at most
-WINDOW_S = 0.25  # seconds per window at most (at least MIN_TOKENS tokens, unless one token alone takes that)
+WINDOW_S = 0.1  # seconds per window at most (at least MIN_TOKENS tokens, unless one token alone takes that)
 MIN_TOKENS = 2
 MARGIN = 0.10  # a probed count must be this much faster to be kept
 SLOWDOWN = 1.35  # the median this much above its recent best: probe a lower count at once
-ABORT = 2.5  # a probe token this much slower than the count it left ends the probe
+ABORT = 2.5  # a token this much slower than the count it left ends a probe of more threads
 BUSY_CORES = 0.5  # other programs using at least this many cores: try fewer threads
 FREE_CORES = 0.25  # at most this many: try more
 FIRST_BACKOFF = 1  # windows between probes of one kind, doubled after each probe of that kind that loses
@@ -40,11 +42,13 @@ DRIFT = 1.02  # per window, a remembered best forgets itself slowly (the machine
 
 class ThreadController:
     def __init__(self, max_threads: int, others_cores: Callable[[], float | None] | None = None,
-                 start: int | None = None):
-        """others_cores(): cores' worth of CPU that other programs used since the last call (None: unknown)."""
+                 start: int | None = None, others_now: Callable[[], float | None] | None = None):
+        """others_cores(): cores' worth of CPU that other programs used since the last call (None: unknown);
+        others_now(): how many other programs' threads want a core at this instant (None: unknown)."""
         self.max = max(1, int(max_threads))
         self.current = min(self.max, start or self.max)
         self.others_cores = others_cores or (lambda: None)
+        self.others_now = others_now or (lambda: None)
         self.reason = f"{self.current} of {self.max} threads"
         self.changes = 0  # how many times the count moved (probes included)
         self._times: list[float] = []
@@ -55,14 +59,34 @@ class ThreadController:
         self._backoff = {"down": FIRST_BACKOFF, "up": FIRST_BACKOFF}
         self._wait = {"down": 0, "up": 0}  # windows until that kind of probe may run again
 
+    def start_of_answer(self) -> int | None:
+        """Before an answer's prompt: if other programs hold cores right now, start with the cores left.
+
+        On a loaded machine the very first token at the full count can stall for seconds (measured: 3 s on two
+        busy cores), long before a window could show it; the probes go on from wherever this starts.
+        """
+        busy = self.others_now()
+        if busy is None:
+            return None
+        target = max(1, min(self.max, self.max - int(busy)))
+        if target < self.current or (target > self.current and busy < FREE_CORES):
+            self._home = None
+            self._times.clear()
+            self._switch(target)
+            self._explain(freed_up=target == self.max)
+            return target
+        return None
+
     def observe(self, seconds: float) -> int | None:
         """One token's time at the current count; the count to switch to, or None to keep it."""
         if self._skip:
             self._skip -= 1
             return None
         home = self._home
-        if home is not None and seconds > self._median[home] * ABORT:
-            return self._end_probe(seconds)  # far slower than where it came from: no need to finish the window
+        if home is not None and self.current > home and seconds > self._median[home] * ABORT:
+            # More threads on a busy machine collapse at once: no need to finish the window. (A probe of fewer
+            # threads always runs its window: on a loaded machine any single token can stall.)
+            return self._end_probe(seconds)
         self._times.append(seconds)
         n = len(self._times)
         if n < WINDOW and seconds < WINDOW_S and (n < MIN_TOKENS or sum(self._times) < WINDOW_S):
@@ -126,12 +150,26 @@ class ThreadController:
             self.reason = f"{n} of {top} threads"
 
 
+def runnable_others(samples: int = 3, gap_s: float = 0.001) -> float | None:
+    """Threads of other programs that want a core now: Linux's count of runnable threads (/proc/loadavg, a file
+    read of a few microseconds) less this one, the least of a few samples a millisecond apart (a client
+    thread that just sent the request is not a busy program). None where it cannot be read."""
+    counts = []
+    for i in range(samples):
+        if i:
+            time.sleep(gap_s)
+        try:
+            with open("/proc/loadavg", "rb") as fh:
+                counts.append(int(fh.read().split()[3].split(b"/")[0]))
+        except (OSError, ValueError, IndexError):
+            return None
+    return max(0, min(counts) - 1)
+
+
 class OthersCpu:
     """Cores' worth of CPU time that other processes used between two calls (psutil, about 30 us a call)."""
 
     def __init__(self):
-        import time
-
         import psutil
 
         self._psutil, self._clock = psutil, time.monotonic
