@@ -78,7 +78,20 @@ def _values(args: argparse.Namespace, table: tuple[OptionField, ...]) -> dict:
 def load_options(args: argparse.Namespace) -> LoadOptions:
     options = LoadOptions(model_path=model_path(args), **_values(args, LOAD_FIELDS))
     check_options(options)  # before any engine starts: the sentence comes at once
+    if options.n_gpu_layers:
+        _say_if_no_gpu(options.n_gpu_layers)
     return options
+
+
+def _say_if_no_gpu(layers: int) -> None:
+    """--gpu-layers on a machine or build without a GPU is not an error, but never silently ignored."""
+    import sys
+
+    from app.engine.gpu_memory import gpu_devices
+
+    if not gpu_devices():
+        print(f"hearth: --gpu-layers {layers}: this llama.cpp build finds no GPU, so the model runs on the CPU.",
+              file=sys.stderr)
 
 
 def sampling_options(args: argparse.Namespace) -> SamplingOptions:

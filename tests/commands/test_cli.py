@@ -207,3 +207,13 @@ def test_the_startup_timing_command_reports_paint_and_model_ready(tmp_path):
     assert 0 < marks["qt_ready_s"] <= marks["painted_s"] < 60
     assert 0 < marks["model_ready_s"] < 60 and marks["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert "background" in marks["extra_bufts_probe"]  # a fresh home: the probe did not hold the load up
+
+
+def test_gpu_layers_without_a_gpu_are_said_not_ignored():
+    from app.engine.gpu_memory import gpu_devices
+
+    if gpu_devices():
+        pytest.skip("this machine has a GPU llama.cpp can use")
+    proc = hearth("chat", "--gpu-layers", "999", "--prompt", "Hello", "--max-tokens", "2", "--temp", "0")
+    assert proc.returncode == 0 and proc.stdout.strip()
+    assert "--gpu-layers 999: this llama.cpp build finds no GPU, so the model runs on the CPU." in proc.stderr
