@@ -60,11 +60,16 @@ def test_a_slowdown_the_cpu_reading_misses_still_moves_it():
     assert used[-250:].count(1) >= 240
 
 
-def test_when_the_machine_frees_up_it_goes_back_to_every_core():
+def on_one_thread_after_a_busy_spell() -> ThreadController:
     c = ThreadController(2)
-    run(c, 50, IDLE, others=0.0)
-    run(c, 300, BUSY, others=1.0)
+    run(c, 100, IDLE, others=0.0)
+    run(c, 100, BUSY, others=1.0)
     assert c.current == 1
+    return c
+
+
+def test_when_the_machine_frees_up_it_goes_back_to_every_core():
+    c = on_one_thread_after_a_busy_spell()
     used = run(c, 200, IDLE, others=0.05)
     assert used[-150:] == [2] * 150
     assert c.reason == "2 of 2 threads: the CPU is free again"
@@ -82,10 +87,7 @@ def test_noise_alone_never_makes_it_oscillate():
 
 
 def test_a_probe_on_a_busy_machine_costs_a_token_not_a_window():
-    c = ThreadController(2)
-    run(c, 100, IDLE, others=0.0)
-    run(c, 100, BUSY, others=1.0)
-    assert c.current == 1
+    c = on_one_thread_after_a_busy_spell()
     # The busy program is still there but the reading says free (it just paused): a probe of 2 threads.
     used = run(c, 40, BUSY, others=0.0)
     # Each probe ends at its first timed token (far slower than one thread's): two tokens at most, one untimed.
