@@ -61,3 +61,13 @@ def test_verdicts_for_small_ram_and_a_gpu(bundled_model):
     assert partial.ram_needed_mb < partial.total_mb
     full = estimate_fit(bundled_model, n_ctx=2048, ram_available_mb=16000, gpu_available_mb=24000)
     assert full.gpu_layers == 30 and full.verdict.startswith("Fits: all 30 layers")
+
+
+def test_the_fit_hint_never_suggests_a_context_beyond_the_trained_one(bundled_model):
+    """#18 item 16: with memory for far more, the hint names the trained context and says why."""
+    from app.core.gguf_info import read_gguf_info
+
+    trained = read_gguf_info(bundled_model).context_length
+    est = estimate_fit(bundled_model, n_ctx=1 << 24)
+    assert not est.fits
+    assert f"It fits with its trained context of {trained:,} tokens (--ctx {trained})" in est.verdict
