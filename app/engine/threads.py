@@ -24,6 +24,7 @@ its decisions.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
 
@@ -68,7 +69,9 @@ class ThreadController:
         busy = self.others_now()
         if busy is None:
             return None
-        target = max(1, min(self.max, self.max - int(busy)))
+        # One runnable thread is allowed for the client that has just sent this request (the window drawing
+        # the question, the API server): it is part of the work, and it is gone a moment later.
+        target = max(1, min(self.max, self.max - int(max(0, busy - 1))))
         if target < self.current or (target > self.current and busy < FREE_CORES):
             self._home = None
             self._times.clear()
@@ -167,20 +170,36 @@ def runnable_others(samples: int = 3, gap_s: float = 0.001) -> float | None:
 
 
 class OthersCpu:
-    """Cores' worth of CPU time that other processes used between two calls (psutil, about 30 us a call)."""
+    """Cores' worth of CPU time that other processes used between two calls (psutil, about 50 us a call).
+
+    The engine's parent (the window, `hearth serve`, the CLI) counts as this work, not as another program:
+    the window drawing the streamed answer must not make the engine give up a thread.
+    """
 
     def __init__(self):
         import psutil
 
         self._psutil, self._clock = psutil, time.monotonic
         self._me = psutil.Process()
+        try:
+            parent = psutil.Process(os.getppid())
+            self._parent = parent if os.getppid() > 1 else None
+        except psutil.Error:
+            self._parent = None
         self._last = self._read()
 
     def _read(self) -> tuple[float, float, float]:
         t = self._psutil.cpu_times()
         busy = sum(getattr(t, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal"))
         mine = self._me.cpu_times()
-        return self._clock(), busy, mine.user + mine.system
+        ours = mine.user + mine.system
+        if self._parent is not None:
+            try:
+                theirs = self._parent.cpu_times()
+                ours += theirs.user + theirs.system
+            except self._psutil.Error:  # the parent is gone: this engine is about to exit anyway
+                self._parent = None
+        return self._clock(), busy, ours
 
     def __call__(self) -> float | None:
         try:

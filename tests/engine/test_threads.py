@@ -149,7 +149,9 @@ def test_the_engine_drops_a_thread_when_a_busy_loop_starts_mid_answer(bundled_mo
 
 def test_an_answer_that_starts_on_a_busy_machine_starts_with_the_cores_left():
     """The first token at the full count can stall for seconds when every core is taken: decide before it."""
-    c = ThreadController(2, others_now=lambda: 2)
+    c = ThreadController(2, others_now=lambda: 1)  # the client that sent the request: not a busy program
+    assert c.start_of_answer() is None and c.current == 2
+    c.others_now = lambda: 2
     assert c.start_of_answer() == 1 and "other programs" in c.reason
     c.others_now = lambda: 0
     assert c.start_of_answer() == 2 and c.reason == "2 of 2 threads: the CPU is free again"
