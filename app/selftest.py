@@ -21,6 +21,7 @@ from typing import Callable
 
 from app import __version__
 from app.core.errors import HearthError
+from app.core.metrics import seconds_since_process_start
 
 PROMPT = "Say hello in one short sentence."
 MAX_TOKENS = 8
@@ -28,15 +29,6 @@ WINDOW_TIMEOUT_S = 20.0
 LOAD_TIMEOUT_S = 180.0
 GENERATE_TIMEOUT_S = 120.0
 LOG_TAIL_LINES = 15
-
-
-def _seconds_since_process_start() -> float | None:
-    try:
-        import psutil
-
-        return time.time() - psutil.Process().create_time()
-    except Exception:  # the figure is informative only
-        return None
 
 
 def check_resources() -> str:
@@ -84,7 +76,7 @@ def check_gui() -> str:
         app.processEvents()
         time.sleep(0.005)
     shown_s = time.perf_counter() - started
-    since_start = _seconds_since_process_start()
+    since_start = seconds_since_process_start()
     try:
         if not watcher.seen:
             raise HearthError(f"The main window was not painted within {WINDOW_TIMEOUT_S:.0f} s.")

@@ -241,11 +241,11 @@ def run_endpoint(url: str, api_key: str | None, model: str | None, repeats: int,
         dones = [target.ask(PROMPTS[i % len(PROMPTS)], max_tokens) for i in range(repeats)]
     finally:
         target.close()
-    ttft = sorted(d["ttft_s"] for d in dones if d.get("ttft_s") is not None)
-    rates = sorted(d["gen_tok_s"] for d in dones if d.get("gen_tok_s"))
+    ttft = [d["ttft_s"] for d in dones if d.get("ttft_s") is not None]
+    rates = [d["gen_tok_s"] for d in dones if d.get("gen_tok_s")]
     report = {"kind": "hearth-bench-endpoint", "url": url, "model": target.model, "repeats": repeats,
-              "max_tokens": max_tokens, "ttft_ms_median": ttft[len(ttft) // 2] * 1000 if ttft else None,
-              "gen_tok_s_median": rates[len(rates) // 2] if rates else None,
+              "max_tokens": max_tokens, "ttft_ms_median": percentile(ttft, 50) * 1000 if ttft else None,
+              "gen_tok_s_median": percentile(rates, 50) if rates else None,
               "completion_tokens": [d.get("completion_tokens") for d in dones]}
     if as_json:
         print(json.dumps(report, indent=2))

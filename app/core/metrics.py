@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import psutil
 
@@ -42,6 +43,14 @@ def peak_rss_mb() -> float:
 def system_memory_mb() -> dict[str, float]:
     vm = psutil.virtual_memory()
     return {"total_mb": vm.total / _MB, "available_mb": vm.available / _MB, "used_mb": vm.used / _MB}
+
+
+def seconds_since_process_start() -> float | None:
+    """How long this process has run (its start as the OS records it, so interpreter start-up counts)."""
+    try:
+        return time.time() - psutil.Process().create_time()
+    except psutil.Error:  # the figure is informative only
+        return None
 
 
 def default_threads() -> int:

@@ -293,9 +293,7 @@ class Decoder:
                 decode_one(tok)
                 now = time.perf_counter()
                 if threads is not None:
-                    better = threads.observe(now - t_last)
-                    if better is not None:
-                        rt.set_threads(better)
+                    rt.token_took(now - t_last)
                     t_last = now
                 if now >= next_stats:
                     next_stats = now + STATS_INTERVAL_S

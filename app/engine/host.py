@@ -95,8 +95,8 @@ class Host:
         self.emit({"ev": P.READY, "pid": os.getpid(), "version": __version__})
         waiting: deque = deque()
         while True:
-            slots = self.session.slots if self.session is not None else None
-            answering = slots is not None and slots.running
+            slots = self.running_slots
+            answering = slots is not None
             if not answering and not waiting:
                 waiting.append(self.commands.get())
             while True:  # whatever else has arrived joins the line
@@ -108,8 +108,8 @@ class Host:
                 slots.cancel_all()  # nobody is left to read the answers
             while waiting:
                 msg = waiting[0]
-                slots = self.session.slots if self.session is not None else None
-                if slots is not None and slots.running:
+                slots = self.running_slots
+                if slots is not None:
                     # A new answer joins the running ones when a slot is free; anything else (load, reset,
                     # unload) waits for them, in order.
                     if msg.get("cmd") not in GENERATION or not slots.has_free:
@@ -119,9 +119,15 @@ class Host:
                     self._unload()
                     return 0
                 self.handle(msg)
-            slots = self.session.slots if self.session is not None else None
-            if slots is not None and slots.running:
+            slots = self.running_slots
+            if slots is not None:
                 self.step(slots)
+
+    @property
+    def running_slots(self):
+        """The loaded model's parallel slots while any answers in them; None otherwise."""
+        slots = self.session.slots if self.session is not None else None
+        return slots if slots is not None and slots.running else None
 
     def handle(self, msg: dict) -> None:
         cmd = msg.get("cmd")

@@ -127,6 +127,11 @@ def with_values(base: Any, values: dict[str, Any]):
     return replace(base, **values)
 
 
+# name -> (its OptionField or None, lowest, highest accepted): what check_options judges, built once.
+_RANGES = {f.name: (f, *(f.valid or (f.low, f.high))) for f in (*LOAD_FIELDS, *SAMPLING_FIELDS) if f.low is not None}
+_RANGES.update({name: (None, low, high) for name, (low, high) in OTHER_RANGES.items()})
+
+
 class OptionError(InvalidRequest):
     """An option out of its range: the asker's to fix (an API client gets a 400)."""
 
@@ -137,16 +142,13 @@ def check_options(options: Any) -> None:
     The one place where options are judged: the command line calls it as it builds them, and the engine
     host on every load and request, so the window, the CLI and the API refuse the same values the same way.
     """
-    ranges = {f.name: (f, *(f.valid or (f.low, f.high))) for f in (*LOAD_FIELDS, *SAMPLING_FIELDS)
-              if f.low is not None}
-    ranges.update({name: (None, low, high) for name, (low, high) in OTHER_RANGES.items()})
     for spec in fields(options):
-        if spec.name not in ranges:
+        if spec.name not in _RANGES:
             continue
         value = getattr(options, spec.name)
         if value is None:
             continue  # "decide for me" (threads, draft length)
-        field, low, high = ranges[spec.name]
+        field, low, high = _RANGES[spec.name]
         name = (field.flag if field and field.flag else spec.name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise OptionError(f"{name} must be a number, not {value!r}.")

@@ -148,6 +148,12 @@ class Runtime:
             if better is not None:
                 self.set_threads(better)
 
+    def token_took(self, seconds: float) -> None:
+        """Adaptive threads (self.threads set): one token's time, and the count it asks for from the next decode."""
+        better = self.threads.observe(seconds)
+        if better is not None:
+            self.set_threads(better)
+
     def threads_now(self) -> dict:
         """The thread count in use and, when the engine chooses it, why (for the monitor)."""
         if self.threads is None:

@@ -119,11 +119,8 @@ class Slots:
             return
         self.steps += 1
         self.rows += len(running)
-        threads = self.rt.threads
-        if threads is not None:  # a step is one token of each answer: the thread count follows its time
-            better = threads.observe(time.perf_counter() - started)
-            if better is not None:
-                self.rt.set_threads(better)
+        if self.rt.threads is not None:  # a step is one token of each answer: the thread count follows its time
+            self.rt.token_took(time.perf_counter() - started)
         for i, slot in enumerate(running):
             slot.decoder.tokens.append(slot.next_token)
             slot.row = i

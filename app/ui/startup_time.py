@@ -11,13 +11,9 @@ import json
 import sys
 import time
 
+from app.core.metrics import seconds_since_process_start
+
 READY_TIMEOUT_S = 120.0
-
-
-def process_age() -> float:
-    import psutil
-
-    return time.time() - psutil.Process().create_time()
 
 
 def measure() -> dict:
@@ -31,15 +27,15 @@ def measure() -> dict:
     class _FirstPaint(QObject):
         def eventFilter(self, obj, event):  # noqa: N802 (Qt's name)
             if event.type() == QEvent.Paint and "painted_s" not in marks:
-                marks["painted_s"] = process_age()
+                marks["painted_s"] = seconds_since_process_start()
             return False
 
     app = make_app([])
-    marks["qt_ready_s"] = process_age()
+    marks["qt_ready_s"] = seconds_since_process_start()
     watcher = _FirstPaint()
     app.installEventFilter(watcher)
     window = MainWindow()
-    window.bridge.model_loaded.connect(lambda _info: marks.setdefault("model_ready_s", process_age()))
+    window.bridge.model_loaded.connect(lambda _info: marks.setdefault("model_ready_s", seconds_since_process_start()))
     window.show()
     deadline = time.monotonic() + READY_TIMEOUT_S
     while ("model_ready_s" not in marks or "painted_s" not in marks) and time.monotonic() < deadline:
