@@ -17,6 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import llama_cpp
+import numpy as np
+
 from app.bench.basic import _llama_with_extra_bufts
 from app.bench.model_options import ModelOptions
 from app.core import paths
@@ -24,6 +27,7 @@ from app.core.bundled import bundled_model_path
 from app.engine.decode import Decoder
 from app.engine.draft_model import DraftModelDrafter
 from app.engine.lookup import LookupDrafter
+from app.engine.prediction import prediction_speculator
 from app.engine.probe import extra_bufts_decision
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
@@ -64,7 +68,9 @@ PROMPTS = [
     ("chat-story", "chat", [{"role": "user", "content": "Tell me a short story about a lighthouse keeper."}], ""),
     ("chat-advice", "chat", [{"role": "user", "content": "How can I sleep better? Give me practical advice."}], ""),
 ]
-MODES = ("plain", "lookup", "draft", "llama-cpp-python lookup")
+MODES = ("plain", "lookup", "draft", "predicted", "mispredicted", "llama-cpp-python lookup")
+# Speculative modes whose answers are compared with plain decoding's, token by token.
+AGREEMENT = ("lookup", "draft", "predicted", "mispredicted")
 LLAMA_TOKENS = 32  # llama-cpp-python's lookup runs at a few tokens per second here: fewer tokens, same prompts
 
 
@@ -72,10 +78,11 @@ LLAMA_TOKENS = 32  # llama-cpp-python's lookup runs at a few tokens per second h
 class SpecOptions(ModelOptions):
     quants: str = ",".join(QUANTS)  # target quantizations, comma-separated
     draft: str | None = None  # None: the bundled model in Q4_0
-    max_tokens: int = 128
+    max_tokens: int = 300
     llama_tokens: int = LLAMA_TOKENS
     repeats: int = 3
     no_llama: bool = False
+    recalibrate: bool = False
     json: bool = False
 
 
@@ -111,17 +118,40 @@ def _rates(n: int, wall: float, first: _FirstToken) -> dict:
 
 def _hearth_run(dec: Decoder, prompt: str, speculator, max_tokens: int) -> dict:
     dec.reset()  # every run evaluates its prompt afresh, as a new chat would
-    dec.speculator = speculator
     first = _FirstToken()
-    try:
-        done = dec.generate(prompt, SamplingOptions(temperature=0.0, repeat_penalty=1.0, max_tokens=max_tokens,
-                                                    ignore_eos=True), first)
-    finally:
-        dec.speculator = None
+    done = dec.generate(prompt, _greedy(max_tokens), first, speculator=speculator)
     out = _rates(done["completion_tokens"], 0.0, first)
     out["tok_s"] = done["gen_tok_s"]
     out["spec"] = done.get("spec")
+    out["text"] = done["text"]
+    # The answer's tokens but the last, which a plain answer never evaluates: what two runs compare.
+    n = done["prompt_tokens"]
+    out["tokens"] = dec.tokens[n : n + done["completion_tokens"] - 1]
     return out
+
+
+def _greedy(max_tokens: int) -> SamplingOptions:
+    return SamplingOptions(temperature=0.0, repeat_penalty=1.0, max_tokens=max_tokens, ignore_eos=True)
+
+
+def first_difference(plain: dict, other: dict) -> int | None:
+    """The index of the first answer token where a run left the plain answer; None if it never did."""
+    a, b = plain["tokens"], other["tokens"]
+    i = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if i is None and (len(a) != len(b) or plain["text"] != other["text"]):
+        i = min(len(a), len(b))
+    return i
+
+
+def plain_gap(dec: Decoder, prompt: str, index: int) -> float:
+    """The gap between the best two logits where plain decoding chose answer token `index`: a difference there
+    with a gap of a few thousandths is the kernels' rounding (a near-tie); a larger one is a bug."""
+    dec.reset()
+    dec.generate(prompt, _greedy(index + 1), lambda _event: None)
+    # The plain loop stops right after sampling its last token: the logits it sampled from are still there.
+    logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(dec.rt.ctx, -1), shape=(dec.rt.n_vocab,))
+    second, best = np.partition(logits, -2)[-2:]
+    return float(best - second)
 
 
 def _llama_run(llm, tokens: list[int], max_tokens: int) -> dict:
@@ -145,15 +175,14 @@ def bench_target(label: str, path: Path, draft: Path, args: SpecOptions, extra: 
     dec = Decoder(rt)
     template = ChatTemplate(rt.chat_template(), *rt.bos_eos_text())
     lookup = Speculator(LookupDrafter())
-    lookup.calibrate(dec)
+    lookup.calibrate(dec, renew=args.recalibrate)  # the target's calibration, which every mode below shares
     drafter = DraftModelDrafter(rt.options, str(draft), extra, rt.n_ctx)
     drafted = Speculator(drafter, k_cap=8)
-    drafted.calibrate(dec)
+    drafted.calibrate(dec, renew=args.recalibrate)
     if on_row is not None:
         on_row({"target": label, "lookup": lookup.plain_reason, "draft": drafted.plain_reason})
     llm = None
     if not args.no_llama:
-        import llama_cpp
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         with _llama_with_extra_bufts(extra):
@@ -162,13 +191,19 @@ def bench_target(label: str, path: Path, draft: Path, args: SpecOptions, extra: 
                                   draft_model=LlamaPromptLookupDecoding(num_pred_tokens=10))
     rows = []
     try:
-        for name, kind, messages, start in PROMPTS:
-            prompt = template.render(messages, add_generation_prompt=True) + start
+        prompts = [(name, kind, template.render(messages, add_generation_prompt=True) + start)
+                   for name, kind, messages, start in PROMPTS]
+        # Predictions: the plain answer itself (regenerating at temperature 0), and another prompt's (wrong).
+        answers = [_hearth_run(dec, prompt, None, args.max_tokens)["text"] for _, _, prompt in prompts]
+        for i, (name, kind, prompt) in enumerate(prompts):
             tokens = rt.tokenize(prompt, add_special=rt.add_bos(), parse_special=True)
+            right, wrong = answers[i], answers[(i + 1) % len(answers)]
             jobs = {
                 "plain": lambda: _hearth_run(dec, prompt, None, args.max_tokens),
                 "lookup": lambda: _hearth_run(dec, prompt, lookup, args.max_tokens),
                 "draft": lambda: _hearth_run(dec, prompt, drafted, args.max_tokens),
+                "predicted": lambda: _hearth_run(dec, prompt, prediction_speculator(dec, right), args.max_tokens),
+                "mispredicted": lambda: _hearth_run(dec, prompt, prediction_speculator(dec, wrong), args.max_tokens),
             }
             if llm is not None:
                 jobs["llama-cpp-python lookup"] = lambda: _llama_run(llm, tokens, args.llama_tokens)
@@ -179,6 +214,7 @@ def bench_target(label: str, path: Path, draft: Path, args: SpecOptions, extra: 
                 for mode in order[r % len(order):] + order[: r % len(order)]:
                     runs[mode].append(jobs[mode]())
             row = _row(label, path.name, name, kind, runs)
+            _agreement(row, runs, lambda index: plain_gap(dec, prompt, index))
             rows.append(row)
             if on_row is not None:
                 on_row(row)
@@ -189,6 +225,24 @@ def bench_target(label: str, path: Path, draft: Path, args: SpecOptions, extra: 
         dec.close()
         rt.close()
     return rows
+
+
+def _agreement(row: dict, runs: dict[str, list[dict]], gap_at) -> None:
+    """For each speculative mode: do all its runs give one answer, is it plain decoding's, and where it is not,
+    how near a tie plain decoding's choice was at the first difference."""
+    plain = runs["plain"][0]
+    row["plain_runs_agree"] = all(r["tokens"] == plain["tokens"] for r in runs["plain"])
+    for mode in AGREEMENT:
+        if mode not in runs:
+            continue
+        results = runs[mode]
+        entry = row["modes"][mode]
+        entry["runs_agree"] = all(r["tokens"] == results[0]["tokens"] and r["text"] == results[0]["text"]
+                                  for r in results)
+        index = first_difference(plain, results[0])
+        entry["same_as_plain"] = index is None
+        entry["first_difference"] = index
+        entry["plain_gap"] = None if index is None else gap_at(index)
 
 
 def _row(label: str, model: str, prompt: str, kind: str, runs: dict[str, list[dict]]) -> dict:
@@ -212,7 +266,8 @@ def _row(label: str, model: str, prompt: str, kind: str, runs: dict[str, list[di
 def _header(report: dict) -> list[str]:
     return [f"hearth bench spec: greedy, {report['max_tokens']} tokens ({report['llama_tokens']} for "
             f"llama-cpp-python), median of {report['repeats']} runs, {report['threads']} threads; draft model "
-            f"{report['draft']}; tok/s (ratio vs plain: wall / CPU time)",
+            f"{report['draft']}; predicted: the plain answer as the prediction, mispredicted: another prompt's; "
+            "tok/s (ratio vs plain: wall / CPU time)",
             "(=: the calibration ruled drafting out, so this ran the plain loop)",
             f"{'target':<7} {'prompt':<12} " + " ".join(f"{m[:24]:>24}" for m in MODES)]
 
@@ -223,7 +278,22 @@ def _line(r: dict) -> str:
         e = r["modes"].get(m)
         mark = "=" if e and e.get("plain_reason") else " "
         cells.append(f"{e['tok_s']:6.1f} ({e['ratio']:4.2f}/{e['cpu_ratio']:4.2f}){mark}" if e else "-")
-    return f"{r['target']:<7} {r['prompt']:<12} " + " ".join(f"{c:>24}" for c in cells)
+    return f"{r['target']:<7} {r['prompt']:<12} " + " ".join(f"{c:>24}" for c in cells) + "\n" + _agreement_line(r)
+
+
+def _agreement_line(r: dict) -> str:
+    """Whether each mode's answer is plain decoding's, and where not, plain's top-two gap at the difference."""
+    parts = []
+    for m in AGREEMENT:
+        e = r["modes"].get(m)
+        if not e or "same_as_plain" not in e:
+            continue
+        said = "= plain" if e["same_as_plain"] else (f"differs at token {e['first_difference']} "
+                                                     f"(plain's top-two gap {e['plain_gap']:.4f})")
+        parts.append(f"{m} {said}" + ("" if e["runs_agree"] else ", NOT the same every run"))
+    if not r.get("plain_runs_agree", True):
+        parts.append("plain NOT the same every run")
+    return f"{'':<20} answers: " + "; ".join(parts)
 
 
 def format_table(report: dict) -> str:

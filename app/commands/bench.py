@@ -51,19 +51,23 @@ def _run_basic(args) -> int:
 
 # --- hearth bench spec -----------------------------------------------------------------------------------------
 def _add_spec(kinds) -> None:
-    p = kinds.add_parser("spec", help="speculative decoding: plain vs prompt lookup vs draft model",
+    p = kinds.add_parser("spec", help="speculative decoding: plain vs lookup vs draft model vs a prediction",
                          description="Greedy decoding of the same prompts with no drafter, prompt lookup, a draft "
-                         "model (the bundled model in Q4_0), and llama-cpp-python's LlamaPromptLookupDecoding, "
-                         "for each quantization of the target; medians and ratios against plain decoding. Rows "
+                         "model (the bundled model in Q4_0), a right prediction (the plain answer) and a wrong one "
+                         "(another prompt's answer), and llama-cpp-python's LlamaPromptLookupDecoding, for each "
+                         "quantization of the target; medians and ratios against plain decoding, and whether each "
+                         "answer equals plain decoding's (at a difference, plain's top-two logit gap there). Rows "
                          "print as they complete.")
     add_model_args(p)
     p.add_argument("--quants", default=",".join(spec.QUANTS), help="target quantizations (comma-separated)")
     p.add_argument("--draft", metavar="PATH", help="draft model (default: the bundled model in Q4_0)")
-    p.add_argument("--max-tokens", type=int, default=128, metavar="N")
+    p.add_argument("--max-tokens", type=int, default=300, metavar="N")
     p.add_argument("--llama-tokens", type=int, default=spec.LLAMA_TOKENS, metavar="N",
                    help="tokens per llama-cpp-python lookup run (it is slow; its rate is per token all the same)")
     p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure; medians are reported")
     p.add_argument("--no-llama", action="store_true", help="skip llama-cpp-python's prompt lookup")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="measure the kept speculation costs of each model again (hearth doctor shows them)")
     p.add_argument("--json", action="store_true", help="the report as JSON on stdout (rows go to stderr)")
     p.set_defaults(func=lambda args: spec.run(_options(spec.SpecOptions, args, model=model_path(args))))
 

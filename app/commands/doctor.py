@@ -30,7 +30,7 @@ def _version(dist: str) -> str | None:
 def collect() -> dict:
     import llama_cpp
 
-    from app.engine import probe
+    from app.engine import probe, spec_calibration
 
     try:
         model = str(bundled_model_path())
@@ -58,6 +58,7 @@ def collect() -> dict:
         report["extra_bufts"] = probe.cached_result()
     else:
         report["extra_bufts"] = probe.extra_bufts_decision(model)
+    report["spec_calibration"] = spec_calibration.kept()
     return report
 
 
@@ -79,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
         "Versions:   " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v),
         f"Bundled model: {report['bundled_model'] or report.get('bundled_model_error')}",
     ]
+    from app.engine.spec_calibration import describe
+
+    kept = report["spec_calibration"]
+    lines.append("Speculation calibration: " + ("" if kept else "none yet (measured the first time a model drafts; "
+                                                                 "hearth bench spec --recalibrate renews it)"))
+    lines += [f"  {describe(entry)}" for entry in kept]
     lines += [f"{k.capitalize() + ':':11} {v}" for k, v in report["paths"].items()]
     print("\n".join(lines))
     return 0

@@ -65,6 +65,7 @@ class Answer:
     reason: str | None = None  # why it stopped; None while it runs
     next_stats: float = 0.0
     prompt_dropped: int = 0  # prompt tokens left out to fit the context (the window policy's fit_prompt)
+    speculator: object = None  # app.engine.speculative.Speculator drafting this answer, if any
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -259,10 +260,12 @@ class Decoder:
 
     def generate(self, prompt_text: str, sampling: SamplingOptions, emit: Emit,
                  cancelled: threading.Event | None = None, truncate: bool = True,
-                 literal: list[tuple[int, int]] = ()) -> dict:
-        """One whole answer, token by token (or speculatively); its Done event."""
+                 literal: list[tuple[int, int]] = (), speculator=None) -> dict:
+        """One whole answer, token by token (or speculatively: with `speculator`, else the model's own); its
+        Done event."""
         cancelled = cancelled or threading.Event()
         answer = self.begin(prompt_text, sampling, emit, cancelled, truncate, literal)
+        answer.speculator = speculator = speculator or self.speculator
         rt = self.rt
         sampler, stream, generated = answer.sampler, answer.stream, answer.generated
         hand_out = self.hand_out
@@ -277,9 +280,9 @@ class Decoder:
         threads = rt.threads  # None: a fixed count
         t_last = time.perf_counter()
         try:
-            if self.speculator is not None and reason is None:
-                _, reason, t_first = self.speculator.run(self, sampler, stream, generated, emit, cancelled,
-                                                             sampling, n_prompt)
+            if speculator is not None and reason is None:
+                _, reason, t_first = speculator.run(self, sampler, stream, generated, emit, cancelled, sampling,
+                                                    n_prompt)
             while reason is None:
                 tok = sampler.sample(-1)
                 if t_first is None:
@@ -297,7 +300,7 @@ class Decoder:
                     t_last = now
                 if now >= next_stats:
                     next_stats = now + STATS_INTERVAL_S
-                    emit(self.stats_event(len(generated), t_first, now, n_prompt))
+                    emit(self.stats_event(len(generated), t_first, now, n_prompt, speculator))
         finally:
             sampler.close()
         answer.t_first, answer.reason = t_first, reason
@@ -337,8 +340,9 @@ class Decoder:
         }
         if self.context_policy is not None:
             result["window"] = self.context_policy.state(self)
-        if self.speculator is not None:
-            result["spec"] = self.speculator.summary(n_gen)
+        if answer.speculator is not None:
+            result["spec"] = answer.speculator.summary(n_gen)
+            result.update(answer.speculator.drafter.report(answer.generated))
         return result
 
     def _remember_text(self, prompt_text: str, prompt: list[int], generated: list[int]) -> None:
@@ -374,7 +378,7 @@ class Decoder:
             return "cancelled"
         return None
 
-    def stats_event(self, n_gen: int, t_first: float | None, now: float, n_prompt: int) -> dict:
+    def stats_event(self, n_gen: int, t_first: float | None, now: float, n_prompt: int, speculator=None) -> dict:
         """The live `stats` event of an answer in progress (the plain loop and the speculative one send it)."""
         elapsed = now - (t_first or now)
         stats = {
@@ -389,6 +393,6 @@ class Decoder:
         }
         if self.context_policy is not None:
             stats["window"] = self.context_policy.state(self)
-        if self.speculator is not None:
-            stats["spec"] = self.speculator.summary(n_gen)
+        if speculator is not None:
+            stats["spec"] = speculator.summary(n_gen)
         return stats

@@ -7,7 +7,6 @@ and drafts that the target rejected are removed from it, so history is never eva
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import llama_cpp
@@ -17,6 +16,7 @@ from app.engine.decode import Decoder, common_prefix
 from app.engine.drafter import Drafter
 from app.engine.protocol import LoadOptions
 from app.engine.runtime import Runtime
+from app.engine.spec_calibration import calibration, costs_of, draft_fields, measure_target
 from app.engine.vocab_compat import check_draft_compatible
 
 
@@ -33,7 +33,7 @@ class DraftModelDrafter(Drafter):
         self.seq: list[int] = []
         self._confirmed: int | None = None
         self.n_vocab = self.rt.n_vocab
-        # Measured CPU seconds of one draft token (the speculator's costs are CPU seconds too).
+        # Seconds of one draft token, from the kept calibration (app/engine/spec_calibration.py).
         self.step_s = 0.0
 
     @property
@@ -71,7 +71,6 @@ class DraftModelDrafter(Drafter):
             return []
         if len(self.seq) + k > self.rt.n_ctx:
             return []
-        started = time.process_time()
         self._sync()
         dec = self.decoder
         ctx = self.rt.ctx
@@ -83,23 +82,14 @@ class DraftModelDrafter(Drafter):
             if i == k - 1 or dec.is_eog(tok):
                 break
             dec.eval_tokens([tok])
-        elapsed = time.process_time() - started
-        per = elapsed / len(out)
-        self.step_s = per if not self.step_s else 0.8 * self.step_s + 0.2 * min(per, 2 * self.step_s)
         return out
 
-    def measure(self, reps: int = 3) -> float:
-        """One draft token's cost, measured on a short dummy context; leaves the draft KV empty."""
-        dec = self.decoder
-        dec.reset()
-        dec.eval_tokens(self.rt.tokenize("The quick brown fox jumps over the lazy dog.", add_special=True))
-        times = []
-        for _ in range(reps):
-            started = time.process_time()
-            dec.eval_tokens([dec.tokens[-1]])
-            times.append(time.process_time() - started)
-        dec.reset()
-        self.step_s = sorted(times)[len(times) // 2]
+    def measure(self, renew: bool = False) -> float:
+        """One draft token's cost: kept per draft model and machine, measured the first time (a plain step of
+        the draft model, which leaves its KV empty). Fixed, so that the verify schedule never depends on a
+        timing taken during an answer."""
+        entry = calibration(draft_fields(self.rt), lambda: measure_target(self.decoder, sizes=(1,)), renew)
+        self.step_s = costs_of(entry)[1]
         return self.step_s
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from app.core import paths
-from app.core.jsonstore import read_json, write_json
+from app.core.jsonstore import read_json, update_json
 from app.core.machine import cpu_name
 from app.core.proc import child_command, child_env
 
@@ -39,7 +39,7 @@ def machine_key() -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-def _facts_file() -> Path | None:
+def facts_file() -> Path | None:
     """Where machine facts are kept; None when Hearth's data folder cannot be made (a read-only or full disk):
     then the probe's answer holds for this run only."""
     try:
@@ -49,7 +49,7 @@ def _facts_file() -> Path | None:
 
 
 def cached_result() -> dict | None:
-    where = _facts_file()
+    where = facts_file()
     facts = (read_json(where, {}) if where else {}) or {}
     entry = facts.get("extra_bufts")
     if isinstance(entry, dict) and entry.get("key") == machine_key():
@@ -78,12 +78,12 @@ def run_probe(model_path: str) -> dict:
         "probe_s": round(time.perf_counter() - started, 2),
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    where = _facts_file() if remember else None
+    where = facts_file() if remember else None
     if where is not None:
-        facts = read_json(where, {}) or {}
-        facts["extra_bufts"] = entry
         try:
-            write_json(where, facts)
+            # Locked: the speculation calibration (app/engine/spec_calibration.py) shares the file.
+            update_json(where, lambda facts: {**(facts if isinstance(facts, dict) else {}), "extra_bufts": entry},
+                        {})
         except OSError as exc:  # a full or read-only disk costs the memory of this answer, not the engine
             print(f"hearth: could not remember the probe's answer in {where}: {exc.strerror or exc}.",
                   file=sys.stderr)

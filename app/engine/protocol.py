@@ -128,6 +128,9 @@ class SamplingOptions(_Options):
     logit_bias: dict[int, float] = field(default_factory=dict)  # token id -> added to its logit
     # A llama.cpp GBNF grammar the answer must follow (structured output, tool calls); "" for none.
     grammar: str = ""
+    # Text the answer is expected to mostly repeat (OpenAI's predicted outputs): drafts for speculative
+    # decoding (app/engine/prediction.py); "" for none. It changes the speed, never the answer.
+    prediction: str = ""
 
     def __post_init__(self):
         # Over JSON the token ids arrive as strings.

@@ -653,6 +653,8 @@ def _sampling_body(s: P.SamplingOptions) -> dict:
         body["logit_bias"] = {str(token): bias for token, bias in s.logit_bias.items()}
     if s.ignore_eos:
         body["ignore_eos"] = True
+    if s.prediction:  # OpenAI's predicted outputs; servers without them ignore the field
+        body["prediction"] = {"type": "content", "content": s.prediction}
     return body
 
 

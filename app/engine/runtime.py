@@ -93,6 +93,7 @@ class Runtime:
             raise ModelLoadError(explain_load_failure(self.path))
 
         self.n_threads = int(options.n_threads or default_threads())
+        self.max_threads = self.n_threads  # what adaptive threads move below, and what calibrations are keyed by
         # No count given: the engine moves it with the machine's load (app/engine/threads.py).
         self.threads: ThreadController | None = None
         if options.n_threads is None and self.n_threads > 1:

@@ -8,6 +8,7 @@ import threading
 from app.core.errors import HearthError
 from app.engine.decode import Decoder
 from app.engine.literal import literal_spans
+from app.engine.prediction import prediction_speculator
 from app.engine.probe import decision_or_background_probe
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
@@ -82,11 +83,12 @@ class Session:
 
     def _generate(self, prompt: str, system_text: str | None, sampling, emit, cancelled, truncate,
                   literal=()) -> dict | None:
-        if self.slots is not None:
+        if self.slots is not None:  # a prediction only drafts in the one-request loop: slots decode without it
             self.slots.start(prompt, system_text, sampling, emit, cancelled, truncate, literal)
             return None
         self.decoder.context_policy.system_text = system_text
-        return self.decoder.generate(prompt, sampling, emit, cancelled, truncate, literal)
+        speculator = prediction_speculator(self.decoder, sampling.prediction) if sampling.prediction else None
+        return self.decoder.generate(prompt, sampling, emit, cancelled, truncate, literal, speculator)
 
     def embed(self, inputs: list) -> dict:
         """Unit-length embeddings of texts or token lists (see app/engine/embedding.py)."""

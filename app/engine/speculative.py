@@ -5,15 +5,21 @@ position; a draft token only saves work when the target would have chosen it any
 
 Adaptive: whether it pays depends on this machine and model more than on the drafter. A verify batch of k+1
 tokens costs anything from barely more than one plain step (memory-bound, GPU) to k+1 plain steps (Q4_1's
-batched CPU kernel). The speculator measures those costs (once when the model loads, then from every real
-step) and the acceptance rate as it goes, and picks the k with the most expected tokens per second, k = 0
-(plain decoding) whenever nothing beats it.
+batched CPU kernel). The speculator takes those costs from a calibration measured once per model, machine and
+llama.cpp build and kept (app/engine/spec_calibration.py), and learns the acceptance rate as it goes; it picks
+the k with the most expected tokens per second, k = 0 (plain decoding) whenever nothing beats it.
+
+The same answer every run: no decision depends on a timing taken during the answer, and every answer starts
+from the same prior, so the verify schedule of a request is a function of the request alone. (On quantized
+models it has to be: llama.cpp's batched kernels round differently from single steps, so another schedule can
+flip a near-tie and with it the rest of a greedy answer.)
 
 Never slower: when the calibration shows that no draft length could pay even if nine drafts in ten were
 accepted (or a draft token costs over a third of a target step), the answer runs in Decoder's plain loop with
-no extra work per token, and a draft model never even reads the prompt. Otherwise prompt-lookup drafts are
-checked against the plain tokens for free (a shadow) until their acceptance says verifying pays, and a verify
-that lost against plain steps makes the next try wait, twice as long after each loss in a row.
+no extra work per token, and a draft model never even reads the prompt. Otherwise free drafts (prompt lookup, a
+prediction) are checked against the plain tokens for nothing (a shadow) until their acceptance says verifying
+pays, and a verify that lost against the plain steps it replaced makes the next try wait, twice as long after
+each loss in a row.
 """
 
 from __future__ import annotations
@@ -24,10 +30,9 @@ import time
 from app.core.errors import ModelLoadError
 from app.engine.decode import STATS_INTERVAL_S
 from app.engine.drafter import Drafter
+from app.engine.spec_calibration import calibration, costs_of, measure_target, target_fields
 
-CALIBRATION_SIZES = (1, 2, 3, 5, 9, 13)  # a plain step, and verify batches of 1, 2, 4, 8, 12 drafts
 MARGIN = 1.05  # a mode must promise this much over plain decoding before it is used
-OPTIMISTIC_ALPHA = 0.9  # acceptance when the answer copies its input; if even that cannot pay, never draft
 DRAFT_COST_LIMIT = 1 / 3  # a draft token costing more than this share of a target step cannot pay
 DECAY = 0.9  # acceptance statistics forget with a half-life of about seven observations
 FIRST_BACKOFF = 8  # plain steps after the first losing verify; doubles with every further loss
@@ -35,29 +40,15 @@ MAX_BACKOFF = 1024
 DRAFT_PROBE_GAP = 32  # a draft model planned out is probed again after this many plain steps at the least
 GIVE_UP_BACKOFF = 256  # a draft model backed off this far hands the rest of the answer to the plain loop
 
-# Costs are process CPU seconds: on a shared machine wall time swings 2x with other people's work, CPU time
-# much less, and only ratios between batch sizes and drafters matter to the decisions.
-clock = time.process_time
-
-# Step costs measured per loaded model (path, threads, placement): a model is calibrated once per process.
-_CALIBRATIONS: dict[tuple, dict[int, float]] = {}
+# The kept costs are wall seconds (app/engine/spec_calibration.py); the figures an answer reports are too.
+clock = time.perf_counter
 
 
 class StepCosts:
-    """Seconds per target step by batch size (1 = a plain step), robust to the odd slow outlier."""
+    """Seconds per target step by batch size (1 = a plain step), from the kept calibration."""
 
     def __init__(self, n_max: int):
         self.t: list[float | None] = [None] * (n_max + 2)
-
-    def observe(self, n: int, seconds: float) -> None:
-        if n >= len(self.t):
-            return
-        old = self.t[n]
-        if old is None:
-            self.t[n] = seconds
-        else:
-            # A shared machine throws in slow steps; clip before averaging so one cannot flip a decision.
-            self.t[n] = 0.85 * old + 0.15 * min(max(seconds, 0.5 * old), 2.0 * old)
 
     def table(self, n_max: int) -> list[float]:
         """Cost for n = 0..n_max in one pass: measured, interpolated between measured sizes, and past the
@@ -98,22 +89,19 @@ class Speculator:
         self.adaptive = adaptive
         self.k_max = max(0, min(draft_max, k_cap) if draft_max is not None else k_cap)
         self.costs = StepCosts(self.k_max + 1)
-        self.hits = 2.0  # prior: a fair chance, so a new drafter gets tried
-        self.misses = 2.0
         self._rates: list[float] = []
         self.k = 0
         # Why drafting cannot pay on this machine and model (None: it can); set by calibrate.
         self.plain_reason: str | None = None
-        # Plain steps to wait before the next verify, and the current length of that wait after losses.
-        self.wait = 0
-        self.backoff = 0
-        # What speculation really delivered (drafting included), decayed: the last word on whether it pays.
-        self.spec_s = 0.0
-        self.spec_tokens = 0.0
         self._reset_counts()
 
     # --- statistics -------------------------------------------------------
     def _reset_counts(self) -> None:
+        """Every answer starts from the same state, so its verify schedule depends on the request alone."""
+        self.hits, self.misses = self.drafter.prior  # acceptance: accepted drafts against rejecting verifies
+        # Plain steps to wait before the next verify, and the current length of that wait after losses.
+        self.wait = 0
+        self.backoff = 0
         self.drafted = 0
         self.accepted = 0
         self.steps = 0
@@ -144,19 +132,14 @@ class Speculator:
         }
 
     # --- cost model -------------------------------------------------------
-    def calibrate(self, decoder, reps: int = 4) -> None:
-        """Time verify batches against a plain step on this machine and model (once per model and process),
-        then decide whether drafting can pay at all."""
-        rt = decoder.rt
-        o = rt.options
-        key = (str(rt.path), rt.n_threads, o.n_gpu_layers, rt.n_batch, o.kv_type, o.flash_attn, rt.extra_bufts)
-        measured = _CALIBRATIONS.get(key)
-        if measured is None:
-            measured = _CALIBRATIONS[key] = _measure_costs(decoder, reps)
-        for n, seconds in measured.items():
+    def calibrate(self, decoder, renew: bool = False) -> None:
+        """Take verify batches' costs against a plain step from the kept calibration of this model and machine
+        (measuring it if there is none, or if asked to renew it), then decide whether drafting can pay at all."""
+        entry = calibration(target_fields(decoder.rt), lambda: measure_target(decoder), renew)
+        for n, seconds in costs_of(entry).items():
             if n < len(self.costs.t):
                 self.costs.t[n] = seconds
-        self.drafter.measure()
+        self.drafter.measure(renew)
         self.plain_reason = self._why_plain()
 
     def _why_plain(self) -> str | None:
@@ -169,11 +152,11 @@ class Speculator:
         if self.drafter.follows_kv and step >= DRAFT_COST_LIMIT * plain:
             return (f"a draft token costs {step / plain:.0%} of a target step; "
                     f"above {DRAFT_COST_LIMIT:.0%} drafting cannot pay")
-        best = max(expected_tokens(OPTIMISTIC_ALPHA, m) * plain / (cost[m + 1] + step * m)
-                   for m in range(1, self.k_max + 1))
+        alpha = self.drafter.optimistic_alpha
+        best = max(expected_tokens(alpha, m) * plain / (cost[m + 1] + step * m) for m in range(1, self.k_max + 1))
         if best < MARGIN:
             return (f"verifying drafts costs nearly as much as plain steps: at most {best:.2f}x "
-                    f"with {OPTIMISTIC_ALPHA:.0%} of drafts accepted")
+                    f"with {alpha:.0%} of drafts accepted")
         return None
 
     def _plan(self) -> None:
@@ -204,15 +187,12 @@ class Speculator:
         self.hits = self.hits * DECAY + accepted
         self.misses = self.misses * DECAY + (1 if accepted < drafted else 0)
 
-    def _judge(self, m: int, accepted: int, seconds: float) -> None:
-        """After a verify: did it beat the plain steps it replaced? Losses make the next try wait, longer
-        after every loss in a row; a win ends the back-off."""
-        self.spec_s = self.spec_s * DECAY + seconds
-        self.spec_tokens = self.spec_tokens * DECAY + accepted + 1
+    def _judge(self, m: int, accepted: int) -> None:
+        """After a verify: by the calibrated costs, did it beat the plain steps it replaced? Losses make the
+        next try wait, longer after every loss in a row; a win ends the back-off."""
         plain = self.costs.get(1)
         modelled = self.costs.get(m + 1) + self.drafter.step_s * m
-        measured_slower = self.spec_tokens >= 8.0 and self.spec_s / self.spec_tokens > plain
-        if (accepted + 1) * plain > modelled and not measured_slower:
+        if (accepted + 1) * plain > modelled:
             self.backoff = 0
         elif self.adaptive:
             self.backoff = min(max(2 * self.backoff, FIRST_BACKOFF), MAX_BACKOFF)
@@ -275,7 +255,6 @@ class Speculator:
                 elif plain_run >= max(DRAFT_PROBE_GAP, self.backoff):
                     k, probing = min(2, self.k_max), True
             draft: list[int] = []
-            t_step = clock()
             if k > 0:
                 draft = drafter.propose(min(k, max_tokens - n_gen))
                 if draft and not (probing or self._rates[len(draft)] > 0.0):
@@ -291,7 +270,6 @@ class Speculator:
             elif shadow_free and not shadow and self.k_max:
                 shadow, shadow_at = drafter.propose(self.k_max), 0
 
-            started = clock()
             if not draft:
                 if len(dec.tokens) >= n_ctx:
                     if not dec.room_for(1):
@@ -299,7 +277,6 @@ class Speculator:
                     if drafter.follows_kv:
                         drafter.begin(dec.tokens + [pending])
                 dec.decode_one(pending)
-                self.costs.observe(1, clock() - started)
                 self.steps += 1
                 if k < 0:
                     return finish(None)  # the plain loop samples the logits just computed
@@ -336,12 +313,11 @@ class Speculator:
                 if a < m:
                     dec.truncate(base + 1 + a)  # the rejected drafts
                 drafter.advance(draft[:a])
-                self.costs.observe(m + 1, clock() - started)
                 self.drafted += m
                 self.accepted += a
                 self.steps += 1
                 self._learn(m, a)
-                self._judge(m, a, clock() - t_step)
+                self._judge(m, a)
                 self._plan()
                 shadow = []
                 plain_run = 0
@@ -350,32 +326,10 @@ class Speculator:
             if now >= next_stats:
                 next_stats = now + STATS_INTERVAL_S
                 self.n_gen, self.cpu_s = n_gen, clock() - cpu_first
-                emit(dec.stats_event(n_gen, t_first, now, n_prompt))
+                emit(dec.stats_event(n_gen, t_first, now, n_prompt, self))
 
     def close(self) -> None:
         self.drafter.close()
-
-
-def _measure_costs(decoder, reps: int) -> dict[int, float]:
-    """Median seconds of one decode per batch size, sizes interleaved so a busy moment hits all alike;
-    the first round only warms up (llama.cpp builds a graph per batch size)."""
-    rt = decoder.rt
-    decoder.reset()
-    decoder.eval_tokens(rt.tokenize("The quick brown fox jumps over the lazy dog. " * 3, add_special=True))
-    base = len(decoder.tokens)
-    filler = decoder.tokens[1:]
-    times: dict[int, list[float]] = {n: [] for n in CALIBRATION_SIZES}
-    try:
-        for rep in range(reps + 1):
-            for n in CALIBRATION_SIZES:
-                started = clock()
-                decoder.verify(filler[:n])
-                if rep:
-                    times[n].append(clock() - started)
-                decoder.truncate(base)
-    finally:
-        decoder.reset()
-    return {n: sorted(t)[len(t) // 2] for n, t in times.items()}
 
 
 def check_speculation_options(options) -> None:

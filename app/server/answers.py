@@ -59,6 +59,14 @@ def token_counts(done: P.Done) -> tuple[int, int, int]:
     return prompt, completion, cached
 
 
+def prediction_counts(done: P.Done) -> tuple[int, int]:
+    """OpenAI's (accepted, rejected) prediction tokens (app/engine/prediction.py counts them); 0, 0 without one."""
+    counts = done.get("prediction")
+    if not isinstance(counts, dict):
+        return 0, 0
+    return int(counts.get("accepted") or 0), int(counts.get("rejected") or 0)
+
+
 def event_stream(chunks: AsyncIterator[bytes]) -> StreamingResponse:
     return StreamingResponse(chunks, media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

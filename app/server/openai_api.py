@@ -33,7 +33,8 @@ from app.core.errors import HearthError
 from app.engine import protocol as P
 from app.engine.backend import Backend
 from app.server.anthropic_api import AnthropicMessages, is_anthropic
-from app.server.answers import compact_json, event_stream, open_answer, token_counts, whole_answer
+from app.server.answers import (compact_json, event_stream, open_answer, prediction_counts, token_counts,
+                                whole_answer)
 from app.server.errors import ApiError, from_engine, invalid
 from app.server.models import ModelPool, model_id
 from app.server.requests import Generation, chat_request, completion_request, embedding_request
@@ -304,8 +305,11 @@ class _Shape:
     @staticmethod
     def usage(done: P.Done) -> dict:
         prompt, completion, cached = token_counts(done)
+        accepted, rejected = prediction_counts(done)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": cached}}
+                "prompt_tokens_details": {"cached_tokens": cached},
+                "completion_tokens_details": {"reasoning_tokens": 0, "accepted_prediction_tokens": accepted,
+                                              "rejected_prediction_tokens": rejected}}
 
     def _reason(self, done: P.Done) -> str:
         if self.calls is not None and self.calls.calls:

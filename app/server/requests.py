@@ -159,7 +159,19 @@ def _sampling(body: dict, default_max_tokens: int) -> SamplingOptions:
         logit_bias=_logit_bias(body),
         ignore_eos=ignore_eos,
         grammar=format_grammar(body),
+        prediction=_prediction(body),
     )
+
+
+def _prediction(body: dict) -> str:
+    """OpenAI's predicted outputs: {"type": "content", "content": text or text parts}; "" for none."""
+    prediction = body.get("prediction")
+    if prediction is None:
+        return ""
+    if not isinstance(prediction, dict) or prediction.get("type") != "content":
+        raise invalid("'prediction' must be {\"type\": \"content\", \"content\": the text you expect}.",
+                      "prediction")
+    return _text_content(prediction.get("content"), "prediction.content")
 
 
 def _logit_bias(body: dict) -> dict[int, float]:
