@@ -123,6 +123,7 @@ def _hearth_run(dec: Decoder, prompt: str, speculator, max_tokens: int) -> dict:
     out = _rates(done["completion_tokens"], 0.0, first)
     out["tok_s"] = done["gen_tok_s"]
     out["spec"] = done.get("spec")
+    out["prediction"] = done.get("prediction")
     out["text"] = done["text"]
     # The answer's tokens but the last, which a plain answer never evaluates: what two runs compare.
     n = done["prompt_tokens"]
@@ -259,6 +260,8 @@ def _row(label: str, model: str, prompt: str, kind: str, runs: dict[str, list[di
             s = results[-1]["spec"]
             entry.update(acceptance=s["acceptance"], tokens_per_step=s["tokens_per_step"], k=s["k"],
                          plain_reason=s["plain_reason"])
+        if results[-1].get("prediction"):  # the answer's tokens that came where the prediction put them
+            entry["prediction_accepted"] = results[-1]["prediction"]["accepted"]
         row["modes"][mode] = entry
     return row
 

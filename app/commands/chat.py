@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
             done = _answer(client, messages, sampling, echo=not args.json)
             if args.json:
                 keys = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "ttft_s", "prompt_tok_s",
-                        "gen_tok_s", "peak_rss_mb", "prompt_evaluated", "prompt_dropped", "n_ctx", "spec", "window")
+                        "gen_tok_s", "peak_rss_mb", "prompt_evaluated", "prompt_dropped", "n_ctx", "spec", "prediction",
+                        "window")
                 out = {"model": info.get("model"), "model_path": info.get("path")}
                 out.update({k: done[k] for k in keys if k in done})
                 print(json.dumps(out, ensure_ascii=False, indent=2))

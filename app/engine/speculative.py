@@ -37,6 +37,7 @@ DRAFT_COST_LIMIT = 1 / 3  # a draft token costing more than this share of a targ
 DECAY = 0.9  # acceptance statistics forget with a half-life of about seven observations
 FIRST_BACKOFF = 8  # plain steps after the first losing verify; doubles with every further loss
 MAX_BACKOFF = 1024
+SHADOW_MAX = 8  # a shadow draft settles (and teaches its acceptance) within this many plain steps at most
 DRAFT_PROBE_GAP = 32  # a draft model planned out is probed again after this many plain steps at the least
 GIVE_UP_BACKOFF = 256  # a draft model backed off this far hands the rest of the answer to the plain loop
 
@@ -268,7 +269,7 @@ class Speculator:
                     if len(dec.tokens) != n_before and drafter.follows_kv:
                         drafter.begin(dec.tokens + [pending])  # the window moved: re-read the history once
             elif shadow_free and not shadow and self.k_max:
-                shadow, shadow_at = drafter.propose(self.k_max), 0
+                shadow, shadow_at = drafter.propose(min(self.k_max, SHADOW_MAX)), 0
 
             if not draft:
                 if len(dec.tokens) >= n_ctx:

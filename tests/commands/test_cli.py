@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -92,6 +93,25 @@ def test_doctor_json_reports_machine_and_probe():
     assert report["extra_bufts"]["ok"] in (True, False)
     assert report["versions"]["llama-cpp-python"] == "0.3.36"
     assert os.environ["HEARTH_HOME"] in report["paths"]["data"]
+
+
+def test_chat_predict_drafts_from_the_file_and_doctor_shows_the_calibration_it_kept(tmp_path):
+    ask = ("chat", "--prompt", "Write a Python function that adds two numbers.", "--temp", "0", "--max-tokens", "40",
+           "--threads", "1", "--json")
+    first = hearth(*ask)
+    assert first.returncode == 0, first.stderr
+    previous = tmp_path / "previous.txt"
+    previous.write_text(json.loads(first.stdout)["text"], encoding="utf-8")
+    again = hearth(*ask, "--predict", str(previous))
+    assert again.returncode == 0, again.stderr
+    out = json.loads(again.stdout)
+    assert out["spec"]["drafter"] == "prediction"
+    assert out["prediction"]["accepted"] > 0.5 * out["completion_tokens"]
+    doctor = hearth("doctor")
+    assert "Speculation calibration:" in doctor.stdout and f"{Path(out['model_path']).name} (target, 1 threads" \
+        in doctor.stdout, doctor.stdout
+    missing = hearth("chat", "--prompt", "hi", "--predict", str(tmp_path / "nothing.txt"))
+    assert missing.returncode != 0 and missing.stderr.count("\n") == 1 and "--predict: cannot read" in missing.stderr
 
 
 def test_doctor_text_mentions_gpu_and_extra_buffers():
