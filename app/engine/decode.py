@@ -254,6 +254,9 @@ class Decoder:
                         self.tokens, vocab=rt.vocab), TextStream(sampling.stop), t0, t_prompt, self.last_prompt_evaluated)
         answer.next_stats = t_prompt + STATS_INTERVAL_S
         answer.prompt_dropped = dropped
+        # The prompt's figures before the first token: an API response that opens with its usage (Anthropic's
+        # message_start) has them, and the monitor shows the prompt's size while the answer starts.
+        emit({**self.stats_event(0, None, t_prompt, len(prompt)), "prompt_evaluated": self.last_prompt_evaluated})
         if cancelled.is_set():
             answer.reason = "cancelled"
         return answer

@@ -29,10 +29,10 @@ async def open_answer(request: Request, stream: EngineStream, streaming: bool) -
     if streaming:
         # From here the streaming response listens for the disconnect itself (see EngineStream).
         stream.disconnected = None
-    return _chain(first, events)
+    return chain(first, events)
 
 
-async def _chain(first: P.Event, rest: AsyncIterator[P.Event]) -> AsyncIterator[P.Event]:
+async def chain(first: P.Event, rest: AsyncIterator[P.Event]) -> AsyncIterator[P.Event]:
     yield first
     async for event in rest:
         yield event

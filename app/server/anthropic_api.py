@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.engine import protocol as P
-from app.server.answers import compact_json, event_stream, open_answer, token_counts, whole_answer
+from app.server.answers import chain, compact_json, event_stream, open_answer, token_counts, whole_answer
 from app.server.errors import from_engine, invalid
 from app.server.requests import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming
 from app.server.tools import CallReader, ToolCall, answer_piece, tool_grammar, tool_use
@@ -206,11 +206,13 @@ class _Message:
                 "usage": self.usage(done)}
 
     async def sse(self, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
+        first = await anext(events, None)
+        # The engine's first event of an answer is its prompt's figures; a remote backend's may be a token.
+        usage = self.usage(first) if isinstance(first, P.Stats) else {"input_tokens": 0, "output_tokens": 0}
         yield _event("message_start", {"type": "message_start", "message": {
-            **self._head(), "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0}}})
+            **self._head(), "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}})
         blocks = _Blocks()
-        async for event in events:
+        async for event in chain(first, events):
             if isinstance(event, (P.Token, P.Done)):
                 text, calls = answer_piece(self.calls, event.text if isinstance(event, P.Token) else "")
                 for chunk in blocks.text(text):

@@ -83,6 +83,9 @@ def test_streamed_events_come_in_anthropics_order(api, model_name):
     assert delta["delta"]["stop_reason"] == "max_tokens" and delta["usage"]["output_tokens"] == 12
     whole = post(api, {"model": model_name, "max_tokens": 12, "temperature": 0, "messages": STORY}).json()
     assert text == whole["content"][0]["text"]
+    # message_start already counts the prompt, as Anthropic's does: the same count the whole answer gives.
+    prompt = start["usage"]["input_tokens"] + start["usage"]["cache_read_input_tokens"]
+    assert prompt > 0 and prompt == whole["usage"]["input_tokens"] + whole["usage"]["cache_read_input_tokens"]
 
 
 @pytest.mark.parametrize("body, status, kind", [
