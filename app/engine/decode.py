@@ -218,7 +218,7 @@ class Decoder:
 
     # --- generation -----------------------------------------------------
     def begin(self, prompt_text: str, sampling: SamplingOptions, emit: Emit, cancelled: threading.Event,
-              truncate: bool = True, literal: list[tuple[int, int]] = ()) -> "Answer":
+              truncate: bool = True, literal: list[tuple[int, int]] = (), speculator=None) -> "Answer":
         """Tokenize and evaluate a prompt (only what the cache does not hold) and set up its answer.
 
         truncate=False: a prompt longer than the context is an error (ContextTooLong), never cut to fit
@@ -254,9 +254,11 @@ class Decoder:
                         self.tokens, vocab=rt.vocab), TextStream(sampling.stop), t0, t_prompt, self.last_prompt_evaluated)
         answer.next_stats = t_prompt + STATS_INTERVAL_S
         answer.prompt_dropped = dropped
+        answer.speculator = speculator
         # The prompt's figures before the first token: an API response that opens with its usage (Anthropic's
         # message_start) has them, and the monitor shows the prompt's size while the answer starts.
-        emit({**self.stats_event(0, None, t_prompt, len(prompt)), "prompt_evaluated": self.last_prompt_evaluated})
+        emit({**self.stats_event(0, None, t_prompt, len(prompt), speculator),
+              "prompt_evaluated": self.last_prompt_evaluated})
         if cancelled.is_set():
             answer.reason = "cancelled"
         return answer
@@ -267,8 +269,8 @@ class Decoder:
         """One whole answer, token by token (or speculatively: with `speculator`, else the model's own); its
         Done event."""
         cancelled = cancelled or threading.Event()
-        answer = self.begin(prompt_text, sampling, emit, cancelled, truncate, literal)
-        answer.speculator = speculator = speculator or self.speculator
+        speculator = speculator or self.speculator
+        answer = self.begin(prompt_text, sampling, emit, cancelled, truncate, literal, speculator)
         rt = self.rt
         sampler, stream, generated = answer.sampler, answer.stream, answer.generated
         hand_out = self.hand_out

@@ -103,6 +103,9 @@ class Speculator:
         # Plain steps to wait before the next verify, and the current length of that wait after losses.
         self.wait = 0
         self.backoff = 0
+        # A free drafter's draft checked against plain steps instead of verified (see `run`), and how far.
+        self.shadow: list[int] = []
+        self.shadow_at = 0
         self.drafted = 0
         self.accepted = 0
         self.steps = 0
@@ -212,7 +215,6 @@ class Speculator:
         n_ctx = dec.rt.n_ctx
         drafter = self.drafter
         hand_out = dec.hand_out
-        greedy = sampler.fast_greedy
         max_tokens = sampling.max_tokens
         ignore_eos = sampling.ignore_eos
 
@@ -226,8 +228,6 @@ class Speculator:
         # verifying them (a shadow): acceptance is learnt for free. A draft model is only probed now and then,
         # as each probe makes it catch up on everything it skipped.
         shadow_free = not drafter.follows_kv
-        shadow: list[int] = []
-        shadow_at = 0
         plain_run = 0
         n_gen = 0
         new = [pending]  # tokens to hand out; all but the last are already in the KV cache
@@ -255,21 +255,13 @@ class Speculator:
                     k = -1  # hand over below, after this plain step
                 elif plain_run >= max(DRAFT_PROBE_GAP, self.backoff):
                     k, probing = min(2, self.k_max), True
-            draft: list[int] = []
-            if k > 0:
-                draft = drafter.propose(min(k, max_tokens - n_gen))
-                if draft and not (probing or self._rates[len(draft)] > 0.0):
-                    if shadow_free and not shadow:
-                        shadow, shadow_at = draft, 0  # too short to pay; still worth watching
+            draft = self._draft(k, max_tokens - n_gen, probing)
+            if draft:
+                n_before = len(dec.tokens)
+                if not dec.room_for(len(draft) + 1):
                     draft = []
-                if draft:
-                    n_before = len(dec.tokens)
-                    if not dec.room_for(len(draft) + 1):
-                        draft = []
-                    if len(dec.tokens) != n_before and drafter.follows_kv:
-                        drafter.begin(dec.tokens + [pending])  # the window moved: re-read the history once
-            elif shadow_free and not shadow and self.k_max:
-                shadow, shadow_at = drafter.propose(min(self.k_max, SHADOW_MAX)), 0
+                if len(dec.tokens) != n_before and drafter.follows_kv:
+                    drafter.begin(dec.tokens + [pending])  # the window moved: re-read the history once
 
             if not draft:
                 if len(dec.tokens) >= n_ctx:
@@ -278,49 +270,22 @@ class Speculator:
                     if drafter.follows_kv:
                         drafter.begin(dec.tokens + [pending])
                 dec.decode_one(pending)
-                self.steps += 1
                 if k < 0:
+                    self.steps += 1
                     return finish(None)  # the plain loop samples the logits just computed
                 tok = sampler.sample(-1)
                 new = [tok]
                 plain_run += 1
-                if self.wait:
-                    self.wait -= 1
-                if shadow:
-                    hit = tok == shadow[shadow_at]
-                    shadow_at += hit
-                    if not hit or shadow_at == len(shadow):  # the draft is settled: learn as from a verify
-                        self._learn(len(shadow), shadow_at)
-                        self._plan()
-                        shadow = []
+                self.plain_step(tok)
             else:
                 m = len(draft)
                 base = len(dec.tokens)
-                rows = dec.verify([pending] + draft)
-                new = []
-                if greedy:
-                    best = rows.argmax(axis=1).tolist()
-                    for i in range(m + 1):
-                        new.append(best[i])
-                        if i == m or best[i] != draft[i]:
-                            break
-                else:
-                    for i in range(m + 1):
-                        t = sampler.sample(i)
-                        new.append(t)
-                        if i == m or t != draft[i]:
-                            break
+                new = target_choices(sampler, draft, dec.verify([pending] + draft), 0)
                 a = len(new) - 1
                 if a < m:
                     dec.truncate(base + 1 + a)  # the rejected drafts
                 drafter.advance(draft[:a])
-                self.drafted += m
-                self.accepted += a
-                self.steps += 1
-                self._learn(m, a)
-                self._judge(m, a)
-                self._plan()
-                shadow = []
+                self.verified(m, a)
                 plain_run = 0
 
             now = time.perf_counter()
@@ -329,8 +294,88 @@ class Speculator:
                 self.n_gen, self.cpu_s = n_gen, clock() - cpu_first
                 emit(dec.stats_event(n_gen, t_first, now, n_prompt, self))
 
+    # --- the steps that `run` and a parallel slot (app/engine/slots.py) share ---------------------------
+    def _draft(self, k: int, left: int, probing: bool = False) -> list[int]:
+        """The draft to verify now ([] for a plain step). A free drafter's draft that is too short to pay, or
+        any when k is 0, becomes the shadow that the plain steps check."""
+        shadow_free = not self.drafter.follows_kv
+        if k <= 0:
+            if k == 0 and shadow_free and not self.shadow and self.k_max:
+                self.shadow, self.shadow_at = self.drafter.propose(min(self.k_max, SHADOW_MAX)), 0
+            return []
+        draft = self.drafter.propose(min(k, left))
+        if draft and not (probing or self._rates[len(draft)] > 0.0):
+            if shadow_free and not self.shadow:
+                self.shadow, self.shadow_at = draft, 0  # too short to pay; still worth watching
+            return []
+        return draft
+
+    def plain_step(self, tok: int) -> None:
+        """A plain step made `tok`: one step less to wait, and the shadow checked against it."""
+        self.steps += 1
+        if self.wait:
+            self.wait -= 1
+        shadow = self.shadow
+        if shadow:
+            hit = tok == shadow[self.shadow_at]
+            self.shadow_at += hit
+            if not hit or self.shadow_at == len(shadow):  # the draft is settled: learn as from a verify
+                self._learn(len(shadow), self.shadow_at)
+                self._plan()
+                self.shadow = []
+
+    def verified(self, m: int, accepted: int) -> None:
+        """A verify of m drafts kept `accepted` of them: learn, judge, plan the next."""
+        self.drafted += m
+        self.accepted += accepted
+        self.steps += 1
+        self._learn(m, accepted)
+        self._judge(m, accepted)
+        self._plan()
+        self.shadow = []
+
+    # --- one answer in a parallel slot --------------------------------------------------------------
+    def slot_begin(self, history: list[int]) -> None:
+        """A new answer in a slot, after its prompt; only free drafters serve slots (a draft model's own
+        context does not fit the slots' shared batch)."""
+        self._reset_counts()
+        self.drafter.begin(history)
+        self._plan()
+        self.cpu_s, self._started = 0.0, clock()
+
+    def slot_draft(self, left: int) -> list[int]:
+        """The draft for this slot's rows of the next shared batch ([] for one plain row)."""
+        if self.adaptive and self.plain_reason is not None:
+            return []
+        return self._draft(self.k if not self.wait else 0, left)
+
+    def slot_tokens(self, tokens: list[int], n_gen: int) -> None:
+        """The answer handed out these tokens: the drafter continues from them."""
+        self.drafter.advance(tokens)
+        self.n_gen, self.cpu_s = n_gen, clock() - self._started
+
     def close(self) -> None:
         self.drafter.close()
+
+
+def target_choices(sampler, draft: list[int], rows, first: int) -> list[int]:
+    """The target's own tokens for a verified draft, from its logits rows first.. (one per draft token and one
+    more): its choice at each row, up to and including the first that differs from the draft."""
+    m = len(draft)
+    new: list[int] = []
+    if sampler.fast_greedy:
+        best = rows[first : first + m + 1].argmax(axis=1).tolist()
+        for i in range(m + 1):
+            new.append(best[i])
+            if i == m or best[i] != draft[i]:
+                break
+    else:
+        for i in range(m + 1):
+            t = sampler.sample(first + i)
+            new.append(t)
+            if i == m or t != draft[i]:
+                break
+    return new
 
 
 def check_speculation_options(options) -> None:
