@@ -39,6 +39,7 @@ class Session:
             self.decoder = Decoder(runtime)
             self.decoder.context_policy = policy()
         try:
+            # With slots, each answer gets a speculator of its own (_generate); checked here all the same.
             self.decoder.speculator = make_speculator(runtime, self.decoder)
         except BaseException:
             self.close()  # nothing stays loaded half-way
@@ -52,9 +53,10 @@ class Session:
             probe = decision_or_background_probe(probe_model or options.model_path)
             extra = bool(probe.get("ok"))
         check_speculation_options(options)
-        if options.n_parallel > 1 and (options.lookup or options.draft_model):
-            raise HearthError("Speculative decoding serves one request at a time here: "
-                              "drop --lookup/--draft-model, or --parallel.")
+        if options.n_parallel > 1 and options.draft_model:
+            # A draft model has a context of its own that the slots' shared batch cannot carry.
+            raise HearthError("A draft model serves one request at a time: with --parallel, use --lookup "
+                              "(prompt lookup drafts in every slot) or drop --draft-model.")
         return cls(Runtime(options, extra_bufts=extra, progress=progress), probe)
 
     def describe(self) -> dict:
@@ -83,8 +85,13 @@ class Session:
 
     def _generate(self, prompt: str, system_text: str | None, sampling, emit, cancelled, truncate,
                   literal=()) -> dict | None:
-        if self.slots is not None:  # a prediction only drafts in the one-request loop: slots decode without it
-            self.slots.start(prompt, system_text, sampling, emit, cancelled, truncate, literal)
+        if self.slots is not None:
+            make = None  # each answer drafts on its own: a prediction, or the model's prompt lookup
+            if sampling.prediction:
+                make = lambda decoder: prediction_speculator(decoder, sampling.prediction)  # noqa: E731
+            elif self.decoder.speculator is not None:
+                make = lambda decoder: make_speculator(self.rt, decoder)  # noqa: E731
+            self.slots.start(prompt, system_text, sampling, emit, cancelled, truncate, literal, make)
             return None
         self.decoder.context_policy.system_text = system_text
         speculator = prediction_speculator(self.decoder, sampling.prediction) if sampling.prediction else None

@@ -8,6 +8,10 @@ shared batch while the others keep going: continuous batching, as llama-server d
 
 Why one batch: on a CPU a token's cost is mostly reading the weights, which one `llama_decode` of N rows
 does once for all N answers; N separate decodes read them N times.
+
+Speculation per slot: an answer with a free drafter (prompt lookup, a prediction) puts its draft after its
+next token in the same batch, with logits on each of those rows, and keeps what the target's own choices
+confirm, as the one-request loop does (app/engine/speculative.py).
 """
 
 from __future__ import annotations
@@ -16,11 +20,15 @@ import time
 from typing import Callable
 
 import llama_cpp
+import numpy as np
 
 from app.core.errors import GenerationError
 from app.engine.decode import STATS_INTERVAL_S, Answer, Decoder, decode_error
 from app.engine import protocol as P
 from app.engine.runtime import Runtime
+from app.engine.speculative import target_choices
+
+SLOT_DRAFT_MAX = 16  # draft tokens one slot may put into a shared batch
 
 
 class Slot:
@@ -28,8 +36,9 @@ class Slot:
         self.decoder = Decoder(rt, seq)
         self.decoder.context_policy = policy
         self.answer: Answer | None = None
-        self.row = -1  # this answer's logits row in the last decode (-1: the last row, after its prompt)
+        self.row = -1  # this answer's first logits row in the last decode (-1: the last row, after its prompt)
         self.next_token = -1  # sampled, handed out, to be decoded in the next step
+        self.draft: list[int] = []  # decoded after next_token in the current step, to be verified
         self.used = 0.0  # when its last answer ended: the least recently used free slot is taken first
         # The shared decodes of the current answer and how many answers they carried in all.
         self.steps = 0
@@ -58,7 +67,7 @@ class Slots:
     def __init__(self, rt: Runtime, make_policy: Callable[[], object]):
         self.rt = rt
         self.slots = [Slot(rt, seq, make_policy()) for seq in range(rt.n_parallel)]
-        self._batch = llama_cpp.llama_batch_init(rt.n_parallel, 0, 1)
+        self._batch = llama_cpp.llama_batch_init(rt.n_parallel * (1 + SLOT_DRAFT_MAX), 0, 1)
         self.steps = 0  # shared decodes, and the answers they carried: the batching figures
         self.rows = 0
 
@@ -84,20 +93,24 @@ class Slots:
                 slot.decoder.context_policy.reset()
 
     def start(self, prompt_text: str, system_text: str | None, sampling, emit, cancelled, truncate: bool,
-              literal=()) -> None:
-        """Evaluate a request's prompt in a free slot and hand out its first token. Raises what begin raises."""
+              literal=(), make_speculator=None) -> None:
+        """Evaluate a request's prompt in a free slot and hand out its first token. Raises what begin raises.
+        make_speculator(decoder): the answer's Speculator (a free drafter), or None for plain steps."""
         slot = self._pick(prompt_text)
         decoder = slot.decoder
         decoder.context_policy.system_text = system_text
         try:
-            answer = decoder.begin(prompt_text, sampling, emit, cancelled, truncate, literal)
+            speculator = make_speculator(decoder) if make_speculator is not None else None
+            answer = decoder.begin(prompt_text, sampling, emit, cancelled, truncate, literal, speculator)
         except BaseException:
             decoder.reset()  # a prompt evaluated half-way leaves the slot's cache unknown
             raise
-        slot.answer, slot.row = answer, -1
+        if speculator is not None:
+            speculator.slot_begin(decoder.tokens)
+        slot.answer, slot.row, slot.draft = answer, -1, []
         slot.steps = slot.rows = 0
         # Sampled now: the next decode, of the shared batch, replaces these logits.
-        self._advance([slot], [answer.sampler.sample(-1)] if answer.reason is None else [None])
+        self._advance([slot], [[answer.sampler.sample(-1)] if answer.reason is None else [None]])
 
     def step(self) -> None:
         """Decode the next token of every running answer in one batch, then sample and hand out each one's next."""
@@ -105,13 +118,19 @@ class Slots:
         if not running:
             return
         batch = self._batch
-        for i, slot in enumerate(running):
-            batch.token[i] = slot.next_token
-            batch.pos[i] = len(slot.decoder.tokens)
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = slot.decoder.seq
-            batch.logits[i] = 1
-        batch.n_tokens = len(running)
+        n = 0
+        for slot in running:
+            slot.row = n
+            slot.draft = self._draft(slot)
+            base = len(slot.decoder.tokens)
+            for j, tok in enumerate([slot.next_token] + slot.draft):
+                batch.token[n] = tok
+                batch.pos[n] = base + j
+                batch.n_seq_id[n] = 1
+                batch.seq_id[n][0] = slot.decoder.seq
+                batch.logits[n] = 1
+                n += 1
+        batch.n_tokens = n
         started = time.perf_counter()
         rc = llama_cpp.llama_decode(self.rt.ctx, batch)
         if rc != 0:
@@ -121,14 +140,35 @@ class Slots:
         self.rows += len(running)
         if self.rt.threads is not None:  # a step is one token of each answer: the thread count follows its time
             self.rt.token_took(time.perf_counter() - started)
-        for i, slot in enumerate(running):
-            slot.decoder.tokens.append(slot.next_token)
-            slot.row = i
-            slot.steps += 1
-            slot.rows += len(running)
+        logits = None
+        if any(slot.draft and slot.answer.sampler.fast_greedy for slot in running):
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits(self.rt.ctx), shape=(n, self.rt.n_vocab))
         # Every answer samples before any hands out: making room in one slot's context may evaluate
         # tokens (a truncate-middle rebuild), which replaces the logits the others still need.
-        self._advance(running, [slot.answer.sampler.sample(slot.row) for slot in running])
+        chosen = []
+        for slot in running:
+            decoder, draft = slot.decoder, slot.draft
+            decoder.tokens += [slot.next_token] + draft
+            slot.steps += 1
+            slot.rows += len(running)
+            if not draft:
+                chosen.append([slot.answer.sampler.sample(slot.row)])
+                continue
+            new = target_choices(slot.answer.sampler, draft, logits, slot.row)
+            if len(new) - 1 < len(draft):
+                decoder.truncate(len(decoder.tokens) - (len(draft) - (len(new) - 1)))  # the rejected drafts
+            chosen.append(new)
+        self._advance(running, chosen)
+
+    def _draft(self, slot: Slot) -> list[int]:
+        """This slot's draft for the coming batch: what its speculator proposes, as far as its context has room
+        without moving the window (a verify never makes room)."""
+        speculator = slot.answer.speculator
+        if speculator is None:
+            return []
+        room = self.rt.n_ctx - len(slot.decoder.tokens) - 1
+        left = slot.answer.sampling.max_tokens - len(slot.answer.generated)
+        return speculator.slot_draft(min(SLOT_DRAFT_MAX, room, left))
 
     # --- inside ------------------------------------------------------------
     def _pick(self, prompt_text: str) -> Slot:
@@ -137,25 +177,41 @@ class Slots:
             raise GenerationError("Every slot is busy.")  # the host admits a request only when one is free
         return max(free, key=lambda slot: (shared_start(slot.cached_text, prompt_text), -slot.used))
 
-    def _advance(self, slots: list[Slot], tokens: list[int | None]) -> None:
+    def _advance(self, slots: list[Slot], chosen: list[list[int | None]]) -> None:
+        """Hand out each slot's new tokens: all but the last are in its KV cache already (accepted drafts), the
+        last is decoded in the next step."""
         now = time.perf_counter()
-        for slot, tok in zip(slots, tokens):
+        for slot, new in zip(slots, chosen):
             answer, decoder = slot.answer, slot.decoder
+            speculator = answer.speculator
             if answer.reason is None:
                 if answer.t_first is None:
                     answer.t_first = now
                 sampling = answer.sampling
-                answer.reason = decoder.hand_out(tok, answer.generated, answer.stream, answer.emit,
-                                                 sampling.max_tokens, sampling.ignore_eos, answer.cancelled)
+                for j, tok in enumerate(new):
+                    answer.reason = decoder.hand_out(tok, answer.generated, answer.stream, answer.emit,
+                                                     sampling.max_tokens, sampling.ignore_eos, answer.cancelled)
+                    if answer.reason is not None:
+                        extra = len(new) - 1 - j
+                        if extra:  # accepted drafts past the stop: the KV ends where plain decoding's would
+                            decoder.truncate(len(decoder.tokens) - extra)
+                        break
+                if speculator is not None and tok is not None:
+                    if slot.draft:
+                        speculator.verified(len(slot.draft), len(new) - 1)
+                    elif slot.row >= 0:
+                        speculator.plain_step(tok)
+                    speculator.slot_tokens(new, len(answer.generated))
                 if answer.reason is None and len(decoder.tokens) >= self.rt.n_ctx and not decoder.room_for(1):
                     answer.reason = "context_full"
             if answer.reason is not None:
                 self._finish(slot)
                 continue
-            slot.next_token = tok
+            slot.next_token = new[-1]
             if now >= answer.next_stats:
                 answer.next_stats = now + STATS_INTERVAL_S
-                answer.emit(decoder.stats_event(len(answer.generated), answer.t_first, now, len(answer.prompt)))
+                answer.emit(decoder.stats_event(len(answer.generated), answer.t_first, now, len(answer.prompt),
+                                                speculator))
 
     def _finish(self, slot: Slot) -> None:
         answer, slot.answer = slot.answer, None

@@ -7,7 +7,9 @@ import llama_cpp
 import numpy as np
 
 from app.engine.decode import Decoder
+from app.engine.prediction import prediction_speculator
 from app.engine.protocol import SamplingOptions
+from app.engine.speculative import Speculator
 
 N_TOKENS = 48
 
@@ -53,3 +55,11 @@ def set_costs(spec: Speculator, cost) -> None:
     for n in range(1, len(spec.costs.t)):
         spec.costs.t[n] = cost(n)
     spec.plain_reason = spec._why_plain()
+
+
+def predicted(dec: Decoder, text: str) -> Speculator:
+    """A prediction's speculator with verify batches as cheap as on a GPU, so that drafting pays whatever this
+    CPU's batched kernels cost (the decisions from real costs are tests/engine/test_speculative.py's)."""
+    spec = prediction_speculator(dec, text)
+    set_costs(spec, lambda n: spec.costs.t[1] * (1 + 0.02 * (n - 1)))
+    return spec

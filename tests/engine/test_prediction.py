@@ -10,12 +10,12 @@ import pytest
 from app.core import paths
 from app.engine import spec_calibration
 from app.engine.decode import Decoder
-from app.engine.prediction import PredictionDrafter, prediction_speculator
+from app.engine.prediction import PredictionDrafter
 from app.engine.protocol import LoadOptions
 from app.engine.runtime import Runtime
 from app.engine.speculative import Speculator
 from app.engine.template import ChatTemplate
-from tests.engine.spec_checks import assert_same_or_near_tie, generate, set_costs
+from tests.engine.spec_checks import assert_same_or_near_tie, generate, predicted
 
 N = 96
 CODE = '''def moving_average(values, window):
@@ -71,14 +71,6 @@ def test_a_prediction_prefers_the_place_after_its_last_match():
 def test_an_unrelated_prediction_offers_nothing():
     drafts = aligned([500, 501, 502, 503], [7, 8, 9, 10, 11])
     assert drafts[1:] == [[]] * 4
-
-
-def predicted(dec: Decoder, text: str) -> Speculator:
-    """A prediction's speculator with verify batches as cheap as on a GPU, so that drafting pays whatever this
-    CPU's batched kernels cost (the decisions from real costs are tests/engine/test_speculative.py's)."""
-    spec = prediction_speculator(dec, text)
-    set_costs(spec, lambda n: spec.costs.t[1] * (1 + 0.02 * (n - 1)))
-    return spec
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from app.engine.protocol import DONE, LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.session import Session
 from tests.engine.kv_checks import KERNEL_COS, assert_cache_consistent, cosine, fresh_logits
+from tests.engine.spec_checks import predicted
 
 CTX = 256  # per slot
 
@@ -43,10 +44,11 @@ def parallel(bundled_model):
 
 
 class Request:
-    def __init__(self, session: Session, prompt: str, sampling: SamplingOptions):
+    def __init__(self, session: Session, prompt: str, sampling: SamplingOptions, make_speculator=None):
         self.events: list[dict] = []
         self.cancelled = threading.Event()
-        session.slots.start(prompt, None, sampling, self.events.append, self.cancelled, True)
+        session.slots.start(prompt, None, sampling, self.events.append, self.cancelled, True,
+                            make_speculator=make_speculator)
 
     @property
     def done(self) -> dict | None:
@@ -115,6 +117,47 @@ def test_cancelling_one_answer_leaves_the_others_running(parallel):
     assert going.done["finish_reason"] == "length" and going.done["completion_tokens"] == 30
     for slot in s.slots.slots:
         assert_cache_consistent(slot.decoder)
+
+
+def test_each_slot_drafts_its_own_prediction_in_the_shared_batch(parallel):
+    """Two answers with predictions (their plain answers, one with a line left out) and one without, decoded
+    together: drafts ride in the shared batch, each slot keeps what its target confirms, and every cache holds
+    exactly its own answer."""
+    s = parallel(3)
+    n = 40
+    plain = [Request(s, prompt, greedy(n)) for prompt in PROMPTS]
+    run_until_idle(s)
+    s.reset()
+    texts = [r.done["text"] for r in plain]
+    edited = texts[1].split("\n")
+    predictions = [texts[0], "\n".join(edited[:1] + edited[2:]) if len(edited) > 2 else texts[1][5:]]
+    requests = [Request(s, prompt, greedy(n), lambda dec, text=text: predicted(dec, text))
+                for prompt, text in zip(PROMPTS, predictions)] + [Request(s, PROMPTS[2], greedy(n))]
+    run_until_idle(s)
+    dones = [r.done for r in requests]
+    assert [d["completion_tokens"] for d in dones] == [n] * 3
+    for done in dones[:2]:
+        assert done["spec"]["drafter"] == "prediction" and done["spec"]["drafted"] > 0
+        assert done["spec"]["tokens_per_step"] > 1.5
+        assert done["prediction"]["accepted"] > n // 2
+    assert "spec" not in dones[2]
+    for slot in s.slots.slots:
+        assert_cache_consistent(slot.decoder)
+
+
+def test_prompt_lookup_serves_every_slot(bundled_model):
+    session = Session.load(LoadOptions(model_path=str(bundled_model), n_ctx=CTX, n_threads=1, n_parallel=2,
+                                       lookup=True, extra_bufts=False))
+    try:
+        events: list[dict] = []
+        for prompt in PROMPTS[:2]:  # through the session, as the engine host starts answers
+            assert session.complete(prompt, greedy(12), events.append, threading.Event()) is None
+        run_until_idle(session)
+        dones = [e for e in events if e["ev"] == DONE]
+        assert len(dones) == 2 and {d["spec"]["drafter"] for d in dones} == {"lookup"}
+        assert all(d["completion_tokens"] == 12 for d in dones)
+    finally:
+        session.close()
 
 
 def test_each_slot_slides_its_own_window(parallel):

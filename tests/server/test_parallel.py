@@ -85,3 +85,23 @@ def test_a_client_that_leaves_frees_its_slot_at_once(client):
     going.join()
     assert late.last < going.last, "the third request waited for the long answer instead of the freed slot"
     assert late.first - started < 30
+
+
+def test_predictions_are_served_in_parallel_slots(client):
+    """Each of two concurrent requests drafts from its own prediction; usage counts what each one predicted."""
+    ask = [{"role": "user", "content": "Write the numbers from one to ten in words, one per line."}]
+    first = client.chat.completions.create(model=MODEL, messages=ask, temperature=0, max_tokens=40)
+    results = [None, None]
+
+    def run(i: int) -> None:
+        results[i] = client.chat.completions.create(
+            model=MODEL, messages=ask, temperature=0, max_tokens=40,
+            prediction={"type": "content", "content": first.choices[0].message.content})
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for r in results:
+        assert r.usage.completion_tokens_details.accepted_prediction_tokens > r.usage.completion_tokens // 2
