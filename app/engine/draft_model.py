@@ -88,7 +88,8 @@ class DraftModelDrafter(Drafter):
         """One draft token's cost: kept per draft model and machine, measured the first time (a plain step of
         the draft model, which leaves its KV empty). Fixed, so that the verify schedule never depends on a
         timing taken during an answer."""
-        entry = calibration(draft_fields(self.rt), lambda: measure_target(self.decoder, sizes=(1,)), renew)
+        entry = calibration(draft_fields(self.rt), lambda threads: measure_target(self.decoder, threads, sizes=(1,)),
+                            renew)
         self.step_s = costs_of(entry)[1]
         return self.step_s
 

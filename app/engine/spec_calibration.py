@@ -19,10 +19,11 @@ from pathlib import Path
 
 from app.core.jsonstore import read_json, update_json
 from app.engine.probe import facts_file, machine_key
+from app.engine.threads import runnable_others
 
-CALIBRATION_SIZES = (1, 2, 3, 5, 9, 13, 17, 25, 33)  # a plain step, and verify batches of 1..32 drafts
+CALIBRATION_SIZES = (1, 2, 3, 5, 9, 17, 33)  # a plain step, and verify batches of 1..32 drafts
 ENTRY = "spec_calibration"
-METHOD = 2  # in the key: a calibration measured another way is measured again
+METHOD = 3  # in the key: a calibration measured another way is measured again
 # Calibrations measured in this process, by key: a file that cannot be written still saves the work twice.
 _MEASURED: dict[str, dict] = {}
 
@@ -83,17 +84,27 @@ def _keep(key: str, entry: dict) -> None:
 
 
 def calibration(fields: dict, measure, renew: bool = False) -> dict:
-    """The kept calibration for these fields, measuring it (measure() -> {size: seconds}) when there is none
-    or when asked to renew it."""
+    """The kept calibration for these fields, measuring it (measure(threads) -> {size: seconds}) when there is
+    none or when asked to renew it.
+
+    Measured at the full thread count, but only on a quiet machine: with another program wanting a core, a
+    full count stalls at llama.cpp's barriers (a batch took 30x its quiet time here), and a figure that wrong
+    must not be kept for good. Then the costs are measured at one thread, which other programs barely slow, and
+    serve this process only; the next one measures again."""
     key = _key(fields)
     entry = None if renew else (_MEASURED.get(key) or _stored(key))
     if entry is None:
-        costs = measure()
+        quiet = fields["threads"] <= 1 or not (runnable_others() or 0)
+        threads = fields["threads"] if quiet else 1
+        costs = measure(threads)
         entry = {"costs": {str(n): s for n, s in costs.items()}, "model": Path(fields["file"]).name,
-                 "kind": fields["kind"], "threads": fields["threads"], "extra_bufts": fields["extra_bufts"],
-                 "gpu_layers": fields["gpu_layers"], "machine": machine_key(),
+                 "kind": fields["kind"], "threads": fields["threads"], "measured_threads": threads,
+                 "extra_bufts": fields["extra_bufts"], "gpu_layers": fields["gpu_layers"], "machine": machine_key(),
                  "when": time.strftime("%Y-%m-%d %H:%M:%S")}
-        _keep(key, entry)
+        if quiet:
+            _keep(key, entry)
+        else:
+            _MEASURED[key] = entry
     return entry
 
 
@@ -101,7 +112,8 @@ def costs_of(entry: dict) -> dict[int, float]:
     return {int(n): float(s) for n, s in entry["costs"].items()}
 
 
-def measure_target(decoder, reps: int = 5, sizes: tuple[int, ...] = CALIBRATION_SIZES) -> dict[int, float]:
+def measure_target(decoder, threads: int, reps: int = 3, sizes: tuple[int, ...] = CALIBRATION_SIZES
+                   ) -> dict[int, float]:
     """Seconds of one decode per batch size: the fastest of `reps` tries, sizes interleaved so that a busy
     moment hits all alike, the first round only a warm-up (llama.cpp builds a graph per batch size); a bigger
     batch never costs less than a smaller one.
@@ -118,9 +130,9 @@ def measure_target(decoder, reps: int = 5, sizes: tuple[int, ...] = CALIBRATION_
     decoder.eval_tokens(filler)
     base = len(decoder.tokens)
     times: dict[int, list[float]] = {n: [] for n in sizes}
-    threads = rt.n_threads
-    if threads != rt.max_threads:  # measured at the full count: the one the key names
-        rt.set_threads(rt.max_threads)
+    was = rt.n_threads
+    if threads != was:
+        rt.set_threads(threads)
     try:
         for rep in range(reps + 1):
             for n in sizes:
@@ -132,8 +144,8 @@ def measure_target(decoder, reps: int = 5, sizes: tuple[int, ...] = CALIBRATION_
     finally:
         if not decoder.truncate(kept):
             decoder.reset()
-        if rt.n_threads != threads:
-            rt.set_threads(threads)
+        if rt.n_threads != was:
+            rt.set_threads(was)
     costs, most = {}, 0.0
     for n in sizes:
         most = costs[n] = max(min(times[n]), most)
@@ -160,5 +172,7 @@ def describe(entry: dict) -> str:
     else:
         shape = ", ".join(f"{n}: {costs[n] / plain:.1f}x" for n in sorted(costs) if n > 1 and plain) or "-"
         shape = f"plain step {plain * 1000:.2f} ms; a batch of n costs {shape}"
-    return (f"{entry.get('model')} ({entry.get('kind')}, {entry.get('threads')} threads, extra buffers "
+    busy = (f", measured at {entry['measured_threads']} while the machine was busy: for this run only"
+            if entry.get("measured_threads", entry.get("threads")) != entry.get("threads") else "")
+    return (f"{entry.get('model')} ({entry.get('kind')}, {entry.get('threads')} threads{busy}, extra buffers "
             f"{'on' if entry.get('extra_bufts') else 'off'}, measured {entry.get('when')}): {shape}")

@@ -139,7 +139,7 @@ class Speculator:
     def calibrate(self, decoder, renew: bool = False) -> None:
         """Take verify batches' costs against a plain step from the kept calibration of this model and machine
         (measuring it if there is none, or if asked to renew it), then decide whether drafting can pay at all."""
-        entry = calibration(target_fields(decoder.rt), lambda: measure_target(decoder), renew)
+        entry = calibration(target_fields(decoder.rt), lambda threads: measure_target(decoder, threads), renew)
         for n, seconds in costs_of(entry).items():
             if n < len(self.costs.t):
                 self.costs.t[n] = seconds
