@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import os
 import shutil
 import subprocess
 import sys
@@ -50,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=ROOT / "build", help="PyInstaller's work folder (default build/)")
     parser.add_argument("--no-archive", action="store_true", help="build the folder only")
     parser.add_argument("--deb", action="store_true", help="also build a Debian package (Linux, needs dpkg-deb)")
+    parser.add_argument("--deb-compression", choices=("xz", "gzip", "none"), default="xz",
+                        help="the .deb's compression (default xz, what every dpkg reads; none builds fastest)")
     parser.add_argument("--deb-only", action="store_true",
                         help="package an existing --dist DIR/Hearth as a .deb without building it again")
     args = parser.parse_args(argv)
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     from app import __version__
 
     if args.deb_only:
-        return _deb(args.dist / "Hearth", args.dist, __version__)
+        return _deb(args.dist / "Hearth", args.dist, __version__, args.deb_compression)
     started = time.monotonic()
     command = [sys.executable, "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
                "--distpath", str(args.dist), "--workpath", str(args.work), str(SPEC)]
@@ -77,11 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         target = archive(bundle, args.dist, __version__)
         print(f"archive: {target} ({target.stat().st_size / 1e6:.0f} MB)", flush=True)
     if args.deb:
-        return _deb(bundle, args.dist, __version__)
+        return _deb(bundle, args.dist, __version__, args.deb_compression)
     return 0
 
 
-def _deb(bundle: Path, dist: Path, version: str) -> int:
+def _deb(bundle: Path, dist: Path, version: str, compression: str) -> int:
     from debian_package import DebError, build_deb
 
     if not (bundle / "Hearth").is_file():
@@ -89,7 +90,7 @@ def _deb(bundle: Path, dist: Path, version: str) -> int:
         return 1
     started = time.monotonic()
     try:
-        target = build_deb(bundle, dist, version)
+        target = build_deb(bundle, dist, version, compression=compression)
     except DebError as exc:
         print(f"build.py: {exc}", file=sys.stderr)
         return 1

@@ -200,7 +200,7 @@ def _normalise_modes(root: Path) -> None:
             path.chmod(0o755 if executable else 0o644)
 
 
-def build_deb(bundle: Path, dist: Path, version: str, arch: str | None = None) -> Path:
+def build_deb(bundle: Path, dist: Path, version: str, arch: str | None = None, compression: str = "xz") -> Path:
     """Build dist/hearth_<version>_<arch>.deb from the bundle folder; returns its path."""
     arch = arch or debian_arch()
     target = dist / deb_name(version, arch)
@@ -208,9 +208,10 @@ def build_deb(bundle: Path, dist: Path, version: str, arch: str | None = None) -
         root = Path(tmp) / "root"
         root.mkdir()
         stage(bundle, root, version, arch)
-        # --root-owner-group: files belong to root whoever builds; xz is what every dpkg reads (zstd needs
-        # dpkg 1.21.18); -z6 keeps the build in tens of seconds, since the model barely compresses anyway.
-        command = ["dpkg-deb", "--root-owner-group", "-Zxz", "-z6", "--build", str(root), str(target)]
+        # --root-owner-group: files belong to root whoever builds. xz is what every dpkg reads (zstd needs
+        # dpkg 1.21.18); "none" is for tests, which check the layout, not the compression.
+        level = ["-z6"] if compression != "none" else []
+        command = ["dpkg-deb", "--root-owner-group", f"-Z{compression}", *level, "--build", str(root), str(target)]
         proc = subprocess.run(command, capture_output=True, text=True)
         if proc.returncode != 0:
             detail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
