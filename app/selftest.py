@@ -183,7 +183,10 @@ class _Server:
         """Ctrl-C, as a user stops it; its exit code (None when it had to be killed)."""
         code = None
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT if os.name != "nt" else signal.CTRL_BREAK_EVENT)
+            if os.name == "nt":  # no Ctrl-C for a child without a console group of its own
+                self.proc.terminate()
+            else:
+                self.proc.send_signal(signal.SIGINT)
             try:
                 code = self.proc.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -270,7 +273,7 @@ def check_remote() -> str:
         raise HearthError("hearth chat --endpoint got no tokens from the server.")
     code = _server.stop()
     # 130 is how a program that stopped on SIGINT exits (uvicorn re-raises the signal it caught).
-    if code not in (0, 130):
+    if os.name != "nt" and code not in (0, 130):
         raise HearthError(f"hearth serve exited with code {code} on Ctrl-C: {_server._last_words()}")
     return (f"hearth chat --endpoint: {answer['completion_tokens']} tokens in {time.perf_counter() - started:.1f} s "
             f"from {answer.get('model')}; hearth serve stopped cleanly on Ctrl-C")

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -337,6 +338,36 @@ def test_installed_deb_passes_its_selftest_as_the_hearth_command_from_a_clean_ho
 
 
 @bundle_test
+def test_installed_hearth_serve_answers_the_openai_client_and_stops_on_ctrl_c(system, home):
+    """The frozen server driven by the real openai package (which the bundle itself does not carry)."""
+    from openai import OpenAI
+
+    key = "deb-test-key"
+    env = dict(clean_env(home), HEARTH_API_KEY=key)
+    server = subprocess.Popen([str(system / "opt/hearth/Hearth"), "serve", "--port", "0", "--ctx", "512"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=home,
+                              stdin=subprocess.DEVNULL)
+    try:
+        line = server.stdout.readline()  # the model loads before the socket opens: this line means ready
+        assert " at http://127.0.0.1:" in line, line + server.stderr.read()[-3000:]
+        client = OpenAI(base_url=line.split(" at ", 1)[1].split()[0], api_key=key, max_retries=0, timeout=120)
+        model = client.models.list().data[0].id
+        answer = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Say hi."}],
+                                                max_tokens=6, temperature=0)
+        assert answer.choices[0].message.content.strip() and answer.usage.completion_tokens > 0
+        streamed = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Say hi."}],
+                                                  max_tokens=6, temperature=0, stream=True)
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in streamed if chunk.choices).strip()
+        server.send_signal(signal.SIGINT)
+        assert server.wait(30) in (0, 130)  # 130: a program that stopped on SIGINT
+        assert "Traceback" not in server.stderr.read()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+@bundle_test
 def test_purging_the_deb_removes_every_installed_file_and_keeps_the_users_data(system):
     """Last of the package tests (it removes what they use): `apt purge hearth` leaves ~/.local/share/Hearth."""
     proc = dpkg(system, system / "home/user", "--purge", "hearth")
@@ -346,6 +377,14 @@ def test_purging_the_deb_removes_every_installed_file_and_keeps_the_users_data(s
     assert left == [], left
     assert not (system / "opt").exists() and not (system / "usr").exists()
     assert (system / "home/user/.local/share/Hearth/chats.json").read_text() == '{"chats": []}'
+
+
+def test_deb_only_without_a_bundle_says_so_in_one_sentence(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "packaging" / "build.py"), "--deb-only", "--dist",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"build.py: {tmp_path / 'Hearth'} holds no Hearth bundle; build it first " \
+                                  "(without --deb-only).", proc.stderr
 
 
 def test_selftest_names_the_failing_check_and_exits_non_zero(tmp_path):
