@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -365,6 +366,44 @@ def test_installed_hearth_serve_answers_the_openai_client_and_stops_on_ctrl_c(sy
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+@bundle_test
+def test_installed_hearth_opens_its_window_on_an_x_server(system, home):
+    """The selftest paints offscreen; this one loads Qt's xcb plugin, which needs the libraries the package
+    Depends on (libxcb-icccm4, libxcb-keysyms1: the usual reason a frozen Qt app shows no window)."""
+    if not (shutil.which("Xvfb") and shutil.which("xwininfo")):
+        pytest.skip("Xvfb and xwininfo are not installed (tests/run.sh installs xvfb and x11-utils)")
+    read, write = os.pipe()
+    xvfb = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1400x900x24", "-nolisten", "tcp"],
+                            pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(write)
+    app = None
+    try:
+        with os.fdopen(read) as numbers:
+            display = f":{numbers.readline().strip()}"
+        app = subprocess.Popen([str(system / "opt/hearth/Hearth")], env=dict(clean_env(home), DISPLAY=display),
+                               cwd=home, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+        deadline, window = time.monotonic() + 60, None
+        while window is None and time.monotonic() < deadline and app.poll() is None:
+            tree = subprocess.run(["xwininfo", "-root", "-tree", "-display", display], capture_output=True,
+                                  text=True).stdout
+            # The main window: WM_CLASS ("hearth", "Hearth"), as the desktop entry's StartupWMClass says.
+            window = re.search(r'"Hearth": \("hearth" "Hearth"\)\s+(\d+)x(\d+)', tree)
+            window = window if window and int(window.group(1)) >= 640 else None
+            time.sleep(0.5)
+        assert app.poll() is None, app.stdout.read()[-3000:]
+        assert window, tree
+    finally:
+        for proc in (app, xvfb):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
 
 
 @bundle_test
