@@ -14,7 +14,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
     && ! { command -v desktop-file-validate && command -v gnome-keyring-daemon && command -v dbus-run-session \
            && command -v Xvfb && command -v xwininfo && ldconfig -p | grep "libxcb-icccm.so.4"; } >/dev/null; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      desktop-file-utils gnome-keyring dbus-daemon appstream dpkg xvfb x11-utils libxcb-icccm4 libxcb-keysyms1; } \
+      desktop-file-utils gnome-keyring dbus-daemon appstream xvfb x11-utils libxcb-icccm4 libxcb-keysyms1; } \
     >/dev/null 2>&1 || echo "run.sh: could not install the package tests' tools; those checks fall back" >&2
 fi
 export QT_QPA_PLATFORM=offscreen
