@@ -1,19 +1,29 @@
 """`hearth --selftest`: prove that this installation works, in a few seconds, without a display.
 
 It creates the main window offscreen, loads the bundled model in an engine
-process and generates a few tokens, then prints one line per check and exits
-0 or 1. A frozen bundle runs the same code, so this is how an installer is
-checked on a clean machine. It works in a temporary Hearth home, so the
-user's settings, chats and logs stay untouched.
+process and generates a few tokens, quantizes the model, starts `hearth serve`
+on loopback and sends it one request as the openai client does, chats with that
+server through `hearth chat --endpoint` (the remote backend), and says whether
+the system keyring can keep API keys; then it prints one line per check and
+exits 0 or 1. A frozen bundle runs the same code, so this is how an installer
+is checked on a clean machine: the server and the chat run as the same
+commands a user types, which is where a frozen app misses a lazily imported
+module. It works in a temporary Hearth home, so the user's settings, chats,
+models and logs stay untouched, and it never writes to the keyring.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import secrets
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -28,6 +38,9 @@ MAX_TOKENS = 8
 WINDOW_TIMEOUT_S = 20.0
 LOAD_TIMEOUT_S = 180.0
 GENERATE_TIMEOUT_S = 120.0
+SERVE_START_TIMEOUT_S = 120.0
+REQUEST_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 15.0
 LOG_TAIL_LINES = 15
 
 
@@ -128,11 +141,193 @@ def _log_tail(path: Path | None) -> str:
     return ("\n        engine log:\n" + "\n".join(f"        | {line}" for line in lines)) if lines else ""
 
 
+def check_quantize() -> str:
+    from app.core.bundled import bundled_model_path
+    from app.core.quantize import quantize
+
+    out = Path(os.environ["HEARTH_HOME"]) / "selftest-Q8_0.gguf"
+    result = quantize(bundled_model_path(), "Q8_0", out=out)
+    return f"{bundled_model_path().name} -> Q8_0, {result.size_bytes / 1e6:.0f} MB in {result.seconds:.1f} s"
+
+
+class _Server:
+    """`hearth serve` on a free loopback port, as a user starts it; shared by the server and remote checks."""
+
+    def __init__(self):
+        self.key = secrets.token_urlsafe(16)
+        # The key travels in the environment, as a user would set it, not on a command line `ps` shows.
+        env = dict(os.environ, HEARTH_API_KEY=self.key)
+        from app.core.proc import child_env, hearth_command
+
+        self.log = Path(os.environ["HEARTH_HOME"]) / "selftest-serve.log"
+        self._log_file = open(self.log, "wb")
+        self.proc = subprocess.Popen(hearth_command("serve", "--host", "127.0.0.1", "--port", "0", "--ctx", "512"),
+                                     stdout=subprocess.PIPE, stderr=self._log_file, stdin=subprocess.DEVNULL,
+                                     env=child_env(env), text=True)
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(SERVE_START_TIMEOUT_S)
+        line = got[0] if got else ""
+        if " at http://" not in line:
+            self.stop()
+            raise HearthError(f"hearth serve did not start within {SERVE_START_TIMEOUT_S:.0f} s: "
+                              f"{self._last_words() or 'it printed nothing'}")
+        self.base_url = line.split(" at ", 1)[1].split()[0]
+
+    def _last_words(self) -> str:
+        lines = [ln for ln in self.log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+        return lines[-1].strip() if lines else ""
+
+    def stop(self) -> int | None:
+        """Ctrl-C, as a user stops it; its exit code (None when it had to be killed)."""
+        code = None
+        if self.proc.poll() is None:
+            if os.name == "nt":  # no Ctrl-C for a child without a console group of its own
+                self.proc.terminate()
+            else:
+                self.proc.send_signal(signal.SIGINT)
+            try:
+                code = self.proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        else:
+            code = self.proc.returncode
+        self.proc.stdout.close()
+        self._log_file.close()
+        return code
+
+
+_server: _Server | None = None
+
+
+def _stop_server() -> None:
+    global _server
+    if _server is not None:
+        _server.stop()
+        _server = None
+
+
+def check_server() -> str:
+    """One streamed chat completion, in the openai client's wire format, from the server on loopback."""
+    global _server
+    import httpx
+
+    started = time.perf_counter()
+    _server = _Server()
+    start_s = time.perf_counter() - started
+    # What openai.OpenAI(base_url=..., api_key=...).chat.completions.create(..., stream=True) sends: a JSON
+    # body at {base}/chat/completions, the key as a bearer token, server-sent events back.
+    body = {"model": None, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": MAX_TOKENS,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    headers = {"Authorization": f"Bearer {_server.key}", "Content-Type": "application/json",
+               "Accept": "application/json", "User-Agent": "OpenAI/Python (Hearth selftest)"}
+    text, usage, finish, done = [], None, None, False
+    with httpx.Client(timeout=REQUEST_TIMEOUT_S) as http:
+        models = http.get(f"{_server.base_url}/models", headers=headers)  # client.models.list()
+        if models.status_code != 200 or not models.json().get("data"):
+            raise HearthError(f"GET /models answered HTTP {models.status_code}: {models.text[:200]}")
+        body["model"] = models.json()["data"][0]["id"]
+        refused = http.post(f"{_server.base_url}/chat/completions", json=body, headers={"Authorization": "Bearer no"})
+        if refused.status_code != 401:
+            raise HearthError(f"the server answered a wrong API key with HTTP {refused.status_code}, not 401.")
+        with http.stream("POST", f"{_server.base_url}/chat/completions", json=body, headers=headers) as reply:
+            if reply.status_code != 200:
+                reply.read()
+                raise HearthError(f"the server answered HTTP {reply.status_code}: {reply.text[:200]}")
+            for line in reply.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                if line == "data: [DONE]":
+                    done = True
+                    break
+                chunk = json.loads(line[6:])
+                for choice in chunk.get("choices") or []:
+                    text.append((choice.get("delta") or {}).get("content") or "")
+                    finish = choice.get("finish_reason") or finish
+                usage = chunk.get("usage") or usage
+    answer = " ".join("".join(text).split())
+    if not done or not answer or not usage or not usage.get("completion_tokens"):
+        raise HearthError(f"the streamed answer was incomplete (text {answer!r}, usage {usage}, [DONE] {done}).")
+    return (f"hearth serve at {_server.base_url} ready in {start_s:.1f} s; streamed chat completion: "
+            f"{usage['completion_tokens']} tokens, finish {finish}: {answer[:40]!r}")
+
+
+def check_remote() -> str:
+    """`hearth chat --endpoint`: the remote backend and the command line, against the server above."""
+    from app.core.proc import child_env, hearth_command
+
+    if _server is None:
+        raise HearthError("skipped: the server check did not start a server.")
+    started = time.perf_counter()
+    proc = subprocess.run(hearth_command("chat", "--endpoint", _server.base_url, "--prompt", PROMPT, "--temp", "0",
+                                         "--max-tokens", str(MAX_TOKENS), "--json"),
+                          capture_output=True, text=True, timeout=REQUEST_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                          env=child_env({"HEARTH_API_KEY": _server.key}))
+    if proc.returncode != 0:
+        said = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise HearthError(f"hearth chat --endpoint exited with code {proc.returncode}: {said}")
+    answer = json.loads(proc.stdout)
+    if not answer.get("completion_tokens"):
+        raise HearthError("hearth chat --endpoint got no tokens from the server.")
+    code = _server.stop()
+    # 130 is how a program that stopped on SIGINT exits (uvicorn re-raises the signal it caught).
+    if os.name != "nt" and code not in (0, 130):
+        raise HearthError(f"hearth serve exited with code {code} on Ctrl-C: {_server._last_words()}")
+    return (f"hearth chat --endpoint: {answer['completion_tokens']} tokens in {time.perf_counter() - started:.1f} s "
+            f"from {answer.get('model')}; hearth serve stopped cleanly on Ctrl-C")
+
+
+# The backend that keeps secrets on each system, as keyring names its module.
+NATIVE_KEYRING = {"linux": ("keyring.backends.SecretService", "Keyring"),
+                  "darwin": ("keyring.backends.macOS", "Keyring"),
+                  "win32": ("keyring.backends.Windows", "WinVaultKeyring")}
+
+
+def check_keyring() -> str:
+    """Which keyring keeps API keys; a system without a keyring service passes with the sentence users see.
+
+    It fails only when the installation lacks the code to reach a keyring (a bundle that left out a
+    module), since then no keyring service could ever be used. Nothing is written to the keyring.
+    """
+    import importlib
+
+    import keyring
+
+    platform_key = "linux" if sys.platform.startswith("linux") else sys.platform
+    module_name, class_name = NATIVE_KEYRING.get(platform_key, (None, None))
+    reason = None
+    if module_name is not None:
+        try:
+            native = getattr(importlib.import_module(module_name), class_name)
+            native.priority  # noqa: B018 (keyring's viability check: it raises with the reason)
+        except ImportError as exc:
+            raise HearthError(f"this installation cannot reach the system keyring: {exc}.") from None
+        except Exception as exc:
+            reason = str(exc)
+            if "required" in reason:  # keyring's words for a missing module (SecretStorage required)
+                raise HearthError(f"this installation cannot reach the system keyring: {reason}.") from None
+    active = keyring.get_keyring()
+    name = f"{type(active).__module__}.{type(active).__name__}"
+    if "fail" in type(active).__module__:
+        from app.core.api_keys import KeyStore
+
+        # What the connections page shows in this case; the fail backend stores nothing, so this is harmless.
+        sentence = KeyStore().save("http://selftest.invalid/v1", "x") or ""
+        return f"no keyring service runs here ({reason or 'none found'}); users are told: {sentence!r}"
+    return f"API keys go to {name}"
+
+
 CHECKS: list[tuple[str, Callable[[], str]]] = [
     ("resources", check_resources),
     ("model", check_model),
     ("gui", check_gui),
     ("engine", check_engine),
+    ("quantize", check_quantize),
+    ("server", check_server),
+    ("remote", check_remote),
+    ("keyring", check_keyring),
 ]
 
 
@@ -144,9 +339,10 @@ def _describe_build() -> str:
 
 def run_selftest() -> int:
     print(_describe_build(), flush=True)
-    own_home = "HEARTH_HOME" not in os.environ
-    if own_home:
-        os.environ["HEARTH_HOME"] = tempfile.mkdtemp(prefix="hearth-selftest-")
+    # Always a home of its own, even where HEARTH_HOME is set: the checks write a quantized model, logs and
+    # library entries that must not land in anyone's real library.
+    users_home = os.environ.get("HEARTH_HOME")
+    os.environ["HEARTH_HOME"] = tempfile.mkdtemp(prefix="hearth-selftest-")
     failures = []
     try:
         for name, check in CHECKS:
@@ -164,8 +360,10 @@ def run_selftest() -> int:
                 failures.append(f"{name}: {detail.splitlines()[0]}")
             print(f"  {'ok  ' if ok else 'FAIL'}  {name:<9}  {detail}", flush=True)
     finally:
-        if own_home:
-            shutil.rmtree(os.environ.pop("HEARTH_HOME"), ignore_errors=True)
+        _stop_server()
+        shutil.rmtree(os.environ.pop("HEARTH_HOME"), ignore_errors=True)
+        if users_home is not None:
+            os.environ["HEARTH_HOME"] = users_home
     if failures:
         print(f"selftest failed: {'; '.join(failures)}", flush=True)
         return 1

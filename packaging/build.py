@@ -1,7 +1,8 @@
 """Build Hearth's one-folder bundle with PyInstaller, and an archive of it.
 
     pip install -e ".[package]"
-    python packaging/build.py    # -> dist/Hearth/ and dist/Hearth-<version>-<os>-<arch>.tar.gz (.zip elsewhere)
+    python packaging/build.py        # -> dist/Hearth/ and dist/Hearth-<version>-<os>-<arch>.tar.gz (.zip elsewhere)
+    python packaging/build.py --deb  # and dist/hearth_<version>_<arch>.deb (Linux, needs dpkg-deb)
 
 The same command works on Linux, Windows and macOS (see packaging/README.md for what differs). It builds
 for the machine it runs on, with whatever llama-cpp-python is installed: install a CUDA build first
@@ -47,11 +48,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dist", type=Path, default=ROOT / "dist", help="where the bundle goes (default dist/)")
     parser.add_argument("--work", type=Path, default=ROOT / "build", help="PyInstaller's work folder (default build/)")
     parser.add_argument("--no-archive", action="store_true", help="build the folder only")
+    parser.add_argument("--deb", action="store_true", help="also build a Debian package (Linux, needs dpkg-deb)")
+    parser.add_argument("--deb-compression", choices=("xz", "gzip", "none"), default="xz",
+                        help="the .deb's compression (default xz, what every dpkg reads; none builds fastest)")
+    parser.add_argument("--deb-only", action="store_true",
+                        help="package an existing --dist DIR/Hearth as a .deb without building it again")
     args = parser.parse_args(argv)
+    if (args.deb or args.deb_only) and not sys.platform.startswith("linux"):
+        parser.error("--deb builds a Linux package; build it on Linux.")
+    if (args.deb or args.deb_only) and shutil.which("dpkg-deb") is None:
+        parser.error("--deb needs dpkg-deb (the dpkg package on Debian and Ubuntu; dpkg on Fedora and Arch).")
 
     sys.path.insert(0, str(ROOT))
     from app import __version__
 
+    if args.deb_only:
+        return _deb(args.dist / "Hearth", args.dist, __version__, args.deb_compression)
     started = time.monotonic()
     command = [sys.executable, "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
                "--distpath", str(args.dist), "--workpath", str(args.work), str(SPEC)]
@@ -65,6 +77,25 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_archive:
         target = archive(bundle, args.dist, __version__)
         print(f"archive: {target} ({target.stat().st_size / 1e6:.0f} MB)", flush=True)
+    if args.deb:
+        return _deb(bundle, args.dist, __version__, args.deb_compression)
+    return 0
+
+
+def _deb(bundle: Path, dist: Path, version: str, compression: str) -> int:
+    from debian_package import DebError, build_deb
+
+    if not (bundle / "Hearth").is_file():
+        print(f"build.py: {bundle} holds no Hearth bundle; build it first (without --deb-only).", file=sys.stderr)
+        return 1
+    started = time.monotonic()
+    try:
+        target = build_deb(bundle, dist, version, compression=compression)
+    except DebError as exc:
+        print(f"build.py: {exc}", file=sys.stderr)
+        return 1
+    print(f"deb: {target} ({target.stat().st_size / 1e6:.0f} MB) built in {time.monotonic() - started:.0f} s",
+          flush=True)
     return 0
 
 

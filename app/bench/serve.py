@@ -144,8 +144,7 @@ def start_hearth(o: ServeBenchOptions) -> tuple[subprocess.Popen, str]:
         args += ["--model", o.model]
     if o.threads:
         args += ["--threads", str(o.threads)]
-    command = [sys.executable, *args] if proc.is_frozen() else [sys.executable, "-m", "app", *args]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    child = subprocess.Popen(proc.hearth_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=proc.child_env())
     line = _first_line(child)
     if " at http" not in line:

@@ -51,7 +51,11 @@ class KeyStore:
         try:
             keyring.set_password(SERVICE, url, key)
         except Exception as exc:
-            return (f"No system keyring is available ({_reason(exc)}), so the key is kept only until "
+            if _no_service(exc):
+                # keyring's own words ("no recommended backend was available") name its internals, not the fix.
+                return ("No keyring service is running (on Linux, GNOME Keyring or KWallet keeps keys), so the key "
+                        "is kept only until Hearth closes.")
+            return (f"The system keyring did not store the key ({_reason(exc)}), so it is kept only until "
                     "Hearth closes.")
         return None
 
@@ -64,6 +68,15 @@ class KeyStore:
             keyring.delete_password(SERVICE, url)
         except Exception:  # nothing stored, or no keyring: nothing to forget there
             pass
+
+
+def _no_service(exc: Exception) -> bool:
+    """keyring found no backend to use: its fail backend answered (no Secret Service, no KWallet)."""
+    try:
+        from keyring.errors import NoKeyringError
+    except ImportError:
+        return False
+    return isinstance(exc, NoKeyringError)
 
 
 def _reason(exc: Exception) -> str:

@@ -52,6 +52,13 @@ def child_command(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
+def hearth_command(*args: str) -> list[str]:
+    """The `hearth` command itself (`hearth serve`, `hearth chat`), as this installation runs it."""
+    if is_frozen():
+        return [sys.executable, *args]
+    return [sys.executable, "-m", "app", *args]
+
+
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     if not is_frozen():

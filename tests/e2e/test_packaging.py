@@ -1,19 +1,25 @@
-"""The installer as a user gets it: build the PyInstaller bundle, unpack its archive elsewhere, run it bare.
+"""The installers as a user gets them: build the PyInstaller bundle once, then unpack its archive elsewhere
+and install its .deb into a throwaway root with dpkg, and run each bare.
 
 The bundle runs from a folder the build never saw, with a clean environment (no virtualenv or pyenv on
 PATH, no PYTHONPATH, HOME an empty folder), so it can only work if it carries its own Python, Qt,
-llama.cpp and model.
+llama.cpp and model. The .deb goes through dpkg itself (`dpkg --root`, no root rights needed): install,
+verify, purge, as `apt install ./hearth_*.deb` and `apt purge hearth` would run it.
 """
 
 from __future__ import annotations
 
+import configparser
 import importlib.util
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -26,9 +32,12 @@ BUILD_TIMEOUT_S = 1500
 # (Qt6Network is used: the single-instance hand-over, app/ui/single_instance.py.)
 UNUSED_QT = ("WebEngine", "Qt6Qml", "Qt6Quick", "Qt63D", "Qt6Multimedia", "Qt6Pdf", "Qt6Designer", "Qt6Charts",
              "Qt6Sql")
-# Heavy Python packages that optional imports would drag in.
-UNUSED_PACKAGES = ("torch", "transformers", "botocore", "openai", "pydantic", "cryptography", "hf_xet", "PIL")
-MAX_BUNDLE_MB = 400
+# Heavy Python packages that optional imports would drag in. (cryptography is used: SecretStorage, the
+# keyring's Secret Service backend, imports it.)
+UNUSED_PACKAGES = ("torch", "transformers", "botocore", "openai", "pydantic", "hf_xet", "PIL", "fastapi", "trio")
+# 314 MB when measured, 98 MB of it the model; room for a library update, not for a new dependency tree.
+MAX_BUNDLE_MB = 340
+APP_ID = "io.hearth.Hearth"
 
 
 def bundle_test(func):
@@ -61,10 +70,14 @@ def built(tmp_path_factory) -> Path:
     """Build dist/Hearth and its archive into a temporary folder; return that dist folder."""
     if importlib.util.find_spec("PyInstaller") is None:
         pytest.fail("PyInstaller is not installed: pip install -e '.[package]'")
+    if shutil.which("dpkg-deb") is None:
+        pytest.fail("dpkg-deb is not installed: apt-get install dpkg")
     out = tmp_path_factory.mktemp("build")
+    # One build for every test here: the folder, its archive and the .deb (uncompressed: the tests check what
+    # it installs, and xz would add minutes).
     proc = subprocess.run([sys.executable, str(ROOT / "packaging" / "build.py"), "--dist", str(out / "dist"),
-                           "--work", str(out / "work")], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
-                          cwd=ROOT)
+                           "--work", str(out / "work"), "--deb", "--deb-compression", "none"],
+                          capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     print(proc.stdout.strip())  # the bundle's size and build time, for the log
     return out / "dist"
@@ -101,6 +114,20 @@ def test_unpacked_bundle_passes_its_selftest_in_a_clean_environment(unpacked, ho
     assert engine_line and int(engine_line.group(1)) > 0, report
     gui_line = re.search(r"^ {2}ok {4}gui +main window \d+x\d+ painted offscreen in ([\d.]+) s", report, re.M)
     assert gui_line and float(gui_line.group(1)) < 60, report
+    assert_serves_and_chats(report)
+    # No keyring service in this clean environment: the check passes with the sentence users are shown.
+    assert re.search(r"^ {2}ok {4}keyring +no keyring service runs here .*kept only until Hearth closes", report,
+                     re.M), report
+
+
+def assert_serves_and_chats(report: str) -> None:
+    """The selftest's frozen `hearth serve` answered a streamed OpenAI-format request, then `hearth chat
+    --endpoint` (the remote backend) got tokens from it, and the server stopped on Ctrl-C."""
+    assert re.search(r"^ {2}ok {4}quantize +\S+ -> Q8_0, \d+ MB", report, re.M), report
+    assert re.search(r"^ {2}ok {4}server +hearth serve at http://127\.0\.0\.1:\d+/v1 ready in [\d.]+ s; streamed "
+                     r"chat completion: [1-9]\d* tokens", report, re.M), report
+    assert re.search(r"^ {2}ok {4}remote +hearth chat --endpoint: [1-9]\d* tokens .*stopped cleanly on Ctrl-C", report,
+                     re.M), report
 
 
 @bundle_test
@@ -141,11 +168,262 @@ def test_bundle_is_lean(built):
     assert not top & set(UNUSED_PACKAGES), top & set(UNUSED_PACKAGES)
     # llama.cpp's libraries once each, not once per versioned symlink name.
     assert not [n for n in names if re.search(r"libllama\.so\.\d", n)], [n for n in names if "libllama" in n]
+    assert not [n for n in names if "Qt/translations/" in n], "Qt's translations were bundled (Hearth loads none)"
+    libpython = next(p for p in files if p.name.startswith("libpython3"))
+    assert libpython.stat().st_size < 12e6, f"libpython is not stripped ({libpython.stat().st_size / 1e6:.0f} MB)"
     size_mb = sum(p.stat().st_size for p in files) / 1e6
     model_mb = sum(p.stat().st_size for p in files if p.suffix == ".gguf") / 1e6
     print(f"bundle {size_mb:.0f} MB, of which the model {model_mb:.0f} MB")
     assert model_mb > 50, "the bundled model is missing"
     assert size_mb < MAX_BUNDLE_MB
+
+
+# --- the Debian package ---------------------------------------------------------------------------------------
+
+def dpkg(root: Path, home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """dpkg on a throwaway root, as any user: no maintainer script could run chrooted there anyway (and the
+    package has none)."""
+    command = ["dpkg", "--force-not-root", "--force-script-chrootless", f"--root={root}", "--log=/dev/null", *args]
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def deb(built) -> Path:
+    debs = list(built.glob(f"hearth_{__version__}_*.deb"))
+    assert len(debs) == 1, list(built.iterdir())
+    return debs[0]
+
+
+@pytest.fixture(scope="module")
+def system(deb, tmp_path_factory) -> Path:
+    """A throwaway root with an empty dpkg database, a user's existing Hearth data, and the package installed."""
+    if shutil.which("dpkg") is None:
+        pytest.fail("dpkg is not installed")
+    root = tmp_path_factory.mktemp("system")
+    for folder in ("var/lib/dpkg/info", "var/lib/dpkg/updates"):
+        (root / folder).mkdir(parents=True)
+    (root / "var/lib/dpkg/status").touch()
+    data = root / "home/user/.local/share/Hearth"
+    data.mkdir(parents=True)
+    (data / "chats.json").write_text('{"chats": []}')
+    # Only Depends is forced: this root has no libc6 package; the machine running the test has the libraries.
+    proc = dpkg(root, root / "home/user", "--force-depends", "--install", str(deb))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Setting up hearth" in proc.stdout, proc.stdout
+    return root
+
+
+def control_fields(deb: Path) -> dict[str, str]:
+    info = subprocess.run(["dpkg-deb", "--field", str(deb)], capture_output=True, text=True, check=True).stdout
+    return {m.group(1): m.group(2) for m in re.finditer(r"^(\S+): (.*)$", info, re.M)}
+
+
+@bundle_test
+def test_deb_says_what_it_is_and_what_it_needs(deb):
+    fields = control_fields(deb)
+    assert fields["Package"] == "hearth" and fields["Version"] == __version__
+    assert deb.name == f"hearth_{__version__}_{fields['Architecture']}.deb"
+    depends = fields["Depends"]
+    # glibc and the libraries PyInstaller leaves to the system: Qt's xcb plugin, GL, Wayland.
+    for package in ("libc6 (>= ", "libgl1", "libegl1", "libxcb-icccm4", "libxcb-keysyms1", "libwayland-client0"):
+        assert package in depends, depends
+    assert int(fields["Installed-Size"]) > 200_000  # KiB: the bundle with its model
+    # No maintainer scripts: nothing runs as root at install, and nothing at removal can touch user data.
+    members = subprocess.run(f"dpkg-deb --ctrl-tarfile '{deb}' | tar -t", shell=True, capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert sorted(m.strip("./") for m in members if m.strip("./")) == ["control", "md5sums"], members
+
+
+@bundle_test
+def test_deb_installs_the_bundle_under_opt_with_a_command_and_desktop_integration(deb, system):
+    listing = subprocess.run(["dpkg-deb", "--contents", str(deb)], capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+    paths = [line.split()[5].lstrip(".") for line in listing]
+    assert all(p == "/" or p.startswith(("/opt/", "/usr/")) or p in ("/opt", "/usr") for p in paths), \
+        [p for p in paths if not p.startswith(("/opt", "/usr"))]
+    assert all(line.split()[1] == "root/root" for line in listing), "files must belong to root"
+    link = next(line for line in listing if " ./usr/bin/hearth " in line + " ")
+    assert link.startswith("l") and link.endswith("./usr/bin/hearth -> /opt/hearth/Hearth"), link
+    assert os.readlink(system / "usr/bin/hearth") == "/opt/hearth/Hearth"
+    assert os.access(system / "opt/hearth/Hearth", os.X_OK)
+    share = system / "usr/share"
+    assert (share / "applications" / f"{APP_ID}.desktop").is_file()
+    assert (share / "metainfo" / f"{APP_ID}.metainfo.xml").is_file()
+    for size in (16, 32, 48, 64, 128, 256, 512):
+        assert (share / f"icons/hicolor/{size}x{size}/apps/{APP_ID}.png").is_file(), size
+    assert (share / f"icons/hicolor/scalable/apps/{APP_ID}.svg").is_file()
+    assert (share / "doc/hearth/copyright").is_file()
+    # dpkg checks every installed file against the package's md5sums.
+    verify = dpkg(system, system / "home/user", "--verify", "hearth")
+    assert verify.returncode == 0 and not verify.stdout.strip(), verify.stdout + verify.stderr
+
+
+# The Desktop Entry Specification's required keys, and those a launcher needs to show and start Hearth.
+DESKTOP_REQUIRED = {"Type": "Application", "Name": "Hearth"}
+
+
+@bundle_test
+def test_deb_desktop_entry_and_metainfo_are_valid_and_point_at_the_installed_files(system):
+    desktop = system / "usr/share/applications" / f"{APP_ID}.desktop"
+    if shutil.which("desktop-file-validate"):
+        proc = subprocess.run(["desktop-file-validate", str(desktop)], capture_output=True, text=True)
+        # Hints (a category that "can be extended") are advice; errors and warnings are defects.
+        complaints = [line for line in proc.stdout.splitlines() if ": error: " in line or ": warning: " in line]
+        assert proc.returncode == 0 and not complaints, proc.stdout + proc.stderr
+    parser = configparser.ConfigParser(interpolation=None, strict=True)
+    parser.optionxform = str  # keys are case-sensitive in the spec
+    parser.read_string(desktop.read_text(encoding="utf-8"))
+    assert parser.sections() == ["Desktop Entry"], parser.sections()
+    entry = parser["Desktop Entry"]
+    for key, value in DESKTOP_REQUIRED.items():
+        assert entry.get(key) == value, (key, entry.get(key))
+    assert entry["Categories"].endswith(";") and entry["Keywords"].endswith(";")
+    # One main category (the menu spec's): the entry appears once in a menu, not once per category.
+    main = {"AudioVideo", "Audio", "Video", "Development", "Education", "Game", "Graphics", "Network", "Office",
+            "Science", "Settings", "System", "Utility"}
+    assert len(main & set(entry["Categories"].split(";"))) == 1, entry["Categories"]
+    # Exec and TryExec name the command the package puts on PATH; Icon the name its icons carry.
+    command = entry["Exec"].split()[0]
+    assert command == entry["TryExec"] == "hearth" and (system / "usr/bin" / command).is_symlink()
+    assert entry["Icon"] == APP_ID
+    assert entry["StartupWMClass"] == "Hearth"
+
+    metainfo = system / "usr/share/metainfo" / f"{APP_ID}.metainfo.xml"
+    if shutil.which("appstreamcli") is None:
+        pytest.skip("appstreamcli is not installed (apt-get install appstream)")
+    proc = subprocess.run(["appstreamcli", "validate", "--no-net", "--explain", str(metainfo)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = metainfo.read_text(encoding="utf-8")
+    assert f'<launchable type="desktop-id">{desktop.name}</launchable>' in text
+    assert "<binary>hearth</binary>" in text
+
+
+def keyring_service_installed() -> bool:
+    return bool(shutil.which("dbus-run-session") and shutil.which("gnome-keyring-daemon"))
+
+
+def keyring_session(command: list[str]) -> list[str]:
+    """command under a private D-Bus session with GNOME Keyring unlocked, where both are installed (tests/run.sh
+    installs them): the installed package then shows that it reaches a real Secret Service."""
+    if not keyring_service_installed():
+        return command
+    script = ('echo -n selftest | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1; '
+              'sleep 0.5; exec "$@"')
+    return ["dbus-run-session", "--", "sh", "-c", script, "keyring-session", *command]
+
+
+@bundle_test
+def test_installed_deb_passes_its_selftest_as_the_hearth_command_from_a_clean_home(system, home):
+    # The package's /usr/bin/hearth points at /opt/hearth/Hearth; outside a chroot that is this root's copy.
+    bin_dir = home.parent / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "hearth").symlink_to(system / "opt/hearth/Hearth")
+    env = dict(clean_env(home), PATH=f"{bin_dir}:/usr/bin:/bin")
+    proc = subprocess.run(keyring_session(["hearth", "--selftest"]), capture_output=True, text=True, timeout=300,
+                          env=env, cwd=home, stdin=subprocess.DEVNULL)
+    report = proc.stdout
+    print(report)
+    assert proc.returncode == 0, report + proc.stderr[-3000:]
+    assert report.rstrip().endswith("selftest passed")
+    installed = str(system / "opt/hearth")
+    assert "(frozen bundle, Python" in report and f"executable {installed}/Hearth" in report, report
+    assert re.search(rf"^ {{2}}ok {{4}}model +.+ at {re.escape(installed)}/_internal/models$", report, re.M), report
+    assert_serves_and_chats(report)
+    if keyring_service_installed():
+        assert re.search(r"^ {2}ok {4}keyring +API keys go to keyring\.backends\.SecretService\.Keyring$", report,
+                         re.M), report
+    # The selftest keeps to a home of its own: nothing is left in the user's.
+    assert not [p for p in home.rglob("*") if "Hearth" in p.parts], list(home.rglob("*"))
+
+
+@bundle_test
+def test_installed_hearth_serve_answers_the_openai_client_and_stops_on_ctrl_c(system, home):
+    """The frozen server driven by the real openai package (which the bundle itself does not carry)."""
+    from openai import OpenAI
+
+    key = "deb-test-key"
+    env = dict(clean_env(home), HEARTH_API_KEY=key)
+    server = subprocess.Popen([str(system / "opt/hearth/Hearth"), "serve", "--port", "0", "--ctx", "512"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=home,
+                              stdin=subprocess.DEVNULL)
+    try:
+        line = server.stdout.readline()  # the model loads before the socket opens: this line means ready
+        assert " at http://127.0.0.1:" in line, line + server.stderr.read()[-3000:]
+        client = OpenAI(base_url=line.split(" at ", 1)[1].split()[0], api_key=key, max_retries=0, timeout=120)
+        model = client.models.list().data[0].id
+        answer = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Say hi."}],
+                                                max_tokens=6, temperature=0)
+        assert answer.choices[0].message.content.strip() and answer.usage.completion_tokens > 0
+        streamed = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Say hi."}],
+                                                  max_tokens=6, temperature=0, stream=True)
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in streamed if chunk.choices).strip()
+        server.send_signal(signal.SIGINT)
+        assert server.wait(30) in (0, 130)  # 130: a program that stopped on SIGINT
+        assert "Traceback" not in server.stderr.read()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+@bundle_test
+def test_installed_hearth_opens_its_window_on_an_x_server(system, home):
+    """The selftest paints offscreen; this one loads Qt's xcb plugin, which needs the libraries the package
+    Depends on (libxcb-icccm4, libxcb-keysyms1: the usual reason a frozen Qt app shows no window)."""
+    if not (shutil.which("Xvfb") and shutil.which("xwininfo")):
+        pytest.skip("Xvfb and xwininfo are not installed (tests/run.sh installs xvfb and x11-utils)")
+    read, write = os.pipe()
+    xvfb = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1400x900x24", "-nolisten", "tcp"],
+                            pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(write)
+    app = None
+    try:
+        with os.fdopen(read) as numbers:
+            display = f":{numbers.readline().strip()}"
+        app = subprocess.Popen([str(system / "opt/hearth/Hearth")], env=dict(clean_env(home), DISPLAY=display),
+                               cwd=home, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+        deadline, window = time.monotonic() + 60, None
+        while window is None and time.monotonic() < deadline and app.poll() is None:
+            tree = subprocess.run(["xwininfo", "-root", "-tree", "-display", display], capture_output=True,
+                                  text=True).stdout
+            # The main window: WM_CLASS ("hearth", "Hearth"), as the desktop entry's StartupWMClass says.
+            window = re.search(r'"Hearth": \("hearth" "Hearth"\)\s+(\d+)x(\d+)', tree)
+            window = window if window and int(window.group(1)) >= 640 else None
+            time.sleep(0.5)
+        assert app.poll() is None, app.stdout.read()[-3000:]
+        assert window, tree
+    finally:
+        for proc in (app, xvfb):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+@bundle_test
+def test_purging_the_deb_removes_every_installed_file_and_keeps_the_users_data(system):
+    """Last of the package tests (it removes what they use): `apt purge hearth` leaves ~/.local/share/Hearth."""
+    proc = dpkg(system, system / "home/user", "--purge", "hearth")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    left = sorted(str(p.relative_to(system)) for p in system.rglob("*")
+                  if not p.is_dir() and not str(p.relative_to(system)).startswith(("var/lib/dpkg", "home/")))
+    assert left == [], left
+    assert not (system / "opt").exists() and not (system / "usr").exists()
+    assert (system / "home/user/.local/share/Hearth/chats.json").read_text() == '{"chats": []}'
+
+
+def test_deb_only_without_a_bundle_says_so_in_one_sentence(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "packaging" / "build.py"), "--deb-only", "--dist",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"build.py: {tmp_path / 'Hearth'} holds no Hearth bundle; build it first " \
+                                  "(without --deb-only).", proc.stderr
 
 
 def test_selftest_names_the_failing_check_and_exits_non_zero(tmp_path):
