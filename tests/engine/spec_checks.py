@@ -12,6 +12,20 @@ from app.engine.protocol import SamplingOptions
 from app.engine.speculative import Speculator
 
 N_TOKENS = 48
+# A function the speculative tests ask the model to repeat: an answer that copies its input.
+CODE = '''def moving_average(values, window):
+    if window <= 0:
+        raise ValueError("window must be positive")
+    averages = []
+    total = 0.0
+    for index, value in enumerate(values):
+        total += value
+        if index >= window:
+            total -= values[index - window]
+        if index >= window - 1:
+            averages.append(total / window)
+    return averages
+'''
 
 
 def generate(dec: Decoder, prompt: str, speculator, sampling: SamplingOptions | None = None,

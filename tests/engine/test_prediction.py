@@ -15,22 +15,9 @@ from app.engine.protocol import LoadOptions
 from app.engine.runtime import Runtime
 from app.engine.speculative import Speculator
 from app.engine.template import ChatTemplate
-from tests.engine.spec_checks import assert_same_or_near_tie, generate, predicted
+from tests.engine.spec_checks import CODE, assert_same_or_near_tie, generate, predicted
 
 N = 96
-CODE = '''def moving_average(values, window):
-    if window <= 0:
-        raise ValueError("window must be positive")
-    averages = []
-    total = 0.0
-    for index, value in enumerate(values):
-        total += value
-        if index >= window:
-            total -= values[index - window]
-        if index >= window - 1:
-            averages.append(total / window)
-    return averages
-'''
 
 
 def aligned(pred: list[int], answer: list[int], k: int = 4) -> list[list[int]]:

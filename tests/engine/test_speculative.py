@@ -13,22 +13,9 @@ from app.engine.protocol import DONE, STATS, LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.speculative import Speculator
 from app.engine.template import ChatTemplate
-from tests.engine.spec_checks import N_TOKENS, assert_same_or_near_tie, generate, set_costs
+from tests.engine.spec_checks import CODE, N_TOKENS, assert_same_or_near_tie, generate, set_costs
 
 SPEC_KEYS = {"drafter", "drafted", "accepted", "acceptance", "tokens_per_step", "k", "speedup", "plain_reason"}
-CODE = '''def moving_average(values, window):
-    if window <= 0:
-        raise ValueError("window must be positive")
-    averages = []
-    total = 0.0
-    for index, value in enumerate(values):
-        total += value
-        if index >= window:
-            total -= values[index - window]
-        if index >= window - 1:
-            averages.append(total / window)
-    return averages
-'''
 PROMPTS = [
     "Repeat this function exactly, renamed to rolling_mean:\n\n" + CODE,
     "List the days of the week, then list them again in the same order.",
