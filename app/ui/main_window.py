@@ -263,6 +263,7 @@ class MainWindow(QMainWindow):
         self.bench.apply_theme(dark)
 
     def closeEvent(self, event) -> None:
+        self.chat.keep_answer_on_quit()  # before the engine goes: its end would cut the answer unsaved
         self.save_state()
         self.monitor.timer.stop()
         self.models.close_tasks()

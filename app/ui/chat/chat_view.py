@@ -242,6 +242,17 @@ class ChatView(QWidget):
         if self.generating:
             self.bridge.cancel()
 
+    def keep_answer_on_quit(self) -> None:
+        """The window is closing mid-answer: save what has arrived, marked stopped, before the engine goes.
+
+        Waiting for the engine's own Done would hold the closing window for as long as the engine takes to
+        notice; the tokens shown are the answer the user saw."""
+        if not self.generating:
+            return
+        self.bridge.cancel()
+        text = "" if self._detached else self.transcript.stream_text()
+        self._finish(text, {"finish_reason": "cancelled", "stopped_by": "quit"})
+
     def regenerate(self) -> None:
         if self.generating or not self.bridge.ready or self.conversation_id is None:
             return
@@ -280,16 +291,15 @@ class ChatView(QWidget):
         # A server that sends no token counts (llama-cpp-python's) still streamed its chunks: count those.
         count = f"{meta['completion_tokens']} tokens" if meta.get("completion_tokens") else (
             f"{meta['stream_chunks']} chunks" if meta.get("stream_chunks") else "")
-        if not count:
-            return ""
-        note = f"{count} · {meta.get('gen_tok_s') or 0:.1f} tok/s"
+        parts = [count, f"{meta.get('gen_tok_s') or 0:.1f} tok/s"] if count else []
         if meta.get("finish_reason") == "cancelled":
-            note += " · stopped"
+            parts.append("stopped when Hearth was closed" if meta.get("stopped_by") == "quit" else "stopped")
         elif meta.get("finish_reason") == "length":
-            note += " · hit the length limit"
+            parts.append("hit the length limit")
         if meta.get("prompt_dropped"):  # never silently: part of the conversation was out of the model's view
-            note += f" · the chat is longer than the context: {meta['prompt_dropped']:,} earlier tokens were not seen"
-        return note
+            parts.append(f"the chat is longer than the context: {meta['prompt_dropped']:,} earlier tokens were "
+                         "not seen")
+        return " · ".join(parts)
 
     def _finish(self, text: str, meta: dict) -> None:
         conversation = self._gen_conversation

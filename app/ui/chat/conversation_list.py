@@ -42,7 +42,8 @@ class ConversationList(QWidget):
         self.list.currentItemChanged.connect(self._on_current_changed)
         self.list.customContextMenuRequested.connect(self._on_context_menu)
         self.rename_button.clicked.connect(self.rename_current)
-        self.delete_button.clicked.connect(self.delete_current)
+        # Not connected directly: clicked(False) would land in delete_current's `confirm` and skip the question.
+        self.delete_button.clicked.connect(lambda: self.delete_current())
         self._quiet = False
         self.refresh()
 

@@ -363,4 +363,4 @@ class ModelsView(QWidget):
 
     def close_tasks(self) -> None:
         self.jobs.cancel()  # a quantizer or converter child must not outlive the window
-        self.tasks.join()
+        self.tasks.close()
