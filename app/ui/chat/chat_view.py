@@ -3,11 +3,16 @@
 The answer in progress belongs to the conversation it was asked in. When the
 engine fails mid-answer, what was generated is kept (in the transcript and in
 the store) with an error line; switching conversations mid-answer stops it.
+
+Nothing a user wrote or was answered is thrown away: Regenerate adds a version
+of the last answer and editing any question adds a version of it (the store
+keeps each version with what followed it); the header's < 2/3 > pages through them.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSplitter,
                                QVBoxLayout, QWidget)
 
@@ -42,6 +47,7 @@ class ChatView(QWidget):
         self._gen_conversation: int | None = None  # where the answer in progress goes
         self._detached = False  # the user switched away mid-answer
         self._editing: int | None = None  # message id being edited (edit-and-resend)
+        self._regenerating: int | None = None  # the answer the one in progress is a new version of
         self._failed = False  # the latest answer ended in an error: Regenerate retries it
         self.sampling_overrides: dict = {}  # set by `hearth bench gui` (ignore_eos), not shown to users
 
@@ -58,8 +64,10 @@ class ChatView(QWidget):
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the answer (Esc)")
         self.regen_button = QPushButton("Regenerate")
+        self.regen_button.setToolTip("Ask for another answer; the earlier ones stay (page with ‹ ›)")
         self.edit_button = QPushButton("Edit last")
-        self.edit_button.setToolTip("Put your last message back in the box; sending replaces it and what followed")
+        self.edit_button.setToolTip("Put your last message back in the box; the old one stays as a version "
+                                    "(every message has Edit in its header)")
         self.hint = QLabel()
         self.hint.setObjectName("chatHint")
         self.sampling = SamplingPanel()
@@ -99,6 +107,7 @@ class ChatView(QWidget):
         self.stop_button.clicked.connect(self.stop)
         self.regen_button.clicked.connect(self.regenerate)
         self.edit_button.clicked.connect(self.edit_last)
+        self.transcript.action_requested.connect(self._on_message_action)
         self.conversations.conversation_chosen.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_conversation)
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
@@ -135,7 +144,8 @@ class ChatView(QWidget):
         elif not ready:
             self.hint.setText("No model is loaded. Choose one under Models.")
         elif self._editing is not None:
-            self.hint.setText("Editing your last message: sending replaces it and the answer after it.")
+            self.hint.setText("Editing a message: sending asks again from there; the old version stays "
+                              "(‹ › in its header). Esc cancels the edit.")
         elif self._failed and has_turn:
             self.hint.setText("The last answer did not finish; Regenerate asks again.")
         else:
@@ -172,13 +182,41 @@ class ChatView(QWidget):
         self._render_conversation()
         self._update_buttons()
 
-    def _render_conversation(self) -> None:
-        shown: list[tuple[str, str, str]] = []
+    def _render_conversation(self, leave_out: int | None = None) -> None:
+        """Show the open conversation; leave_out: the answer being regenerated (its new version streams)."""
+        shown: list[tuple] = []
         for msg in self.store.messages(self.conversation_id):
-            shown.append((msg.role, msg.content, self._note(msg.meta)))
+            if msg.id == leave_out:
+                continue
+            shown.append((msg.role, msg.content, self._note(msg.meta), self._links(msg)))
             if msg.meta.get("error"):
                 shown.append(("error", msg.meta["error"], ""))
         self.transcript.show_messages(shown)
+
+    @staticmethod
+    def _links(msg) -> list[tuple[str, str | None]]:
+        links: list[tuple[str, str | None]] = [("Copy", f"message-copy:{msg.id}")]
+        if msg.role == "user":
+            links.append(("Edit", f"edit:{msg.id}"))
+        if msg.versions > 1:
+            links += [("‹", f"prev:{msg.id}" if msg.version > 1 else None), (f"{msg.version}/{msg.versions}", None),
+                      ("›", f"next:{msg.id}" if msg.version < msg.versions else None)]
+        return links
+
+    def _on_message_action(self, action: str, message_id: int) -> None:
+        msg = self.store.message(message_id)
+        if msg is None:
+            return
+        if action == "copy":
+            QGuiApplication.clipboard().setText(msg.content)
+            self.transcript.message_copied.emit(msg.content)
+        elif action == "edit":
+            self.edit_message(message_id)
+        elif action in ("prev", "next") and not self.generating:
+            self.store.show_version(message_id, msg.version + (1 if action == "next" else -1))
+            self._editing = None
+            self._render_conversation()
+            self._update_buttons()
 
     def _leave_current(self) -> None:
         if self.generating and not self._detached:
@@ -209,9 +247,8 @@ class ChatView(QWidget):
                 self.store.rename(self.conversation_id, title_from(text))
                 self.conversations.refresh()
         if self._editing is not None:
-            self.store.truncate_from(self.conversation_id, self._editing)
+            self.store.add_version(self._editing, text)  # the old question and what followed it stay
             self._editing = None
-            self.store.add_message(self.conversation_id, "user", text)
             self._render_conversation()
         else:
             self.store.add_message(self.conversation_id, "user", text)
@@ -230,6 +267,9 @@ class ChatView(QWidget):
         for key, value in self.sampling_overrides.items():
             setattr(sampling, key, value)
         if not self.bridge.chat(messages, sampling):
+            if self._regenerating is not None:
+                self._regenerating = None
+                self._render_conversation()
             self.transcript.append_message("error", "The engine is not ready; try again in a moment.")
             return
         self._gen_conversation = self.conversation_id
@@ -241,6 +281,10 @@ class ChatView(QWidget):
     def stop(self) -> None:
         if self.generating:
             self.bridge.cancel()
+        elif self._editing is not None:  # Esc also leaves an edit
+            self._editing = None
+            self.input.clear()
+            self._update_buttons()
 
     def keep_answer_on_quit(self) -> None:
         """The window is closing mid-answer: save what has arrived, marked stopped, before the engine goes.
@@ -257,25 +301,35 @@ class ChatView(QWidget):
         if self.generating or not self.bridge.ready or self.conversation_id is None:
             return
         msgs = self.store.messages(self.conversation_id)
-        while msgs and msgs[-1].role != "user":
-            msgs.pop()
-        if not msgs:
+        users = [i for i, m in enumerate(msgs) if m.role == "user"]
+        if not users:
             return
-        last_user = msgs[-1]
-        following = [m for m in self.store.messages(self.conversation_id) if m.id > last_user.id]
-        if following:
-            self.store.truncate_from(self.conversation_id, following[0].id)
-            self._render_conversation()
+        following = msgs[users[-1] + 1:]
+        answer = following[0] if following and following[0].role == "assistant" else None
+        if answer is not None and not answer.content and answer.meta.get("error"):
+            # An answer that failed before its first token has nothing to keep: ask again in its place.
+            self.store.truncate_from(self.conversation_id, answer.id)
+            answer = None
+        elif len(following) > 1:  # only the last answer is regenerated; anything after it is cut (rare)
+            self.store.truncate_from(self.conversation_id, following[1].id)
+        self._regenerating = answer.id if answer is not None else None
+        self._render_conversation(leave_out=self._regenerating)
         self._ask()
 
     def edit_last(self) -> None:
         if self.generating or self.conversation_id is None:
             return
         users = [m for m in self.store.messages(self.conversation_id) if m.role == "user"]
-        if not users:
+        if users:
+            self.edit_message(users[-1].id)
+
+    def edit_message(self, message_id: int) -> None:
+        """Put a question back in the box; sending it asks again from there (the old version is kept)."""
+        msg = self.store.message(message_id)
+        if self.generating or msg is None or msg.role != "user":
             return
-        self._editing = users[-1].id
-        self.input.setPlainText(users[-1].content)
+        self._editing = message_id
+        self.input.setPlainText(msg.content)
         self.input.setFocus()
         self._update_buttons()
 
@@ -303,14 +357,25 @@ class ChatView(QWidget):
 
     def _finish(self, text: str, meta: dict) -> None:
         conversation = self._gen_conversation
+        regenerating, self._regenerating = self._regenerating, None
         self._gen_conversation = None
+        saved = None
+        if conversation is not None and self.store.get(conversation) is not None:
+            if regenerating is not None and self.store.message(regenerating) is not None:
+                if text:  # a new version; a retry that failed before its first token leaves the old answer
+                    self.store.add_version(regenerating, text, meta)
+                saved = self.store.message(regenerating)
+            elif text or meta.get("error"):
+                saved = self.store.message(self.store.add_message(conversation, "assistant", text, meta))
         if self._detached:
             self._detached = False
+        elif regenerating is not None and not text and saved is not None:
+            self.transcript.end_stream()
+            self._render_conversation()  # the answer kept is shown again
         else:
-            self.transcript.end_stream(self._note(meta))
-        if conversation is not None and self.store.get(conversation) is not None and (text or meta.get("error")):
-            mid = self.store.add_message(conversation, "assistant", text, meta)
-            self.answer_saved.emit(mid)
+            self.transcript.end_stream(self._note(meta), self._links(saved) if saved is not None else None)
+        if saved is not None:
+            self.answer_saved.emit(saved.id)
         self._update_buttons()
 
     def _on_generation_finished(self, done: dict) -> None:
