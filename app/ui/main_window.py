@@ -134,6 +134,9 @@ class MainWindow(QMainWindow):
         b.engine_restarted.connect(lambda: self.state_label.setText("Engine restarted"))
         self.chat.generation_started.connect(lambda: self.state_label.setText("Generating…"))
         self.models.load_requested.connect(self.load_model)
+        # The library's names arrive after the first model may have loaded: name it again then.
+        self.models.library_listed.connect(lambda _rows: self.bridge.ready and not self.bridge.remote
+                                           and self.model_label.setText(self.models.title(self.bridge.info)))
         self.models.error_reported.connect(self.show_message)
         self.bench.error_reported.connect(self.show_message)
         b.model_loaded.connect(lambda info: info.get("remote") or self.bench.set_model(info.get("path")))
@@ -164,6 +167,7 @@ class MainWindow(QMainWindow):
         self.load_model(options)
 
     def load_model(self, options: LoadOptions) -> None:
+        self.models.forget_failure()
         self.bridge.use_local()  # a local model is asked for: leave a remote server
         self.bridge.load(options)
 
@@ -181,13 +185,13 @@ class MainWindow(QMainWindow):
             self.model_label.setText("")
             return
         self.state_label.setText("Loading model…")
-        self.model_label.setText(Path(options.model_path).name)
+        self.model_label.setText(self.models.title(options.model_path))
 
     def _on_model_loaded(self, info: dict) -> None:
         # A remote model says so in the status bar, and where it runs.
         self.state_label.setText("Ready · remote" if info.get("remote") else "Ready")
         self.model_label.setText(f"{model_title(info)} · runs on {info['endpoint']}" if info.get("remote")
-                                 else model_title(info))
+                                 else self.models.title(info))
         self.model_label.setToolTip(info.get("path", ""))
         self.ctx_label.setText(f"context {info.get('n_ctx') or '?'}")
         self.mem_label.setText(memory_text(info))
@@ -204,7 +208,7 @@ class MainWindow(QMainWindow):
     def _on_load_failed(self, message: str) -> None:
         self.state_label.setText("Ready" if self.bridge.ready else "No model loaded")
         # The model the engine kept when it refused the new one before unloading; else none.
-        self.model_label.setText(model_title(self.bridge.info))
+        self.model_label.setText(self.models.title(self.bridge.info))
         if self.bridge.remote:  # the Connections page shows it beside the server's address
             self.show_message(message)
         else:

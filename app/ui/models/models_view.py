@@ -13,6 +13,7 @@ import html
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QHeaderView,
                                QLabel, QMessageBox, QPushButton, QScrollArea, QSplitter, QTableWidget, QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
@@ -24,6 +25,7 @@ from app.ui.models import manager
 from app.ui.models.convert_panel import ConvertPanel
 from app.ui.models.hub_panel import HubPanel
 from app.ui.models.load_settings import LoadSettings
+from app.ui.models.titles import info_title, path_title
 from app.ui.worker import Tasks
 from app.ui.widgets import JobBar
 
@@ -34,6 +36,7 @@ class ModelsView(QWidget):
     load_requested = Signal(object)  # LoadOptions
     error_reported = Signal(str)  # a sentence for the window's message bridge
     library_changed = Signal(str)  # the path a job added (download, quantize, convert)
+    library_listed = Signal(object)  # the library's rows, after each reading
 
     def __init__(self, bridge: EngineBridge, settings: dict, parent=None):
         super().__init__(parent)
@@ -42,6 +45,9 @@ class ModelsView(QWidget):
         self.tasks = Tasks(self)
         self.models: list[dict] = []
         self._select_after_refresh: str | None = None  # a job's new file, chosen once the table has it
+        # Files that failed to load this session, with the reason: marked in the table and the fit verdict.
+        self.failed: dict[str, str] = {}
+        self._failure: tuple[str, str] | None = None  # (path, sentence) of the latest failed load, kept on screen
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -179,6 +185,7 @@ class ModelsView(QWidget):
                 item = QTableWidgetItem(str(value))
                 item.setToolTip(m.get("path", ""))
                 self.table.setItem(row, col, item)
+        self._mark_rows()
         self.table.resizeColumnsToContents()
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
         paths = [m.get("path") for m in models]
@@ -189,6 +196,33 @@ class ModelsView(QWidget):
             self.table.selectRow(paths.index(target))
         elif models:
             self.table.selectRow(0)
+        self.library_listed.emit(models)
+
+    def _mark_rows(self) -> None:
+        """The loaded model in bold with "loaded", a file that failed in red with "failed to load"."""
+        loaded = self.bridge.info.get("path") if self.bridge.info and not self.bridge.remote else None
+        for row, m in enumerate(self.models):
+            item = self.table.item(row, 0)
+            if item is None:
+                continue
+            path = m.get("path")
+            text, font = m.get("name", ""), item.font()
+            font.setBold(path == loaded)
+            item.setForeground(self.palette().text())
+            if path == loaded:
+                text += "  ● loaded"
+            elif path in self.failed:
+                text += "  ⚠ failed to load"
+                item.setForeground(QColor("#ef4444"))
+                item.setToolTip(f"{path}\n{self.failed[path]}")
+            item.setFont(font)
+            item.setText(text)
+
+    def title(self, info_or_path) -> str:
+        """What the window calls a model: its library name with its type (see titles.py)."""
+        if isinstance(info_or_path, dict) or info_or_path is None:
+            return info_title(info_or_path, self.models)
+        return path_title(info_or_path, self.models)
 
     def selected_path(self) -> str | None:
         rows = self.table.selectionModel().selectedRows()
@@ -235,6 +269,11 @@ class ModelsView(QWidget):
     def _show_fit(self, verdict: dict) -> None:
         if verdict.get("model") != self.selected_path():
             return  # an answer for a model the user has since left
+        if verdict.get("model") in self.failed:  # memory would fit, but the file itself did not load
+            self.fit_label.setText("<span style='color:#ef4444'>This file did not load: "
+                                   f"{html.escape(self.failed[verdict['model']])}</span>")
+            self.fit_label.setToolTip("")
+            return
         color = "#10b981" if verdict["fits"] else "#ef4444"
         self.fit_label.setText(f"<span style='color:{color}'>{html.escape(verdict['verdict'])}</span>")
         self.fit_label.setToolTip("\n".join(verdict.get("hints") or []))
@@ -251,12 +290,19 @@ class ModelsView(QWidget):
         self._arm_anyway(None)
         self.load_requested.emit(options)
 
-    def _on_load_failed(self, _message: str) -> None:
+    def _on_load_failed(self, message: str) -> None:
         self._set_loading(False)
         failed = self.bridge.failed_options
         if self.bridge.load_error_kind is ErrorKind.MODEL_TOO_BIG and failed is not None:
             # The verdict is on screen; a second click on the same model and settings loads it anyway.
             self._arm_anyway((failed.model_path, failed.n_ctx, failed.kv_type))
+        elif failed is not None and not self.bridge.remote:
+            self.failed[failed.model_path] = message
+            self._mark_rows()
+            self._update_fit()
+        if failed is not None and not self.bridge.remote:
+            # Kept on screen when the model before comes back: "Loaded X" must not read as the failed file.
+            self._failure = (failed.model_path, message)
 
     def _arm_anyway(self, target: tuple | None) -> None:
         self._anyway = target
@@ -275,11 +321,19 @@ class ModelsView(QWidget):
 
     def _on_model_loading(self, options: LoadOptions) -> None:
         self._set_loading(True)
+        if self._failure is not None and not self.bridge.remote:  # the model before coming back
+            self.status.setText(f"<span style='color:#ef4444'>{html.escape(self._failure[1])}</span><br>"
+                                f"Loading {html.escape(self.title(options.model_path))} again…")
+            return
         self.status.setText("Connecting to the server…" if self.bridge.remote
-                            else f"Loading {Path(options.model_path).name}…")
+                            else f"Loading {html.escape(self.title(options.model_path))}…")
+
+    def forget_failure(self) -> None:
+        """The user asked for a load: the last failure has been read (its file stays marked)."""
+        self._failure = None
 
     def _on_load_progress(self, fraction: float) -> None:
-        if self.bridge.options is not None:
+        if self.bridge.options is not None and self._failure is None:
             self.status.setText(f"Loading {Path(self.bridge.options.model_path).name}… {100 * fraction:.0f}%")
 
     def _on_model_loaded(self, info: dict) -> None:
@@ -288,9 +342,18 @@ class ModelsView(QWidget):
             self.status.setText(f"The window chats with {model_title(info)} on {info['endpoint']}; "
                                 "loading a model here switches back to this computer.")
             return
-        text = f"Loaded {model_title(info)} in {info.get('load_s') or 0:.1f} s."
+        self.failed.pop(info.get("path"), None)
+        self._mark_rows()
+        self._update_fit()
+        title = html.escape(self.title(info))
+        if self._failure is not None and self._failure[0] != info.get("path"):
+            self.status.setText(f"<span style='color:#ef4444'>{html.escape(self._failure[1])}</span><br>"
+                                f"{title} is loaded.")
+            return
+        self._failure = None
+        text = f"Loaded {title} in {info.get('load_s') or 0:.1f} s."
         if self._cancelled:
-            text = f"Loading {self._cancelled} was cancelled; the model before it is back. {text}"
+            text = f"Loading {html.escape(self._cancelled)} was cancelled; the model before it is back. {text}"
             self._cancelled = None
         self.status.setText(text)
 
