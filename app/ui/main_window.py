@@ -134,6 +134,13 @@ class MainWindow(QMainWindow):
         b.engine_restarted.connect(lambda: self.state_label.setText("Engine restarted"))
         self.chat.generation_started.connect(lambda: self.state_label.setText("Generating…"))
         self.models.load_requested.connect(self.load_model)
+        self.models.library_listed.connect(self.chat.picker.set_models)
+        self.chat.picker.load_requested.connect(
+            lambda path: self.load_model(self.models.load_settings.options(path)))
+        self.chat.picker.eject_requested.connect(self.bridge.unload)
+        for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
+            signal.connect(self._show_picker_state)
+        b.model_unloaded.connect(self._on_model_unloaded)
         # The library's names arrive after the first model may have loaded: name it again then.
         self.models.library_listed.connect(lambda _rows: self.bridge.ready and not self.bridge.remote
                                            and self.model_label.setText(self.models.title(self.bridge.info)))
@@ -200,6 +207,18 @@ class MainWindow(QMainWindow):
         self.notice_label.setToolTip(notice)
         if self.bridge.options is not None:
             self.settings["load_options"] = self.bridge.options.to_dict()
+
+    def _show_picker_state(self, *_args) -> None:
+        info = self.bridge.info if self.bridge.ready else None
+        self.chat.picker.show_state(info.get("path") if info and not self.bridge.remote else None,
+                                    self.bridge.loading, self.bridge.remote)
+        self.models.show_loaded_mark()
+
+    def _on_model_unloaded(self) -> None:
+        self.state_label.setText("No model loaded")
+        for label in (self.model_label, self.speed_label, self.ctx_label, self.mem_label):
+            label.setText("")
+        self.models.status.setText("The model was ejected; its memory is free.")
 
     def show_message(self, message: str) -> None:
         """The message bridge: every error sentence a user should read passes here."""

@@ -39,3 +39,26 @@ def test_a_failed_load_stays_said_marks_the_file_and_names_the_model_still_loade
     assert "loaded" in library_row(w, bundled_model)[0]
     qtbot.waitUntil(lambda: "did not load" in w.models.fit_label.text(), timeout=5_000)
     assert "Fits" not in w.models.fit_label.text()
+
+
+def test_the_chat_page_picks_loads_and_ejects_a_model(qtbot, main_window, model_variant):
+    w = main_window
+    picker = w.chat.picker
+    q8 = str(model_variant("Q8_0"))
+    w.models.import_file(q8)
+    qtbot.waitUntil(lambda: picker.combo.findData(q8) >= 0, timeout=10_000)
+    assert picker.combo.currentText() == BUNDLED_TITLE and not picker.load_button.isEnabled()
+    picker.combo.setCurrentIndex(picker.combo.findData(q8))
+    assert picker.combo.currentText() == "smollm2-135m-Q8_0.gguf"  # its type is in its name already
+    with qtbot.waitSignal(w.bridge.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
+        qtbot.mouseClick(picker.load_button, Qt.LeftButton)
+    assert loaded.args[0]["path"] == q8 and w.model_label.text() == "smollm2-135m-Q8_0.gguf"
+    assert "loaded" in library_row(w, q8)[0] and "loaded" not in library_row(w, w.models.models[0]["path"])[0]
+    qtbot.mouseClick(picker.eject_button, Qt.LeftButton)
+    assert not w.bridge.ready and w.state_label.text() == "No model loaded"
+    assert not w.chat.send_button.isEnabled() and "No model is loaded" in w.chat.hint.text()
+    assert picker.state.text() == "no model loaded" and picker.load_button.isEnabled()
+    assert not any("loaded" in library_row(w, m["path"])[0] for m in w.models.models)
+    with qtbot.waitSignal(w.bridge.model_loaded, timeout=LOAD_TIMEOUT_MS):
+        qtbot.mouseClick(picker.load_button, Qt.LeftButton)
+    assert w.bridge.ready and w.bridge.info["path"] == q8

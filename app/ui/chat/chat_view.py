@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, Q
 
 from app.core.chats import DEFAULT_TITLE, ChatStore, title_from
 from app.ui.chat.conversation_list import ConversationList
+from app.ui.chat.model_picker import ModelPicker
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.chat.transcript import Transcript
 from app.ui.engine_bridge import EngineBridge
@@ -52,6 +53,7 @@ class ChatView(QWidget):
         self.sampling_overrides: dict = {}  # set by `hearth bench gui` (ignore_eos), not shown to users
 
         self.conversations = ConversationList(store)
+        self.picker = ModelPicker()
         self.transcript = Transcript()
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("System prompt (optional): how the assistant should behave")
@@ -75,6 +77,7 @@ class ChatView(QWidget):
         center = QWidget()
         col = QVBoxLayout(center)
         col.setContentsMargins(0, 0, 0, 0)
+        col.addWidget(self.picker)
         col.addWidget(self.system_prompt)
         col.addWidget(self.transcript, 1)
         col.addWidget(self.hint)
@@ -120,6 +123,7 @@ class ChatView(QWidget):
         bridge.model_loading.connect(self._update_buttons)
         bridge.load_failed.connect(self._update_buttons)
         bridge.backend_changed.connect(self._update_buttons)
+        bridge.model_unloaded.connect(self._update_buttons)
 
         first = store.list()
         if first:
@@ -142,7 +146,7 @@ class ChatView(QWidget):
         if self.bridge.loading:
             self.hint.setText("Loading the model…")
         elif not ready:
-            self.hint.setText("No model is loaded. Choose one under Models.")
+            self.hint.setText("No model is loaded. Choose one above and press Load.")
         elif self._editing is not None:
             self.hint.setText("Editing a message: sending asks again from there; the old version stays "
                               "(‹ › in its header). Esc cancels the edit.")

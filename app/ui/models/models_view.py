@@ -200,7 +200,8 @@ class ModelsView(QWidget):
 
     def _mark_rows(self) -> None:
         """The loaded model in bold with "loaded", a file that failed in red with "failed to load"."""
-        loaded = self.bridge.info.get("path") if self.bridge.info and not self.bridge.remote else None
+        info = self.bridge.info if self.bridge.ready and not self.bridge.remote else None
+        loaded = info.get("path") if info else None
         for row, m in enumerate(self.models):
             item = self.table.item(row, 0)
             if item is None:
@@ -217,6 +218,9 @@ class ModelsView(QWidget):
                 item.setToolTip(f"{path}\n{self.failed[path]}")
             item.setFont(font)
             item.setText(text)
+
+    def show_loaded_mark(self) -> None:
+        self._mark_rows()
 
     def title(self, info_or_path) -> str:
         """What the window calls a model: its library name with its type (see titles.py)."""
