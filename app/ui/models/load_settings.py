@@ -106,6 +106,14 @@ class LoadSettings(QWidget):
         self.ctx = QComboBox()
         for n in CTX_CHOICES:
             self.ctx.addItem(f"{n:,} tokens", n)
+        self.ctx.setToolTip("How many tokens the model sees at once (prompt, chat and answer); the KV cache "
+                            "grows with it")
+        self.trained_ctx: int | None = None
+        self.ctx_warning = QLabel()
+        self.ctx_warning.setWordWrap(True)
+        self.ctx_warning.setStyleSheet("color: #f59e0b")
+        self.ctx_warning.hide()
+        self.ctx.currentIndexChanged.connect(self._check_context)
         self.mmap = QCheckBox("Map the file into memory (mmap)")
         self.mlock = QCheckBox("Lock the model in RAM (mlock)")
         self.kv_type = QComboBox()
@@ -129,7 +137,7 @@ class LoadSettings(QWidget):
         self.keep_system = QCheckBox("Keep the system prompt when the window slides")
 
         for label, widget in (("GPU layers", gpu_row), ("", self.gpu_reason), ("CPU threads", self.threads),
-                              ("Context size", self.ctx), ("", self.mmap), ("", self.mlock),
+                              ("Context size", self.ctx), ("", self.ctx_warning), ("", self.mmap), ("", self.mlock),
                               ("KV cache type", self.kv_type), ("Flash attention", self.flash),
                               ("Speculative decoding", self.spec_mode), ("Draft model", draft_row),
                               ("When context is full", self.policy), ("Attention sinks", self.sinks),
@@ -154,6 +162,22 @@ class LoadSettings(QWidget):
         self.gpu_layers.setToolTip(f"Suggested for this machine: {suggested} (the orange mark)"
                                    if suggested is not None else "")
         self._on_gpu_layers_changed(self.gpu_layers.value())
+
+    def set_trained_context(self, n_ctx_train: int | None) -> None:
+        """Mark the context sizes above what the chosen model was trained for, and warn when one is chosen."""
+        self.trained_ctx = n_ctx_train or None
+        for i in range(self.ctx.count()):
+            n = self.ctx.itemData(i)
+            above = bool(self.trained_ctx) and n > self.trained_ctx
+            self.ctx.setItemText(i, f"{n:,} tokens" + (" (above trained)" if above else ""))
+        self._check_context()
+
+    def _check_context(self, *_args) -> None:
+        n = self.ctx.currentData()
+        above = bool(self.trained_ctx) and n is not None and n > self.trained_ctx
+        self.ctx_warning.setText(f"This model was trained on {self.trained_ctx:,} tokens; beyond that its answers "
+                                 "usually fall apart, and the KV cache costs memory for nothing." if above else "")
+        self.ctx_warning.setVisible(above)
 
     def _on_spec_mode_changed(self, index: int) -> None:
         self.draft_path.setEnabled(index == 1)

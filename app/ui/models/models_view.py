@@ -241,6 +241,7 @@ class ModelsView(QWidget):
         if not path:
             return
         self.load_settings.set_layer_count(None, None)  # the old model's suggestion no longer applies
+        self.load_settings.set_trained_context(None)
         self.tasks.run(lambda: manager.inspect(path), lambda info: self._show_details(path, info),
                        lambda msg: self.details.setText(html.escape(msg)), "inspect")
         self._update_fit()
@@ -262,6 +263,7 @@ class ModelsView(QWidget):
         name = html.escape(info.get("name") or Path(path).stem)
         self.details.setText(f"<b>{name}</b><table>{body}</table>")
         self.load_settings.set_layer_count(info.get("layers"), self.load_settings.suggested_layers)
+        self.load_settings.set_trained_context(info.get("context_length"))
 
     def _update_fit(self, *_args) -> None:
         path = self.selected_path()
