@@ -133,6 +133,8 @@ class MainWindow(QMainWindow):
         b.engine_crashed.connect(self._on_engine_crashed)
         b.engine_restarted.connect(lambda: self.state_label.setText("Engine restarted"))
         self.chat.generation_started.connect(lambda: self.state_label.setText("Generating…"))
+        self.chat.generation_started.connect(self.monitor._on_started)
+        b.model_unloaded.connect(self.monitor._on_unloaded)
         self.models.load_requested.connect(self.load_model)
         self.models.library_listed.connect(self.chat.picker.set_models)
         self.chat.picker.load_requested.connect(

@@ -26,6 +26,7 @@ from app.ui.models.convert_panel import ConvertPanel
 from app.ui.models.hub_panel import HubPanel
 from app.ui.models.load_settings import LoadSettings
 from app.ui.models.titles import info_title, path_title
+from app.ui.speculation_text import loaded_text
 from app.ui.worker import Tasks
 from app.ui.widgets import JobBar
 
@@ -98,6 +99,10 @@ class ModelsView(QWidget):
         self.fit_label.setWordWrap(True)
         self.status = QLabel()
         self.status.setWordWrap(True)
+        self.speculation = QLabel()  # the engine's decision about speculative decoding for the loaded model
+        self.speculation.setWordWrap(True)
+        self.speculation.setObjectName("hint")
+        self.speculation.hide()
         self.load_settings = LoadSettings()
         last = settings.get("load_options")
         if isinstance(last, dict):
@@ -121,6 +126,7 @@ class ModelsView(QWidget):
         settings_box = QGroupBox("Load settings")
         sl = QVBoxLayout(settings_box)
         sl.addWidget(self.load_settings)
+        sl.addWidget(self.speculation)
         right_layout.addWidget(details_box)
         right_layout.addWidget(self.fit_label)
         right_layout.addWidget(settings_box)
@@ -345,9 +351,13 @@ class ModelsView(QWidget):
     def _on_model_loaded(self, info: dict) -> None:
         self._set_loading(False)
         if info.get("remote"):
+            self.speculation.hide()  # the server decides its own speculation
             self.status.setText(f"The window chats with {model_title(info)} on {info['endpoint']}; "
                                 "loading a model here switches back to this computer.")
             return
+        text = loaded_text(info)
+        self.speculation.setText(f"Loaded model: {text}" if text else "")
+        self.speculation.setVisible(bool(text))
         self.failed.pop(info.get("path"), None)
         self._mark_rows()
         self._update_fit()
