@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor, QPainter, QPolygonF
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
                                QPushButton, QSlider, QSpinBox, QStyle, QStyleOptionSlider, QWidget)
+
+from pathlib import Path
 
 from app.core.metrics import default_threads
 from app.engine.option_fields import LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
 from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
+from app.ui.models.titles import row_title
 
 CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 # The LoadOptions fields this panel's controls set; the other remembered settings (batch size, longest draft,
@@ -123,11 +126,18 @@ class LoadSettings(QWidget):
         self.flash.addItems(list(FLASH_ATTN))
         self.spec_mode = QComboBox()
         self.spec_mode.addItems(["Off", "Draft model", "Prompt lookup (n-grams)"])
+        self.spec_mode.setToolTip("A small model (or n-grams from the chat) guesses tokens that the model checks "
+                                  "in one batch: same answer, faster when the guesses are cheap and good")
         draft_row = QHBoxLayout()
-        self.draft_path = QLineEdit(placeholderText="small GGUF with the same vocabulary")
+        # The library's models that share the vocabulary of the chosen one (filled by the Models page), and
+        # any file picked with Browse….
+        self.draft_choice = QComboBox()
+        self.draft_choice.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.draft_choice.setMinimumContentsLength(12)
+        self.draft_choice.setToolTip("Smaller models in the library with the same vocabulary as this one")
         self.draft_browse = QPushButton("Browse…")
         self.draft_browse.clicked.connect(self._on_browse_draft)
-        draft_row.addWidget(self.draft_path, 1)
+        draft_row.addWidget(self.draft_choice, 1)
         draft_row.addWidget(self.draft_browse)
         self.policy = QComboBox()
         self.policy.addItems(list(CONTEXT_POLICIES))
@@ -180,13 +190,36 @@ class LoadSettings(QWidget):
         self.ctx_warning.setVisible(above)
 
     def _on_spec_mode_changed(self, index: int) -> None:
-        self.draft_path.setEnabled(index == 1)
+        self.draft_choice.setEnabled(index == 1)
         self.draft_browse.setEnabled(index == 1)
 
     def _on_browse_draft(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Draft model", "", "GGUF models (*.gguf)")
         if path:
-            self.draft_path.setText(path)
+            self.set_draft(path)
+
+    def set_draft_choices(self, rows: list[dict]) -> None:
+        """The library's models that can draft for the chosen one [(library row)]; the draft chosen stays."""
+        chosen = self.draft_path()
+        self.draft_choice.clear()
+        for row in rows:
+            self.draft_choice.addItem(row_title(row), row.get("path"))
+        if not rows:
+            self.draft_choice.addItem("no smaller model in the library shares its vocabulary", None)
+        if chosen:
+            self.set_draft(chosen)
+
+    def set_draft(self, path: str | None) -> None:
+        if not path:
+            return
+        index = self.draft_choice.findData(path)
+        if index < 0:
+            self.draft_choice.addItem(Path(path).name, path)
+            index = self.draft_choice.count() - 1
+        self.draft_choice.setCurrentIndex(index)
+
+    def draft_path(self) -> str | None:
+        return self.draft_choice.currentData() or None
 
     def options(self, model_path: str) -> LoadOptions:
         gpu = self.gpu_layers.value() if self.gpu_layers.isEnabled() else 0
@@ -197,7 +230,7 @@ class LoadSettings(QWidget):
             n_ctx=self.ctx.currentData(), n_threads=self.threads.value() or None, n_gpu_layers=gpu,
             use_mmap=self.mmap.isChecked(), use_mlock=self.mlock.isChecked(), kv_type=self.kv_type.currentText(),
             flash_attn=self.flash.currentText(),
-            draft_model=self.draft_path.text().strip() or None if mode == 1 else None, lookup=mode == 2,
+            draft_model=self.draft_path() if mode == 1 else None, lookup=mode == 2,
             context_policy=self.policy.currentText(), sink_tokens=self.sinks.value(),
             keep_system=self.keep_system.isChecked(),
         )
@@ -217,7 +250,7 @@ class LoadSettings(QWidget):
         self.kv_type.setCurrentText(o.kv_type)
         self.flash.setCurrentText(o.flash_attn)
         self.spec_mode.setCurrentIndex(1 if o.draft_model else 2 if o.lookup else 0)
-        self.draft_path.setText(o.draft_model or "")
+        self.set_draft(o.draft_model)
         self._on_spec_mode_changed(self.spec_mode.currentIndex())
         self.policy.setCurrentText(o.context_policy)
         self.sinks.setValue(o.sink_tokens)

@@ -250,6 +250,10 @@ class ModelsView(QWidget):
         self.load_settings.set_trained_context(None)
         self.tasks.run(lambda: manager.inspect(path), lambda info: self._show_details(path, info),
                        lambda msg: self.details.setText(html.escape(msg)), "inspect")
+        rows = list(self.models)
+        self.tasks.run(lambda: manager.draft_candidates(path, rows),
+                       lambda found: path == self.selected_path() and self.load_settings.set_draft_choices(found),
+                       None, "drafts")
         self._update_fit()
 
     def _show_details(self, path: str, info: dict) -> None:
