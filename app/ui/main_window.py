@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget
 
 from app import __version__
@@ -23,6 +23,16 @@ from app.ui.monitor.monitor_view import MonitorView
 from app.ui.server_page import ServerPage
 
 DEFAULT_SIZE = (1280, 800)
+MINIMUM_SIZE = (900, 600)  # every page and the monitor still fit; smaller screens than 1024x700 are rare
+MONITOR_MIN_WIDTH = 240  # narrower, its graphs are unreadable (a dock once shrunk to ~75 px stayed so)
+MONITOR_WIDTH = 300
+
+
+def default_size(available_width: int, available_height: int) -> tuple[int, int]:
+    """The first start's size: 1280x800 where it fits, else the screen's free area less a margin
+    (1280x800 was taller than a 768-pixel screen: the status bar and the Load button fell off)."""
+    return (max(MINIMUM_SIZE[0], min(DEFAULT_SIZE[0], available_width - 24)),
+            max(MINIMUM_SIZE[1], min(DEFAULT_SIZE[1], available_height - 24)))
 
 
 def extra_bufts_notice(info: dict) -> str:
@@ -72,9 +82,11 @@ class MainWindow(QMainWindow):
         self.monitor_dock = QDockWidget("Live monitor", self)
         self.monitor_dock.setObjectName("monitorDock")
         self.monitor_dock.setWidget(self.monitor)
+        self.monitor.setMinimumWidth(MONITOR_MIN_WIDTH)
         self.monitor_dock.setFeatures(QDockWidget.DockWidgetClosable | QDockWidget.DockWidgetMovable)
         self.addDockWidget(Qt.RightDockWidgetArea, self.monitor_dock)
-        self.resizeDocks([self.monitor_dock], [330], Qt.Horizontal)
+        self.resizeDocks([self.monitor_dock], [MONITOR_WIDTH], Qt.Horizontal)
+        self.setMinimumSize(*MINIMUM_SIZE)
 
         self._build_status_bar()
         self._build_menus()
@@ -265,10 +277,14 @@ class MainWindow(QMainWindow):
         if isinstance(geometry, str):
             self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
         else:
-            self.resize(*DEFAULT_SIZE)
+            screen = QGuiApplication.primaryScreen()
+            free = screen.availableGeometry() if screen is not None else None
+            self.resize(*(default_size(free.width(), free.height()) if free is not None else DEFAULT_SIZE))
         state = self.settings.get("window_state")
         if isinstance(state, str):
             self.restoreState(QByteArray.fromBase64(state.encode()))
+            if self.monitor_dock.width() < MONITOR_MIN_WIDTH:  # saved by a version without a minimum
+                self.resizeDocks([self.monitor_dock], [MONITOR_WIDTH], Qt.Horizontal)
         sampling = self.settings.get("sampling")
         if isinstance(sampling, dict):
             self.chat.sampling.set_options(SamplingOptions.from_dict(sampling))

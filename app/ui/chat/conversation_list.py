@@ -29,6 +29,10 @@ class ConversationList(QWidget):
         layout.addLayout(top)
         self.list = QListWidget()
         self.list.setContextMenuPolicy(Qt.CustomContextMenu)
+        # Long titles end in "…" (the full one is the tooltip) instead of a sideways scroll bar.
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.ElideRight)
+        self.list.setMinimumWidth(140)
         layout.addWidget(self.list, 1)
         buttons = QHBoxLayout()
         self.rename_button = QPushButton("Rename")

@@ -19,7 +19,7 @@ class ModelPicker(QWidget):
         self.combo.setToolTip("The library's models; Load puts the chosen one in memory with the Models page's "
                               "load settings")
         self.combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
-        self.combo.setMinimumContentsLength(18)  # long names elide instead of widening the chat page
+        self.combo.setMinimumContentsLength(8)  # long names elide instead of widening the chat page
         self.combo.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
         self.load_button = QPushButton("Load")
         self.eject_button = QPushButton("Eject")
@@ -63,6 +63,7 @@ class ModelPicker(QWidget):
             if index >= 0:
                 self.combo.setCurrentIndex(index)
         self.state.setText("loading…" if busy else "" if loaded_path or remote else "no model loaded")
+        self.state.setVisible(bool(self.state.text()))  # no empty label taking width from the chat
         self.setToolTip("The window chats with a server (Connections); loading here comes back to this computer"
                         if remote else "")
         self._update()

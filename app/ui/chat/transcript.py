@@ -156,12 +156,14 @@ class Transcript(QTextBrowser):
                 index = len(self._code)
                 self._code.append(body)
                 label = html.escape(lang) + " · " if lang else ""
+                # Wrapped in its own box (pre-wrap), not <pre>: a long line in <pre> widened the whole
+                # transcript, which then scrolled sideways and took the Copy link out of view.
                 cursor.insertHtml(
                     f"<table width='100%' cellpadding='8' cellspacing='0' bgcolor='{self._code_bg()}'>"
                     f"<tr><td bgcolor='{self._code_bg()}'>"
                     f"<div align='right'><span style='color:#9ca3af'>{label}</span>"
                     f"<a href='copy:{index}'>Copy code</a></div>"
-                    f"<pre style='font-family:monospace'>{html.escape(body)}</pre></td></tr></table>")
+                    f"<p style='font-family:monospace; white-space:pre-wrap'>{html.escape(body)}</p></td></tr></table>")
                 cursor.movePosition(QTextCursor.End)
             elif body.strip():
                 cursor.insertFragment(QTextDocumentFragment.fromMarkdown(body.strip("\n")))

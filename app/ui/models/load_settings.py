@@ -82,11 +82,14 @@ class LoadSettings(QWidget):
         super().__init__(parent)
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
+        # Labels go above their fields when the pane is narrow (a 1024-pixel screen) instead of cutting them.
+        form.setRowWrapPolicy(QFormLayout.WrapLongRows)
         gpu_row = QHBoxLayout()
         self.gpu_layers = MarkedSlider(Qt.Horizontal)
         self.gpu_layers.setRange(0, 32)
         self.gpu_value = QLabel("0")
         self.gpu_value.setMinimumWidth(70)
+        self.gpu_layers.setToolTip("Layers computed on the GPU; the rest run on the CPU")
         self.gpu_layers.valueChanged.connect(self._on_gpu_layers_changed)
         gpu_row.addWidget(self.gpu_layers, 1)
         gpu_row.addWidget(self.gpu_value)
@@ -118,12 +121,17 @@ class LoadSettings(QWidget):
         self.ctx_warning.hide()
         self.ctx.currentIndexChanged.connect(self._check_context)
         self.mmap = QCheckBox("Map the file into memory (mmap)")
+        self.mmap.setToolTip("Read the weights from the file as needed: loads fast and shares memory with the "
+                             "file cache")
         self.mlock = QCheckBox("Lock the model in RAM (mlock)")
+        self.mlock.setToolTip("Keep the weights from being swapped out; needs enough free RAM")
         self.kv_type = QComboBox()
         self.kv_type.addItems(list(KV_TYPES))
         self.kv_type.setToolTip("q8_0 halves and q4_0 quarters the KV cache's memory, at a small accuracy cost")
         self.flash = QComboBox()
         self.flash.addItems(list(FLASH_ATTN))
+        self.flash.setToolTip("Flash attention: a faster attention kernel that needs less memory for long "
+                              "contexts; auto uses it where llama.cpp supports it")
         self.spec_mode = QComboBox()
         self.spec_mode.addItems(["Off", "Draft model", "Prompt lookup (n-grams)"])
         self.spec_mode.setToolTip("A small model (or n-grams from the chat) guesses tokens that the model checks "
@@ -144,7 +152,10 @@ class LoadSettings(QWidget):
         self.policy.setToolTip("window: keep the first tokens (attention sinks) and slide over the rest")
         self.sinks = QSpinBox()
         self.sinks.setRange(0, 64)
-        self.keep_system = QCheckBox("Keep the system prompt when the window slides")
+        self.keep_system = QCheckBox("Keep the system prompt in the window")
+        self.keep_system.setToolTip("When the window slides, the system prompt stays in view with the sinks")
+        self.sinks.setToolTip("Tokens at the start that always stay in the KV cache (attention sinks, "
+                              "StreamingLLM): the window slides over the rest without breaking the model")
 
         for label, widget in (("GPU layers", gpu_row), ("", self.gpu_reason), ("CPU threads", self.threads),
                               ("Context size", self.ctx), ("", self.ctx_warning), ("", self.mmap), ("", self.mlock),
@@ -169,8 +180,9 @@ class LoadSettings(QWidget):
             self.gpu_layers.setMaximum(n_layers)
         self.suggested_layers = suggested
         self.gpu_layers.set_mark(suggested)
-        self.gpu_layers.setToolTip(f"Suggested for this machine: {suggested} (the orange mark)"
-                                   if suggested is not None else "")
+        self.gpu_layers.setToolTip("Layers computed on the GPU; the rest run on the CPU" +
+                                   (f". Suggested for this machine: {suggested} (the orange mark)"
+                                    if suggested is not None else ""))
         self._on_gpu_layers_changed(self.gpu_layers.value())
 
     def set_trained_context(self, n_ctx_train: int | None) -> None:

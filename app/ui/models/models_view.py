@@ -137,7 +137,8 @@ class ModelsView(QWidget):
         right_layout.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        # As needed, not off: with it off a narrow window cut the settings ("0 (sug", "CPU onl") unseen.
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
         scroll.setWidget(right)
         # The Load button stays in sight below the scrolling settings, at any window height.
         right_pane = QWidget()
@@ -148,7 +149,8 @@ class ModelsView(QWidget):
         splitter = QSplitter()
         splitter.addWidget(left)
         splitter.addWidget(right_pane)
-        splitter.setSizes([430, 590])
+        splitter.setSizes([380, 640])
+        splitter.setStretchFactor(1, 1)  # a wider window widens the details and settings, not the table
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(splitter)
@@ -216,10 +218,11 @@ class ModelsView(QWidget):
             text, font = m.get("name", ""), item.font()
             font.setBold(path == loaded)
             item.setForeground(self.palette().text())
+            # The mark leads the name: a narrow column elides the end of a long name.
             if path == loaded:
-                text += "  ● loaded"
+                text = f"● {text} (loaded)"
             elif path in self.failed:
-                text += "  ⚠ failed to load"
+                text = f"⚠ {text} (failed to load)"
                 item.setForeground(QColor("#ef4444"))
                 item.setToolTip(f"{path}\n{self.failed[path]}")
             item.setFont(font)
@@ -261,6 +264,7 @@ class ModelsView(QWidget):
             return
         rows = [("Architecture", info.get("architecture")),
                 ("Parameters", f"{info['parameters'] / 1e6:,.0f} M" if info.get("parameters") else None),
+                ("Internal name", info.get("name")),
                 ("Quantization", " / ".join(x for x in (info.get("file_type"), info.get("seed_name")) if x)),
                 ("Layers", info.get("layers")), ("Heads / KV heads", f"{info.get('heads')} / {info.get('kv_heads')}"),
                 ("Trained context", info.get("context_length")), ("Vocabulary", info.get("vocab_size")),
@@ -270,7 +274,7 @@ class ModelsView(QWidget):
         body = "".join(f"<tr><td style='color:#9ca3af; padding-right:12px'>{k}</td>"
                        f"<td>{html.escape(str(v)).replace('/', '/&#8203;')}</td></tr>"
                        for k, v in rows if v not in (None, ""))
-        name = html.escape(info.get("name") or Path(path).stem)
+        name = html.escape(self.title(path))  # the library's name: general.name is the same for every copy
         self.details.setText(f"<b>{name}</b><table>{body}</table>")
         self.load_settings.set_layer_count(info.get("layers"), self.load_settings.suggested_layers)
         self.load_settings.set_trained_context(info.get("context_length"))

@@ -179,7 +179,9 @@ class MonitorView(QWidget):
         entries = self.legends[key]
         line = legend(entries) if len(entries) > 1 else ""
         note = self.notes.get(key, "")
-        self.plots[key].setTitle(_with_note(self.titles[key], "<br>".join(x for x in (line, note) if x)))
+        # 9 pt: at the dock's narrowest (MONITOR_MIN_WIDTH) a larger title ran past the plot's edges.
+        self.plots[key].setTitle(_with_note(self.titles[key], "<br>".join(x for x in (line, note) if x)),
+                                 size="9pt")
 
     def now(self) -> float:
         return time.monotonic() - self.t0
