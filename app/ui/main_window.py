@@ -12,7 +12,7 @@ from app import __version__
 from app.core.bundled import bundled_model_path
 from app.core.chats import ChatStore
 from app.core.errors import HearthError
-from app.core.settings import load_settings, problems, save_settings
+from app.core.settings import THEMES, load_settings, problems, save_settings
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.ui.bench.bench_view import BenchView
 from app.ui.chat.chat_view import ChatView
@@ -20,7 +20,9 @@ from app.ui.connections.connections_page import ConnectionsPage
 from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.models.models_view import ModelsView
 from app.ui.monitor.monitor_view import MonitorView
+from app.ui import theme
 from app.ui.server_page import ServerPage
+from app.ui.settings.settings_dialog import SettingsDialog
 
 DEFAULT_SIZE = (1280, 800)
 MINIMUM_SIZE = (900, 600)  # every page and the monitor still fit; smaller screens than 1024x700 are rare
@@ -94,7 +96,10 @@ class MainWindow(QMainWindow):
         self._restore()
         from PySide6.QtWidgets import QApplication
 
-        self.apply_theme(bool(QApplication.instance().property("hearth_dark")))
+        if theme.chosen:  # the Settings dialog's theme, over the system's that make_app applied
+            theme.apply_theme(QApplication.instance())
+        else:
+            self.apply_theme(bool(QApplication.instance().property("hearth_dark")))
         if self.settings_problems:
             self.show_message("Some settings were reset: " + "; ".join(self.settings_problems) + ".")
         if self.store.notice:  # a damaged chat history was moved aside (and what could be read recovered)
@@ -123,6 +128,8 @@ class MainWindow(QMainWindow):
         file_menu.addAction(new_chat)
         file_menu.addSeparator()
         file_menu.addAction(QAction("Quit", self, shortcut=QKeySequence.Quit, triggered=self.close))
+        edit_menu = self.menuBar().addMenu("&Edit")
+        edit_menu.addAction(QAction("Settings…", self, shortcut=QKeySequence("Ctrl+,"), triggered=self.open_settings))
         view_menu = self.menuBar().addMenu("&View")
         view_menu.addAction(self.monitor_dock.toggleViewAction())
         help_menu = self.menuBar().addMenu("&Help")
@@ -288,6 +295,24 @@ class MainWindow(QMainWindow):
         sampling = self.settings.get("sampling")
         if isinstance(sampling, dict):
             self.chat.sampling.set_options(SamplingOptions.from_dict(sampling))
+        self.chat.input.set_enter_sends(self.settings.get("enter_sends", True))
+        theme.chosen = self.settings.get("theme") if self.settings.get("theme") in THEMES else None
+
+    def open_settings(self) -> SettingsDialog:
+        """The Settings dialog (returned for tests, which accept it without a modal loop)."""
+        dialog = SettingsDialog(self.settings, self)
+        dialog.accepted.connect(lambda: self.apply_settings(dialog.values()))
+        dialog.open()
+        return dialog
+
+    def apply_settings(self, values: dict) -> None:
+        self.settings.update(values)
+        self.chat.input.set_enter_sends(values["enter_sends"])
+        theme.chosen = values["theme"]
+        from PySide6.QtWidgets import QApplication
+
+        theme.apply_theme(QApplication.instance())
+        self.save_state()
 
     def save_state(self) -> None:
         self.settings["window_geometry"] = bytes(self.saveGeometry().toBase64()).decode()

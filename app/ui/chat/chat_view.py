@@ -25,14 +25,29 @@ from app.ui.engine_bridge import EngineBridge
 
 
 class PromptEdit(QPlainTextEdit):
-    """The message box: Ctrl+Enter sends (Enter alone makes a new line)."""
+    """The message box: Enter sends and Shift+Enter makes a new line, as in LM Studio, Jan and GPT4All;
+    with enter_sends off (Settings), Enter makes a new line. Ctrl+Enter always sends."""
 
     submitted = Signal()
 
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.enter_sends = True
+
+    def set_enter_sends(self, on: bool) -> None:
+        self.enter_sends = on
+        self.setPlaceholderText("Message the model. " + ("Enter sends, Shift+Enter adds a line" if on else
+                                                         "Ctrl+Enter sends, Enter adds a line") + ", Esc stops.")
+
     def keyPressEvent(self, event):
-        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and event.modifiers() & Qt.ControlModifier:
-            self.submitted.emit()
-            return
+        if event.key() in (Qt.Key_Return, Qt.Key_Enter):
+            mods = event.modifiers()
+            if mods & Qt.ControlModifier or (self.enter_sends and not mods & (Qt.ShiftModifier | Qt.AltModifier)):
+                self.submitted.emit()
+                return
+            if self.enter_sends:  # Shift+Enter: a plain new line, not Qt's line separator
+                self.insertPlainText("\n")
+                return
         super().keyPressEvent(event)
 
 
@@ -59,10 +74,10 @@ class ChatView(QWidget):
         self.system_prompt.setPlaceholderText("System prompt (optional): how the assistant should behave")
         self.system_prompt.setFixedHeight(52)
         self.input = PromptEdit()
-        self.input.setPlaceholderText("Message the model. Ctrl+Enter sends, Esc stops.")
+        self.input.set_enter_sends(True)
         self.input.setFixedHeight(84)
         self.send_button = QPushButton("Send")
-        self.send_button.setToolTip("Send (Ctrl+Enter)")
+        self.send_button.setToolTip("Send (Enter, or Ctrl+Enter)")
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the answer (Esc)")
         self.regen_button = QPushButton("Regenerate")
