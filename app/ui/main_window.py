@@ -117,10 +117,11 @@ class MainWindow(QMainWindow):
         self.mem_label = QLabel("")
         self.notice_label = QLabel("")
         self.notice_label.setStyleSheet("color: #f59e0b")
-        for label in (self.state_label, self.model_label, self.speed_label, self.ctx_label, self.mem_label):
+        # Permanent widgets: a message (showMessage, on the left) no longer hides the model and the speed.
+        for label in (self.state_label, self.model_label, self.speed_label, self.ctx_label, self.mem_label,
+                      self.notice_label):
             label.setContentsMargins(6, 0, 6, 0)
-            bar.addWidget(label)
-        bar.addPermanentWidget(self.notice_label)
+            bar.addPermanentWidget(label)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -153,6 +154,7 @@ class MainWindow(QMainWindow):
         b.engine_restarted.connect(lambda: self.state_label.setText("Engine restarted"))
         self.chat.generation_started.connect(lambda: self.state_label.setText("Generating…"))
         self.chat.generation_started.connect(self.monitor._on_started)
+        self.chat.conversation_changed.connect(self._on_conversation_changed)
         b.model_unloaded.connect(self.monitor._on_unloaded)
         self.models.load_requested.connect(self.load_model)
         self.models.library_listed.connect(self.chat.picker.set_models)
@@ -167,6 +169,7 @@ class MainWindow(QMainWindow):
                                            and self.model_label.setText(self.models.title(self.bridge.info)))
         self.models.error_reported.connect(self.show_message)
         self.bench.error_reported.connect(self.show_message)
+        self.bench.jobs.job_finished.connect(lambda *_: self.models.refresh())  # its quantized copies
         b.model_loaded.connect(lambda info: info.get("remote") or self.bench.set_model(info.get("path")))
         b.backend_changed.connect(self._on_backend_changed)
         b.model_loaded.connect(self.server.update_snippets)
@@ -196,6 +199,7 @@ class MainWindow(QMainWindow):
 
     def load_model(self, options: LoadOptions) -> None:
         self.models.forget_failure()
+        self.statusBar().clearMessage()  # an earlier error is answered by this new try; its own is said anew
         self.bridge.use_local()  # a local model is asked for: leave a remote server
         self.bridge.load(options)
 
@@ -221,6 +225,7 @@ class MainWindow(QMainWindow):
         self.model_label.setText(f"{model_title(info)} · runs on {info['endpoint']}" if info.get("remote")
                                  else self.models.title(info))
         self.model_label.setToolTip(info.get("path", ""))
+        self.speed_label.setText("")  # the last model's speed is not this one's
         self.ctx_label.setText(f"context {info.get('n_ctx') or '?'}")
         self.mem_label.setText(memory_text(info))
         notice = extra_bufts_notice(info)
@@ -271,6 +276,12 @@ class MainWindow(QMainWindow):
         self._on_stats_received(done)
 
     # --- window ------------------------------------------------------------------
+    def _on_conversation_changed(self) -> None:
+        """Another chat: the last answer's speed and context fill belong to the chat left."""
+        self.speed_label.setText("")
+        if self.bridge.ready and self.bridge.info:
+            self.ctx_label.setText(f"context {self.bridge.info.get('n_ctx') or '?'}")
+
     def _new_chat(self) -> None:
         self.tabs.setCurrentWidget(self.chat)
         self.chat.new_conversation()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from PySide6.QtCore import Qt
+
 from tests.ui.conftest import READY_TIMEOUT_MS, ask
 
 
@@ -27,6 +29,10 @@ def test_the_monitor_follows_an_answer_and_leaves_a_gap_after_it(qtbot, main_win
     assert "tok/s" not in summary and "tok/\u2060s" in summary  # no line break inside the unit
     assert summary.replace("\u00a0", " ").replace("\u2060", "").startswith("Last answer: 120 tokens at")
     assert math.isnan(m.series["gen_tok_s"].v[-1])  # the next answer's line starts afresh
+    # A new chat does not keep the last answer's speed and context fill in the status bar.
+    assert "tok/s" in w.speed_label.text() and "/" in w.ctx_label.text()
+    qtbot.mouseClick(w.chat.conversations.new_button, Qt.LeftButton)
+    assert w.speed_label.text() == "" and w.ctx_label.text() == f"context {w.bridge.info['n_ctx']}"
 
 
 def test_the_engine_decision_about_speculation_is_said_in_the_monitor_and_the_load_pane(qtbot, main_window):

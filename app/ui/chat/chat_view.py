@@ -54,6 +54,7 @@ class PromptEdit(QPlainTextEdit):
 class ChatView(QWidget):
     generation_started = Signal()
     answer_saved = Signal(int)  # message id
+    conversation_changed = Signal()  # another conversation (or a new one) is open
 
     def __init__(self, bridge: EngineBridge, store: ChatStore, parent=None):
         super().__init__(parent)
@@ -184,6 +185,7 @@ class ChatView(QWidget):
         self.conversations.list.setCurrentItem(None)
         self.input.setFocus()
         self._update_buttons()
+        self.conversation_changed.emit()
 
     def open_conversation(self, conversation_id: int) -> None:
         if conversation_id == self.conversation_id:
@@ -200,6 +202,7 @@ class ChatView(QWidget):
         self.system_prompt.blockSignals(False)
         self._render_conversation()
         self._update_buttons()
+        self.conversation_changed.emit()
 
     def _render_conversation(self, leave_out: int | None = None) -> None:
         """Show the open conversation; leave_out: the answer being regenerated (its new version streams)."""

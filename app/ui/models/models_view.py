@@ -163,7 +163,8 @@ class ModelsView(QWidget):
         self.delete_button.clicked.connect(self._on_delete)
         self.quantize_button.clicked.connect(self.quantize_selected)
         self.hub.download_requested.connect(self.download)
-        self.hub.error_reported.connect(self.show_error)
+        # A search error is said once, in the Download tab's note where the user searched (it was said there,
+        # under the Library and in the status bar, and stayed under the Library after it was resolved).
         self.converter.convert_requested.connect(self.convert)
         self.jobs.job_finished.connect(self._on_job_finished)
         self.jobs.job_failed.connect(self.show_error)
@@ -392,9 +393,13 @@ class ModelsView(QWidget):
             self.import_file(path)
 
     def import_file(self, path: str) -> None:
-        def done(_entry):
+        def done(entry):
             if path not in self.imported:
                 self.imported.append(path)
+            # Said and selected, so the user sees where the file went (it used to join the table silently).
+            self._select_after_refresh = entry.get("path") or path
+            self.sources.setCurrentIndex(0)
+            self.status.setText(f"Imported {html.escape(Path(path).name)}; it is selected in the library.")
             self.refresh()
 
         self.tasks.run(lambda: manager.import_model(path), done, self.show_error, "import")
