@@ -156,10 +156,10 @@ class MainWindow(QMainWindow):
         self.chat.generation_started.connect(self.monitor._on_started)
         self.chat.conversation_changed.connect(self._on_conversation_changed)
         b.model_unloaded.connect(self.monitor._on_unloaded)
-        self.models.load_requested.connect(self.load_model)
+        self.models.load_requested.connect(self.load_chosen_model)
         self.models.library_listed.connect(self.chat.picker.set_models)
         self.chat.picker.load_requested.connect(
-            lambda path: self.load_model(self.models.load_settings.options(path)))
+            lambda path: self.load_chosen_model(self.models.load_settings.options(path)))
         self.chat.picker.eject_requested.connect(self.bridge.unload)
         for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
             signal.connect(self._show_picker_state)
@@ -170,7 +170,8 @@ class MainWindow(QMainWindow):
         self.models.error_reported.connect(self.show_message)
         self.bench.error_reported.connect(self.show_message)
         self.bench.jobs.job_finished.connect(lambda *_: self.models.refresh())  # its quantized copies
-        b.model_loaded.connect(lambda info: info.get("remote") or self.bench.set_model(info.get("path")))
+        b.model_loaded.connect(lambda info: info.get("remote") or self.bench.set_model(info.get("path"),
+                                                                                     self.models.title(info)))
         b.backend_changed.connect(self._on_backend_changed)
         b.model_loaded.connect(self.server.update_snippets)
         self.connections.error_reported.connect(self.show_message)
@@ -198,10 +199,14 @@ class MainWindow(QMainWindow):
         self.load_model(options)
 
     def load_model(self, options: LoadOptions) -> None:
-        self.models.forget_failure()
-        self.statusBar().clearMessage()  # an earlier error is answered by this new try; its own is said anew
         self.bridge.use_local()  # a local model is asked for: leave a remote server
         self.bridge.load(options)
+
+    def load_chosen_model(self, options: LoadOptions) -> None:
+        """A load the user asked for (Models page, picker): an earlier load error has been answered by it."""
+        self.models.forget_failure()
+        self.statusBar().clearMessage()
+        self.load_model(options)
 
     def _on_backend_changed(self, _backend) -> None:
         if not self.bridge.ready:  # a ready one reports model_loaded next, which sets every label

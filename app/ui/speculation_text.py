@@ -21,11 +21,12 @@ def loaded_text(info: dict | None) -> str:
 
 
 def answer_text(spec: dict | None) -> str:
-    """After an answer: what drafting did for it."""
+    """After an answer, what follows "speculative decoding": what drafting did for it."""
     if not spec:
         return ""
     if not spec.get("drafted"):
         reason = spec.get("plain_reason")
-        return f"not used: {reason}" if reason else "no tokens drafted"
-    return (f"{100 * spec.get('acceptance', 0):.0f}% of drafts accepted, "
+        # No reason: the drafter ran but found nothing to guess (prompt lookup on a chat with no repeats).
+        return f"not used: {reason}" if reason else "drafted no tokens"
+    return (f"accepted {100 * spec.get('acceptance', 0):.0f}% of drafts, "
             f"{spec.get('speedup', 1.0):.2f}x plain speed")

@@ -141,6 +141,16 @@ def test_regenerate_keeps_each_answer_and_the_arrows_page_through_them(qtbot, ma
     assert w.store.messages(cid)[1].content == again.args[0]["text"]
 
 
+def test_a_greedy_regenerate_asks_the_same_question_again(qtbot, main_window):
+    """The kept answer is not part of the new request: greedy decoding gives the same answer again."""
+    w = main_window
+    first = ask(qtbot, w, "Name three colors.", max_tokens=16)
+    with qtbot.waitSignal(w.bridge.generation_finished, timeout=60_000) as again:
+        qtbot.mouseClick(w.chat.regen_button, Qt.LeftButton)
+    assert again.args[0]["text"] == first["text"]
+    assert w.store.messages(w.chat.conversation_id)[1].versions == 2
+
+
 def test_an_earlier_question_can_be_edited_and_the_old_branch_paged_back(qtbot, main_window):
     w = main_window
     cid = open_chat(qtbot, w, [("user", "Capital of France?"), ("assistant", "Paris."),

@@ -165,10 +165,10 @@ class BenchView(QWidget):
             "stay for later runs and for chatting.")
 
     # --- running -----------------------------------------------------------------------
-    def set_model(self, path: str | None) -> None:
-        """The model to measure (the loaded one; None: the bundled model)."""
+    def set_model(self, path: str | None, title: str | None = None) -> None:
+        """The model to measure (the loaded one; None: the bundled model), named as the library names it."""
         self.model_path = path
-        self.model_label.setText(f"Model: {Path(path).name if path else 'the bundled model'}")
+        self.model_label.setText(f"Model: {title or (Path(path).name if path else 'the bundled model')}")
         self.model_label.setToolTip(path or "")
         if hasattr(self, "pages") and matrix_available():
             self._explain()

@@ -116,7 +116,7 @@ class ChatView(QWidget):
         splitter.addWidget(center)
         splitter.addWidget(side)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([240, 760, 260])
+        splitter.setSizes([200, 800, 220])  # the conversation gets the room a narrow screen has
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(splitter)
@@ -280,8 +280,11 @@ class ChatView(QWidget):
 
     def _ask(self) -> None:
         self._failed = False
+        # The answer being regenerated stays in the store (as a version) until the new one replaces it, but it
+        # is not part of what the model is asked.
         messages = [{"role": m.role, "content": m.content}
-                    for m in self.store.messages(self.conversation_id) if m.role in ("user", "assistant")]
+                    for m in self.store.messages(self.conversation_id)
+                    if m.role in ("user", "assistant") and m.id != self._regenerating]
         system = self.system_prompt.toPlainText().strip()
         if system:
             messages.insert(0, {"role": "system", "content": system})

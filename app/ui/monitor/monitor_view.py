@@ -147,7 +147,8 @@ class MonitorView(QWidget):
         self.summary.setWordWrap(True)
         # A fixed height of three lines: a summary that wrapped to another number of lines resized every
         # graph below it, and that relayout and full repaint cost the window's thread ~50-70 ms at once.
-        self.summary.setFixedHeight(3 * self.summary.fontMetrics().lineSpacing() + 2)
+        # Four lines hold the main figures at the dock's narrowest; the whole summary is also the tooltip.
+        self.summary.setFixedHeight(4 * self.summary.fontMetrics().lineSpacing() + 2)
         self.summary.setAlignment(Qt.AlignLeft | Qt.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -243,9 +244,12 @@ class MonitorView(QWidget):
             parts.append(f"peak engine memory {done['peak_rss_mb']:.0f} MB")
         if done.get("spec"):
             parts.append("speculative decoding " + answer_text(done["spec"]))
+        extra = []
         if ":" in (done.get("threads_reason") or ""):  # the engine moved its thread count, and says why
-            parts.append(done["threads_reason"])
+            extra.append(done["threads_reason"])
+        # The thread note is the least needed figure: in the tooltip, so the lines shown keep the speeds.
         self.summary.setText("Last answer: " + ", ".join(unbroken(p) for p in parts))
+        self.summary.setToolTip("Last answer: " + ", ".join(parts + extra))
 
     def _on_loaded(self, info: dict) -> None:
         self._on_stats({k: info[k] for k in ("rss_mb", "gpu_mb") if k in info})
