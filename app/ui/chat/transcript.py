@@ -253,11 +253,9 @@ class Transcript(QTextBrowser):
         cursor.setPosition(self._stream_header.position())
         cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
         cursor.removeSelectedText()
-        self._header(cursor, "assistant", "", links)
+        # The note (tokens, speed, why it stopped) in the header, where a reopened conversation shows it.
+        self._header(cursor, "assistant", note, links)
         self._render_body(cursor, text)
-        if note:
-            cursor.insertBlock()
-            cursor.insertHtml(f"<span style='color:#9ca3af'>{html.escape(note)}</span>")
         self._stream_block = None
         self._stream_text = []
         self._scroll_to_end()
