@@ -83,3 +83,25 @@ def test_a_long_code_line_wraps_in_its_block_with_copy_in_view_and_titles_elide(
     assert item.text() == long_title and item.toolTip() == long_title
     assert lst.horizontalScrollBarPolicy() == Qt.ScrollBarAlwaysOff and lst.textElideMode() == Qt.ElideRight
     assert lst.horizontalScrollBar().maximum() == 0 or not lst.horizontalScrollBar().isVisible()
+
+
+def test_a_streaming_answer_shows_its_finished_paragraphs_as_markdown(qtbot):
+    """Paragraphs render as they complete (no raw '**' until the end, then a reflow); code waits for its fence."""
+    from app.ui.chat.transcript import Transcript
+
+    transcript = Transcript()
+    qtbot.addWidget(transcript)
+    transcript.resize(500, 400)
+    transcript.show()
+    transcript.begin_stream()
+    for token in ["It is **", "Paris**", ".\n", "\nThen:\n", "```py\n", "x = 1\n\n", "y = 2"]:
+        transcript.append_token(token)
+        transcript.flush()
+    shown = transcript.toPlainText()
+    assert "It is Paris." in shown and "**" not in shown  # the finished paragraph, rendered
+    assert "```py" in shown  # the code block is still open: left as written until its fence closes
+    transcript.append_token("\n```\n\nDone")
+    transcript.flush()
+    assert "```" not in transcript.toPlainText() and "y = 2" in transcript.toPlainText()
+    transcript.end_stream()
+    assert transcript.toPlainText().count("It is Paris.") == 1 and "Copy code" in transcript.toPlainText()

@@ -1,7 +1,10 @@
 """The conversation as one read-only rich-text document.
 
 Finished messages are rendered once as Markdown, with code blocks in a
-monospace box and a "Copy code" link. A message's header carries its actions as
+monospace box and a "Copy code" link. While an answer streams, each paragraph
+(or code block) is rendered as Markdown once it is complete, so the answer
+does not show raw and then reflow at its end; only the paragraph being
+written is plain text. A message's header carries its actions as
 links (Copy, Edit, < 2/3 > for its versions); a click is reported as
 `action_requested(action, message_id)` for the chat page to carry out. The answer in progress arrives token by
 token: tokens are buffered and appended as plain text at most every
@@ -31,6 +34,7 @@ from PySide6.QtWidgets import QTextBrowser
 # About 16 appends a second: smooth to read, and each append re-lays out the growing paragraph
 # (~1.5 ms of the window's CPU); at 40 ms the window cost generation about 1% more (hearth bench gui).
 FLUSH_MS = 60
+FENCE_LINE = re.compile(r"^```", re.M)
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 RENDER_BUDGET_MS = 12  # rendering work per event-loop turn while a long conversation fills in
 STREAM = object()  # the place of the answer in progress in the backlog
@@ -76,6 +80,8 @@ class Transcript(QTextBrowser):
         self._pending: list[str] = []
         self._stream_block = None  # the answer's first block (a handle: it follows edits above it)
         self._stream_header = None  # the block of the answer's header
+        self._tail_block = None  # where the answer's plain (not yet Markdown) text begins
+        self._tail_text = ""  # that text: the paragraph being written
         self._stream_queued = False  # the answer waits behind the backlog
         # Messages still to render, oldest first; a new message or answer waits behind them.
         self._backlog: list = []
@@ -99,7 +105,8 @@ class Transcript(QTextBrowser):
         self._backlog.clear()
         self._pending.clear()
         self._stream_text.clear()
-        self._stream_block = None
+        self._stream_block = self._tail_block = None
+        self._tail_text = ""
         self._stream_queued = False
         self._code.clear()
         self.clear()
@@ -211,6 +218,8 @@ class Transcript(QTextBrowser):
         self._stream_header = cursor.block()  # rewritten with the message's links when the answer ends
         self._header(cursor, "assistant")
         self._stream_block = cursor.block()
+        self._tail_block = cursor.block()
+        self._tail_text = ""
 
     @property
     def streaming(self) -> bool:
@@ -230,9 +239,33 @@ class Transcript(QTextBrowser):
         bar = self.verticalScrollBar()
         at_bottom = bar.value() >= bar.maximum() - 4
         self._end_cursor().insertText(chunk, self._plain)
+        self._tail_text += chunk
+        if "\n\n" in self._tail_text[-len(chunk) - 1:]:  # a blank line arrived (perhaps across two chunks)
+            self._render_finished_paragraphs()
         self.flushes += 1
         if at_bottom:
             bar.setValue(bar.maximum())
+
+    def _render_finished_paragraphs(self) -> None:
+        """Render the answer's complete paragraphs as Markdown (once each, when a blank line ends them),
+        leaving the paragraph being written plain; never inside an open code fence."""
+        tail = self._tail_text
+        cut = tail.rfind("\n\n")
+        while cut > 0 and len(FENCE_LINE.findall(tail, 0, cut)) % 2:
+            cut = tail.rfind("\n\n", 0, cut)  # that blank line is inside a code block still being written
+        if cut <= 0 or self._tail_block is None:
+            return
+        done, rest = tail[:cut], tail[cut:].lstrip("\n")
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(self._tail_block.position())
+        cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
+        cursor.removeSelectedText()
+        self._render_body(cursor, done)
+        cursor.movePosition(QTextCursor.End)
+        cursor.insertBlock(QTextBlockFormat(), self._plain)
+        self._tail_block = cursor.block()
+        cursor.insertText(rest, self._plain)
+        self._tail_text = rest
 
     def stream_text(self) -> str:
         return "".join(self._stream_text)
@@ -256,7 +289,8 @@ class Transcript(QTextBrowser):
         # The note (tokens, speed, why it stopped) in the header, where a reopened conversation shows it.
         self._header(cursor, "assistant", note, links)
         self._render_body(cursor, text)
-        self._stream_block = None
+        self._stream_block = self._tail_block = None
+        self._tail_text = ""
         self._stream_text = []
         self._scroll_to_end()
         return text
