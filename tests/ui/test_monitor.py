@@ -89,3 +89,8 @@ def test_draft_graph_says_when_speculation_is_off_and_which_drafter_runs(qtbot, 
         w.load_model(options)
     assert loaded.args[0]["drafter"] == "lookup"
     assert "lookup" in title.text and "off" not in title.text
+    # #17: the engine's decision, with its reason, in the monitor and the load pane; the answer's summary
+    # says what drafting did instead of "draft acceptance 0%".
+    from tests.ui.test_monitor_states import check_speculation_is_said
+
+    check_speculation_is_said(qtbot, w, loaded.args[0])
