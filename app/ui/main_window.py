@@ -322,6 +322,8 @@ class MainWindow(QMainWindow):
         return dialog
 
     def apply_settings(self, values: dict) -> None:
+        if values.pop("reset_load_settings", False):
+            self.models.load_settings.set_options(LoadOptions())
         self.settings.update(values)
         self.chat.input.set_enter_sends(values["enter_sends"])
         theme.chosen = values["theme"]

@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
 
 
-def test_enter_sends_and_shift_enter_adds_a_line_and_the_setting_turns_it_round(qtbot, idle_window, hearth_home):
+def test_enter_sends_shift_enter_adds_a_line_and_settings_turn_it_round_and_reset_load_options(qtbot, idle_window, hearth_home):
     from app.core.settings import load_settings
 
     w = idle_window
@@ -20,12 +20,20 @@ def test_enter_sends_and_shift_enter_adds_a_line_and_the_setting_turns_it_round(
     with qtbot.assertNotEmitted(box.submitted):
         qtbot.keyClick(box, Qt.Key_Return, Qt.ShiftModifier)
     assert box.toPlainText() == "first line\n"
+    load = w.models.load_settings
+    load.ctx.setCurrentIndex(load.ctx.findData(16384))
+    load.kv_type.setCurrentText("q8_0")
     dialog = w.open_settings()
+    qtbot.mouseClick(dialog.reset_button, Qt.LeftButton)  # the load settings back to Hearth's defaults
     dialog.send_key.setCurrentIndex(dialog.send_key.findData(False))
     dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
     dialog.accept()
     try:
         assert load_settings()["enter_sends"] is False and load_settings()["theme"] == "dark"
+        from app.engine.protocol import LoadOptions
+
+        defaults = LoadOptions()
+        assert (load.ctx.currentData(), load.kv_type.currentText()) == (defaults.n_ctx, defaults.kv_type)
         assert "Ctrl+Enter sends" in box.placeholderText()
         with qtbot.assertNotEmitted(box.submitted):
             qtbot.keyClick(box, Qt.Key_Return)

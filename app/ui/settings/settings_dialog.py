@@ -1,5 +1,7 @@
-"""Settings: theme, the send key, and where Hearth keeps its data (load options are remembered per load on
-the Models page)."""
+"""Settings: theme, the send key, the load settings' defaults, and where Hearth keeps its data.
+
+Load options themselves are set on the Models page, which remembers the last ones used; here they can be
+put back to Hearth's defaults."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ SEND_KEYS = {True: "Enter sends, Shift+Enter adds a line", False: "Ctrl+Enter se
 class SettingsDialog(QDialog):
     def __init__(self, settings: dict, parent=None):
         super().__init__(parent)
+        self.reset_load = False  # the user asked for the default load settings
         self.setWindowTitle("Settings")
         self.theme = QComboBox()
         for theme in THEMES:
@@ -38,14 +41,31 @@ class SettingsDialog(QDialog):
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(where, 1)
         row.addWidget(open_button)
+        self.reset_button = QPushButton("Reset to defaults")
+        self.reset_button.setToolTip("Put the Models page's load settings (context, threads, KV type, "
+                                     "speculation, …) back to Hearth's defaults for the next load")
+        self.reset_note = QLabel("The Models page remembers the last settings used.")
+        self.reset_note.setWordWrap(True)
+        self.reset_button.clicked.connect(self._on_reset_clicked)
+        load_row = QWidget()
+        row = QHBoxLayout(load_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.reset_note, 1)
+        row.addWidget(self.reset_button)
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         form = QFormLayout(self)
         form.addRow("Theme", self.theme)
         form.addRow("Send key", self.send_key)
+        form.addRow("Load settings", load_row)
         form.addRow("Data folder", data_row)
         form.addRow(buttons)
 
+    def _on_reset_clicked(self) -> None:
+        self.reset_load = True
+        self.reset_note.setText("The defaults will be set when you press OK.")
+
     def values(self) -> dict:
-        return {"theme": self.theme.currentData(), "enter_sends": self.send_key.currentData()}
+        return {"theme": self.theme.currentData(), "enter_sends": self.send_key.currentData(),
+                "reset_load_settings": self.reset_load}
