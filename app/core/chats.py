@@ -96,15 +96,24 @@ def _copy_readable(source: Path, target: sqlite3.Connection) -> tuple[int, int]:
         total = len(conversations)
         for row in conversations:
             try:
-                messages = old.execute("SELECT conversation_id, role, content, meta, created FROM messages "
+                messages = old.execute("SELECT id, conversation_id, role, content, meta, created FROM messages "
                                        "WHERE conversation_id = ? ORDER BY id", (row[0],)).fetchall()
             except sqlite3.DatabaseError:
                 continue  # its messages sit on damaged pages
+            try:  # the messages' earlier versions (schema 2); a history from before them has none
+                versions = old.execute(
+                    "SELECT message_id, content, meta, tail, created FROM message_versions WHERE message_id IN "
+                    "(SELECT id FROM messages WHERE conversation_id = ?) ORDER BY id", (row[0],)).fetchall()
+            except sqlite3.DatabaseError:
+                versions = []
             with target:
                 target.execute("INSERT INTO conversations (id, title, system_prompt, created, updated) "
                                "VALUES (?, ?, ?, ?, ?)", row)
-                target.executemany("INSERT INTO messages (conversation_id, role, content, meta, created) "
-                                   "VALUES (?, ?, ?, ?, ?)", messages)
+                # The same ids, so that the versions still belong to their messages.
+                target.executemany("INSERT INTO messages (id, conversation_id, role, content, meta, created) "
+                                   "VALUES (?, ?, ?, ?, ?, ?)", messages)
+                target.executemany("INSERT INTO message_versions (message_id, content, meta, tail, created) "
+                                   "VALUES (?, ?, ?, ?, ?)", versions)
             saved += 1
     finally:
         old.close()

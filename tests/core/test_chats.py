@@ -165,3 +165,22 @@ def test_a_history_from_before_versions_opens_with_its_chats(tmp_path):
     store.add_version(2, "hey")
     assert store.db.execute("PRAGMA user_version").fetchone()[0] == 2
     assert [m.content for m in store.messages(1)] == ["hi", "hey"]
+
+
+def test_recovering_a_damaged_history_keeps_the_versions_of_its_messages(tmp_path):
+    from app.core.chats import _copy_readable
+
+    path = tmp_path / "chats.sqlite3"
+    store = ChatStore(path)
+    cid = store.create("fruit")
+    store.add_message(cid, "user", "Name a fruit.")
+    answer = store.add_message(cid, "assistant", "Apple.")
+    store.add_version(answer, "Pear.")
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    copy = ChatStore(":memory:")  # the fresh store that recovery copies into
+    assert _copy_readable(path, copy.db) == (1, 1)
+    shown = copy.messages(cid)[-1]
+    assert (shown.content, shown.version, shown.versions) == ("Pear.", 2, 2)
+    copy.show_version(answer, 1)
+    assert copy.messages(cid)[-1].content == "Apple."
