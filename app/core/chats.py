@@ -1,8 +1,12 @@
 """Conversations kept in one SQLite file (no Qt; the GUI and tests share it).
 
 A conversation has a title, a system prompt and an ordered list of messages.
-Edit-and-resend and regenerate cut the conversation at a message and go on
-from there, so the store can drop every message from a given one onwards.
+Regenerate and edit-and-resend keep what they replace: a message can have
+versions (message_versions), each with the messages that followed it (its
+tail). Showing another version puts that version's text and tail back, so
+paging through answers (< 2/3 >) and editing an earlier question lose
+nothing. A message without versions has no rows there: chats saved before
+versions existed read as they were.
 """
 
 from __future__ import annotations
@@ -33,6 +37,18 @@ CREATE TABLE IF NOT EXISTS messages (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+-- Schema 2: a message's versions; the one shown is also the message row (meta "version" says which).
+-- The tail is the messages that followed that version, as JSON [{role, content, meta}].
+CREATE TABLE IF NOT EXISTS message_versions (
+    id INTEGER PRIMARY KEY,
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    content TEXT NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}',
+    tail TEXT NOT NULL DEFAULT '[]',
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS versions_by_message ON message_versions(message_id, id);
+PRAGMA user_version = 2;
 """
 
 DEFAULT_TITLE = "New chat"
@@ -49,6 +65,12 @@ class Message:
     role: str
     content: str
     meta: dict = field(default_factory=dict)
+    versions: int = 1  # how many versions the message has (regenerated answers, edited questions)
+
+    @property
+    def version(self) -> int:
+        """Which version is shown, 1-based."""
+        return int(self.meta.get("version", self.versions))
 
 
 @dataclass
@@ -74,19 +96,40 @@ def _copy_readable(source: Path, target: sqlite3.Connection) -> tuple[int, int]:
         total = len(conversations)
         for row in conversations:
             try:
-                messages = old.execute("SELECT conversation_id, role, content, meta, created FROM messages "
+                messages = old.execute("SELECT id, conversation_id, role, content, meta, created FROM messages "
                                        "WHERE conversation_id = ? ORDER BY id", (row[0],)).fetchall()
             except sqlite3.DatabaseError:
                 continue  # its messages sit on damaged pages
+            try:  # the messages' earlier versions (schema 2); a history from before them has none
+                versions = old.execute(
+                    "SELECT message_id, content, meta, tail, created FROM message_versions WHERE message_id IN "
+                    "(SELECT id FROM messages WHERE conversation_id = ?) ORDER BY id", (row[0],)).fetchall()
+            except sqlite3.DatabaseError:
+                versions = []
             with target:
                 target.execute("INSERT INTO conversations (id, title, system_prompt, created, updated) "
                                "VALUES (?, ?, ?, ?, ?)", row)
-                target.executemany("INSERT INTO messages (conversation_id, role, content, meta, created) "
-                                   "VALUES (?, ?, ?, ?, ?)", messages)
+                # The same ids, so that the versions still belong to their messages.
+                target.executemany("INSERT INTO messages (id, conversation_id, role, content, meta, created) "
+                                   "VALUES (?, ?, ?, ?, ?, ?)", messages)
+                target.executemany("INSERT INTO message_versions (message_id, content, meta, tail, created) "
+                                   "VALUES (?, ?, ?, ?, ?)", versions)
             saved += 1
     finally:
         old.close()
     return saved, total
+
+
+def _meta(text: str | None) -> dict:
+    try:
+        parsed = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _without_version(meta: dict) -> dict:
+    return {k: v for k, v in meta.items() if k != "version"}
 
 
 def title_from(text: str) -> str:
@@ -212,16 +255,94 @@ class ChatStore:
                         (content, json.dumps(meta), message_id))
 
     def messages(self, conversation_id: int) -> list[Message]:
-        rows = self.db.execute("SELECT id, role, content, meta FROM messages WHERE conversation_id = ? ORDER BY id",
-                               (conversation_id,)).fetchall()
-        out = []
-        for mid, role, content, meta in rows:
-            try:
-                parsed = json.loads(meta) if meta else {}
-            except ValueError:
-                parsed = {}
-            out.append(Message(mid, role, content, parsed if isinstance(parsed, dict) else {}))
-        return out
+        rows = self.db.execute(
+            "SELECT id, role, content, meta, (SELECT COUNT(*) FROM message_versions v WHERE v.message_id = m.id) "
+            "FROM messages m WHERE conversation_id = ? ORDER BY id", (conversation_id,)).fetchall()
+        return [Message(mid, role, content, _meta(meta), max(1, count)) for mid, role, content, meta, count in rows]
+
+    def message(self, message_id: int) -> Message | None:
+        row = self.db.execute(
+            "SELECT id, role, content, meta, (SELECT COUNT(*) FROM message_versions v WHERE v.message_id = m.id) "
+            "FROM messages m WHERE id = ?", (message_id,)).fetchone()
+        return Message(row[0], row[1], row[2], _meta(row[3]), max(1, row[4])) if row else None
+
+    # --- versions -------------------------------------------------------
+    def add_version(self, message_id: int, content: str, meta: dict | None = None) -> int:
+        """Replace the message by a new version (a regenerated answer, an edited question) and show it; the
+        version it replaces keeps its text and the messages that followed it. Returns the new version (1-based)."""
+        try:
+            with self.db:
+                current = self._row(message_id)
+                if current is None:
+                    raise ChatStoreError("That message is no longer in the chat history.")
+                ids = self._version_ids(message_id)
+                tail = self._take_tail(current)
+                if not ids:
+                    self.db.execute("INSERT INTO message_versions (message_id, content, meta, tail, created) "
+                                    "VALUES (?, ?, ?, ?, ?)", (message_id, current["content"],
+                                                                json.dumps(_without_version(current["meta"])),
+                                                                json.dumps(tail), time.time()))
+                else:
+                    shown = ids[min(len(ids), int(current["meta"].get("version", len(ids)))) - 1]
+                    self.db.execute("UPDATE message_versions SET content = ?, meta = ?, tail = ? WHERE id = ?",
+                                    (current["content"], json.dumps(_without_version(current["meta"])),
+                                     json.dumps(tail), shown))
+                self.db.execute("INSERT INTO message_versions (message_id, content, meta, tail, created) "
+                                "VALUES (?, ?, ?, '[]', ?)", (message_id, content,
+                                                              json.dumps(_without_version(meta or {})), time.time()))
+                number = len(ids or [0]) + 1
+                self.db.execute("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
+                                (content, json.dumps({**(meta or {}), "version": number}), message_id))
+                self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?",
+                                (time.time(), current["conversation_id"]))
+        except sqlite3.DatabaseError as exc:
+            raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
+        return number
+
+    def show_version(self, message_id: int, number: int) -> None:
+        """Show version `number` (1-based) of a message, with the messages that followed it."""
+        try:
+            with self.db:
+                current = self._row(message_id)
+                ids = self._version_ids(message_id)
+                if current is None or not ids or not 1 <= number <= len(ids):
+                    return
+                shown = ids[min(len(ids), int(current["meta"].get("version", len(ids)))) - 1]
+                tail = self._take_tail(current)
+                self.db.execute("UPDATE message_versions SET content = ?, meta = ?, tail = ? WHERE id = ?",
+                                (current["content"], json.dumps(_without_version(current["meta"])),
+                                 json.dumps(tail), shown))
+                content, meta, kept = self.db.execute("SELECT content, meta, tail FROM message_versions WHERE id = ?",
+                                                      (ids[number - 1],)).fetchone()
+                self.db.execute("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
+                                (content, json.dumps({**_meta(meta), "version": number}), message_id))
+                now = time.time()
+                for item in json.loads(kept or "[]"):
+                    self.db.execute("INSERT INTO messages (conversation_id, role, content, meta, created) "
+                                    "VALUES (?, ?, ?, ?, ?)", (current["conversation_id"], item["role"],
+                                                               item["content"], json.dumps(item.get("meta") or {}),
+                                                               now))
+        except sqlite3.DatabaseError as exc:
+            raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
+
+    def _row(self, message_id: int) -> dict | None:
+        row = self.db.execute("SELECT conversation_id, content, meta FROM messages WHERE id = ?",
+                              (message_id,)).fetchone()
+        return {"id": message_id, "conversation_id": row[0], "content": row[1], "meta": _meta(row[2])} if row else None
+
+    def _version_ids(self, message_id: int) -> list[int]:
+        return [r[0] for r in self.db.execute("SELECT id FROM message_versions WHERE message_id = ? ORDER BY id",
+                                              (message_id,))]
+
+    def _take_tail(self, current: dict) -> list[dict]:
+        """Remove the messages after this one and return them, as a version's tail. A tail message's own
+        versions are not kept inside it: only the version that was shown."""
+        rows = self.db.execute("SELECT role, content, meta FROM messages WHERE conversation_id = ? AND id > ? "
+                               "ORDER BY id", (current["conversation_id"], current["id"])).fetchall()
+        self.db.execute("DELETE FROM messages WHERE conversation_id = ? AND id > ?",
+                        (current["conversation_id"], current["id"]))
+        return [{"role": role, "content": content, "meta": _without_version(_meta(meta))}
+                for role, content, meta in rows]
 
     def has_message(self, conversation_id: int, role: str) -> bool:
         """Whether the conversation has a message of this role, without reading them all (the chat's

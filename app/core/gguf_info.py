@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 import gguf
 
 from app.core.errors import ModelFileError
+from app.core.modelfile import version_problem
 from app.core.quant_types import SEED_NAMES
 
 GGUF_MAGIC = b"GGUF"
@@ -286,8 +287,7 @@ def _parse(r: _Reader, p: Path) -> GGUFInfo:
         raise _Truncated()
     version = r.u32()
     if version not in SUPPORTED_VERSIONS:
-        raise ModelFileError(f"{r.name} uses GGUF version {version}, which Hearth cannot read "
-                             f"(it reads versions {', '.join(map(str, SUPPORTED_VERSIONS))}).")
+        raise ModelFileError(version_problem(r.name, version))
     n_tensors = r.u64()
     n_kv = r.u64()
     r.count(n_kv, 12, "metadata entries", MAX_KV)

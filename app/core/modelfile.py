@@ -13,6 +13,17 @@ from app.core.errors import ModelFileError
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
+# GGUF has had three versions; a number far above that is not a newer format but damage (bytes of text or
+# of another file where the version belongs): say so instead of "GGUF version 771804700".
+PLAUSIBLE_VERSIONS = 16
+
+
+def version_problem(name: str, version: int) -> str:
+    if version == 0 or version > PLAUSIBLE_VERSIONS:
+        return (f"{name} is a damaged file: its GGUF header is broken (it claims version {version:,}). "
+                "Download or copy it again.")
+    return (f"{name} uses GGUF version {version}, which Hearth cannot read (it reads versions "
+            f"{', '.join(map(str, SUPPORTED_VERSIONS))}); a newer Hearth may.")
 
 
 def check_model_file(path: str | Path) -> Path:
@@ -36,5 +47,5 @@ def check_model_file(path: str | Path) -> Path:
         raise ModelFileError(f"{p.name} is truncated: it ends inside the GGUF header.")
     (version,) = struct.unpack_from("<I", head, 4)
     if version not in SUPPORTED_VERSIONS:
-        raise ModelFileError(f"{p.name} uses GGUF version {version}, which Hearth cannot read.")
+        raise ModelFileError(version_problem(p.name, version))
     return p.resolve()

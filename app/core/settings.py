@@ -18,7 +18,8 @@ from app.core.jsonstore import write_json
 
 # The settings the app itself keeps, and the JSON type each must have. Others pass through unchecked.
 TYPES: dict[str, type] = {"load_options": dict, "sampling": dict, "window_geometry": str, "window_state": str,
-                          "imported_models": list}
+                          "imported_models": list, "enter_sends": bool, "theme": str}
+THEMES = ("system", "light", "dark")
 
 _problems: list[str] = []
 

@@ -67,6 +67,8 @@ class Session:
         info["window"] = self.decoder.context_policy.state(self.decoder)
         speculator = self.decoder.speculator
         info["drafter"] = speculator.drafter.name if speculator is not None else None
+        # Decided at load (calibration): the window says at once why it will not draft, not after an answer.
+        info["spec_plain_reason"] = speculator.plain_reason if speculator is not None else None
         if self.slots is not None:
             info["slots"] = self.slots.batching()
         return info

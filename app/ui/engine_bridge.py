@@ -44,6 +44,7 @@ class EngineBridge(QObject):
     engine_crashed = Signal(str)
     engine_restarted = Signal()
     backend_changed = Signal(object)  # the Backend the window now talks to
+    model_unloaded = Signal()  # the user ejected the local model
 
     def __init__(self, parent: QObject | None = None, backend: Supervisor | None = None):
         super().__init__(parent)
@@ -126,6 +127,14 @@ class EngineBridge(QObject):
 
     def cancel_load(self) -> None:
         self.backend.cancel_load()
+
+    def unload(self) -> None:
+        """Eject the local model (its answer in progress stops); the engine stays up for the next load."""
+        if self.remote or self.local.info is None:
+            return
+        self.cancel()
+        self.local.unload()
+        self.model_unloaded.emit()
 
     def chat(self, messages: list[dict], sampling: P.SamplingOptions) -> bool:
         """Start the window's answer; False when the engine cannot take it now."""

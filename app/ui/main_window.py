@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget
 
 from app import __version__
 from app.core.bundled import bundled_model_path
 from app.core.chats import ChatStore
 from app.core.errors import HearthError
-from app.core.settings import load_settings, problems, save_settings
+from app.core.settings import THEMES, load_settings, problems, save_settings
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.ui.bench.bench_view import BenchView
 from app.ui.chat.chat_view import ChatView
@@ -20,9 +20,21 @@ from app.ui.connections.connections_page import ConnectionsPage
 from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.models.models_view import ModelsView
 from app.ui.monitor.monitor_view import MonitorView
+from app.ui import theme
 from app.ui.server_page import ServerPage
+from app.ui.settings.settings_dialog import SettingsDialog
 
 DEFAULT_SIZE = (1280, 800)
+MINIMUM_SIZE = (900, 600)  # every page and the monitor still fit; smaller screens than 1024x700 are rare
+MONITOR_MIN_WIDTH = 240  # narrower, its graphs are unreadable (a dock once shrunk to ~75 px stayed so)
+MONITOR_WIDTH = 300
+
+
+def default_size(available_width: int, available_height: int) -> tuple[int, int]:
+    """The first start's size: 1280x800 where it fits, else the screen's free area less a margin
+    (1280x800 was taller than a 768-pixel screen: the status bar and the Load button fell off)."""
+    return (max(MINIMUM_SIZE[0], min(DEFAULT_SIZE[0], available_width - 24)),
+            max(MINIMUM_SIZE[1], min(DEFAULT_SIZE[1], available_height - 24)))
 
 
 def extra_bufts_notice(info: dict) -> str:
@@ -72,9 +84,11 @@ class MainWindow(QMainWindow):
         self.monitor_dock = QDockWidget("Live monitor", self)
         self.monitor_dock.setObjectName("monitorDock")
         self.monitor_dock.setWidget(self.monitor)
+        self.monitor.setMinimumWidth(MONITOR_MIN_WIDTH)
         self.monitor_dock.setFeatures(QDockWidget.DockWidgetClosable | QDockWidget.DockWidgetMovable)
         self.addDockWidget(Qt.RightDockWidgetArea, self.monitor_dock)
-        self.resizeDocks([self.monitor_dock], [330], Qt.Horizontal)
+        self.resizeDocks([self.monitor_dock], [MONITOR_WIDTH], Qt.Horizontal)
+        self.setMinimumSize(*MINIMUM_SIZE)
 
         self._build_status_bar()
         self._build_menus()
@@ -82,7 +96,10 @@ class MainWindow(QMainWindow):
         self._restore()
         from PySide6.QtWidgets import QApplication
 
-        self.apply_theme(bool(QApplication.instance().property("hearth_dark")))
+        if theme.chosen:  # the Settings dialog's theme, over the system's that make_app applied
+            theme.apply_theme(QApplication.instance())
+        else:
+            self.apply_theme(bool(QApplication.instance().property("hearth_dark")))
         if self.settings_problems:
             self.show_message("Some settings were reset: " + "; ".join(self.settings_problems) + ".")
         if self.store.notice:  # a damaged chat history was moved aside (and what could be read recovered)
@@ -100,10 +117,11 @@ class MainWindow(QMainWindow):
         self.mem_label = QLabel("")
         self.notice_label = QLabel("")
         self.notice_label.setStyleSheet("color: #f59e0b")
-        for label in (self.state_label, self.model_label, self.speed_label, self.ctx_label, self.mem_label):
+        # Permanent widgets: a message (showMessage, on the left) no longer hides the model and the speed.
+        for label in (self.state_label, self.model_label, self.speed_label, self.ctx_label, self.mem_label,
+                      self.notice_label):
             label.setContentsMargins(6, 0, 6, 0)
-            bar.addWidget(label)
-        bar.addPermanentWidget(self.notice_label)
+            bar.addPermanentWidget(label)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -111,6 +129,8 @@ class MainWindow(QMainWindow):
         file_menu.addAction(new_chat)
         file_menu.addSeparator()
         file_menu.addAction(QAction("Quit", self, shortcut=QKeySequence.Quit, triggered=self.close))
+        edit_menu = self.menuBar().addMenu("&Edit")
+        edit_menu.addAction(QAction("Settings…", self, shortcut=QKeySequence("Ctrl+,"), triggered=self.open_settings))
         view_menu = self.menuBar().addMenu("&View")
         view_menu.addAction(self.monitor_dock.toggleViewAction())
         help_menu = self.menuBar().addMenu("&Help")
@@ -133,10 +153,25 @@ class MainWindow(QMainWindow):
         b.engine_crashed.connect(self._on_engine_crashed)
         b.engine_restarted.connect(lambda: self.state_label.setText("Engine restarted"))
         self.chat.generation_started.connect(lambda: self.state_label.setText("Generating…"))
-        self.models.load_requested.connect(self.load_model)
+        self.chat.generation_started.connect(self.monitor._on_started)
+        self.chat.conversation_changed.connect(self._on_conversation_changed)
+        b.model_unloaded.connect(self.monitor._on_unloaded)
+        self.models.load_requested.connect(self.load_chosen_model)
+        self.models.library_listed.connect(self.chat.picker.set_models)
+        self.chat.picker.load_requested.connect(
+            lambda path: self.load_chosen_model(self.models.load_settings.options(path)))
+        self.chat.picker.eject_requested.connect(self.bridge.unload)
+        for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
+            signal.connect(self._show_picker_state)
+        b.model_unloaded.connect(self._on_model_unloaded)
+        # The library's names arrive after the first model may have loaded: name it again then.
+        self.models.library_listed.connect(lambda _rows: self.bridge.ready and not self.bridge.remote
+                                           and self.model_label.setText(self.models.title(self.bridge.info)))
         self.models.error_reported.connect(self.show_message)
         self.bench.error_reported.connect(self.show_message)
-        b.model_loaded.connect(lambda info: info.get("remote") or self.bench.set_model(info.get("path")))
+        self.bench.jobs.job_finished.connect(lambda *_: self.models.refresh())  # its quantized copies
+        b.model_loaded.connect(lambda info: info.get("remote") or self.bench.set_model(info.get("path"),
+                                                                                     self.models.title(info)))
         b.backend_changed.connect(self._on_backend_changed)
         b.model_loaded.connect(self.server.update_snippets)
         self.connections.error_reported.connect(self.show_message)
@@ -167,6 +202,12 @@ class MainWindow(QMainWindow):
         self.bridge.use_local()  # a local model is asked for: leave a remote server
         self.bridge.load(options)
 
+    def load_chosen_model(self, options: LoadOptions) -> None:
+        """A load the user asked for (Models page, picker): an earlier load error has been answered by it."""
+        self.models.forget_failure()
+        self.statusBar().clearMessage()
+        self.load_model(options)
+
     def _on_backend_changed(self, _backend) -> None:
         if not self.bridge.ready:  # a ready one reports model_loaded next, which sets every label
             self.state_label.setText("Connecting…" if self.bridge.remote else "No model loaded")
@@ -181,14 +222,15 @@ class MainWindow(QMainWindow):
             self.model_label.setText("")
             return
         self.state_label.setText("Loading model…")
-        self.model_label.setText(Path(options.model_path).name)
+        self.model_label.setText(self.models.title(options.model_path))
 
     def _on_model_loaded(self, info: dict) -> None:
         # A remote model says so in the status bar, and where it runs.
         self.state_label.setText("Ready · remote" if info.get("remote") else "Ready")
         self.model_label.setText(f"{model_title(info)} · runs on {info['endpoint']}" if info.get("remote")
-                                 else model_title(info))
+                                 else self.models.title(info))
         self.model_label.setToolTip(info.get("path", ""))
+        self.speed_label.setText("")  # the last model's speed is not this one's
         self.ctx_label.setText(f"context {info.get('n_ctx') or '?'}")
         self.mem_label.setText(memory_text(info))
         notice = extra_bufts_notice(info)
@@ -197,6 +239,18 @@ class MainWindow(QMainWindow):
         if self.bridge.options is not None:
             self.settings["load_options"] = self.bridge.options.to_dict()
 
+    def _show_picker_state(self, *_args) -> None:
+        info = self.bridge.info if self.bridge.ready else None
+        self.chat.picker.show_state(info.get("path") if info and not self.bridge.remote else None,
+                                    self.bridge.loading, self.bridge.remote)
+        self.models.show_loaded_mark()
+
+    def _on_model_unloaded(self) -> None:
+        self.state_label.setText("No model loaded")
+        for label in (self.model_label, self.speed_label, self.ctx_label, self.mem_label):
+            label.setText("")
+        self.models.status.setText("The model was ejected; its memory is free.")
+
     def show_message(self, message: str) -> None:
         """The message bridge: every error sentence a user should read passes here."""
         self.statusBar().showMessage(message, 15000)
@@ -204,7 +258,7 @@ class MainWindow(QMainWindow):
     def _on_load_failed(self, message: str) -> None:
         self.state_label.setText("Ready" if self.bridge.ready else "No model loaded")
         # The model the engine kept when it refused the new one before unloading; else none.
-        self.model_label.setText(model_title(self.bridge.info))
+        self.model_label.setText(self.models.title(self.bridge.info))
         if self.bridge.remote:  # the Connections page shows it beside the server's address
             self.show_message(message)
         else:
@@ -227,6 +281,12 @@ class MainWindow(QMainWindow):
         self._on_stats_received(done)
 
     # --- window ------------------------------------------------------------------
+    def _on_conversation_changed(self) -> None:
+        """Another chat: the last answer's speed and context fill belong to the chat left."""
+        self.speed_label.setText("")
+        if self.bridge.ready and self.bridge.info:
+            self.ctx_label.setText(f"context {self.bridge.info.get('n_ctx') or '?'}")
+
     def _new_chat(self) -> None:
         self.tabs.setCurrentWidget(self.chat)
         self.chat.new_conversation()
@@ -240,13 +300,37 @@ class MainWindow(QMainWindow):
         if isinstance(geometry, str):
             self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
         else:
-            self.resize(*DEFAULT_SIZE)
+            screen = QGuiApplication.primaryScreen()
+            free = screen.availableGeometry() if screen is not None else None
+            self.resize(*(default_size(free.width(), free.height()) if free is not None else DEFAULT_SIZE))
         state = self.settings.get("window_state")
         if isinstance(state, str):
             self.restoreState(QByteArray.fromBase64(state.encode()))
+            if self.monitor_dock.width() < MONITOR_MIN_WIDTH:  # saved by a version without a minimum
+                self.resizeDocks([self.monitor_dock], [MONITOR_WIDTH], Qt.Horizontal)
         sampling = self.settings.get("sampling")
         if isinstance(sampling, dict):
             self.chat.sampling.set_options(SamplingOptions.from_dict(sampling))
+        self.chat.input.set_enter_sends(self.settings.get("enter_sends", True))
+        theme.chosen = self.settings.get("theme") if self.settings.get("theme") in THEMES else None
+
+    def open_settings(self) -> SettingsDialog:
+        """The Settings dialog (returned for tests, which accept it without a modal loop)."""
+        dialog = SettingsDialog(self.settings, self)
+        dialog.accepted.connect(lambda: self.apply_settings(dialog.values()))
+        dialog.open()
+        return dialog
+
+    def apply_settings(self, values: dict) -> None:
+        if values.pop("reset_load_settings", False):
+            self.models.load_settings.set_options(LoadOptions())
+        self.settings.update(values)
+        self.chat.input.set_enter_sends(values["enter_sends"])
+        theme.chosen = values["theme"]
+        from PySide6.QtWidgets import QApplication
+
+        theme.apply_theme(QApplication.instance())
+        self.save_state()
 
     def save_state(self) -> None:
         self.settings["window_geometry"] = bytes(self.saveGeometry().toBase64()).decode()
@@ -263,6 +347,7 @@ class MainWindow(QMainWindow):
         self.bench.apply_theme(dark)
 
     def closeEvent(self, event) -> None:
+        self.chat.keep_answer_on_quit()  # before the engine goes: its end would cut the answer unsaved
         self.save_state()
         self.monitor.timer.stop()
         self.models.close_tasks()

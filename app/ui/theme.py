@@ -13,10 +13,17 @@ LIGHT = {"window": "#f5f6f8", "base": "#ffffff", "alt": "#f0f2f5", "text": "#111
          "highlight": "#2563eb", "mid": "#c7cbd1", "disabled": "#9ca3af", "link": "#1d4ed8"}
 
 
+# The Settings dialog's choice ("light", "dark"; None follows the system). HEARTH_THEME still wins: the
+# screenshots and tests set it.
+chosen: str | None = None
+
+
 def system_prefers_dark() -> bool:
     forced = os.environ.get("HEARTH_THEME")
     if forced in ("dark", "light"):
         return forced == "dark"
+    if chosen in ("dark", "light"):
+        return chosen == "dark"
     scheme = QGuiApplication.styleHints().colorScheme()
     if scheme == Qt.ColorScheme.Dark:
         return True

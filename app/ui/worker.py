@@ -25,10 +25,14 @@ class Tasks(QObject):
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._threads: list[threading.Thread] = []
+        self._closed = False  # the page is closing: a result that arrives now must not start more work
         self._finished.connect(self._on_finished)
 
     def run(self, fn: Callable[[], Any], on_result: Callable[[Any], None] | None = None,
-            on_error: Callable[[str], None] | None = None, name: str = "task") -> threading.Thread:
+            on_error: Callable[[str], None] | None = None, name: str = "task") -> threading.Thread | None:
+        if self._closed:
+            return None
+
         def body():
             try:
                 value = fn()
@@ -51,11 +55,17 @@ class Tasks(QObject):
 
     @Slot(object, object, object)
     def _on_finished(self, callback, value, is_error) -> None:
-        if callback is not None:
+        if callback is not None and not self._closed:
             callback(value)
 
     def busy(self) -> bool:
         return any(t.is_alive() for t in self._threads)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Wait for the running work and drop what it reports afterwards (results queued for the GUI
+        thread would otherwise start new work, such as inspecting the selected model, after the window closed)."""
+        self._closed = True
+        self.join(timeout)
 
     def join(self, timeout: float = 30.0) -> None:
         for thread in self._threads:

@@ -113,3 +113,74 @@ def test_a_history_that_cannot_be_written_anywhere_keeps_chats_for_the_session(t
     assert store.notice and "for this session only" in store.notice
     cid = store.create("kept in memory")
     assert [c.title for c in store.list()] == ["kept in memory"] and cid
+
+
+def test_a_regenerated_answer_keeps_the_earlier_one_and_either_can_be_shown(tmp_path):
+    store = ChatStore(tmp_path / "chats.db")
+    cid = store.create("t")
+    store.add_message(cid, "user", "Name a fruit.")
+    answer = store.add_message(cid, "assistant", "Apple.", {"completion_tokens": 2})
+    assert store.add_version(answer, "Pear.", {"completion_tokens": 2}) == 2
+    shown = store.messages(cid)[-1]
+    assert (shown.content, shown.version, shown.versions) == ("Pear.", 2, 2)
+    store.show_version(answer, 1)
+    shown = store.messages(cid)[-1]
+    assert (shown.content, shown.version, shown.versions, shown.meta["completion_tokens"]) == ("Apple.", 1, 2, 2)
+
+
+def test_an_edited_question_keeps_the_old_one_with_what_followed_it(tmp_path):
+    store = ChatStore(tmp_path / "chats.db")
+    cid = store.create("t")
+    q1 = store.add_message(cid, "user", "Capital of France?")
+    store.add_message(cid, "assistant", "Paris.")
+    store.add_message(cid, "user", "And of Spain?")
+    store.add_message(cid, "assistant", "Madrid.")
+    store.add_version(q1, "Capital of Italy?")
+    assert [(m.role, m.content) for m in store.messages(cid)] == [("user", "Capital of Italy?")]
+    store.add_message(cid, "assistant", "Rome.")
+    store.show_version(q1, 1)
+    assert [m.content for m in store.messages(cid)] == ["Capital of France?", "Paris.", "And of Spain?", "Madrid."]
+    store.show_version(q1, 2)
+    assert [m.content for m in store.messages(cid)] == ["Capital of Italy?", "Rome."]
+
+
+def test_a_history_from_before_versions_opens_with_its_chats(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "chats.db"
+    old = sqlite3.connect(str(path))
+    old.executescript("""
+        CREATE TABLE conversations (id INTEGER PRIMARY KEY, title TEXT NOT NULL,
+            system_prompt TEXT NOT NULL DEFAULT '', created REAL NOT NULL, updated REAL NOT NULL);
+        CREATE TABLE messages (id INTEGER PRIMARY KEY, conversation_id INTEGER NOT NULL
+            REFERENCES conversations(id) ON DELETE CASCADE, role TEXT NOT NULL, content TEXT NOT NULL,
+            meta TEXT NOT NULL DEFAULT '{}', created REAL NOT NULL);
+        INSERT INTO conversations VALUES (1, 'old chat', '', 0, 0);
+        INSERT INTO messages VALUES (1, 1, 'user', 'hi', '{}', 0), (2, 1, 'assistant', 'hello', '{}', 0);
+    """)
+    old.commit()
+    old.close()
+    store = ChatStore(path)
+    assert [(m.content, m.versions) for m in store.messages(1)] == [("hi", 1), ("hello", 1)]
+    store.add_version(2, "hey")
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert [m.content for m in store.messages(1)] == ["hi", "hey"]
+
+
+def test_recovering_a_damaged_history_keeps_the_versions_of_its_messages(tmp_path):
+    from app.core.chats import _copy_readable
+
+    path = tmp_path / "chats.sqlite3"
+    store = ChatStore(path)
+    cid = store.create("fruit")
+    store.add_message(cid, "user", "Name a fruit.")
+    answer = store.add_message(cid, "assistant", "Apple.")
+    store.add_version(answer, "Pear.")
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    copy = ChatStore(":memory:")  # the fresh store that recovery copies into
+    assert _copy_readable(path, copy.db) == (1, 1)
+    shown = copy.messages(cid)[-1]
+    assert (shown.content, shown.version, shown.versions) == ("Pear.", 2, 2)
+    copy.show_version(answer, 1)
+    assert copy.messages(cid)[-1].content == "Apple."

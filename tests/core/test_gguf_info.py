@@ -84,7 +84,9 @@ HOSTILE = {
     "empty": (b"", "empty"),
     "not gguf": (b"PK\x03\x04" + b"\0" * 100, "not a GGUF model file"),
     "short text": (b"hi", "not a GGUF model file"),
-    "wrong version": (_header(version=99), "version 99"),
+    "wrong version": (_header(version=4), "uses GGUF version 4, which Hearth cannot read"),
+    # Text where the version belongs ("GGUF\x1c\x1c\x00-" as bytes): damage, not a newer format (#17).
+    "damaged version": (_header(version=771804700), "is a damaged file: its GGUF header is broken"),
     "truncated header": (b"GGUF\x03\x00", "truncated"),
     "huge kv count": (_header(n_kv=2**62), "metadata entries"),
     "huge tensor count": (_header(n_tensors=2**40, n_kv=0), "tensors"),

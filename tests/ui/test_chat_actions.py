@@ -58,8 +58,8 @@ def test_copy_link_puts_the_code_block_on_the_clipboard(qtbot, main_window):
     qtbot.waitUntil(lambda: not w.chat.transcript.loading, timeout=5_000)
     transcript = w.chat.transcript
     assert "def rev(s):" in transcript.toPlainText()
-    # Click the "Copy" link where it is drawn, as a user would.
-    cursor = transcript.document().find("Copy")
+    # Click the "Copy code" link where it is drawn, as a user would.
+    cursor = transcript.document().find("Copy code")
     assert not cursor.isNull() and cursor.charFormat().anchorHref().startswith("copy:")
     cursor.setPosition(cursor.selectionStart() + 1, QTextCursor.MoveAnchor)
     point = transcript.cursorRect(cursor).center()

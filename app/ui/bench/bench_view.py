@@ -16,7 +16,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton,
-                               QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+                               QSpinBox, QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QVBoxLayout,
+                               QWidget)
 
 from app.bench.matrix_report import table_rows, write_csv
 from app.bench.results import load_result, write_json
@@ -24,6 +25,26 @@ from app.ui.worker import Tasks
 from app.ui.widgets import JobBar
 
 BAR_COLORS = ("#3b82f6", "#10b981", "#f59e0b", "#ef4444")
+# Measured with the bundled 135M model on two idle cores (docs/benchmark_matrix.md): 1.6 minutes for three
+# repeats, quantization included. Bigger models scale with their size; a busy CPU can take ten times as long.
+FULL_RUN_MIN_PER_REPEAT = 0.55
+QUICK_SHARE = 0.4  # quick answers are shorter; an estimate, not measured like the full run
+EMPTY_STATE = ("No result yet.\n\nRun benchmark measures this machine with the loaded model: how fast it reads the "
+               "prompt and writes the answer, and how much memory it takes, in F16, INT8, INT4, INT4 with "
+               "speculative decoding and all combined, as the table in the README.\n\nOpen result… shows a run "
+               "saved earlier (yours, or docs/benchmark_matrix.json from the project) to compare.")
+
+
+def run_estimate(repeats: int, quick: bool, size_bytes: int | None = None) -> str:
+    """How long a run takes, in words, for the caption."""
+    minutes = FULL_RUN_MIN_PER_REPEAT * repeats * (QUICK_SHARE if quick else 1.0)
+    if size_bytes:  # the bundled model is ~0.1 GB; speed falls about in proportion to size
+        minutes *= max(1.0, size_bytes / 100e6)
+    if minutes < 1:
+        return "under a minute"
+    if minutes < 90:
+        return f"about {minutes:.0f} minute{'s' if round(minutes) != 1 else ''}"
+    return f"about {minutes / 60:.0f} hours"
 
 
 def matrix_available() -> bool:
@@ -93,13 +114,21 @@ class BenchView(QWidget):
         results.addWidget(self.table)
         results.addWidget(self.plot)
         results.setSizes([200, 360])
+        self.empty = QLabel(EMPTY_STATE)
+        self.empty.setWordWrap(True)
+        self.empty.setAlignment(Qt.AlignCenter)
+        self.empty.setObjectName("hint")
+        self.empty.setMargin(40)
+        self.pages = QStackedWidget()  # the empty state until a result is shown
+        self.pages.addWidget(self.empty)
+        self.pages.addWidget(results)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(top)
         layout.addWidget(self.jobs)
         layout.addWidget(self.caption)
         layout.addLayout(files)
-        layout.addWidget(results, 1)
+        layout.addWidget(self.pages, 1)
 
         self.run_button.clicked.connect(self.run)
         self.open_button.clicked.connect(self._on_open_clicked)
@@ -114,16 +143,35 @@ class BenchView(QWidget):
             self.caption.setText("The benchmark module (app.bench.matrix) is not part of this build.")
             self.run_button.setEnabled(False)
         else:
-            self.caption.setText("Measures F16, Q8_0 (INT8), Q4_K_M (INT4), INT4 with speculative decoding, and all "
-                                 "combined, on this machine with one model: prompt and generation speed, time to "
-                                 "first token, memory. The full run takes several minutes.")
+            self.quick.toggled.connect(self._explain)
+            self.repeats.valueChanged.connect(self._explain)
+            self._explain()
+
+    def _explain(self, *_args) -> None:
+        """What a run measures, how long it takes and what it leaves behind (while no result is shown)."""
+        if self.result is not None or self.jobs.running:
+            return
+        size = None
+        if self.model_path:
+            try:
+                size = Path(self.model_path).stat().st_size
+            except OSError:
+                pass
+        self.caption.setText(
+            "Measures F16, Q8_0 (INT8), Q4_K_M (INT4), INT4 with speculative decoding, and all combined, on this "
+            f"machine: prompt and generation speed, time to first token, memory. A run takes "
+            f"{run_estimate(self.repeats.value(), self.quick.isChecked(), size)} here on an idle CPU (longer while "
+            "other programs are busy). It adds the F16, Q8_0 and Q4_K_M copies it makes to the library, where they "
+            "stay for later runs and for chatting.")
 
     # --- running -----------------------------------------------------------------------
-    def set_model(self, path: str | None) -> None:
-        """The model to measure (the loaded one; None: the bundled model)."""
+    def set_model(self, path: str | None, title: str | None = None) -> None:
+        """The model to measure (the loaded one; None: the bundled model), named as the library names it."""
         self.model_path = path
-        self.model_label.setText(f"Model: {Path(path).name if path else 'the bundled model'}")
+        self.model_label.setText(f"Model: {title or (Path(path).name if path else 'the bundled model')}")
         self.model_label.setToolTip(path or "")
+        if hasattr(self, "pages") and matrix_available():
+            self._explain()
 
     def run(self) -> bool:
         if not matrix_available():
@@ -152,6 +200,7 @@ class BenchView(QWidget):
     # --- showing -----------------------------------------------------------------------
     def show_result(self, result: dict) -> None:
         self.result = result
+        self.pages.setCurrentIndex(1)
         self._update_buttons()
         names = list(result.get("workloads", {}))
         self.workload.blockSignals(True)

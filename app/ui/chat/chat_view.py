@@ -3,36 +3,58 @@
 The answer in progress belongs to the conversation it was asked in. When the
 engine fails mid-answer, what was generated is kept (in the transcript and in
 the store) with an error line; switching conversations mid-answer stops it.
+
+Nothing a user wrote or was answered is thrown away: Regenerate adds a version
+of the last answer and editing any question adds a version of it (the store
+keeps each version with what followed it); the header's < 2/3 > pages through them.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSplitter,
                                QVBoxLayout, QWidget)
 
 from app.core.chats import DEFAULT_TITLE, ChatStore, title_from
 from app.ui.chat.conversation_list import ConversationList
+from app.ui.chat.model_picker import ModelPicker
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.chat.transcript import Transcript
 from app.ui.engine_bridge import EngineBridge
 
 
 class PromptEdit(QPlainTextEdit):
-    """The message box: Ctrl+Enter sends (Enter alone makes a new line)."""
+    """The message box: Enter sends and Shift+Enter makes a new line, as in LM Studio, Jan and GPT4All;
+    with enter_sends off (Settings), Enter makes a new line. Ctrl+Enter always sends."""
 
     submitted = Signal()
 
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.enter_sends = True
+
+    def set_enter_sends(self, on: bool) -> None:
+        self.enter_sends = on
+        self.setPlaceholderText("Message the model. " + ("Enter sends, Shift+Enter adds a line" if on else
+                                                         "Ctrl+Enter sends, Enter adds a line") + ", Esc stops.")
+
     def keyPressEvent(self, event):
-        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and event.modifiers() & Qt.ControlModifier:
-            self.submitted.emit()
-            return
+        if event.key() in (Qt.Key_Return, Qt.Key_Enter):
+            mods = event.modifiers()
+            if mods & Qt.ControlModifier or (self.enter_sends and not mods & (Qt.ShiftModifier | Qt.AltModifier)):
+                self.submitted.emit()
+                return
+            if self.enter_sends:  # Shift+Enter: a plain new line, not Qt's line separator
+                self.insertPlainText("\n")
+                return
         super().keyPressEvent(event)
 
 
 class ChatView(QWidget):
     generation_started = Signal()
     answer_saved = Signal(int)  # message id
+    conversation_changed = Signal()  # another conversation (or a new one) is open
 
     def __init__(self, bridge: EngineBridge, store: ChatStore, parent=None):
         super().__init__(parent)
@@ -42,24 +64,28 @@ class ChatView(QWidget):
         self._gen_conversation: int | None = None  # where the answer in progress goes
         self._detached = False  # the user switched away mid-answer
         self._editing: int | None = None  # message id being edited (edit-and-resend)
+        self._regenerating: int | None = None  # the answer the one in progress is a new version of
         self._failed = False  # the latest answer ended in an error: Regenerate retries it
         self.sampling_overrides: dict = {}  # set by `hearth bench gui` (ignore_eos), not shown to users
 
         self.conversations = ConversationList(store)
+        self.picker = ModelPicker()
         self.transcript = Transcript()
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("System prompt (optional): how the assistant should behave")
         self.system_prompt.setFixedHeight(52)
         self.input = PromptEdit()
-        self.input.setPlaceholderText("Message the model. Ctrl+Enter sends, Esc stops.")
+        self.input.set_enter_sends(True)
         self.input.setFixedHeight(84)
         self.send_button = QPushButton("Send")
-        self.send_button.setToolTip("Send (Ctrl+Enter)")
+        self.send_button.setToolTip("Send (Enter, or Ctrl+Enter)")
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the answer (Esc)")
         self.regen_button = QPushButton("Regenerate")
+        self.regen_button.setToolTip("Ask for another answer; the earlier ones stay (page with ‹ ›)")
         self.edit_button = QPushButton("Edit last")
-        self.edit_button.setToolTip("Put your last message back in the box; sending replaces it and what followed")
+        self.edit_button.setToolTip("Put your last message back in the box; the old one stays as a version "
+                                    "(every message has Edit in its header)")
         self.hint = QLabel()
         self.hint.setObjectName("chatHint")
         self.sampling = SamplingPanel()
@@ -67,6 +93,7 @@ class ChatView(QWidget):
         center = QWidget()
         col = QVBoxLayout(center)
         col.setContentsMargins(0, 0, 0, 0)
+        col.addWidget(self.picker)
         col.addWidget(self.system_prompt)
         col.addWidget(self.transcript, 1)
         col.addWidget(self.hint)
@@ -89,7 +116,7 @@ class ChatView(QWidget):
         splitter.addWidget(center)
         splitter.addWidget(side)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([240, 760, 260])
+        splitter.setSizes([200, 800, 220])  # the conversation gets the room a narrow screen has
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(splitter)
@@ -99,6 +126,7 @@ class ChatView(QWidget):
         self.stop_button.clicked.connect(self.stop)
         self.regen_button.clicked.connect(self.regenerate)
         self.edit_button.clicked.connect(self.edit_last)
+        self.transcript.action_requested.connect(self._on_message_action)
         self.conversations.conversation_chosen.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_conversation)
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
@@ -111,6 +139,7 @@ class ChatView(QWidget):
         bridge.model_loading.connect(self._update_buttons)
         bridge.load_failed.connect(self._update_buttons)
         bridge.backend_changed.connect(self._update_buttons)
+        bridge.model_unloaded.connect(self._update_buttons)
 
         first = store.list()
         if first:
@@ -133,9 +162,10 @@ class ChatView(QWidget):
         if self.bridge.loading:
             self.hint.setText("Loading the model…")
         elif not ready:
-            self.hint.setText("No model is loaded. Choose one under Models.")
+            self.hint.setText("No model is loaded. Choose one above and press Load.")
         elif self._editing is not None:
-            self.hint.setText("Editing your last message: sending replaces it and the answer after it.")
+            self.hint.setText("Editing a message: sending asks again from there; the old version stays "
+                              "(‹ › in its header). Esc cancels the edit.")
         elif self._failed and has_turn:
             self.hint.setText("The last answer did not finish; Regenerate asks again.")
         else:
@@ -155,6 +185,7 @@ class ChatView(QWidget):
         self.conversations.list.setCurrentItem(None)
         self.input.setFocus()
         self._update_buttons()
+        self.conversation_changed.emit()
 
     def open_conversation(self, conversation_id: int) -> None:
         if conversation_id == self.conversation_id:
@@ -171,14 +202,43 @@ class ChatView(QWidget):
         self.system_prompt.blockSignals(False)
         self._render_conversation()
         self._update_buttons()
+        self.conversation_changed.emit()
 
-    def _render_conversation(self) -> None:
-        shown: list[tuple[str, str, str]] = []
+    def _render_conversation(self, leave_out: int | None = None) -> None:
+        """Show the open conversation; leave_out: the answer being regenerated (its new version streams)."""
+        shown: list[tuple] = []
         for msg in self.store.messages(self.conversation_id):
-            shown.append((msg.role, msg.content, self._note(msg.meta)))
+            if msg.id == leave_out:
+                continue
+            shown.append((msg.role, msg.content, self._note(msg.meta), self._links(msg)))
             if msg.meta.get("error"):
                 shown.append(("error", msg.meta["error"], ""))
         self.transcript.show_messages(shown)
+
+    @staticmethod
+    def _links(msg) -> list[tuple[str, str | None]]:
+        links: list[tuple[str, str | None]] = [("Copy", f"message-copy:{msg.id}")]
+        if msg.role == "user":
+            links.append(("Edit", f"edit:{msg.id}"))
+        if msg.versions > 1:
+            links += [("‹", f"prev:{msg.id}" if msg.version > 1 else None), (f"{msg.version}/{msg.versions}", None),
+                      ("›", f"next:{msg.id}" if msg.version < msg.versions else None)]
+        return links
+
+    def _on_message_action(self, action: str, message_id: int) -> None:
+        msg = self.store.message(message_id)
+        if msg is None:
+            return
+        if action == "copy":
+            QGuiApplication.clipboard().setText(msg.content)
+            self.transcript.message_copied.emit(msg.content)
+        elif action == "edit":
+            self.edit_message(message_id)
+        elif action in ("prev", "next") and not self.generating:
+            self.store.show_version(message_id, msg.version + (1 if action == "next" else -1))
+            self._editing = None
+            self._render_conversation()
+            self._update_buttons()
 
     def _leave_current(self) -> None:
         if self.generating and not self._detached:
@@ -209,9 +269,8 @@ class ChatView(QWidget):
                 self.store.rename(self.conversation_id, title_from(text))
                 self.conversations.refresh()
         if self._editing is not None:
-            self.store.truncate_from(self.conversation_id, self._editing)
+            self.store.add_version(self._editing, text)  # the old question and what followed it stay
             self._editing = None
-            self.store.add_message(self.conversation_id, "user", text)
             self._render_conversation()
         else:
             self.store.add_message(self.conversation_id, "user", text)
@@ -221,8 +280,11 @@ class ChatView(QWidget):
 
     def _ask(self) -> None:
         self._failed = False
+        # The answer being regenerated stays in the store (as a version) until the new one replaces it, but it
+        # is not part of what the model is asked.
         messages = [{"role": m.role, "content": m.content}
-                    for m in self.store.messages(self.conversation_id) if m.role in ("user", "assistant")]
+                    for m in self.store.messages(self.conversation_id)
+                    if m.role in ("user", "assistant") and m.id != self._regenerating]
         system = self.system_prompt.toPlainText().strip()
         if system:
             messages.insert(0, {"role": "system", "content": system})
@@ -230,6 +292,9 @@ class ChatView(QWidget):
         for key, value in self.sampling_overrides.items():
             setattr(sampling, key, value)
         if not self.bridge.chat(messages, sampling):
+            if self._regenerating is not None:
+                self._regenerating = None
+                self._render_conversation()
             self.transcript.append_message("error", "The engine is not ready; try again in a moment.")
             return
         self._gen_conversation = self.conversation_id
@@ -241,30 +306,55 @@ class ChatView(QWidget):
     def stop(self) -> None:
         if self.generating:
             self.bridge.cancel()
+        elif self._editing is not None:  # Esc also leaves an edit
+            self._editing = None
+            self.input.clear()
+            self._update_buttons()
+
+    def keep_answer_on_quit(self) -> None:
+        """The window is closing mid-answer: save what has arrived, marked stopped, before the engine goes.
+
+        Waiting for the engine's own Done would hold the closing window for as long as the engine takes to
+        notice; the tokens shown are the answer the user saw."""
+        if not self.generating:
+            return
+        self.bridge.cancel()
+        text = "" if self._detached else self.transcript.stream_text()
+        self._finish(text, {"finish_reason": "cancelled", "stopped_by": "quit"})
 
     def regenerate(self) -> None:
         if self.generating or not self.bridge.ready or self.conversation_id is None:
             return
         msgs = self.store.messages(self.conversation_id)
-        while msgs and msgs[-1].role != "user":
-            msgs.pop()
-        if not msgs:
+        users = [i for i, m in enumerate(msgs) if m.role == "user"]
+        if not users:
             return
-        last_user = msgs[-1]
-        following = [m for m in self.store.messages(self.conversation_id) if m.id > last_user.id]
-        if following:
-            self.store.truncate_from(self.conversation_id, following[0].id)
-            self._render_conversation()
+        following = msgs[users[-1] + 1:]
+        answer = following[0] if following and following[0].role == "assistant" else None
+        if answer is not None and not answer.content and answer.meta.get("error"):
+            # An answer that failed before its first token has nothing to keep: ask again in its place.
+            self.store.truncate_from(self.conversation_id, answer.id)
+            answer = None
+        elif len(following) > 1:  # only the last answer is regenerated; anything after it is cut (rare)
+            self.store.truncate_from(self.conversation_id, following[1].id)
+        self._regenerating = answer.id if answer is not None else None
+        self._render_conversation(leave_out=self._regenerating)
         self._ask()
 
     def edit_last(self) -> None:
         if self.generating or self.conversation_id is None:
             return
         users = [m for m in self.store.messages(self.conversation_id) if m.role == "user"]
-        if not users:
+        if users:
+            self.edit_message(users[-1].id)
+
+    def edit_message(self, message_id: int) -> None:
+        """Put a question back in the box; sending it asks again from there (the old version is kept)."""
+        msg = self.store.message(message_id)
+        if self.generating or msg is None or msg.role != "user":
             return
-        self._editing = users[-1].id
-        self.input.setPlainText(users[-1].content)
+        self._editing = message_id
+        self.input.setPlainText(msg.content)
         self.input.setFocus()
         self._update_buttons()
 
@@ -280,27 +370,37 @@ class ChatView(QWidget):
         # A server that sends no token counts (llama-cpp-python's) still streamed its chunks: count those.
         count = f"{meta['completion_tokens']} tokens" if meta.get("completion_tokens") else (
             f"{meta['stream_chunks']} chunks" if meta.get("stream_chunks") else "")
-        if not count:
-            return ""
-        note = f"{count} · {meta.get('gen_tok_s') or 0:.1f} tok/s"
+        parts = [count, f"{meta.get('gen_tok_s') or 0:.1f} tok/s"] if count else []
         if meta.get("finish_reason") == "cancelled":
-            note += " · stopped"
+            parts.append("stopped when Hearth was closed" if meta.get("stopped_by") == "quit" else "stopped")
         elif meta.get("finish_reason") == "length":
-            note += " · hit the length limit"
+            parts.append("hit the length limit")
         if meta.get("prompt_dropped"):  # never silently: part of the conversation was out of the model's view
-            note += f" · the chat is longer than the context: {meta['prompt_dropped']:,} earlier tokens were not seen"
-        return note
+            parts.append(f"the chat is longer than the context: {meta['prompt_dropped']:,} earlier tokens were "
+                         "not seen")
+        return " · ".join(parts)
 
     def _finish(self, text: str, meta: dict) -> None:
         conversation = self._gen_conversation
+        regenerating, self._regenerating = self._regenerating, None
         self._gen_conversation = None
+        saved = None
+        if conversation is not None and self.store.get(conversation) is not None:
+            if regenerating is not None and self.store.message(regenerating) is not None:
+                if text:  # a new version; a retry that failed before its first token leaves the old answer
+                    self.store.add_version(regenerating, text, meta)
+                saved = self.store.message(regenerating)
+            elif text or meta.get("error"):
+                saved = self.store.message(self.store.add_message(conversation, "assistant", text, meta))
         if self._detached:
             self._detached = False
+        elif regenerating is not None and not text and saved is not None:
+            self.transcript.end_stream()
+            self._render_conversation()  # the answer kept is shown again
         else:
-            self.transcript.end_stream(self._note(meta))
-        if conversation is not None and self.store.get(conversation) is not None and (text or meta.get("error")):
-            mid = self.store.add_message(conversation, "assistant", text, meta)
-            self.answer_saved.emit(mid)
+            self.transcript.end_stream(self._note(meta), self._links(saved) if saved is not None else None)
+        if saved is not None:
+            self.answer_saved.emit(saved.id)
         self._update_buttons()
 
     def _on_generation_finished(self, done: dict) -> None:

@@ -29,6 +29,10 @@ class ConversationList(QWidget):
         layout.addLayout(top)
         self.list = QListWidget()
         self.list.setContextMenuPolicy(Qt.CustomContextMenu)
+        # Long titles end in "…" (the full one is the tooltip) instead of a sideways scroll bar.
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.ElideRight)
+        self.list.setMinimumWidth(140)
         layout.addWidget(self.list, 1)
         buttons = QHBoxLayout()
         self.rename_button = QPushButton("Rename")
@@ -42,7 +46,8 @@ class ConversationList(QWidget):
         self.list.currentItemChanged.connect(self._on_current_changed)
         self.list.customContextMenuRequested.connect(self._on_context_menu)
         self.rename_button.clicked.connect(self.rename_current)
-        self.delete_button.clicked.connect(self.delete_current)
+        # Not connected directly: clicked(False) would land in delete_current's `confirm` and skip the question.
+        self.delete_button.clicked.connect(lambda: self.delete_current())
         self._quiet = False
         self.refresh()
 

@@ -1,7 +1,12 @@
 """The conversation as one read-only rich-text document.
 
 Finished messages are rendered once as Markdown, with code blocks in a
-monospace box and a "Copy" link. The answer in progress arrives token by
+monospace box and a "Copy code" link. While an answer streams, each paragraph
+(or code block) is rendered as Markdown once it is complete, so the answer
+does not show raw and then reflow at its end; only the paragraph being
+written is plain text. A message's header carries its actions as
+links (Copy, Edit, < 2/3 > for its versions); a click is reported as
+`action_requested(action, message_id)` for the chat page to carry out. The answer in progress arrives token by
 token: tokens are buffered and appended as plain text at most every
 FLUSH_MS, and only when the answer ends is that one message re-rendered as
 Markdown. Nothing ever re-renders the whole transcript, so a long
@@ -29,6 +34,7 @@ from PySide6.QtWidgets import QTextBrowser
 # About 16 appends a second: smooth to read, and each append re-lays out the growing paragraph
 # (~1.5 ms of the window's CPU); at 40 ms the window cost generation about 1% more (hearth bench gui).
 FLUSH_MS = 60
+FENCE_LINE = re.compile(r"^```", re.M)
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 RENDER_BUDGET_MS = 12  # rendering work per event-loop turn while a long conversation fills in
 STREAM = object()  # the place of the answer in progress in the backlog
@@ -49,8 +55,19 @@ def split_code(text: str) -> list[tuple[str, str, str]]:
     return parts
 
 
+def header_links(links: list[tuple[str, str | None]]) -> str:
+    """[(label, href or None for plain text)] as the header's small links."""
+    out = []
+    for label, href in links:
+        text = html.escape(label)
+        out.append(f"<a href='{href}' style='text-decoration:none'>{text}</a>" if href
+                   else f"<span style='color:#9ca3af'>{text}</span>")
+    return "&nbsp;&nbsp;".join(out)
+
+
 class Transcript(QTextBrowser):
     message_copied = Signal(str)
+    action_requested = Signal(str, int)  # action ("copy", "edit", "prev", "next"), message id
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -62,6 +79,9 @@ class Transcript(QTextBrowser):
         self._code: list[str] = []
         self._pending: list[str] = []
         self._stream_block = None  # the answer's first block (a handle: it follows edits above it)
+        self._stream_header = None  # the block of the answer's header
+        self._tail_block = None  # where the answer's plain (not yet Markdown) text begins
+        self._tail_text = ""  # that text: the paragraph being written
         self._stream_queued = False  # the answer waits behind the backlog
         # Messages still to render, oldest first; a new message or answer waits behind them.
         self._backlog: list = []
@@ -85,13 +105,14 @@ class Transcript(QTextBrowser):
         self._backlog.clear()
         self._pending.clear()
         self._stream_text.clear()
-        self._stream_block = None
+        self._stream_block = self._tail_block = None
+        self._tail_text = ""
         self._stream_queued = False
         self._code.clear()
         self.clear()
 
-    def show_messages(self, messages: list[tuple[str, str, str]]) -> None:
-        """Show a conversation [(role, text, note)], rendered a few messages per event-loop turn."""
+    def show_messages(self, messages: list[tuple]) -> None:
+        """Show a conversation [(role, text, note[, links])], rendered a few messages per event-loop turn."""
         self.clear_all()
         self.full_renders += 1
         self._backlog = list(messages)
@@ -128,10 +149,11 @@ class Transcript(QTextBrowser):
         cursor.movePosition(QTextCursor.End)
         return cursor
 
-    def _header(self, cursor: QTextCursor, role: str, note: str = "") -> None:
+    def _header(self, cursor: QTextCursor, role: str, note: str = "", links: list | None = None) -> None:
         color = {"user": "#3b82f6", "assistant": "#10b981", "error": "#ef4444"}.get(role, "#9ca3af")
         extra = f" <span style='color:#9ca3af; font-weight:normal'>{html.escape(note)}</span>" if note else ""
-        cursor.insertHtml(f"<b style='color:{color}'>{ROLE_NAMES.get(role, role)}</b>{extra}")
+        actions = f"&nbsp;&nbsp;&nbsp;{header_links(links)}" if links else ""
+        cursor.insertHtml(f"<b style='color:{color}'>{ROLE_NAMES.get(role, role)}</b>{extra}{actions}")
         # A fresh block with plain formats: the body must not inherit the header's bold colour.
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
 
@@ -141,12 +163,14 @@ class Transcript(QTextBrowser):
                 index = len(self._code)
                 self._code.append(body)
                 label = html.escape(lang) + " · " if lang else ""
+                # Wrapped in its own box (pre-wrap), not <pre>: a long line in <pre> widened the whole
+                # transcript, which then scrolled sideways and took the Copy link out of view.
                 cursor.insertHtml(
                     f"<table width='100%' cellpadding='8' cellspacing='0' bgcolor='{self._code_bg()}'>"
                     f"<tr><td bgcolor='{self._code_bg()}'>"
                     f"<div align='right'><span style='color:#9ca3af'>{label}</span>"
-                    f"<a href='copy:{index}'>Copy</a></div>"
-                    f"<pre style='font-family:monospace'>{html.escape(body)}</pre></td></tr></table>")
+                    f"<a href='copy:{index}'>Copy code</a></div>"
+                    f"<p style='font-family:monospace; white-space:pre-wrap'>{html.escape(body)}</p></td></tr></table>")
                 cursor.movePosition(QTextCursor.End)
             elif body.strip():
                 cursor.insertFragment(QTextDocumentFragment.fromMarkdown(body.strip("\n")))
@@ -159,23 +183,23 @@ class Transcript(QTextBrowser):
             cursor.insertBlock()
             cursor.insertBlock()
 
-    def _write_message(self, cursor: QTextCursor, role: str, text: str, note: str) -> None:
-        self._header(cursor, role, note)
+    def _write_message(self, cursor: QTextCursor, role: str, text: str, note: str, links=None) -> None:
+        self._header(cursor, role, note, links)
         if role == "error":
             cursor.insertHtml(f"<span style='color:#ef4444'>{html.escape(text)}</span>")
         else:
             self._render_body(cursor, text)
 
-    def append_message(self, role: str, text: str, note: str = "") -> None:
+    def append_message(self, role: str, text: str, note: str = "", links: list | None = None) -> None:
         if self._backlog:
-            self._backlog.append((role, text, note))
+            self._backlog.append((role, text, note, links))
         else:
-            self._append(role, text, note)
+            self._append(role, text, note, links)
 
-    def _append(self, role: str, text: str, note: str) -> None:
+    def _append(self, role: str, text: str, note: str, links: list | None = None) -> None:
         cursor = self._end_cursor()
         self._separate(cursor)
-        self._write_message(cursor, role, text, note)
+        self._write_message(cursor, role, text, note, links)
         self._scroll_to_end()
 
     # --- the answer in progress -----------------------------------------
@@ -191,8 +215,11 @@ class Transcript(QTextBrowser):
         self._stream_queued = False
         cursor = self._end_cursor()
         self._separate(cursor)
+        self._stream_header = cursor.block()  # rewritten with the message's links when the answer ends
         self._header(cursor, "assistant")
         self._stream_block = cursor.block()
+        self._tail_block = cursor.block()
+        self._tail_text = ""
 
     @property
     def streaming(self) -> bool:
@@ -212,34 +239,58 @@ class Transcript(QTextBrowser):
         bar = self.verticalScrollBar()
         at_bottom = bar.value() >= bar.maximum() - 4
         self._end_cursor().insertText(chunk, self._plain)
+        self._tail_text += chunk
+        if "\n\n" in self._tail_text[-len(chunk) - 1:]:  # a blank line arrived (perhaps across two chunks)
+            self._render_finished_paragraphs()
         self.flushes += 1
         if at_bottom:
             bar.setValue(bar.maximum())
 
+    def _render_finished_paragraphs(self) -> None:
+        """Render the answer's complete paragraphs as Markdown (once each, when a blank line ends them),
+        leaving the paragraph being written plain; never inside an open code fence."""
+        tail = self._tail_text
+        cut = tail.rfind("\n\n")
+        while cut > 0 and len(FENCE_LINE.findall(tail, 0, cut)) % 2:
+            cut = tail.rfind("\n\n", 0, cut)  # that blank line is inside a code block still being written
+        if cut <= 0 or self._tail_block is None:
+            return
+        done, rest = tail[:cut], tail[cut:].lstrip("\n")
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(self._tail_block.position())
+        cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
+        cursor.removeSelectedText()
+        self._render_body(cursor, done)
+        cursor.movePosition(QTextCursor.End)
+        cursor.insertBlock(QTextBlockFormat(), self._plain)
+        self._tail_block = cursor.block()
+        cursor.insertText(rest, self._plain)
+        self._tail_text = rest
+
     def stream_text(self) -> str:
         return "".join(self._stream_text)
 
-    def end_stream(self, note: str = "") -> str:
-        """Render the finished answer as Markdown in place; returns its text."""
+    def end_stream(self, note: str = "", links: list | None = None) -> str:
+        """Render the finished answer as Markdown in place, its header with links; returns its text."""
         self._flush_timer.stop()
         self._pending.clear()
         text = self.stream_text()
         if self._stream_queued:  # still behind the backlog: it becomes an ordinary message there
-            self._backlog[self._backlog.index(STREAM)] = ("assistant", text, note)
+            self._backlog[self._backlog.index(STREAM)] = ("assistant", text, note, links)
             self._stream_queued = False
             self._stream_text = []
             return text
         if self._stream_block is None:
             return text
         cursor = QTextCursor(self.document())
-        cursor.setPosition(self._stream_block.position())
+        cursor.setPosition(self._stream_header.position())
         cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
         cursor.removeSelectedText()
+        # The note (tokens, speed, why it stopped) in the header, where a reopened conversation shows it.
+        self._header(cursor, "assistant", note, links)
         self._render_body(cursor, text)
-        if note:
-            cursor.insertBlock()
-            cursor.insertHtml(f"<span style='color:#9ca3af'>{html.escape(note)}</span>")
-        self._stream_block = None
+        self._stream_block = self._tail_block = None
+        self._tail_text = ""
         self._stream_text = []
         self._scroll_to_end()
         return text
@@ -249,6 +300,10 @@ class Transcript(QTextBrowser):
         bar.setValue(bar.maximum())
 
     def _on_anchor(self, url: QUrl) -> None:
+        action, _, target = url.toString().partition(":")
+        if action in ("message-copy", "edit", "prev", "next") and target.isdigit():
+            self.action_requested.emit(action.replace("message-", ""), int(target))
+            return
         if url.scheme() == "copy":
             try:
                 code = self._code[int(url.path())]

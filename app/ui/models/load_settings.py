@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor, QPainter, QPolygonF
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
                                QPushButton, QSlider, QSpinBox, QStyle, QStyleOptionSlider, QWidget)
+
+from pathlib import Path
 
 from app.core.metrics import default_threads
 from app.engine.option_fields import LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
 from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
+from app.ui.models.titles import row_title
 
 CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 # The LoadOptions fields this panel's controls set; the other remembered settings (batch size, longest draft,
@@ -79,11 +82,14 @@ class LoadSettings(QWidget):
         super().__init__(parent)
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
+        # Labels go above their fields when the pane is narrow (a 1024-pixel screen) instead of cutting them.
+        form.setRowWrapPolicy(QFormLayout.WrapLongRows)
         gpu_row = QHBoxLayout()
         self.gpu_layers = MarkedSlider(Qt.Horizontal)
         self.gpu_layers.setRange(0, 32)
         self.gpu_value = QLabel("0")
         self.gpu_value.setMinimumWidth(70)
+        self.gpu_layers.setToolTip("Layers computed on the GPU; the rest run on the CPU")
         self.gpu_layers.valueChanged.connect(self._on_gpu_layers_changed)
         gpu_row.addWidget(self.gpu_layers, 1)
         gpu_row.addWidget(self.gpu_value)
@@ -106,30 +112,53 @@ class LoadSettings(QWidget):
         self.ctx = QComboBox()
         for n in CTX_CHOICES:
             self.ctx.addItem(f"{n:,} tokens", n)
+        self.ctx.setToolTip("How many tokens the model sees at once (prompt, chat and answer); the KV cache "
+                            "grows with it")
+        self.trained_ctx: int | None = None
+        self.ctx_warning = QLabel()
+        self.ctx_warning.setWordWrap(True)
+        self.ctx_warning.setStyleSheet("color: #f59e0b")
+        self.ctx_warning.hide()
+        self.ctx.currentIndexChanged.connect(self._check_context)
         self.mmap = QCheckBox("Map the file into memory (mmap)")
+        self.mmap.setToolTip("Read the weights from the file as needed: loads fast and shares memory with the "
+                             "file cache")
         self.mlock = QCheckBox("Lock the model in RAM (mlock)")
+        self.mlock.setToolTip("Keep the weights from being swapped out; needs enough free RAM")
         self.kv_type = QComboBox()
         self.kv_type.addItems(list(KV_TYPES))
         self.kv_type.setToolTip("q8_0 halves and q4_0 quarters the KV cache's memory, at a small accuracy cost")
         self.flash = QComboBox()
         self.flash.addItems(list(FLASH_ATTN))
+        self.flash.setToolTip("Flash attention: a faster attention kernel that needs less memory for long "
+                              "contexts; auto uses it where llama.cpp supports it")
         self.spec_mode = QComboBox()
         self.spec_mode.addItems(["Off", "Draft model", "Prompt lookup (n-grams)"])
+        self.spec_mode.setToolTip("A small model (or n-grams from the chat) guesses tokens that the model checks "
+                                  "in one batch: same answer, faster when the guesses are cheap and good")
         draft_row = QHBoxLayout()
-        self.draft_path = QLineEdit(placeholderText="small GGUF with the same vocabulary")
+        # The library's models that share the vocabulary of the chosen one (filled by the Models page), and
+        # any file picked with Browse….
+        self.draft_choice = QComboBox()
+        self.draft_choice.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.draft_choice.setMinimumContentsLength(12)
+        self.draft_choice.setToolTip("Smaller models in the library with the same vocabulary as this one")
         self.draft_browse = QPushButton("Browse…")
         self.draft_browse.clicked.connect(self._on_browse_draft)
-        draft_row.addWidget(self.draft_path, 1)
+        draft_row.addWidget(self.draft_choice, 1)
         draft_row.addWidget(self.draft_browse)
         self.policy = QComboBox()
         self.policy.addItems(list(CONTEXT_POLICIES))
         self.policy.setToolTip("window: keep the first tokens (attention sinks) and slide over the rest")
         self.sinks = QSpinBox()
         self.sinks.setRange(0, 64)
-        self.keep_system = QCheckBox("Keep the system prompt when the window slides")
+        self.keep_system = QCheckBox("Keep the system prompt in the window")
+        self.keep_system.setToolTip("When the window slides, the system prompt stays in view with the sinks")
+        self.sinks.setToolTip("Tokens at the start that always stay in the KV cache (attention sinks, "
+                              "StreamingLLM): the window slides over the rest without breaking the model")
 
         for label, widget in (("GPU layers", gpu_row), ("", self.gpu_reason), ("CPU threads", self.threads),
-                              ("Context size", self.ctx), ("", self.mmap), ("", self.mlock),
+                              ("Context size", self.ctx), ("", self.ctx_warning), ("", self.mmap), ("", self.mlock),
                               ("KV cache type", self.kv_type), ("Flash attention", self.flash),
                               ("Speculative decoding", self.spec_mode), ("Draft model", draft_row),
                               ("When context is full", self.policy), ("Attention sinks", self.sinks),
@@ -151,18 +180,58 @@ class LoadSettings(QWidget):
             self.gpu_layers.setMaximum(n_layers)
         self.suggested_layers = suggested
         self.gpu_layers.set_mark(suggested)
-        self.gpu_layers.setToolTip(f"Suggested for this machine: {suggested} (the orange mark)"
-                                   if suggested is not None else "")
+        self.gpu_layers.setToolTip("Layers computed on the GPU; the rest run on the CPU" +
+                                   (f". Suggested for this machine: {suggested} (the orange mark)"
+                                    if suggested is not None else ""))
         self._on_gpu_layers_changed(self.gpu_layers.value())
 
+    def set_trained_context(self, n_ctx_train: int | None) -> None:
+        """Mark the context sizes above what the chosen model was trained for, and warn when one is chosen."""
+        self.trained_ctx = n_ctx_train or None
+        for i in range(self.ctx.count()):
+            n = self.ctx.itemData(i)
+            above = bool(self.trained_ctx) and n > self.trained_ctx
+            self.ctx.setItemText(i, f"{n:,} tokens" + (" (above trained)" if above else ""))
+        self._check_context()
+
+    def _check_context(self, *_args) -> None:
+        n = self.ctx.currentData()
+        above = bool(self.trained_ctx) and n is not None and n > self.trained_ctx
+        self.ctx_warning.setText(f"This model was trained on {self.trained_ctx:,} tokens; beyond that its answers "
+                                 "usually fall apart, and the KV cache costs memory for nothing." if above else "")
+        self.ctx_warning.setVisible(above)
+
     def _on_spec_mode_changed(self, index: int) -> None:
-        self.draft_path.setEnabled(index == 1)
+        self.draft_choice.setEnabled(index == 1)
         self.draft_browse.setEnabled(index == 1)
 
     def _on_browse_draft(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Draft model", "", "GGUF models (*.gguf)")
         if path:
-            self.draft_path.setText(path)
+            self.set_draft(path)
+
+    def set_draft_choices(self, rows: list[dict]) -> None:
+        """The library's models that can draft for the chosen one [(library row)]; the draft chosen stays."""
+        chosen = self.draft_path()
+        self.draft_choice.clear()
+        for row in rows:
+            self.draft_choice.addItem(row_title(row), row.get("path"))
+        if not rows:
+            self.draft_choice.addItem("no smaller model in the library shares its vocabulary", None)
+        if chosen:
+            self.set_draft(chosen)
+
+    def set_draft(self, path: str | None) -> None:
+        if not path:
+            return
+        index = self.draft_choice.findData(path)
+        if index < 0:
+            self.draft_choice.addItem(Path(path).name, path)
+            index = self.draft_choice.count() - 1
+        self.draft_choice.setCurrentIndex(index)
+
+    def draft_path(self) -> str | None:
+        return self.draft_choice.currentData() or None
 
     def options(self, model_path: str) -> LoadOptions:
         gpu = self.gpu_layers.value() if self.gpu_layers.isEnabled() else 0
@@ -173,7 +242,7 @@ class LoadSettings(QWidget):
             n_ctx=self.ctx.currentData(), n_threads=self.threads.value() or None, n_gpu_layers=gpu,
             use_mmap=self.mmap.isChecked(), use_mlock=self.mlock.isChecked(), kv_type=self.kv_type.currentText(),
             flash_attn=self.flash.currentText(),
-            draft_model=self.draft_path.text().strip() or None if mode == 1 else None, lookup=mode == 2,
+            draft_model=self.draft_path() if mode == 1 else None, lookup=mode == 2,
             context_policy=self.policy.currentText(), sink_tokens=self.sinks.value(),
             keep_system=self.keep_system.isChecked(),
         )
@@ -193,7 +262,7 @@ class LoadSettings(QWidget):
         self.kv_type.setCurrentText(o.kv_type)
         self.flash.setCurrentText(o.flash_attn)
         self.spec_mode.setCurrentIndex(1 if o.draft_model else 2 if o.lookup else 0)
-        self.draft_path.setText(o.draft_model or "")
+        self.set_draft(o.draft_model)
         self._on_spec_mode_changed(self.spec_mode.currentIndex())
         self.policy.setCurrentText(o.context_policy)
         self.sinks.setValue(o.sink_tokens)

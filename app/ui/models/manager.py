@@ -50,6 +50,26 @@ def fit(path: str, n_ctx: int, kv_type: str) -> dict:
     return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type).to_dict()
 
 
+def draft_candidates(target: str, rows: list[dict]) -> list[dict]:
+    """The library's models that can draft for target: smaller, and with the same vocabulary by llama.cpp's
+    own rule (only vocabularies are read: milliseconds each, nothing stays loaded)."""
+    from app.core.errors import HearthError
+    from app.engine.vocab_compat import check_draft_compatible
+
+    size = next((r.get("size_bytes") or 0 for r in rows if r.get("path") == target), 0)
+    found = []
+    for row in rows:
+        path = row.get("path")
+        if path == target or row.get("error") or not size or (row.get("size_bytes") or 0) >= size:
+            continue
+        try:
+            check_draft_compatible(target, path)
+        except HearthError:
+            continue
+        found.append(row)
+    return found
+
+
 def import_model(path: str) -> dict:
     """Add a GGUF file to the library (linked, not copied)."""
     from app.core import library

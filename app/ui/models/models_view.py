@@ -13,6 +13,7 @@ import html
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QHeaderView,
                                QLabel, QMessageBox, QPushButton, QScrollArea, QSplitter, QTableWidget, QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
@@ -24,6 +25,8 @@ from app.ui.models import manager
 from app.ui.models.convert_panel import ConvertPanel
 from app.ui.models.hub_panel import HubPanel
 from app.ui.models.load_settings import LoadSettings
+from app.ui.models.titles import info_title, path_title
+from app.ui.speculation_text import loaded_text
 from app.ui.worker import Tasks
 from app.ui.widgets import JobBar
 
@@ -34,6 +37,7 @@ class ModelsView(QWidget):
     load_requested = Signal(object)  # LoadOptions
     error_reported = Signal(str)  # a sentence for the window's message bridge
     library_changed = Signal(str)  # the path a job added (download, quantize, convert)
+    library_listed = Signal(object)  # the library's rows, after each reading
 
     def __init__(self, bridge: EngineBridge, settings: dict, parent=None):
         super().__init__(parent)
@@ -42,6 +46,9 @@ class ModelsView(QWidget):
         self.tasks = Tasks(self)
         self.models: list[dict] = []
         self._select_after_refresh: str | None = None  # a job's new file, chosen once the table has it
+        # Files that failed to load this session, with the reason: marked in the table and the fit verdict.
+        self.failed: dict[str, str] = {}
+        self._failure: tuple[str, str] | None = None  # (path, sentence) of the latest failed load, kept on screen
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -92,6 +99,10 @@ class ModelsView(QWidget):
         self.fit_label.setWordWrap(True)
         self.status = QLabel()
         self.status.setWordWrap(True)
+        self.speculation = QLabel()  # the engine's decision about speculative decoding for the loaded model
+        self.speculation.setWordWrap(True)
+        self.speculation.setObjectName("hint")
+        self.speculation.hide()
         self.load_settings = LoadSettings()
         last = settings.get("load_options")
         if isinstance(last, dict):
@@ -115,6 +126,7 @@ class ModelsView(QWidget):
         settings_box = QGroupBox("Load settings")
         sl = QVBoxLayout(settings_box)
         sl.addWidget(self.load_settings)
+        sl.addWidget(self.speculation)
         right_layout.addWidget(details_box)
         right_layout.addWidget(self.fit_label)
         right_layout.addWidget(settings_box)
@@ -125,7 +137,8 @@ class ModelsView(QWidget):
         right_layout.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        # As needed, not off: with it off a narrow window cut the settings ("0 (sug", "CPU onl") unseen.
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
         scroll.setWidget(right)
         # The Load button stays in sight below the scrolling settings, at any window height.
         right_pane = QWidget()
@@ -136,7 +149,8 @@ class ModelsView(QWidget):
         splitter = QSplitter()
         splitter.addWidget(left)
         splitter.addWidget(right_pane)
-        splitter.setSizes([430, 590])
+        splitter.setSizes([380, 640])
+        splitter.setStretchFactor(1, 1)  # a wider window widens the details and settings, not the table
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(splitter)
@@ -149,7 +163,8 @@ class ModelsView(QWidget):
         self.delete_button.clicked.connect(self._on_delete)
         self.quantize_button.clicked.connect(self.quantize_selected)
         self.hub.download_requested.connect(self.download)
-        self.hub.error_reported.connect(self.show_error)
+        # A search error is said once, in the Download tab's note where the user searched (it was said there,
+        # under the Library and in the status bar, and stayed under the Library after it was resolved).
         self.converter.convert_requested.connect(self.convert)
         self.jobs.job_finished.connect(self._on_job_finished)
         self.jobs.job_failed.connect(self.show_error)
@@ -179,6 +194,7 @@ class ModelsView(QWidget):
                 item = QTableWidgetItem(str(value))
                 item.setToolTip(m.get("path", ""))
                 self.table.setItem(row, col, item)
+        self._mark_rows()
         self.table.resizeColumnsToContents()
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
         paths = [m.get("path") for m in models]
@@ -189,6 +205,38 @@ class ModelsView(QWidget):
             self.table.selectRow(paths.index(target))
         elif models:
             self.table.selectRow(0)
+        self.library_listed.emit(models)
+
+    def _mark_rows(self) -> None:
+        """The loaded model in bold with "loaded", a file that failed in red with "failed to load"."""
+        info = self.bridge.info if self.bridge.ready and not self.bridge.remote else None
+        loaded = info.get("path") if info else None
+        for row, m in enumerate(self.models):
+            item = self.table.item(row, 0)
+            if item is None:
+                continue
+            path = m.get("path")
+            text, font = m.get("name", ""), item.font()
+            font.setBold(path == loaded)
+            item.setForeground(self.palette().text())
+            # The mark leads the name: a narrow column elides the end of a long name.
+            if path == loaded:
+                text = f"● {text} (loaded)"
+            elif path in self.failed:
+                text = f"⚠ {text} (failed to load)"
+                item.setForeground(QColor("#ef4444"))
+                item.setToolTip(f"{path}\n{self.failed[path]}")
+            item.setFont(font)
+            item.setText(text)
+
+    def show_loaded_mark(self) -> None:
+        self._mark_rows()
+
+    def title(self, info_or_path) -> str:
+        """What the window calls a model: its library name with its type (see titles.py)."""
+        if isinstance(info_or_path, dict) or info_or_path is None:
+            return info_title(info_or_path, self.models)
+        return path_title(info_or_path, self.models)
 
     def selected_path(self) -> str | None:
         rows = self.table.selectionModel().selectedRows()
@@ -203,8 +251,13 @@ class ModelsView(QWidget):
         if not path:
             return
         self.load_settings.set_layer_count(None, None)  # the old model's suggestion no longer applies
+        self.load_settings.set_trained_context(None)
         self.tasks.run(lambda: manager.inspect(path), lambda info: self._show_details(path, info),
                        lambda msg: self.details.setText(html.escape(msg)), "inspect")
+        rows = list(self.models)
+        self.tasks.run(lambda: manager.draft_candidates(path, rows),
+                       lambda found: path == self.selected_path() and self.load_settings.set_draft_choices(found),
+                       None, "drafts")
         self._update_fit()
 
     def _show_details(self, path: str, info: dict) -> None:
@@ -212,6 +265,7 @@ class ModelsView(QWidget):
             return
         rows = [("Architecture", info.get("architecture")),
                 ("Parameters", f"{info['parameters'] / 1e6:,.0f} M" if info.get("parameters") else None),
+                ("Internal name", info.get("name")),
                 ("Quantization", " / ".join(x for x in (info.get("file_type"), info.get("seed_name")) if x)),
                 ("Layers", info.get("layers")), ("Heads / KV heads", f"{info.get('heads')} / {info.get('kv_heads')}"),
                 ("Trained context", info.get("context_length")), ("Vocabulary", info.get("vocab_size")),
@@ -221,9 +275,10 @@ class ModelsView(QWidget):
         body = "".join(f"<tr><td style='color:#9ca3af; padding-right:12px'>{k}</td>"
                        f"<td>{html.escape(str(v)).replace('/', '/&#8203;')}</td></tr>"
                        for k, v in rows if v not in (None, ""))
-        name = html.escape(info.get("name") or Path(path).stem)
+        name = html.escape(self.title(path))  # the library's name: general.name is the same for every copy
         self.details.setText(f"<b>{name}</b><table>{body}</table>")
         self.load_settings.set_layer_count(info.get("layers"), self.load_settings.suggested_layers)
+        self.load_settings.set_trained_context(info.get("context_length"))
 
     def _update_fit(self, *_args) -> None:
         path = self.selected_path()
@@ -235,6 +290,11 @@ class ModelsView(QWidget):
     def _show_fit(self, verdict: dict) -> None:
         if verdict.get("model") != self.selected_path():
             return  # an answer for a model the user has since left
+        if verdict.get("model") in self.failed:  # memory would fit, but the file itself did not load
+            self.fit_label.setText("<span style='color:#ef4444'>This file did not load: "
+                                   f"{html.escape(self.failed[verdict['model']])}</span>")
+            self.fit_label.setToolTip("")
+            return
         color = "#10b981" if verdict["fits"] else "#ef4444"
         self.fit_label.setText(f"<span style='color:{color}'>{html.escape(verdict['verdict'])}</span>")
         self.fit_label.setToolTip("\n".join(verdict.get("hints") or []))
@@ -251,12 +311,19 @@ class ModelsView(QWidget):
         self._arm_anyway(None)
         self.load_requested.emit(options)
 
-    def _on_load_failed(self, _message: str) -> None:
+    def _on_load_failed(self, message: str) -> None:
         self._set_loading(False)
         failed = self.bridge.failed_options
         if self.bridge.load_error_kind is ErrorKind.MODEL_TOO_BIG and failed is not None:
             # The verdict is on screen; a second click on the same model and settings loads it anyway.
             self._arm_anyway((failed.model_path, failed.n_ctx, failed.kv_type))
+        elif failed is not None and not self.bridge.remote:
+            self.failed[failed.model_path] = message
+            self._mark_rows()
+            self._update_fit()
+        if failed is not None and not self.bridge.remote:
+            # Kept on screen when the model before comes back: "Loaded X" must not read as the failed file.
+            self._failure = (failed.model_path, message)
 
     def _arm_anyway(self, target: tuple | None) -> None:
         self._anyway = target
@@ -275,22 +342,43 @@ class ModelsView(QWidget):
 
     def _on_model_loading(self, options: LoadOptions) -> None:
         self._set_loading(True)
+        if self._failure is not None and not self.bridge.remote:  # the model before coming back
+            self.status.setText(f"<span style='color:#ef4444'>{html.escape(self._failure[1])}</span><br>"
+                                f"Loading {html.escape(self.title(options.model_path))} again…")
+            return
         self.status.setText("Connecting to the server…" if self.bridge.remote
-                            else f"Loading {Path(options.model_path).name}…")
+                            else f"Loading {html.escape(self.title(options.model_path))}…")
+
+    def forget_failure(self) -> None:
+        """The user asked for a load: the last failure has been read (its file stays marked)."""
+        self._failure = None
 
     def _on_load_progress(self, fraction: float) -> None:
-        if self.bridge.options is not None:
+        if self.bridge.options is not None and self._failure is None:
             self.status.setText(f"Loading {Path(self.bridge.options.model_path).name}… {100 * fraction:.0f}%")
 
     def _on_model_loaded(self, info: dict) -> None:
         self._set_loading(False)
         if info.get("remote"):
+            self.speculation.hide()  # the server decides its own speculation
             self.status.setText(f"The window chats with {model_title(info)} on {info['endpoint']}; "
                                 "loading a model here switches back to this computer.")
             return
-        text = f"Loaded {model_title(info)} in {info.get('load_s') or 0:.1f} s."
+        text = loaded_text(info)
+        self.speculation.setText(f"Loaded model: {text}" if text else "")
+        self.speculation.setVisible(bool(text))
+        self.failed.pop(info.get("path"), None)
+        self._mark_rows()
+        self._update_fit()
+        title = html.escape(self.title(info))
+        if self._failure is not None and self._failure[0] != info.get("path"):
+            self.status.setText(f"<span style='color:#ef4444'>{html.escape(self._failure[1])}</span><br>"
+                                f"{title} is loaded.")
+            return
+        self._failure = None
+        text = f"Loaded {title} in {info.get('load_s') or 0:.1f} s."
         if self._cancelled:
-            text = f"Loading {self._cancelled} was cancelled; the model before it is back. {text}"
+            text = f"Loading {html.escape(self._cancelled)} was cancelled; the model before it is back. {text}"
             self._cancelled = None
         self.status.setText(text)
 
@@ -305,9 +393,13 @@ class ModelsView(QWidget):
             self.import_file(path)
 
     def import_file(self, path: str) -> None:
-        def done(_entry):
+        def done(entry):
             if path not in self.imported:
                 self.imported.append(path)
+            # Said and selected, so the user sees where the file went (it used to join the table silently).
+            self._select_after_refresh = entry.get("path") or path
+            self.sources.setCurrentIndex(0)
+            self.status.setText(f"Imported {html.escape(Path(path).name)}; it is selected in the library.")
             self.refresh()
 
         self.tasks.run(lambda: manager.import_model(path), done, self.show_error, "import")
@@ -363,4 +455,4 @@ class ModelsView(QWidget):
 
     def close_tasks(self) -> None:
         self.jobs.cancel()  # a quantizer or converter child must not outlive the window
-        self.tasks.join()
+        self.tasks.close()

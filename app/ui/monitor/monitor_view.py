@@ -26,6 +26,8 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout, QWidget
 
 from app.core.metrics import system_memory_mb
+from app.engine import protocol as P
+from app.ui.speculation_text import answer_text
 
 REDRAW_MS = 200  # the issue asks for at least four updates a second
 HISTORY = 900  # points per series: three minutes at five a second
@@ -33,6 +35,9 @@ RIGHT_MARGIN = 0.04  # room right of "now", so the newest dot is not cut in half
 SPANS_S = (15, 30, 60, 120)  # the x axis: the shortest span that holds the oldest point, at most two minutes
 SYSTEM_MEMORY_EVERY_S = 1.0
 PER_ANSWER = ("prompt_tok_s", "ttft_s")
+# Series that only have points while an answer runs: a gap (NaN) ends each answer, so no line is drawn
+# straight across the idle time between answers.
+DURING_ANSWERS = ("gen_tok_s", "kv_fill", "shifts", "acceptance")
 GPU_CURVE = ("#0ea5e9", "GPU used")  # only when layers are offloaded
 
 
@@ -50,6 +55,17 @@ def nice_ceiling(value: float) -> float:
 def _with_note(title: str, note: str) -> str:
     """A plot title with a small note on a line of its own (the dock is narrow); the title alone without one."""
     return f"{title}<br><span style='font-size:8pt'>{note}</span>" if note else title
+
+
+def unbroken(text: str) -> str:
+    """A summary figure that wraps as a whole: never inside "87.0 tok/s" (a break after the slash read "tok/ s")."""
+    return text.replace(" ", "\u00a0").replace("/", "/\u2060")
+
+
+def legend(entries: list[tuple[str, str, bool]]) -> str:
+    """A plot's legend as part of its title [(label, colour, dots)]: a legend inside the plot covered data."""
+    return "&nbsp;&nbsp;".join(f"<span style='color:{color}'>{'●' if dots else '━'}&nbsp;{label}</span>"
+                               for label, color, dots in entries)
 
 
 class SecondsAgoAxis(pg.AxisItem):
@@ -94,6 +110,10 @@ class MonitorView(QWidget):
         self.plots = {}
         self.members: dict[str, list[str]] = {}  # plot -> its series
         self.y_top: dict[str, float] = {}
+        self.titles: dict[str, str] = {}
+        self.notes: dict[str, str] = {}
+        self.legends: dict[str, list[tuple[str, str, bool]]] = {}
+        self.engine_mb: float | None = None  # carried forward each second while a model is loaded
         self.span_s = SPANS_S[0]
         layout_spec = [
             ("speed", "Tokens/s", [("gen_tok_s", "#10b981", "generation"), ("prompt_tok_s", "#3b82f6", "prompt")]),
@@ -117,17 +137,18 @@ class MonitorView(QWidget):
             for side in ("left", "bottom"):
                 plot.getAxis(side).setCacheMode(QGraphicsItem.DeviceCoordinateCache)
             self.y_top[key] = 1.0
-            if len(curves) > 1:
-                plot.addLegend(offset=(4, 4), labelTextSize="8pt")
             self.plots[key] = plot
             self.members[key] = []
+            self.titles[key] = title
+            self.legends[key] = []
             for curve in curves:
                 self._add_curve(key, *curve)
         self.summary = QLabel("Idle")
         self.summary.setWordWrap(True)
         # A fixed height of three lines: a summary that wrapped to another number of lines resized every
         # graph below it, and that relayout and full repaint cost the window's thread ~50-70 ms at once.
-        self.summary.setFixedHeight(3 * self.summary.fontMetrics().lineSpacing() + 2)
+        # Four lines hold the main figures at the dock's narrowest; the whole summary is also the tooltip.
+        self.summary.setFixedHeight(4 * self.summary.fontMetrics().lineSpacing() + 2)
         self.summary.setAlignment(Qt.AlignLeft | Qt.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -148,8 +169,20 @@ class MonitorView(QWidget):
             self.curves[name] = plot.plot(pen=None, name=label, symbol="o", symbolSize=7,
                                           symbolBrush=color, symbolPen=None)
         else:
-            self.curves[name] = plot.plot(pen=pg.mkPen(color, width=2), name=label)
+            self.curves[name] = plot.plot(pen=pg.mkPen(color, width=2), name=label, connect="finite")
         self.members[key].append(name)
+        self.legends[key].append((label, color, name in PER_ANSWER))
+        self._set_title(key)
+
+    def _set_title(self, key: str, note: str | None = None) -> None:
+        if note is not None:
+            self.notes[key] = note
+        entries = self.legends[key]
+        line = legend(entries) if len(entries) > 1 else ""
+        note = self.notes.get(key, "")
+        # 9 pt: at the dock's narrowest (MONITOR_MIN_WIDTH) a larger title ran past the plot's edges.
+        self.plots[key].setTitle(_with_note(self.titles[key], "<br>".join(x for x in (line, note) if x)),
+                                 size="9pt")
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -162,6 +195,7 @@ class MonitorView(QWidget):
             s["gen_tok_s"].add(t, stats["gen_tok_s"])
         if stats.get("rss_mb"):
             s["engine_mb"].add(t, stats["rss_mb"])
+            self.engine_mb = stats["rss_mb"]
         if stats.get("gpu_mb") is not None:
             if "gpu_mb" not in self.curves:  # its curve and legend entry appear with the first GPU figure
                 self._add_curve("memory", "gpu_mb", *GPU_CURVE)
@@ -172,8 +206,21 @@ class MonitorView(QWidget):
         if "shifts" in window:
             s["shifts"].add(t, window["shifts"])
         spec = stats.get("spec") or {}
-        if spec.get("acceptance") is not None:
+        if spec.get("acceptance") is not None and spec.get("drafted"):  # nothing drafted: no rate to draw
             s["acceptance"].add(t, 100.0 * spec["acceptance"])
+        if stats.get("ev") == P.STATS and stats.get("gen_tok_s"):  # an answer's live figures, not its end
+            speed = unbroken(f"{stats['gen_tok_s']:.1f} tok/s")
+            self.summary.setText(f"Generating… {speed}")
+        self._dirty = True
+
+    def _on_started(self) -> None:
+        """An answer was asked for: the summary says so instead of showing the last answer's figures."""
+        self.summary.setText("Generating…")
+
+    def _on_unloaded(self) -> None:
+        self.engine_mb = None
+        self.series["engine_mb"].add(self.now(), math.nan)
+        self.summary.setText("No model loaded")
         self._dirty = True
 
     def _on_done(self, done: dict) -> None:
@@ -182,7 +229,10 @@ class MonitorView(QWidget):
             self.series["prompt_tok_s"].add(t, done["prompt_tok_s"])
         if done.get("ttft_s") is not None:
             self.series["ttft_s"].add(t, done["ttft_s"])
-        self._on_stats({k: v for k, v in done.items() if k != "gen_tok_s"})
+        self._on_stats({k: v for k, v in done.items() if k not in ("gen_tok_s", "ev")})
+        for name in DURING_ANSWERS:
+            if self.series[name].t:
+                self.series[name].add(t, math.nan)
         # A remote server may not send counts or prompt speed: those figures are left out, not shown as 0.
         tokens = done.get("completion_tokens")
         count = f"{tokens} tokens" if tokens is not None else f"{done.get('stream_chunks') or 0} chunks"
@@ -192,25 +242,29 @@ class MonitorView(QWidget):
         parts.append(f"first token {done.get('ttft_s') or 0:.2f} s")
         if done.get("peak_rss_mb"):
             parts.append(f"peak engine memory {done['peak_rss_mb']:.0f} MB")
-        spec = done.get("spec") or {}
-        if spec.get("acceptance") is not None:
-            parts.append(f"draft acceptance {100 * spec['acceptance']:.0f}%")
+        if done.get("spec"):
+            parts.append("speculative decoding " + answer_text(done["spec"]))
+        extra = []
         if ":" in (done.get("threads_reason") or ""):  # the engine moved its thread count, and says why
-            parts.append(done["threads_reason"])
-        self.summary.setText("Last answer: " + ", ".join(parts))
+            extra.append(done["threads_reason"])
+        # The thread note is the least needed figure: in the tooltip, so the lines shown keep the speeds.
+        self.summary.setText("Last answer: " + ", ".join(unbroken(p) for p in parts))
+        self.summary.setToolTip("Last answer: " + ", ".join(parts + extra))
 
     def _on_loaded(self, info: dict) -> None:
         self._on_stats({k: info[k] for k in ("rss_mb", "gpu_mb") if k in info})
         # A remote model's memory is the server's; its KV fill comes from the server when it tells (llama-server).
         remote = bool(info.get("remote"))
-        self.plots["memory"].setTitle(_with_note("Memory (MB)", "the model's memory is on the server"
-                                                 if remote else ""))
-        self.plots["kv"].setTitle(_with_note("KV cache fill (%) · window shifts",
-                                             "from the server, where it reports it" if remote else ""))
+        self._set_title("memory", "the model's memory is on the server" if remote else "")
+        self._set_title("kv", "from the server, where it reports it" if remote else "")
+        if remote:
+            self.engine_mb = None
         # An empty graph should say why it is empty.
         drafter = info.get("drafter")
-        self.plots["draft"].setTitle(f"Draft acceptance (%) · {drafter}" if drafter else
-                                     _with_note("Draft acceptance (%)", "speculative decoding off"))
+        self.titles["draft"] = f"Draft acceptance (%) · {drafter}" if drafter else "Draft acceptance (%)"
+        reason = info.get("spec_plain_reason")
+        self._set_title("draft", "" if remote else "speculative decoding off" if not drafter else
+                        f"not used: {reason}" if reason else "")
 
     # --- drawing -----------------------------------------------------------
     def _on_tick(self) -> None:
@@ -218,6 +272,8 @@ class MonitorView(QWidget):
         if t - self._last_system >= SYSTEM_MEMORY_EVERY_S:
             self._last_system = t
             self.series["system_mb"].add(t, system_memory_mb()["used_mb"])
+            if self.engine_mb is not None:  # the engine's line runs from the load on, not from the first answer
+                self.series["engine_mb"].add(t, self.engine_mb)
             self._dirty = True
         if self._dirty and self.isVisible():
             self.redraw()
@@ -238,7 +294,8 @@ class MonitorView(QWidget):
             for plot in self.plots.values():
                 plot.setXRange(-span, span * RIGHT_MARGIN, padding=0)
         for key, plot in self.plots.items():
-            highest = max((float(data[n][1][shown[n]].max()) for n in self.members[key] if shown[n].any()),
+            finite = {n: shown[n] & np.isfinite(data[n][1]) for n in self.members[key]}
+            highest = max((float(data[n][1][finite[n]].max()) for n in self.members[key] if finite[n].any()),
                           default=0.0)
             top = nice_ceiling(highest * 1.1)
             if top != self.y_top[key]:

@@ -1,0 +1,78 @@
+"""The model picker at the top of the chat: which model answers, Load another, Eject it (as LM Studio,
+Jan and GPT4All put it above the conversation)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+
+from app.ui.models.titles import row_title
+
+
+class ModelPicker(QWidget):
+    load_requested = Signal(str)  # a library path
+    eject_requested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.combo = QComboBox()
+        self.combo.setToolTip("The library's models; Load puts the chosen one in memory with the Models page's "
+                              "load settings")
+        self.combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.combo.setMinimumContentsLength(8)  # long names elide instead of widening the chat page
+        self.combo.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.load_button = QPushButton("Load")
+        self.eject_button = QPushButton("Eject")
+        self.eject_button.setToolTip("Let go of the model and free its memory")
+        self.state = QLabel()
+        self.state.setObjectName("hint")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("Model"))
+        row.addWidget(self.combo, 1)
+        row.addWidget(self.load_button)
+        row.addWidget(self.eject_button)
+        row.addWidget(self.state)
+        self.loaded_path: str | None = None
+        self.busy = False
+        self.load_button.clicked.connect(self._on_load_clicked)
+        self.eject_button.clicked.connect(self.eject_requested)
+        self.combo.currentIndexChanged.connect(self._update)
+        self._update()
+
+    def set_models(self, rows: list[dict]) -> None:
+        chosen = self.combo.currentData() or self.loaded_path
+        self.combo.blockSignals(True)
+        self.combo.clear()
+        for row in rows:
+            if row.get("error"):
+                continue  # a file the library cannot read is for the Models page to explain
+            self.combo.addItem(row_title(row), row.get("path"))
+            self.combo.setItemData(self.combo.count() - 1, row.get("path"), 3)  # the path as its tooltip
+        index = self.combo.findData(chosen)
+        self.combo.setCurrentIndex(index if index >= 0 else -1)
+        self.combo.blockSignals(False)
+        self._update()
+
+    def show_state(self, loaded_path: str | None, busy: bool, remote: bool = False) -> None:
+        """The loaded model (chosen in the box), and whether a load is under way."""
+        self.loaded_path = loaded_path
+        self.busy = busy
+        if loaded_path:
+            index = self.combo.findData(loaded_path)
+            if index >= 0:
+                self.combo.setCurrentIndex(index)
+        self.state.setText("loading…" if busy else "" if loaded_path or remote else "no model loaded")
+        self.state.setVisible(bool(self.state.text()))  # no empty label taking width from the chat
+        self.setToolTip("The window chats with a server (Connections); loading here comes back to this computer"
+                        if remote else "")
+        self._update()
+
+    def _update(self, *_args) -> None:
+        chosen = self.combo.currentData()
+        self.load_button.setEnabled(bool(chosen) and chosen != self.loaded_path and not self.busy)
+        self.eject_button.setEnabled(bool(self.loaded_path) and not self.busy)
+
+    def _on_load_clicked(self) -> None:
+        if self.combo.currentData():
+            self.load_requested.emit(self.combo.currentData())

@@ -1,0 +1,107 @@
+"""#17 "Fits any screen": a first start fits a 1366x768 screen, 1024x700 shows every page whole (settings
+scroll, the monitor keeps a readable width), code blocks wrap with their Copy link in view, and long chat
+titles end in "…"."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, Qt
+
+
+def inside_window(window, widget) -> bool:
+    top_left = widget.mapTo(window, QPoint(0, 0))
+    return (widget.isVisible() and top_left.x() >= 0 and top_left.y() >= 0
+            and top_left.x() + widget.width() <= window.width() and top_left.y() + widget.height() <= window.height())
+
+
+def test_the_first_size_fits_the_screen():
+    from app.ui.main_window import DEFAULT_SIZE, default_size
+
+    width, height = default_size(1366, 768 - 40)  # a 768-pixel screen less its panel
+    assert width <= 1366 and height <= 728
+    assert default_size(1920, 1040) == DEFAULT_SIZE
+
+
+def test_at_1024x700_every_page_fits_and_the_load_settings_scroll(qtbot, idle_window):
+    w = idle_window
+    w.resize(1024, 700)
+    qtbot.waitUntil(lambda: w.width() == 1024 and w.height() == 700, timeout=2_000)
+    assert w.minimumWidth() <= 1024 and w.minimumHeight() <= 700
+    assert inside_window(w, w.monitor_dock) and w.monitor_dock.width() >= 240
+    for i in range(w.tabs.count()):
+        w.tabs.setCurrentIndex(i)
+        page = w.tabs.widget(i)
+        assert page.minimumSizeHint().width() <= w.tabs.width(), w.tabs.tabText(i)
+    w.tabs.setCurrentWidget(w.models)
+    qtbot.wait(50)
+    settings = w.models.load_settings
+    assert settings.width() >= settings.minimumSizeHint().width()  # nothing squeezed out of sight
+    assert inside_window(w, w.models.load_button) and inside_window(w, w.statusBar())
+    w.tabs.setCurrentWidget(w.chat)
+    qtbot.wait(50)
+    for widget in (w.chat.send_button, w.chat.picker.eject_button, w.chat.input):
+        assert inside_window(w, widget)
+
+
+def test_the_monitor_cannot_be_shrunk_to_a_sliver_and_comes_back_readable(qtbot, idle_window, hearth_home):
+    from app.ui.main_window import MainWindow
+
+    w = idle_window
+    w.resize(1200, 760)
+    w.resizeDocks([w.monitor_dock], [75], Qt.Horizontal)
+    qtbot.wait(50)
+    assert w.monitor_dock.width() >= 240
+    w.close()
+    again = MainWindow(load_on_start=False)
+    qtbot.addWidget(again)
+    again.show()
+    try:
+        qtbot.wait(50)
+        assert again.monitor_dock.width() >= 240
+    finally:
+        again.close()
+
+
+def test_a_long_code_line_wraps_in_its_block_with_copy_in_view_and_titles_elide(qtbot, idle_window):
+    w = idle_window
+    w.resize(1024, 700)
+    long_title = "A very long title for a chat that goes on and on about quantization and more"
+    cid = w.store.create(long_title)
+    w.store.add_message(cid, "user", "Reverse a string.")
+    w.store.add_message(cid, "assistant", "```python\ndef rev(s):\n    return s[::-1]" + "  # very long" * 30 +
+                        "\n```\n")
+    w.chat.conversations.refresh(select=cid)
+    w.chat.open_conversation(cid)
+    transcript = w.chat.transcript
+    qtbot.waitUntil(lambda: not transcript.loading, timeout=5_000)
+    qtbot.wait(50)
+    assert transcript.horizontalScrollBar().maximum() == 0  # the transcript does not scroll sideways
+    cursor = transcript.document().find("Copy code")
+    rect = transcript.cursorRect(cursor)
+    assert 0 <= rect.right() <= transcript.viewport().width()
+    lst = w.chat.conversations.list
+    item = lst.item(0)
+    assert item.text() == long_title and item.toolTip() == long_title
+    assert lst.horizontalScrollBarPolicy() == Qt.ScrollBarAlwaysOff and lst.textElideMode() == Qt.ElideRight
+    assert lst.horizontalScrollBar().maximum() == 0 or not lst.horizontalScrollBar().isVisible()
+
+
+def test_a_streaming_answer_shows_its_finished_paragraphs_as_markdown(qtbot):
+    """Paragraphs render as they complete (no raw '**' until the end, then a reflow); code waits for its fence."""
+    from app.ui.chat.transcript import Transcript
+
+    transcript = Transcript()
+    qtbot.addWidget(transcript)
+    transcript.resize(500, 400)
+    transcript.show()
+    transcript.begin_stream()
+    for token in ["It is **", "Paris**", ".\n", "\nThen:\n", "```py\n", "x = 1\n\n", "y = 2"]:
+        transcript.append_token(token)
+        transcript.flush()
+    shown = transcript.toPlainText()
+    assert "It is Paris." in shown and "**" not in shown  # the finished paragraph, rendered
+    assert "```py" in shown  # the code block is still open: left as written until its fence closes
+    transcript.append_token("\n```\n\nDone")
+    transcript.flush()
+    assert "```" not in transcript.toPlainText() and "y = 2" in transcript.toPlainText()
+    transcript.end_stream()
+    assert transcript.toPlainText().count("It is Paris.") == 1 and "Copy code" in transcript.toPlainText()

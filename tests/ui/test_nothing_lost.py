@@ -1,0 +1,170 @@
+"""#17 "Nothing is lost": quitting mid-answer keeps the answer, deleting a chat asks first, regenerate keeps
+the earlier answers to page through, and any earlier message can be edited."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from tests.ui.conftest import ask
+
+
+def answer_dialog(qtbot, button) -> list[str]:
+    """Press `button` on the next message box that opens; returns [its text] once it has been seen."""
+    seen: list[str] = []
+
+    def press():
+        box = QApplication.activeModalWidget()
+        if isinstance(box, QMessageBox):
+            seen.append(box.text())
+            box.button(button).click()
+        else:
+            QTimer.singleShot(20, press)
+
+    QTimer.singleShot(20, press)
+    return seen
+
+
+def chat_titles(w) -> list[str]:
+    return [w.chat.conversations.list.item(i).text() for i in range(w.chat.conversations.list.count())]
+
+
+def test_the_delete_button_asks_before_deleting_a_chat(qtbot, idle_window):
+    w = idle_window
+    cid = w.store.create("Keep me")
+    w.store.add_message(cid, "user", "hello")
+    w.chat.conversations.refresh(select=cid)
+    seen = answer_dialog(qtbot, QMessageBox.No)
+    qtbot.mouseClick(w.chat.conversations.delete_button, Qt.LeftButton)
+    assert seen and "Keep me" in seen[0]
+    assert w.store.get(cid) is not None and chat_titles(w) == ["Keep me"]
+    seen = answer_dialog(qtbot, QMessageBox.Yes)
+    qtbot.mouseClick(w.chat.conversations.delete_button, Qt.LeftButton)
+    assert seen and w.store.get(cid) is None and chat_titles(w) == []
+
+
+def test_quitting_mid_answer_keeps_the_partial_answer_marked_stopped_and_is_quick(qtbot, main_window):
+    from app.ui.main_window import MainWindow
+
+    w = main_window
+    w.chat.sampling_overrides = {"ignore_eos": True}
+    ask(qtbot, w, "Count from one to a thousand.", max_tokens=4000, wait=False)
+    qtbot.waitUntil(lambda: len(w.chat.transcript.stream_text()) > 40, timeout=30_000)
+    cid = w.chat.conversation_id
+    started = time.perf_counter()
+    w.close()
+    took = time.perf_counter() - started
+    print(f"close took {took:.2f} s")
+
+    again = MainWindow(load_on_start=False)
+    qtbot.addWidget(again)
+    again.show()
+    try:
+        messages = again.store.messages(cid)
+        assert [m.role for m in messages] == ["user", "assistant"]
+        assert len(messages[1].content) > 40 and messages[1].meta.get("finish_reason") == "cancelled"
+        qtbot.waitUntil(lambda: not again.chat.transcript.loading, timeout=5_000)
+        assert "stopped" in again.chat.transcript.toPlainText()
+    finally:
+        again.close()
+    assert took < 1.0, f"quitting took {took:.2f} s"
+
+
+def link_point(transcript, href: str):
+    """Where the link with this href is drawn in the transcript's viewport (None when it is not there)."""
+    from PySide6.QtGui import QTextCursor
+
+    block = transcript.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().anchorHref() == href:
+                cursor = QTextCursor(transcript.document())
+                cursor.setPosition(fragment.position())
+                transcript.setTextCursor(cursor)
+                transcript.ensureCursorVisible()
+                # The cursor's rectangle is the link's left edge: a few pixels in is on its first character.
+                return transcript.cursorRect(cursor).center() + QPoint(3, 0)
+            it += 1
+        block = block.next()
+    return None
+
+
+def click_link(qtbot, transcript, href: str) -> None:
+    qtbot.waitUntil(lambda: not transcript.loading, timeout=5_000)
+    point = link_point(transcript, href)
+    assert point is not None, f"no link {href} in the transcript"
+    qtbot.mouseClick(transcript.viewport(), Qt.LeftButton, pos=point)
+
+
+def open_chat(qtbot, w, turns: list[tuple[str, str]]) -> int:
+    cid = w.store.create("Capitals")
+    for role, text in turns:
+        w.store.add_message(cid, role, text)
+    w.chat.conversations.refresh(select=cid)
+    w.chat.open_conversation(cid)
+    qtbot.waitUntil(lambda: not w.chat.transcript.loading, timeout=5_000)
+    return cid
+
+
+def test_every_message_has_a_copy_link(qtbot, idle_window):
+    from PySide6.QtGui import QGuiApplication
+
+    w = idle_window
+    cid = open_chat(qtbot, w, [("user", "Capital of France?"), ("assistant", "It is **Paris**.")])
+    answer = w.store.messages(cid)[1]
+    QGuiApplication.clipboard().clear()
+    click_link(qtbot, w.chat.transcript, f"message-copy:{answer.id}")
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() != "", timeout=2_000)
+    assert QGuiApplication.clipboard().text() == "It is **Paris**."
+
+
+def test_regenerate_keeps_each_answer_and_the_arrows_page_through_them(qtbot, main_window):
+    w = main_window
+    first = ask(qtbot, w, "Name a fruit.", max_tokens=12, temperature=1.0)
+    w.chat.sampling.seed.setValue(1234)
+    with qtbot.waitSignal(w.bridge.generation_finished, timeout=60_000) as again:
+        qtbot.mouseClick(w.chat.regen_button, Qt.LeftButton)
+    cid = w.chat.conversation_id
+    user, answer = w.store.messages(cid)
+    assert (answer.content, answer.version, answer.versions) == (again.args[0]["text"], 2, 2)
+    transcript = w.chat.transcript
+    assert "2/2" in transcript.toPlainText() and transcript.toPlainText().count("Name a fruit.") == 1
+    click_link(qtbot, transcript, f"prev:{answer.id}")
+    qtbot.waitUntil(lambda: "1/2" in transcript.toPlainText(), timeout=5_000)
+    assert w.store.messages(cid)[1].content == first["text"]
+    click_link(qtbot, transcript, f"next:{answer.id}")
+    qtbot.waitUntil(lambda: "2/2" in transcript.toPlainText(), timeout=5_000)
+    assert w.store.messages(cid)[1].content == again.args[0]["text"]
+
+
+def test_a_greedy_regenerate_asks_the_same_question_again(qtbot, main_window):
+    """The kept answer is not part of the new request: greedy decoding gives the same answer again."""
+    w = main_window
+    first = ask(qtbot, w, "Name three colors.", max_tokens=16)
+    with qtbot.waitSignal(w.bridge.generation_finished, timeout=60_000) as again:
+        qtbot.mouseClick(w.chat.regen_button, Qt.LeftButton)
+    assert again.args[0]["text"] == first["text"]
+    assert w.store.messages(w.chat.conversation_id)[1].versions == 2
+
+
+def test_an_earlier_question_can_be_edited_and_the_old_branch_paged_back(qtbot, main_window):
+    w = main_window
+    cid = open_chat(qtbot, w, [("user", "Capital of France?"), ("assistant", "Paris."),
+                               ("user", "And of Spain?"), ("assistant", "Madrid.")])
+    first = w.store.messages(cid)[0]
+    click_link(qtbot, w.chat.transcript, f"edit:{first.id}")
+    assert w.chat.input.toPlainText() == "Capital of France?" and w.chat.hint.isVisible()
+    answer = ask(qtbot, w, "Capital of Italy?", max_tokens=6)
+    assert [(m.role, m.content) for m in w.store.messages(cid)] == [("user", "Capital of Italy?"),
+                                                                  ("assistant", answer["text"])]
+    transcript = w.chat.transcript
+    qtbot.waitUntil(lambda: not transcript.loading, timeout=5_000)
+    assert "Madrid" not in transcript.toPlainText() and "2/2" in transcript.toPlainText()
+    click_link(qtbot, transcript, f"prev:{first.id}")
+    qtbot.waitUntil(lambda: "Madrid" in transcript.toPlainText(), timeout=5_000)
+    assert [m.content for m in w.store.messages(cid)] == ["Capital of France?", "Paris.", "And of Spain?",
+                                                         "Madrid."]
