@@ -142,13 +142,17 @@ def test_regenerate_keeps_each_answer_and_the_arrows_page_through_them(qtbot, ma
 
 
 def test_a_greedy_regenerate_asks_the_same_question_again(qtbot, main_window):
-    """The kept answer is not part of the new request: greedy decoding gives the same answer again."""
+    """The kept answer is not part of the new request: greedy decoding gives the same answer again, drafted
+    from the answer it replaces (predicted outputs), and the note says how much came as before."""
     w = main_window
     first = ask(qtbot, w, "Name three colors.", max_tokens=16)
     with qtbot.waitSignal(w.bridge.generation_finished, timeout=60_000) as again:
         qtbot.mouseClick(w.chat.regen_button, Qt.LeftButton)
-    assert again.args[0]["text"] == first["text"]
+    done = again.args[0]
+    assert done["text"] == first["text"]
+    assert done["spec"]["drafter"] == "prediction" and done["prediction"]["accepted"] >= done["completion_tokens"] - 1
     assert w.store.messages(w.chat.conversation_id)[1].versions == 2
+    assert f"{done['prediction']['accepted']} tokens as before" in w.chat.transcript.toPlainText()
 
 
 def test_an_earlier_question_can_be_edited_and_the_old_branch_paged_back(qtbot, main_window):
@@ -161,6 +165,8 @@ def test_an_earlier_question_can_be_edited_and_the_old_branch_paged_back(qtbot, 
     answer = ask(qtbot, w, "Capital of Italy?", max_tokens=6)
     assert [(m.role, m.content) for m in w.store.messages(cid)] == [("user", "Capital of Italy?"),
                                                                   ("assistant", answer["text"])]
+    # The answer to the question as it was ("Paris.") was the prediction the new one was drafted from.
+    assert answer["spec"]["drafter"] == "prediction" and answer["prediction"]["rejected"] >= 1
     transcript = w.chat.transcript
     qtbot.waitUntil(lambda: not transcript.loading, timeout=5_000)
     assert "Madrid" not in transcript.toPlainText() and "2/2" in transcript.toPlainText()

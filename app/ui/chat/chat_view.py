@@ -268,7 +268,10 @@ class ChatView(QWidget):
             if conv is not None and conv.title == DEFAULT_TITLE:
                 self.store.rename(self.conversation_id, title_from(text))
                 self.conversations.refresh()
+        prediction = ""
         if self._editing is not None:
+            # The answer to the question as it was: an edited question is mostly answered the same way.
+            prediction = self._answer_after(self._editing)
             self.store.add_version(self._editing, text)  # the old question and what followed it stay
             self._editing = None
             self._render_conversation()
@@ -276,9 +279,17 @@ class ChatView(QWidget):
             self.store.add_message(self.conversation_id, "user", text)
             self.transcript.append_message("user", text)
         self.input.clear()
-        self._ask()
+        self._ask(prediction)
 
-    def _ask(self) -> None:
+    def _answer_after(self, question_id: int) -> str:
+        msgs = self.store.messages(self.conversation_id)
+        at = next((i for i, m in enumerate(msgs) if m.id == question_id), None)
+        following = msgs[at + 1] if at is not None and at + 1 < len(msgs) else None
+        return following.content if following is not None and following.role == "assistant" else ""
+
+    def _ask(self, prediction: str = "") -> None:
+        """Ask for the next answer; `prediction`, the answer it replaces, lets the engine draft from it
+        (predicted outputs: the same answer, sooner)."""
         self._failed = False
         # The answer being regenerated stays in the store (as a version) until the new one replaces it, but it
         # is not part of what the model is asked.
@@ -289,6 +300,7 @@ class ChatView(QWidget):
         if system:
             messages.insert(0, {"role": "system", "content": system})
         sampling = self.sampling.options()
+        sampling.prediction = prediction
         for key, value in self.sampling_overrides.items():
             setattr(sampling, key, value)
         if not self.bridge.chat(messages, sampling):
@@ -339,7 +351,7 @@ class ChatView(QWidget):
             self.store.truncate_from(self.conversation_id, following[1].id)
         self._regenerating = answer.id if answer is not None else None
         self._render_conversation(leave_out=self._regenerating)
-        self._ask()
+        self._ask(answer.content if answer is not None else "")
 
     def edit_last(self) -> None:
         if self.generating or self.conversation_id is None:
@@ -375,6 +387,8 @@ class ChatView(QWidget):
             parts.append("stopped when Hearth was closed" if meta.get("stopped_by") == "quit" else "stopped")
         elif meta.get("finish_reason") == "length":
             parts.append("hit the length limit")
+        if (meta.get("prediction") or {}).get("accepted"):  # regenerated or edited: drafted from the old answer
+            parts.append(f"{meta['prediction']['accepted']} tokens as before")
         if meta.get("prompt_dropped"):  # never silently: part of the conversation was out of the model's view
             parts.append(f"the chat is longer than the context: {meta['prompt_dropped']:,} earlier tokens were "
                          "not seen")
@@ -407,7 +421,7 @@ class ChatView(QWidget):
         if not self.generating:
             return
         meta = {k: done[k] for k in ("finish_reason", "completion_tokens", "gen_tok_s", "ttft_s", "prompt_tok_s",
-                                     "stream_chunks", "prompt_dropped") if k in done}
+                                     "stream_chunks", "prompt_dropped", "prediction") if k in done}
         self._finish(done.get("text", ""), meta)
 
     def _on_generation_failed(self, message: str) -> None:
