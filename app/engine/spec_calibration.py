@@ -99,7 +99,7 @@ def calibration(fields: dict, measure, renew: bool = False) -> dict:
         costs = measure(threads)
         entry = {"costs": {str(n): s for n, s in costs.items()}, "model": Path(fields["file"]).name,
                  "kind": fields["kind"], "threads": fields["threads"], "measured_threads": threads,
-                 "extra_bufts": fields["extra_bufts"], "gpu_layers": fields["gpu_layers"], "machine": machine_key(),
+                 "extra_bufts": fields["extra_bufts"], "gpu_layers": fields["gpu_layers"], "machine": machine_key(), "method": METHOD,
                  "when": time.strftime("%Y-%m-%d %H:%M:%S")}
         if quiet:
             _keep(key, entry)
@@ -160,7 +160,8 @@ def kept() -> list[dict]:
         return []
     here = machine_key()
     return [e for e in entries.values()
-            if isinstance(e, dict) and isinstance(e.get("costs"), dict) and e.get("machine") == here]
+            if isinstance(e, dict) and isinstance(e.get("costs"), dict) and e.get("machine") == here
+            and e.get("method") == METHOD]
 
 
 def describe(entry: dict) -> str:

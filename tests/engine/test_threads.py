@@ -116,7 +116,10 @@ def test_the_engine_drops_a_thread_when_a_busy_loop_starts_mid_answer(bundled_mo
 
     sampling = SamplingOptions(max_tokens=200, temperature=0.0, repeat_penalty=1.0, ignore_eos=True)
     prompt = "Tell me a long story about a lighthouse."
-    rt = Runtime(LoadOptions(model_path=str(bundled_model), n_ctx=512), extra_bufts=False)
+    # Flash attention off: with it, llama.cpp's CPU attention splits a decode's work by thread count, and on the
+    # bundled Q4_1 model one and two threads then round near-ties differently (three of three `hearth bench spec`
+    # prompts gave different 300-token answers); without it the count changes nothing the model computes.
+    rt = Runtime(LoadOptions(model_path=str(bundled_model), n_ctx=512, flash_attn="off"), extra_bufts=False)
     try:
         assert rt.threads is not None and rt.n_threads == 2
         controller, rt.threads = rt.threads, None  # the reference answer: two threads throughout
