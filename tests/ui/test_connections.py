@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 
-import keyring
 import pytest
 
 from app.core.api_keys import SERVICE, KeyStore
@@ -138,24 +137,6 @@ def test_wrong_key_and_unreachable_host_are_one_sentence(qtbot, idle_window, hea
     assert w.statusBar().currentMessage() == reported[-1]
 
 
-def test_no_keyring_keeps_the_key_for_the_session(monkeypatch):
-    from keyring.backends import fail
-
-    before = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())  # what keyring picks where no keyring service runs
-    try:
-        store = KeyStore()
-        notice = store.save("http://box:8080/v1", "secret")
-        assert notice.startswith("No system keyring is available (") and notice.endswith(
-            "so the key is kept only until Hearth closes.") and "\n" not in notice
-        assert store.get("http://box:8080/v1") == "secret" and KeyStore().get("http://box:8080/v1") is None
-        store.forget("http://box:8080/v1")
-        assert store.get("http://box:8080/v1") is None
-    finally:
-        keyring.set_keyring(before)
-
-
-@pytest.mark.slow
 def test_a_stream_cut_mid_answer_keeps_the_partial_answer(qtbot, idle_window, odd_server):  # noqa: F811
     w = idle_window
     page = connect(qtbot, w, f"{odd_server}/cut/v1", None)
