@@ -45,6 +45,7 @@ class PredictionDrafter(Drafter):
         self.tail: list[int] = []
         self.cursor: int | None = 0  # index of the next predicted token; None while the answer is off it
         self.anchor = 0  # just after the last predicted token the answer matched
+        self.matched = 0  # answer tokens that came where the prediction put them
 
     def advance(self, tokens: list[int]) -> None:
         pred = self.pred
@@ -55,6 +56,7 @@ class PredictionDrafter(Drafter):
             c = self.cursor
             if c is not None and c < len(pred) and pred[c] == tok:
                 self.cursor = self.anchor = c + 1
+                self.matched += 1
             else:
                 self.cursor = self._realign()
 
@@ -87,14 +89,9 @@ class PredictionDrafter(Drafter):
         """OpenAI's accepted and rejected prediction tokens: the answer's tokens that came where the prediction
         put them, and the prediction's tokens that the answer did not use. Counted on the finished answer, so
         they do not depend on which drafts this machine found worth verifying."""
-        replay = PredictionDrafter.__new__(PredictionDrafter)
-        replay.pred, replay._index = self.pred, self._index
-        replay.begin([])
-        accepted = 0
-        for tok in generated:
-            accepted += replay.cursor is not None and replay.cursor < len(self.pred) and self.pred[replay.cursor] == tok
-            replay.advance([tok])
-        return {"prediction": {"accepted": accepted, "rejected": len(self.pred) - accepted}}
+        self.begin([])  # replayed from the start: the answer is finished, the drafter has done its work
+        self.advance(generated)
+        return {"prediction": {"accepted": self.matched, "rejected": len(self.pred) - self.matched}}
 
 
 def prediction_speculator(decoder, text: str) -> Speculator:

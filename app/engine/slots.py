@@ -119,9 +119,11 @@ class Slots:
             return
         batch = self._batch
         n = 0
+        spare = self.rt.n_batch - len(running)  # rows a decode may take beyond one per answer
         for slot in running:
             slot.row = n
-            slot.draft = self._draft(slot)
+            slot.draft = self._draft(slot, spare)
+            spare -= len(slot.draft)
             base = len(slot.decoder.tokens)
             for j, tok in enumerate([slot.next_token] + slot.draft):
                 batch.token[n] = tok
@@ -160,15 +162,15 @@ class Slots:
             chosen.append(new)
         self._advance(running, chosen)
 
-    def _draft(self, slot: Slot) -> list[int]:
+    def _draft(self, slot: Slot, spare: int) -> list[int]:
         """This slot's draft for the coming batch: what its speculator proposes, as far as its context has room
-        without moving the window (a verify never makes room)."""
+        without moving the window (a verify never makes room) and the batch has rows to spare."""
         speculator = slot.answer.speculator
         if speculator is None:
             return []
         room = self.rt.n_ctx - len(slot.decoder.tokens) - 1
         left = slot.answer.sampling.max_tokens - len(slot.answer.generated)
-        return speculator.slot_draft(min(SLOT_DRAFT_MAX, room, left))
+        return speculator.slot_draft(min(SLOT_DRAFT_MAX, room, left, spare))
 
     # --- inside ------------------------------------------------------------
     def _pick(self, prompt_text: str) -> Slot:
