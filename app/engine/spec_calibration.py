@@ -56,11 +56,13 @@ def draft_fields(drafter_rt) -> dict:
     return {**target_fields(drafter_rt), "kind": "draft"}
 
 
-def _stored(key: str) -> dict | None:
+def _entries() -> dict[str, dict]:
+    """The kept calibrations by key, those that hold costs; {} when none can be read."""
     where = facts_file()
     entries = ((read_json(where, {}) if where else {}) or {}).get(ENTRY)
-    entry = entries.get(key) if isinstance(entries, dict) else None
-    return entry if isinstance(entry, dict) and isinstance(entry.get("costs"), dict) else None
+    if not isinstance(entries, dict):
+        return {}
+    return {k: e for k, e in entries.items() if isinstance(e, dict) and isinstance(e.get("costs"), dict)}
 
 
 def _keep(key: str, entry: dict) -> None:
@@ -92,15 +94,15 @@ def calibration(fields: dict, measure, renew: bool = False) -> dict:
     must not be kept for good. Then the costs are measured at one thread, which other programs barely slow, and
     serve this process only; the next one measures again."""
     key = _key(fields)
-    entry = None if renew else (_MEASURED.get(key) or _stored(key))
+    entry = None if renew else (_MEASURED.get(key) or _entries().get(key))
     if entry is None:
         quiet = fields["threads"] <= 1 or not (runnable_others() or 0)
         threads = fields["threads"] if quiet else 1
         costs = measure(threads)
         entry = {"costs": {str(n): s for n, s in costs.items()}, "model": Path(fields["file"]).name,
                  "kind": fields["kind"], "threads": fields["threads"], "measured_threads": threads,
-                 "extra_bufts": fields["extra_bufts"], "gpu_layers": fields["gpu_layers"], "machine": machine_key(), "method": METHOD,
-                 "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+                 "extra_bufts": fields["extra_bufts"], "gpu_layers": fields["gpu_layers"], "machine": machine_key(),
+                 "method": METHOD, "when": time.strftime("%Y-%m-%d %H:%M:%S")}
         if quiet:
             _keep(key, entry)
         else:
@@ -154,14 +156,8 @@ def measure_target(decoder, threads: int, reps: int = 3, sizes: tuple[int, ...] 
 
 def kept() -> list[dict]:
     """Every kept calibration measured on this machine and llama.cpp build, for `hearth doctor`."""
-    where = facts_file()
-    entries = ((read_json(where, {}) if where else {}) or {}).get(ENTRY)
-    if not isinstance(entries, dict):
-        return []
     here = machine_key()
-    return [e for e in entries.values()
-            if isinstance(e, dict) and isinstance(e.get("costs"), dict) and e.get("machine") == here
-            and e.get("method") == METHOD]
+    return [e for e in _entries().values() if e.get("machine") == here and e.get("method") == METHOD]
 
 
 def describe(entry: dict) -> str:
@@ -173,7 +169,5 @@ def describe(entry: dict) -> str:
     else:
         shape = ", ".join(f"{n}: {costs[n] / plain:.1f}x" for n in sorted(costs) if n > 1 and plain) or "-"
         shape = f"plain step {plain * 1000:.2f} ms; a batch of n costs {shape}"
-    busy = (f", measured at {entry['measured_threads']} while the machine was busy: for this run only"
-            if entry.get("measured_threads", entry.get("threads")) != entry.get("threads") else "")
-    return (f"{entry.get('model')} ({entry.get('kind')}, {entry.get('threads')} threads{busy}, extra buffers "
+    return (f"{entry.get('model')} ({entry.get('kind')}, {entry.get('threads')} threads, extra buffers "
             f"{'on' if entry.get('extra_bufts') else 'off'}, measured {entry.get('when')}): {shape}")

@@ -110,7 +110,7 @@ class Speculator:
         self.accepted = 0
         self.steps = 0
         self.n_gen = 0
-        self.cpu_s = 0.0
+        self.spent_s = 0.0
 
     @property
     def alpha(self) -> float:
@@ -123,7 +123,7 @@ class Speculator:
         plain = self.costs.get(1)
         after = max(0, n - self.n_gen)
         steps = self.steps + after
-        cpu = self.cpu_s + after * plain
+        spent = self.spent_s + after * plain
         return {
             "drafter": self.drafter.name,
             "drafted": self.drafted,
@@ -131,7 +131,7 @@ class Speculator:
             "acceptance": self.accepted / self.drafted if self.drafted else 0.0,
             "tokens_per_step": n / steps if steps else (1.0 if n else 0.0),
             "k": self.k,
-            "speedup": n * plain / cpu if cpu > 0 and n else 1.0,
+            "speedup": n * plain / spent if spent > 0 and n else 1.0,
             "plain_reason": self.plain_reason,
         }
 
@@ -220,7 +220,7 @@ class Speculator:
 
         pending = sampler.sample(-1)
         t_first = time.perf_counter()
-        cpu_first = clock()
+        t_started = clock()
         next_stats = t_first + STATS_INTERVAL_S
         drafter.begin(dec.tokens)
         self._plan()
@@ -233,7 +233,7 @@ class Speculator:
         new = [pending]  # tokens to hand out; all but the last are already in the KV cache
 
         def finish(reason: str | None) -> tuple[int, str | None, float]:
-            self.n_gen, self.cpu_s = n_gen, clock() - cpu_first
+            self.n_gen, self.spent_s = n_gen, clock() - t_started
             return n_gen, reason, t_first
 
         while True:
@@ -291,7 +291,7 @@ class Speculator:
             now = time.perf_counter()
             if now >= next_stats:
                 next_stats = now + STATS_INTERVAL_S
-                self.n_gen, self.cpu_s = n_gen, clock() - cpu_first
+                self.n_gen, self.spent_s = n_gen, clock() - t_started
                 emit(dec.stats_event(n_gen, t_first, now, n_prompt, self))
 
     # --- the steps that `run` and a parallel slot (app/engine/slots.py) share ---------------------------
@@ -341,7 +341,7 @@ class Speculator:
         self._reset_counts()
         self.drafter.begin(history)
         self._plan()
-        self.cpu_s, self._started = 0.0, clock()
+        self.spent_s, self._started = 0.0, clock()
 
     def slot_draft(self, left: int) -> list[int]:
         """The draft for this slot's rows of the next shared batch ([] for one plain row)."""
@@ -352,7 +352,7 @@ class Speculator:
     def slot_tokens(self, tokens: list[int], n_gen: int) -> None:
         """The answer handed out these tokens: the drafter continues from them."""
         self.drafter.advance(tokens)
-        self.n_gen, self.cpu_s = n_gen, clock() - self._started
+        self.n_gen, self.spent_s = n_gen, clock() - self._started
 
     def close(self) -> None:
         self.drafter.close()
