@@ -45,11 +45,15 @@ class Host:
         self.cancels_lock = threading.Lock()
         self.running: int | None = None  # the id of the command being carried out (not parallel answers)
         self.session = None  # app.engine.session.Session once a model is loaded
+        self._held: list[bytes] | None = None  # events kept for one write at the end of a parallel step
 
     def emit(self, event: dict) -> None:
         data = P.encode(event)
         with self.write_lock:
-            os.write(self.out_fd, data)
+            if self._held is not None:
+                self._held.append(data)
+            else:
+                _write_all(self.out_fd, data)
 
     def read_commands(self) -> None:
         for line in sys.stdin.buffer:
@@ -156,12 +160,23 @@ class Host:
                 self._forget(rid)
 
     def step(self, slots) -> None:
-        """One shared decode of the parallel answers; a bug fails them all, not the engine."""
+        """One shared decode of the parallel answers; a bug fails them all, not the engine.
+
+        The step's events (a token of each answer, their stats) go out in one write: the process reading them
+        wakes once per step instead of once per answer. On a machine whose cores all run llama.cpp's threads,
+        each of those wake-ups preempts one of them, and the others wait for it at the next barrier."""
+        with self.write_lock:
+            self._held = []
         try:
             slots.step()
         except Exception as exc:
             traceback.print_exc()
             slots.fail_running(HearthError(f"Internal engine error: {exc}"))
+        finally:
+            with self.write_lock:
+                held, self._held = self._held, None
+                if held:
+                    _write_all(self.out_fd, b"".join(held))
 
     def _forget(self, request_id) -> None:
         with self.cancels_lock:
@@ -245,6 +260,12 @@ class Host:
         if self.session is not None:
             self.session.close()
             self.session = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _probe_model(options: P.LoadOptions) -> str:
