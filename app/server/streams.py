@@ -37,12 +37,17 @@ class EngineStream:
         """Each event of the request up to its Done or Failed; cancels the request if the caller leaves early."""
         try:
             while True:
-                try:
-                    event = await asyncio.wait_for(self._events.get(), DISCONNECT_CHECK_S)
-                except asyncio.TimeoutError:
-                    if self.disconnected is not None and await self.disconnected():
-                        return
-                    continue
+                if self.disconnected is None:
+                    # Nothing to poll (a streaming response listens for the disconnect itself): a plain wait,
+                    # as wait_for costs a task and a timer per call, paid for every token of every stream.
+                    event = await self._events.get()
+                else:
+                    try:
+                        event = await asyncio.wait_for(self._events.get(), DISCONNECT_CHECK_S)
+                    except asyncio.TimeoutError:
+                        if await self.disconnected():
+                            return
+                        continue
                 if isinstance(event, (P.Done, P.Failed)):
                     self.finished = True
                 yield event
