@@ -6,6 +6,10 @@ stream, and time to first token at the 50th and 95th percentile under load. Ever
 prompts, greedy decoding and answers of a fixed length (`ignore_eos`, which llama-server and vLLM take too),
 so the same work is timed everywhere.
 
+With `--rounds R` the servers take turns R times (Hearth, the others, Hearth again, ...) and the table shows
+each figure's median: on a shared machine one phase's speed moves by 10% from minute to minute, and taking
+turns gives every server the same minutes.
+
 The load is driven through Hearth's own remote backend (app.engine.remote) - the client side of the seam that
 the window and `hearth chat --endpoint` use - one thread per stream. Hearth's server runs as a child
 process, `hearth serve --parallel N`, as a user would start it; the servers to compare with (`--against URL`,
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -44,6 +49,7 @@ class ServeBenchOptions:
     model: str | None = None  # for Hearth's own server; None: the bundled model
     parallel: int = 4
     requests: int = 3  # per stream, in each phase
+    rounds: int = 1  # turns each server takes; the report gives medians
     max_tokens: int = 128
     threads: int | None = None
     ctx: int = 2048  # per slot
@@ -128,13 +134,26 @@ def _tokens(done: dict) -> int:
 
 
 def measure(target: Target, o: ServeBenchOptions, say) -> dict:
-    target.ask(PROMPTS[0], 8)  # warm-up: the first request pays for caches and lazy set-up
     single = run_phase(target, 1, o.requests, o.max_tokens)
     say(f"  {target.label}: 1 stream {single['tok_s']:.1f} tok/s")
     loaded = run_phase(target, o.parallel, o.requests, o.max_tokens)
     say(f"  {target.label}: {o.parallel} streams {loaded['tok_s']:.1f} tok/s aggregate")
-    return {"server": target.label, "url": target.base_url, "model": target.model, "single": single,
-            "parallel": loaded, "ratio": loaded["tok_s"] / single["tok_s"] if single["tok_s"] else None}
+    return {"single": single, "parallel": loaded,
+            "ratio": loaded["tok_s"] / single["tok_s"] if single["tok_s"] else None}
+
+
+def median_row(target: Target, rounds: list[dict]) -> dict:
+    """A server's row of the report: each figure's median over its rounds, and the rounds themselves."""
+    def med(phase: str, key: str):
+        values = [r[phase][key] for r in rounds if r[phase][key] is not None]
+        return statistics.median(values) if values else None
+
+    row = {"server": target.label, "url": target.base_url, "model": target.model, "rounds": rounds}
+    for phase in ("single", "parallel"):
+        row[phase] = {**rounds[-1][phase], **{key: med(phase, key) for key in ("tok_s", "ttft_p50_ms", "ttft_p95_ms")},
+                      "short_answers": sum(r[phase]["short_answers"] for r in rounds)}
+    row["ratio"] = row["parallel"]["tok_s"] / row["single"]["tok_s"] if row["single"]["tok_s"] else None
+    return row
 
 
 def start_hearth(o: ServeBenchOptions) -> tuple[subprocess.Popen, str]:
@@ -165,31 +184,36 @@ def _first_line(child: subprocess.Popen) -> str:
 def run(o: ServeBenchOptions) -> int:
     if o.parallel < 2:
         raise HearthError("--parallel must be at least 2: the benchmark compares N streams with one.")
+    if o.rounds < 1:
+        raise HearthError("--rounds must be at least 1.")
     say = (lambda *a, **k: print(*a, **k, file=sys.stderr)) if o.json else print
     say(f"hearth bench serve: {o.parallel} streams x {o.requests} answers of {o.max_tokens} tokens, "
         f"against 1 stream x {o.requests}")
-    rows = []
+    load_at_start = _load_average()
     child, base = start_hearth(o)
+    targets: list[Target] = []
     try:
-        target = Target(f"Hearth --parallel {o.parallel}", base)
-        try:
-            rows.append(measure(target, o, say))
-        finally:
-            target.close()
+        targets.append(Target(f"Hearth --parallel {o.parallel}", base))
+        targets.extend(Target(url, url, o.api_key) for url in o.against)
+        for target in targets:
+            target.ask(PROMPTS[0], 8)  # warm-up: the first request pays for caches and lazy set-up
+        rounds: list[list[dict]] = [[] for _ in targets]
+        for r in range(o.rounds):
+            if o.rounds > 1:
+                say(f" round {r + 1} of {o.rounds}")
+            for target, kept in zip(targets, rounds):
+                kept.append(measure(target, o, say))
+        rows = [median_row(target, kept) for target, kept in zip(targets, rounds)]
     finally:
+        for target in targets:
+            target.close()
         child.terminate()
         try:
             child.wait(15)
         except subprocess.TimeoutExpired:
             child.kill()
-    for url in o.against:
-        target = Target(url, url, o.api_key)
-        try:
-            rows.append(measure(target, o, say))
-        finally:
-            target.close()
-    report = {"kind": "hearth-bench-serve", "parallel": o.parallel, "requests": o.requests,
-              "max_tokens": o.max_tokens, "load_avg": _load_average(), "rows": rows}
+    report = {"kind": "hearth-bench-serve", "parallel": o.parallel, "requests": o.requests, "rounds": o.rounds,
+              "max_tokens": o.max_tokens, "load_avg_start": load_at_start, "load_avg": _load_average(), "rows": rows}
     if o.json:
         print(json.dumps(report, indent=2))
     else:
@@ -212,13 +236,21 @@ def format_table(report: dict) -> str:
             notes.append(f"{row['server']}: {short} answers ended before {report['max_tokens']} tokens (it ignores "
                          f"ignore_eos); tokens counted by {p['counted_by']}.")
     lines.extend("\n" + note for note in notes)
-    hearth = report["rows"][0]["parallel"]["tok_s"]
+    if report.get("rounds", 1) > 1:
+        lines.insert(0, f"Medians of {report['rounds']} rounds, the servers taking turns.\n")
+    hearth = report["rows"][0]
     for row in report["rows"][1:]:
         other = row["parallel"]["tok_s"]
         if other:
-            lines.append(f"\nHearth / {row['server']} at {n} streams: {hearth / other:.2f}x")
+            line = f"\nHearth / {row['server']} at {n} streams: {hearth['parallel']['tok_s'] / other:.2f}x"
+            per_round = [h["parallel"]["tok_s"] / r["parallel"]["tok_s"]
+                         for h, r in zip(hearth["rounds"], row["rounds"]) if r["parallel"]["tok_s"]]
+            if len(per_round) > 1:
+                line += f" (each round: {', '.join(f'{x:.2f}x' for x in per_round)})"
+            lines.append(line)
     if report.get("load_avg") is not None:
-        lines.append(f"\nload average at the end: {report['load_avg']:.2f}")
+        lines.append(f"\nload average at the start and the end: {report['load_avg_start']:.2f}, "
+                     f"{report['load_avg']:.2f}")
     return "\n".join(lines)
 
 

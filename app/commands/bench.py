@@ -160,6 +160,8 @@ def _add_serve(kinds) -> None:
     p.add_argument("--requests", type=int, default=3, metavar="R", help="answers per stream in each phase (default 3)")
     p.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)")
     p.add_argument("--ctx", type=int, default=2048, metavar="N", help="Hearth's context per slot (default 2048)")
+    p.add_argument("--rounds", type=int, default=1, metavar="R",
+                   help="the servers take turns R times; the table shows medians (default 1)")
     p.add_argument("--against", action="append", default=[], metavar="URL",
                    help="also load another OpenAI-compatible server (its /v1 base URL; repeatable)")
     p.add_argument("--api-key", metavar="KEY", help="the --against servers' API key")

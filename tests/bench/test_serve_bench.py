@@ -1,0 +1,50 @@
+"""`hearth bench serve` as a user runs it: Hearth's own server beside another one (here a second `hearth serve`),
+taking turns for several rounds, every answer of exactly the asked length, the table's figures the medians."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from app.bench.serve import format_table
+from tests.server.conftest import start_server, stop_server
+
+TOKENS = 8
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_bench_serve_takes_turns_and_reports_medians(tmp_path):
+    other, url = start_server("--parallel", "2", env={"HEARTH_HOME": str(tmp_path / "other")}, ctx=512)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "app", "bench", "serve", "--parallel", "2", "--requests", "1",
+                               "--max-tokens", str(TOKENS), "--rounds", "3", "--ctx", "512", "--threads", "1",
+                               "--against", url, "--json"], capture_output=True, text=True, timeout=540,
+                              stdin=subprocess.DEVNULL)
+    finally:
+        stop_server(other)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert [row["server"] for row in report["rows"]] == ["Hearth --parallel 2", url]
+    for row in report["rows"]:
+        assert len(row["rounds"]) == 3
+        for r in row["rounds"]:
+            # ignore_eos: the same work on every server, every answer exactly max_tokens long.
+            assert (r["single"]["tokens"], r["parallel"]["tokens"]) == (TOKENS, 2 * TOKENS)
+            assert r["single"]["short_answers"] == r["parallel"]["short_answers"] == 0
+        for phase in ("single", "parallel"):
+            assert row[phase]["tok_s"] == pytest.approx(statistics.median(r[phase]["tok_s"] for r in row["rounds"]))
+            assert row[phase]["counted_by"] == "server"
+    table = format_table(report)
+    assert table.startswith("Medians of 3 rounds")
+    assert f"Hearth / {url} at 2 streams:" in table and "(each round: " in table
+
+
+def test_bench_serve_refuses_zero_rounds():
+    proc = subprocess.run([sys.executable, "-m", "app", "bench", "serve", "--rounds", "0"], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode != 0 and "--rounds must be at least 1." in proc.stderr and "Traceback" not in proc.stderr
