@@ -21,7 +21,20 @@ COMMAND_MODULES = ["app.commands.chat", "app.commands.serve", "app.commands.doct
                    "app.commands.models", "app.commands.gui"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_modules(argv: list[str] | None) -> list[str]:
+    """The command modules a command line needs: only the named command's (`hearth gui` must not import the
+    benchmarks, and through them llama.cpp, before its window paints), none without a command (a double-click
+    opens the window), and all for anything else (--help, a mistyped command that argparse lists the choices for)."""
+    if argv is None:
+        return COMMAND_MODULES
+    if not argv:
+        return []
+    named = f"app.commands.{argv[0]}"
+    return [named] if named in COMMAND_MODULES else COMMAND_MODULES
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for argv (None: for every command)."""
     parser = argparse.ArgumentParser(
         prog="hearth",
         description="Run large language models on your own computer. Without a command, Hearth opens "
@@ -30,14 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hearth {__version__}")
     parser.add_argument("--selftest", action="store_true", help="check the engine, the model and the GUI, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in command_modules(argv):
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         if args.selftest:
