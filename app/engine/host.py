@@ -46,6 +46,9 @@ class Host:
         self.running: int | None = None  # the id of the command being carried out (not parallel answers)
         self.session = None  # app.engine.session.Session once a model is loaded
         self._held: list[bytes] | None = None  # events kept for one write at the end of a parallel step
+        # Taken at the first answer, not at start: the first model loads at full priority while the window
+        # that started this engine builds itself (a model ready sooner), and answers yield to the window.
+        self.niceness = os.environ.get("HEARTH_ENGINE_NICE")
 
     def emit(self, event: dict) -> None:
         data = P.encode(event)
@@ -97,6 +100,7 @@ class Host:
     def run(self) -> int:
         threading.Thread(target=self.read_commands, name="engine-stdin", daemon=True).start()
         self.emit({"ev": P.READY, "pid": os.getpid(), "version": __version__})
+        _import_model_code()
         waiting: deque = deque()
         while True:
             slots = self.running_slots
@@ -211,6 +215,9 @@ class Host:
         elif cmd in (P.CHAT, P.COMPLETE):
             if self.session is None:
                 raise HearthError("No model is loaded.")
+            if self.niceness:
+                _lower_priority(self.niceness)
+                self.niceness = None
             sampling = P.SamplingOptions.from_dict(msg.get("sampling"))
             check_options(sampling)
             emit = coalescing(self.tagged(rid), float(msg.get("stream_interval_ms") or 0))
@@ -268,6 +275,16 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def _import_model_code() -> None:
+    """Import llama.cpp and the decode loop (~0.3 s) while the client has not asked for a model yet: a window
+    started this engine before building itself, and its first load should not wait for these imports too.
+    An import that fails is left for the load to report with its own message."""
+    try:
+        import app.engine.session  # noqa: F401
+    except Exception:
+        pass
+
+
 def _probe_model(options: P.LoadOptions) -> str:
     # The bundled model is quantized, which is what the faulty kernels need to show up.
     try:
@@ -281,7 +298,6 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     faulthandler.enable(file=sys.stderr)
-    _lower_priority(os.environ.get("HEARTH_ENGINE_NICE"))
     return Host(out_fd).run()
 
 

@@ -120,6 +120,13 @@ class Supervisor:
         return [{"id": m.name, "path": m.path, "quantization": m.quantization, "loaded": m.path == loaded}
                 for m in list_models()]
 
+    def start(self) -> None:
+        """Start the engine process now, without a model; never blocks. A window calls this before it builds
+        itself, so the process's start and imports overlap with that and the first load finds it up."""
+        with self._lock:
+            if not self.alive and not self.closed:
+                self._run_worker()
+
     def load(self, options: P.LoadOptions) -> None:
         """Load a model, starting the engine first if needed; never blocks. Listeners hear how it went."""
         with self._lock:

@@ -79,9 +79,9 @@ class EngineProcess:
     """One engine child process. Not restartable: a supervisor makes a new one."""
 
     def __init__(self, on_event: Callable[[P.Event], None], below_caller: bool = False):
-        """below_caller: run the engine at a lower CPU priority than this process. The GUI asks
-        for it: llama.cpp keeps every core busy while it generates, and on a small machine the
-        window's thread would otherwise wait its turn for tens of milliseconds."""
+        """below_caller: run the engine at a lower CPU priority than this process from its first answer
+        on. The GUI asks for it: llama.cpp keeps every core busy while it generates, and on a small
+        machine the window's thread would otherwise wait its turn for tens of milliseconds."""
         self.on_event = on_event
         self.below_caller = below_caller
         self.child: JsonChild | None = None
