@@ -187,6 +187,7 @@ class Runtime:
             "n_threads": self.n_threads,
             "n_parallel": self.n_parallel,
             "n_gpu_layers": self.options.n_gpu_layers,
+            "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),  # can this build offload at all
             "extra_bufts": self.extra_bufts,
             "can_shift": bool(llama_cpp.llama_memory_can_shift(self.memory)),
             "load_s": self.load_s,

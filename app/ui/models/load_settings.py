@@ -21,17 +21,8 @@ SHOWN = {"n_gpu_layers", "n_threads", "n_ctx", "use_mmap", "use_mlock", "kv_type
          "lookup", "context_policy", "sink_tokens", "keep_system"}
 
 
-def gpu_offload_supported() -> tuple[bool, str]:
-    """(supported, reason when not) for this llama.cpp build."""
-    try:
-        import llama_cpp
-
-        if llama_cpp.llama_supports_gpu_offload():
-            return True, ""
-    except Exception as exc:  # a broken llama.cpp import shows up elsewhere with its own message
-        return False, f"llama.cpp could not be asked about GPU support ({exc})."
-    return False, ("This build of llama.cpp runs on the CPU only; install llama-cpp-python built with GPU "
-                   "support (for example CMAKE_ARGS=\"-DGGML_CUDA=on\") to offload layers.")
+CPU_ONLY_BUILD = ("This build of llama.cpp runs on the CPU only; install llama-cpp-python built with GPU "
+                  "support (for example CMAKE_ARGS=\"-DGGML_CUDA=on\") to offload layers.")
 
 
 class MarkedSlider(QSlider):
@@ -97,10 +88,7 @@ class LoadSettings(QWidget):
         self.gpu_reason.setWordWrap(True)
         self.gpu_reason.setObjectName("hint")
         self.suggested_layers: int | None = None
-        supported, reason = gpu_offload_supported()
-        self.gpu_layers.setEnabled(supported)
-        self.gpu_reason.setText(reason)
-        self.gpu_reason.setVisible(bool(reason))
+        self.gpu_reason.hide()  # until the engine says whether its build can offload (show_gpu_offload)
 
         self.threads = QSpinBox()
         # 0 shows as "Auto": the engine moves the count with the machine's load (app/engine/threads.py).
@@ -247,6 +235,16 @@ class LoadSettings(QWidget):
             keep_system=self.keep_system.isChecked(),
         )
         return with_values(LoadOptions(model_path=model_path), {**self._kept, **shown})
+
+    def show_gpu_offload(self, info: dict) -> None:
+        """Whether the engine's llama.cpp build can offload, from a loaded model's description: the window's
+        process does not import llama.cpp to ask (a third of a second before its first paint)."""
+        if "gpu_offload" not in info:  # a remote model: offloading is its server's business
+            return
+        supported = bool(info["gpu_offload"])
+        self.gpu_layers.setEnabled(supported)
+        self.gpu_reason.setText("" if supported else CPU_ONLY_BUILD)
+        self.gpu_reason.setVisible(not supported)
 
     def set_options(self, o: LoadOptions) -> None:
         self._kept = {name: getattr(o, name) for name in self._kept}

@@ -173,8 +173,13 @@ class ModelsView(QWidget):
         self.load_settings.kv_type.currentIndexChanged.connect(self._update_fit)
         bridge.model_loading.connect(self._on_model_loading)
         bridge.model_loaded.connect(self._on_model_loaded)
+        bridge.model_loaded.connect(self.load_settings.show_gpu_offload)
         bridge.load_failed.connect(self._on_load_failed)
         bridge.load_progress.connect(self._on_load_progress)
+
+    def start(self) -> None:
+        """Read the library (and whether conversion can run): the window asks once it has painted, since the
+        reading thread's imports (gguf, numpy) would hold the window's own thread up while it builds."""
         self.refresh()
         self.tasks.run(manager.converter_note, self.converter.set_converter_note, self.show_error, "converter")
 
