@@ -62,17 +62,19 @@ class _MessageRelay(QObject):
 def run_gui(argv: list[str]) -> int:
     app = make_app(argv)
     from app.core.crashlog import enable_fault_log
-    from app.ui import crash_report
-    from app.ui.main_window import MainWindow
-
     from app.ui.single_instance import InstanceServer, hand_over_to_running
 
     if hand_over_to_running():
         print("Hearth is already open; its window was brought to the front.", file=sys.stderr)
         return 0
     enable_fault_log("gui")  # a native crash leaves a stack dump that the next start names
+    from app.ui.engine_bridge import start_local_engine
 
-    window = MainWindow()
+    engine = start_local_engine()  # first: the engine starts while the window's modules import
+    from app.ui import crash_report
+    from app.ui.main_window import MainWindow
+
+    window = MainWindow(engine=engine)
     instance = InstanceServer(window)
     instance.raise_requested.connect(lambda: (window.showNormal(), window.raise_(), window.activateWindow()))
     relay = _MessageRelay(window)

@@ -1,12 +1,18 @@
-"""Hearth's main window: chat and models as pages, live monitor beside them, a status bar."""
+"""Hearth's main window: chat and models as pages, live monitor beside them, a status bar.
+
+The window paints before its heavier parts exist (pyqtgraph, httpx, the API server, the key ring: about a
+second of imports and building on a 2-core machine). After the first paint come the library's reading and
+the live monitor; the Benchmark, Connections and Server pages follow once the first model has loaded (the
+load the user waits for goes first), or when their tab is opened or something asks for one sooner.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, Signal
+from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget
+from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 from app import __version__
 from app.core.bundled import bundled_model_path
@@ -14,20 +20,21 @@ from app.core.chats import ChatStore
 from app.core.errors import HearthError
 from app.core.settings import THEMES, load_settings, problems, save_settings
 from app.engine.protocol import LoadOptions, SamplingOptions
-from app.ui.bench.bench_view import BenchView
+from app.engine.supervisor import Supervisor
 from app.ui.chat.chat_view import ChatView
-from app.ui.connections.connections_page import ConnectionsPage
+from app.ui.deferred_pages import DeferredPages
 from app.ui.engine_bridge import EngineBridge, model_title
+from app.ui.first_paint import after_first_paint
 from app.ui.models.models_view import ModelsView
-from app.ui.monitor.monitor_view import MonitorView
 from app.ui import theme
-from app.ui.server_page import ServerPage
 from app.ui.settings.settings_dialog import SettingsDialog
 
 DEFAULT_SIZE = (1280, 800)
 MINIMUM_SIZE = (900, 600)  # every page and the monitor still fit; smaller screens than 1024x700 are rare
 MONITOR_MIN_WIDTH = 240  # narrower, its graphs are unreadable (a dock once shrunk to ~75 px stayed so)
 MONITOR_WIDTH = 300
+# Built after the first load (the monitor is built after the first paint: it is on screen).
+DEFERRED_TABS = {"bench": "Benchmark", "connections": "Connections", "server": "Server"}
 
 
 def default_size(available_width: int, available_height: int) -> tuple[int, int]:
@@ -59,32 +66,33 @@ def memory_text(stats: dict) -> str:
 class MainWindow(QMainWindow):
     closed = Signal()
 
-    def __init__(self, load_on_start: bool = True):
+    def __init__(self, load_on_start: bool = True, engine: Supervisor | None = None):
+        """engine: a local engine already started (app.ui.app starts it before the window is built)."""
         super().__init__()
         self.setWindowTitle("Hearth")
         self.settings = load_settings()
         self.settings_problems = problems()  # said once the status bar exists
         self.store = ChatStore()
-        self.bridge = EngineBridge(self)
+        self.bridge = EngineBridge(self, engine)
+        self._dark = False  # the theme, for the pages built later
+        self._closed = False
 
         self.chat = ChatView(self.bridge, self.store)
         self.models = ModelsView(self.bridge, self.settings)
-        self.monitor = MonitorView()
-        self.bench = BenchView()
-        self.connections = ConnectionsPage(self.bridge, self.settings)
-        self.server = ServerPage(self.bridge.local, self.settings)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.chat, "Chat")
         self.tabs.addTab(self.models, "Models")
-        self.tabs.addTab(self.bench, "Benchmark")
-        self.tabs.addTab(self.connections, "Connections")
-        self.tabs.addTab(self.server, "Server")
+        self.pages = DeferredPages(self.tabs)
+        for name, title in DEFERRED_TABS.items():
+            self.pages.add(name, getattr(self, f"_build_{name}"), title)
+        self.pages.add("monitor", self._build_monitor)
         self.setCentralWidget(self.tabs)
         self.monitor_dock = QDockWidget("Live monitor", self)
         self.monitor_dock.setObjectName("monitorDock")
-        self.monitor_dock.setWidget(self.monitor)
-        self.monitor.setMinimumWidth(MONITOR_MIN_WIDTH)
+        monitor_space = QWidget()  # the monitor's room until it is built
+        monitor_space.setMinimumWidth(MONITOR_MIN_WIDTH)
+        self.monitor_dock.setWidget(monitor_space)
         self.monitor_dock.setFeatures(QDockWidget.DockWidgetClosable | QDockWidget.DockWidgetMovable)
         self.addDockWidget(Qt.RightDockWidgetArea, self.monitor_dock)
         self.resizeDocks([self.monitor_dock], [MONITOR_WIDTH], Qt.Horizontal)
@@ -106,6 +114,79 @@ class MainWindow(QMainWindow):
             self.show_message(self.store.notice)
         if load_on_start:
             self.load_start_model()
+        after_first_paint(self, [self._unless_closed(self.models.start), self._unless_closed(lambda: self.monitor)])
+        self.bridge.model_loaded.connect(self._build_tabs_later, Qt.SingleShotConnection)
+
+    # --- the pages built after the first paint ----------------------------------
+    def _unless_closed(self, build):
+        return lambda: self._closed or build()
+
+    def _build_tabs_later(self, *_args) -> None:
+        """The tabs' pages, one per turn of the event loop, so news and input in between wait for one at most."""
+        for name in DEFERRED_TABS:
+            QTimer.singleShot(0, self, self._unless_closed(lambda name=name: self.pages.get(name)))
+
+    @property
+    def monitor(self):
+        return self.pages.get("monitor")
+
+    @property
+    def bench(self):
+        return self.pages.get("bench")
+
+    @property
+    def connections(self):
+        return self.pages.get("connections")
+
+    @property
+    def server(self):
+        return self.pages.get("server")
+
+    def _build_monitor(self):
+        from app.ui.monitor.monitor_view import MonitorView
+
+        monitor = MonitorView()
+        monitor.setMinimumWidth(MONITOR_MIN_WIDTH)
+        self.monitor_dock.setWidget(monitor)
+        monitor.apply_theme(self._dark)
+        b = self.bridge
+        b.stats_received.connect(monitor._on_stats)
+        b.generation_finished.connect(monitor._on_done)
+        b.model_loaded.connect(monitor._on_loaded)
+        b.model_unloaded.connect(monitor._on_unloaded)
+        self.chat.generation_started.connect(monitor._on_started)
+        if b.ready:
+            monitor._on_loaded(b.info)
+        return monitor
+
+    def _build_bench(self):
+        from app.ui.bench.bench_view import BenchView
+
+        bench = BenchView()
+        bench.apply_theme(self._dark)
+        bench.error_reported.connect(self.show_message)
+        bench.jobs.job_finished.connect(lambda *_: self.models.refresh())  # its quantized copies
+        show_model = lambda info: info.get("remote") or bench.set_model(info.get("path"), self.models.title(info))
+        self.bridge.model_loaded.connect(show_model)
+        if self.bridge.ready:
+            show_model(self.bridge.info)
+        return bench
+
+    def _build_connections(self):
+        from app.ui.connections.connections_page import ConnectionsPage
+
+        connections = ConnectionsPage(self.bridge, self.settings)
+        connections.error_reported.connect(self.show_message)
+        connections.figures.figures_received.connect(self.monitor._on_stats)
+        return connections
+
+    def _build_server(self):
+        from app.ui.server_page import ServerPage
+
+        server = ServerPage(self.bridge.local, self.settings)
+        server.error_reported.connect(self.show_message)
+        self.bridge.model_loaded.connect(server.update_snippets)
+        return server
 
     # --- construction ---------------------------------------------------------
     def _build_status_bar(self) -> None:
@@ -146,16 +227,11 @@ class MainWindow(QMainWindow):
         b.load_progress.connect(lambda f: self.state_label.setText(f"Loading model… {100 * f:.0f}%"))
         b.load_failed.connect(self._on_load_failed)
         b.stats_received.connect(self._on_stats_received)
-        b.stats_received.connect(self.monitor._on_stats)
         b.generation_finished.connect(self._on_generation_finished)
-        b.generation_finished.connect(self.monitor._on_done)
-        b.model_loaded.connect(self.monitor._on_loaded)
         b.engine_crashed.connect(self._on_engine_crashed)
         b.engine_restarted.connect(lambda: self.state_label.setText("Engine restarted"))
         self.chat.generation_started.connect(lambda: self.state_label.setText("Generating…"))
-        self.chat.generation_started.connect(self.monitor._on_started)
         self.chat.conversation_changed.connect(self._on_conversation_changed)
-        b.model_unloaded.connect(self.monitor._on_unloaded)
         self.models.load_requested.connect(self.load_chosen_model)
         self.models.library_listed.connect(self.chat.picker.set_models)
         self.chat.picker.load_requested.connect(
@@ -168,15 +244,7 @@ class MainWindow(QMainWindow):
         self.models.library_listed.connect(lambda _rows: self.bridge.ready and not self.bridge.remote
                                            and self.model_label.setText(self.models.title(self.bridge.info)))
         self.models.error_reported.connect(self.show_message)
-        self.bench.error_reported.connect(self.show_message)
-        self.bench.jobs.job_finished.connect(lambda *_: self.models.refresh())  # its quantized copies
-        b.model_loaded.connect(lambda info: info.get("remote") or self.bench.set_model(info.get("path"),
-                                                                                     self.models.title(info)))
         b.backend_changed.connect(self._on_backend_changed)
-        b.model_loaded.connect(self.server.update_snippets)
-        self.connections.error_reported.connect(self.show_message)
-        self.connections.figures.figures_received.connect(self.monitor._on_stats)
-        self.server.error_reported.connect(self.show_message)
 
     # --- models ----------------------------------------------------------------
     def load_start_model(self) -> None:
@@ -343,17 +411,24 @@ class MainWindow(QMainWindow):
             pass
 
     def apply_theme(self, dark: bool) -> None:
-        self.monitor.apply_theme(dark)
-        self.bench.apply_theme(dark)
+        self._dark = dark
+        for page in (self.pages.built("monitor"), self.pages.built("bench")):
+            if page is not None:
+                page.apply_theme(dark)
 
     def closeEvent(self, event) -> None:
+        self._closed = True  # the pages not built yet never will be
         self.chat.keep_answer_on_quit()  # before the engine goes: its end would cut the answer unsaved
         self.save_state()
-        self.monitor.timer.stop()
+        built = self.pages.built
+        if built("monitor"):
+            self.monitor.timer.stop()
         self.models.close_tasks()
-        self.bench.close_tasks()
-        self.connections.close_tasks()
-        self.server.stop()
+        for page in (built("bench"), built("connections")):
+            if page is not None:
+                page.close_tasks()
+        if built("server"):
+            self.server.stop()
         self.bridge.close()
         self.store.close()
         self.closed.emit()

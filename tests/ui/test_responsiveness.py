@@ -96,7 +96,8 @@ def long_chat(hearth_home, bundled_model):
 
 def test_a_50k_token_conversation_opens_and_scrolls_without_stalls(qtbot, long_chat, idle_window):
     w = idle_window
-    qtbot.waitUntil(lambda: not w.models.tasks.busy(), timeout=30_000)  # the library scan at start is done
+    # What a start leaves until after the first paint is done: the monitor built and the library scan read.
+    qtbot.waitUntil(lambda: w.pages.built("monitor") is not None and not w.models.tasks.busy(), timeout=30_000)
     transcript = w.chat.transcript
     renders = transcript.full_renders
     beat = Heartbeat().start()
