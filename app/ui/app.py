@@ -59,6 +59,17 @@ class _MessageRelay(QObject):
     said = Signal(str)
 
 
+def open_window():
+    """The main window as a start builds it (`hearth gui` and its --startup-time): the engine process first,
+    so that its start and the model's load overlap with the window's imports and building."""
+    from app.ui.engine_bridge import start_local_engine
+
+    engine = start_local_engine()
+    from app.ui.main_window import MainWindow
+
+    return MainWindow(engine=engine)
+
+
 def run_gui(argv: list[str]) -> int:
     app = make_app(argv)
     from app.core.crashlog import enable_fault_log
@@ -68,13 +79,9 @@ def run_gui(argv: list[str]) -> int:
         print("Hearth is already open; its window was brought to the front.", file=sys.stderr)
         return 0
     enable_fault_log("gui")  # a native crash leaves a stack dump that the next start names
-    from app.ui.engine_bridge import start_local_engine
-
-    engine = start_local_engine()  # first: the engine starts while the window's modules import
     from app.ui import crash_report
-    from app.ui.main_window import MainWindow
 
-    window = MainWindow(engine=engine)
+    window = open_window()
     instance = InstanceServer(window)
     instance.raise_requested.connect(lambda: (window.showNormal(), window.raise_(), window.activateWindow()))
     relay = _MessageRelay(window)

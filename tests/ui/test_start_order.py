@@ -1,0 +1,32 @@
+"""A start paints the window before building its heavier pages (app/ui/deferred_pages.py); a user never finds
+one of them missing, empty, or unaware of the model that loaded before it existed."""
+
+from __future__ import annotations
+
+TABS = ["Chat", "Models", "Benchmark", "Connections", "Server"]
+
+
+def tab_titles(w) -> list[str]:
+    return [w.tabs.tabText(i) for i in range(w.tabs.count())]
+
+
+def test_a_tab_opened_before_its_page_was_built_shows_its_page(qtbot, idle_window):
+    w = idle_window  # no model loads, so the pages that wait for the first load are not built yet
+    assert w.pages.built("server") is None and tab_titles(w) == TABS
+    w.tabs.setCurrentIndex(TABS.index("Server"))
+    page = w.pages.built("server")
+    assert page is not None and w.tabs.currentWidget() is page is w.server
+    qtbot.waitUntil(lambda: w.server.start_button.isVisible(), timeout=5_000)
+    assert tab_titles(w) == TABS  # in its place, under its title
+
+
+def test_the_pages_built_after_the_first_load_know_the_loaded_model(qtbot, main_window):
+    w = main_window
+    qtbot.waitUntil(w.pages.all_built, timeout=30_000)
+    assert tab_titles(w) == TABS
+    assert [w.tabs.widget(i) for i in range(2, 5)] == [w.bench, w.connections, w.server]
+    model = w.bridge.info["model"]
+    assert w.models.title(w.bridge.info) in w.bench.model_label.text()
+    assert w.bridge.info["path"] == w.bench.model_path
+    assert model.removesuffix(".gguf") in w.server.curl.toPlainText()
+    assert list(w.monitor.series["engine_mb"].v)  # the monitor drew the loaded model's memory
