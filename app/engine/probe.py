@@ -111,19 +111,25 @@ def extra_bufts_decision(model_path: str) -> dict:
 _background: threading.Thread | None = None
 
 
-def decision_or_background_probe(model_path: str) -> dict:
+def decision_or_background_probe(model_path: str, start_probe: bool = True) -> dict:
     """The remembered answer; on a machine never probed, a safe answer now (extra buffer types off) while the
     probe runs in the background and is remembered for the next load. A first start does not wait ~2 s for
-    the probe before the model loads."""
-    global _background
+    the probe before the model loads. start_probe=False: the caller starts it (start_background_probe) once
+    its load is done, so that the probe's child does not take the CPU from that load."""
     cached = cached_result()
     if cached is not None:
         return cached
+    if start_probe:
+        start_background_probe(model_path)
+    return {"ok": False, "background": True,
+            "detail": "being probed in the background; this load keeps them off, the next one uses the answer"}
+
+
+def start_background_probe(model_path: str) -> None:
+    global _background
     if _background is None or not _background.is_alive():
         _background = threading.Thread(target=run_probe, args=(model_path,), name="extra-bufts-probe", daemon=True)
         _background.start()
-    return {"ok": False, "background": True,
-            "detail": "being probed in the background; this load keeps them off, the next one uses the answer"}
 
 
 def wait_for_background_probe(timeout: float | None = None) -> None:

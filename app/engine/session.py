@@ -9,7 +9,7 @@ from app.core.errors import HearthError
 from app.engine.decode import Decoder
 from app.engine.literal import literal_spans
 from app.engine.prediction import prediction_speculator
-from app.engine.probe import decision_or_background_probe
+from app.engine.probe import decision_or_background_probe, start_background_probe
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.slots import Slots
@@ -50,14 +50,17 @@ class Session:
         probe = None
         extra = options.extra_bufts
         if extra is None:
-            probe = decision_or_background_probe(probe_model or options.model_path)
+            probe = decision_or_background_probe(probe_model or options.model_path, start_probe=False)
             extra = bool(probe.get("ok"))
         check_speculation_options(options)
         if options.n_parallel > 1 and options.draft_model:
             # A draft model has a context of its own that the slots' shared batch cannot carry.
             raise HearthError("A draft model serves one request at a time: with --parallel, use --lookup "
                               "(prompt lookup drafts in every slot) or drop --draft-model.")
-        return cls(Runtime(options, extra_bufts=extra, progress=progress), probe)
+        session = cls(Runtime(options, extra_bufts=extra, progress=progress), probe)
+        if probe is not None and probe.get("background"):  # after the load: on two cores they shared the CPU
+            start_background_probe(probe_model or options.model_path)
+        return session
 
     def describe(self) -> dict:
         info = self.rt.describe()

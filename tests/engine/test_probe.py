@@ -47,3 +47,20 @@ def test_a_first_load_does_not_wait_for_the_probe(bundled_model):
     remembered = probe.cached_result()
     assert remembered is not None and "ok" in remembered
     assert probe.decision_or_background_probe(str(bundled_model)) == remembered
+
+
+def test_a_first_load_starts_the_probe_only_once_its_model_is_loaded(bundled_model, monkeypatch):
+    """On two cores the probe's child loading a model of its own beside the first load slowed that load."""
+    from app.engine import session
+
+    paths.machine_facts_file().unlink(missing_ok=True)
+    events: list[str] = []
+    runtime = session.Runtime
+    monkeypatch.setattr(session, "Runtime", lambda *a, **k: (runtime(*a, **k), events.append("loaded"))[0])
+    monkeypatch.setattr(session, "start_background_probe", lambda path: events.append(f"probe {path}"))
+    loaded = session.Session.load(LoadOptions(model_path=str(bundled_model), n_ctx=256))
+    try:
+        assert events == ["loaded", f"probe {bundled_model}"]
+        assert loaded.describe()["extra_bufts_probe"]["background"] is True
+    finally:
+        loaded.close()
