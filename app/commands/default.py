@@ -18,9 +18,12 @@ def _gui_possible() -> bool:
 
 def run_default() -> int:
     if _gui_possible():
+        from app.engine.supervisor import Supervisor
+
+        engine = Supervisor.for_window()  # first: it starts while Qt and the window import
         from app.ui.app import run_gui
 
-        return run_gui([])
+        return run_gui([], engine)
     import argparse
 
     from app.commands import chat

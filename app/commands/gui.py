@@ -17,6 +17,9 @@ def run(args) -> int:
         from app.ui.startup_time import run as time_start
 
         return time_start(args.json)
+    from app.engine.supervisor import Supervisor
+
+    engine = Supervisor.for_window()  # first: it starts while Qt and the window import
     from app.ui.app import run_gui
 
-    return run_gui([])
+    return run_gui([], engine)

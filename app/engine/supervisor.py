@@ -50,6 +50,15 @@ class _Request:
 class Supervisor:
     """The local engine behind the Backend seam (app.engine.backend)."""
 
+    @classmethod
+    def for_window(cls) -> "Supervisor":
+        """A window's engine, its process starting now: `hearth gui` makes it before it imports Qt and builds
+        the window, so the engine's start and the model's load overlap with those. below_caller: the engine
+        yields the CPU to the window's thread while it answers (see EngineProcess)."""
+        engine = cls(below_caller=True)
+        engine.start()
+        return engine
+
     name = "local"
 
     def __init__(self, below_caller: bool = False, transport: Transport = EngineProcess):

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.core import resources
 from app.core.errors import DependencyMissing
+from app.engine.supervisor import Supervisor
 from app.ui.theme import apply_theme
 
 
@@ -59,29 +60,30 @@ class _MessageRelay(QObject):
     said = Signal(str)
 
 
-def open_window():
-    """The main window as a start builds it (`hearth gui` and its --startup-time): the engine process first,
-    so that its start and the model's load overlap with the window's imports and building."""
-    from app.ui.engine_bridge import start_local_engine
-
-    engine = start_local_engine()
+def open_window(engine: Supervisor | None = None):
+    """The main window as a start builds it (`hearth gui` and its --startup-time), with the engine that the
+    command started before importing Qt (Supervisor.for_window), or one started now, before the window's
+    modules import: either way the engine's start and the model's load overlap with the window's."""
+    engine = engine or Supervisor.for_window()
     from app.ui.main_window import MainWindow
 
     return MainWindow(engine=engine)
 
 
-def run_gui(argv: list[str]) -> int:
+def run_gui(argv: list[str], engine: Supervisor | None = None) -> int:
     app = make_app(argv)
     from app.core.crashlog import enable_fault_log
     from app.ui.single_instance import InstanceServer, hand_over_to_running
 
     if hand_over_to_running():
+        if engine is not None:
+            engine.close(timeout=1.0)
         print("Hearth is already open; its window was brought to the front.", file=sys.stderr)
         return 0
     enable_fault_log("gui")  # a native crash leaves a stack dump that the next start names
     from app.ui import crash_report
 
-    window = open_window()
+    window = open_window(engine)
     instance = InstanceServer(window)
     instance.raise_requested.connect(lambda: (window.showNormal(), window.raise_(), window.activateWindow()))
     relay = _MessageRelay(window)

@@ -31,15 +31,6 @@ def model_title(info: dict | None) -> str:
     return (info.get("name") or info.get("model", "")) if info else ""
 
 
-def start_local_engine() -> Supervisor:
-    """The window's local engine with its process already starting, before the window imports and builds its
-    pages: the engine's start-up then overlaps with the window's, and the first model loads sooner."""
-    # below_caller: the engine yields the CPU to the window's thread while it answers (see EngineProcess).
-    engine = Supervisor(below_caller=True)
-    engine.start()
-    return engine
-
-
 class EngineBridge(QObject):
     engine_started = Signal()
     model_loading = Signal(object)  # LoadOptions
@@ -57,7 +48,7 @@ class EngineBridge(QObject):
 
     def __init__(self, parent: QObject | None = None, backend: Supervisor | None = None):
         super().__init__(parent)
-        self.local = backend or Supervisor(below_caller=True)  # see start_local_engine
+        self.local = backend or Supervisor(below_caller=True)  # see Supervisor.for_window
         self.backend: Backend = self.local
         self._listener = _Signals(self)
         self.backend.add_listener(self._listener)

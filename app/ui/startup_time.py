@@ -4,7 +4,7 @@ From the process's start (psutil's create time, so Python's own start-up and the
 window's first paint, and to the model being ready to chat (the bundled model, or the last one), then the
 window closes. Run it twice on a fresh HEARTH_HOME for the cold and the warm figure.
 
-It starts the window as `hearth gui` does (app.ui.app.run_gui: the engine first, then the window) and also
+It starts the window as `hearth gui` does (the engine first, then Qt and the window: app.ui.app) and also
 reports how: which heavy modules the window process had imported when it painted (the monitor's pyqtgraph,
 the API server, llama.cpp... are left until after), and when the engine process started. Before closing it
 waits for the pages built after the paint and for a first start's extra-buffer probe to be remembered, so
@@ -31,6 +31,9 @@ def heavy_modules_loaded() -> list[str]:
 
 
 def measure() -> dict:
+    from app.engine.supervisor import Supervisor
+
+    engine = Supervisor.for_window()
     from PySide6.QtCore import QEvent, QObject
     from PySide6.QtWidgets import QApplication
 
@@ -51,7 +54,7 @@ def measure() -> dict:
     probe_before = _remembered_probe()
     watcher = _FirstPaint()
     app.installEventFilter(watcher)
-    window = open_window()
+    window = open_window(engine)
     marks["window_built_s"] = seconds_since_process_start()
     window.bridge.model_loaded.connect(lambda _info: marks.setdefault("model_ready_s", seconds_since_process_start()))
     window.show()
