@@ -126,21 +126,11 @@ class MainWindow(QMainWindow):
         for name in DEFERRED_TABS:
             QTimer.singleShot(0, self, self._unless_closed(lambda name=name: self.pages.get(name)))
 
-    @property
-    def monitor(self):
-        return self.pages.get("monitor")
-
-    @property
-    def bench(self):
-        return self.pages.get("bench")
-
-    @property
-    def connections(self):
-        return self.pages.get("connections")
-
-    @property
-    def server(self):
-        return self.pages.get("server")
+    # Asking for a page that was not built yet builds it now.
+    monitor = property(lambda self: self.pages.get("monitor"))
+    bench = property(lambda self: self.pages.get("bench"))
+    connections = property(lambda self: self.pages.get("connections"))
+    server = property(lambda self: self.pages.get("server"))
 
     def _build_monitor(self):
         from app.ui.monitor.monitor_view import MonitorView
