@@ -50,6 +50,8 @@ class _Request:
 class Supervisor:
     """The local engine behind the Backend seam (app.engine.backend)."""
 
+    name = "local"
+
     @classmethod
     def for_window(cls) -> "Supervisor":
         """A window's engine, its process starting now: `hearth gui` makes it before it imports Qt and builds
@@ -58,8 +60,6 @@ class Supervisor:
         engine = cls(below_caller=True)
         engine.start()
         return engine
-
-    name = "local"
 
     def __init__(self, below_caller: bool = False, transport: Transport = EngineProcess):
         """transport(on_event, below_caller) makes a process; tests pass a fake one."""

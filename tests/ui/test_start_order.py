@@ -30,3 +30,11 @@ def test_the_pages_built_after_the_first_load_know_the_loaded_model(qtbot, main_
     assert w.bridge.info["path"] == w.bench.model_path
     assert model.removesuffix(".gguf") in w.server.curl.toPlainText()
     assert list(w.monitor.series["engine_mb"].v)  # the monitor drew the loaded model's memory
+
+
+def test_the_load_settings_learn_from_the_engine_whether_its_build_offloads(qtbot, main_window):
+    # The window's process does not import llama.cpp to ask; the engine says it with the loaded model.
+    settings = main_window.models.load_settings
+    offloads = main_window.bridge.info["gpu_offload"]
+    assert settings.gpu_layers.isEnabled() is offloads
+    assert ("runs on the CPU only" in settings.gpu_reason.text()) is not offloads
