@@ -23,9 +23,15 @@ from app.ui.monitor.monitor_view import MonitorView
 from app.ui import theme
 from app.ui.server_page import ServerPage
 from app.ui.settings.settings_dialog import SettingsDialog
+from app.ui.widgets import ElidedLabel
 
 DEFAULT_SIZE = (1280, 800)
-MINIMUM_SIZE = (900, 600)  # every page and the monitor still fit; smaller screens than 1024x700 are rare
+# The smallest screen Hearth is made for; the first size never goes below it.
+SMALLEST_SCREEN = (1024, 700)
+# The window's minimum width is what its layout needs (the chat page beside the monitor), which Qt enforces
+# itself: a minimum set here (900) under a layout that needed 1004 pixels let the pages be cut. The pages get a
+# floor for their height, so that the transcript and the load settings keep a usable height.
+PAGE_MIN_HEIGHT = 500
 MONITOR_MIN_WIDTH = 240  # narrower, its graphs are unreadable (a dock once shrunk to ~75 px stayed so)
 MONITOR_WIDTH = 300
 
@@ -33,8 +39,8 @@ MONITOR_WIDTH = 300
 def default_size(available_width: int, available_height: int) -> tuple[int, int]:
     """The first start's size: 1280x800 where it fits, else the screen's free area less a margin
     (1280x800 was taller than a 768-pixel screen: the status bar and the Load button fell off)."""
-    return (max(MINIMUM_SIZE[0], min(DEFAULT_SIZE[0], available_width - 24)),
-            max(MINIMUM_SIZE[1], min(DEFAULT_SIZE[1], available_height - 24)))
+    return (max(SMALLEST_SCREEN[0], min(DEFAULT_SIZE[0], available_width - 24)),
+            max(SMALLEST_SCREEN[1], min(DEFAULT_SIZE[1], available_height - 24)))
 
 
 def extra_bufts_notice(info: dict) -> str:
@@ -88,7 +94,7 @@ class MainWindow(QMainWindow):
         self.monitor_dock.setFeatures(QDockWidget.DockWidgetClosable | QDockWidget.DockWidgetMovable)
         self.addDockWidget(Qt.RightDockWidgetArea, self.monitor_dock)
         self.resizeDocks([self.monitor_dock], [MONITOR_WIDTH], Qt.Horizontal)
-        self.setMinimumSize(*MINIMUM_SIZE)
+        self.tabs.setMinimumHeight(PAGE_MIN_HEIGHT)
 
         self._build_status_bar()
         self._build_menus()
@@ -111,7 +117,7 @@ class MainWindow(QMainWindow):
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
         self.state_label = QLabel("Starting…")
-        self.model_label = QLabel("")
+        self.model_label = ElidedLabel("")  # a long file name ends in "…"; its tooltip is the path
         self.speed_label = QLabel("")
         self.ctx_label = QLabel("")
         self.mem_label = QLabel("")

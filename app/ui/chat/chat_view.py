@@ -91,6 +91,7 @@ class ChatView(QWidget):
                                     "(every message has Edit in its header)")
         self.hint = QLabel()
         self.hint.setObjectName("chatHint")
+        self.hint.setWordWrap(True)  # a long hint (editing a message) must not widen the window past the screen
         self.sampling = SamplingPanel()
 
         center = QWidget()
