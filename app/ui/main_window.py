@@ -22,7 +22,7 @@ from app.ui.models.models_view import ModelsView
 from app.ui.monitor.monitor_view import MonitorView
 from app.ui import theme
 from app.ui.server_page import ServerPage
-from app.ui.settings.settings_dialog import SettingsDialog
+from app.ui.settings.settings_dialog import SettingsDialog, default_load_options
 from app.ui.widgets import ElidedLabel
 
 DEFAULT_SIZE = (1280, 800)
@@ -165,7 +165,7 @@ class MainWindow(QMainWindow):
         self.models.load_requested.connect(self.load_chosen_model)
         self.models.library_listed.connect(self.chat.picker.set_models)
         self.chat.picker.load_requested.connect(
-            lambda path: self.load_chosen_model(self.models.load_settings.options(path)))
+            lambda path: self.load_chosen_model(self.models.options_for(path)))
         self.chat.picker.eject_requested.connect(self.bridge.unload)
         for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
             signal.connect(self._show_picker_state)
@@ -328,9 +328,8 @@ class MainWindow(QMainWindow):
         return dialog
 
     def apply_settings(self, values: dict) -> None:
-        if values.pop("reset_load_settings", False):
-            self.models.load_settings.set_options(LoadOptions())
         self.settings.update(values)
+        self.models.set_defaults(default_load_options(self.settings))
         self.chat.input.set_enter_sends(values["enter_sends"])
         theme.chosen = values["theme"]
         from PySide6.QtWidgets import QApplication
