@@ -31,9 +31,10 @@ from PySide6.QtGui import (QFont, QGuiApplication, QTextBlockFormat, QTextCharFo
                            QTextDocumentFragment)
 from PySide6.QtWidgets import QTextBrowser
 
-# About 16 appends a second: smooth to read, and each append re-lays out the growing paragraph
-# (~1.5 ms of the window's CPU); at 40 ms the window cost generation about 1% more (hearth bench gui).
-FLUSH_MS = 60
+# About 12 appends a second: smooth to read, and each append costs the window ~1.5 ms of CPU (inserting and
+# laying out the growing paragraph), CPU the engine's threads need; at 40 ms the window cost generation about
+# 1% more than at 60 (hearth bench gui).
+FLUSH_MS = 80
 FENCE_LINE = re.compile(r"^```", re.M)
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 RENDER_BUDGET_MS = 12  # rendering work per event-loop turn while a long conversation fills in

@@ -12,6 +12,14 @@ the axes and grid. Here the x axis is "seconds ago" over a fixed span, the y
 ranges only step to a rounded ceiling when the data outgrows them, and each
 axis is cached as a pixmap, so a redraw mostly just strokes the curves
 (19 -> ~5 ms per redraw on the test machine).
+
+The curves hold their points in absolute time and are moved left as time
+passes (an item translation), so a redraw gives new data only to the series
+that got points since the last one; the per-answer dots, memory and the
+empty series are not rebuilt five times a second. The titles are cached as
+pixmaps like the axes. With one-pixel lines and four redraws a second, the
+monitor's CPU time while an answer streams fell from ~47 to ~28 ms a second
+(tests/ui/test_monitor.py counts the rebuilt curves).
 """
 
 from __future__ import annotations
@@ -23,13 +31,13 @@ from collections import deque
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QLabel, QVBoxLayout, QWidget
 
 from app.core.metrics import system_memory_mb
 from app.engine import protocol as P
 from app.ui.speculation_text import answer_text
 
-REDRAW_MS = 200  # the issue asks for at least four updates a second
+REDRAW_MS = 250  # the issue asks for at least four updates a second; each costs the engine's CPU
 HISTORY = 900  # points per series: three minutes at five a second
 RIGHT_MARGIN = 0.04  # room right of "now", so the newest dot is not cut in half
 SPANS_S = (15, 30, 60, 120)  # the x axis: the shortest span that holds the oldest point, at most two minutes
@@ -79,19 +87,26 @@ class Series:
     def __init__(self):
         self.t: deque = deque(maxlen=HISTORY)
         self.v: deque = deque(maxlen=HISTORY)
+        self.version = 0  # counts changes: a curve is given new data only when its series changed
+        self._arrays: tuple | None = None
+        self._arrays_version = -1
 
     def add(self, t: float, v: float) -> None:
         self.t.append(t)
         self.v.append(v)
+        self.version += 1
 
-    def arrays(self, now: float):
-        """(seconds ago, values), as negative x on the fixed-span axis."""
-        return np.fromiter(self.t, float, len(self.t)) - now, np.fromiter(self.v, float, len(self.v))
-
+    def arrays(self):
+        """(times, values) as arrays, made again only after a change."""
+        if self._arrays_version != self.version:
+            self._arrays = (np.fromiter(self.t, float, len(self.t)), np.fromiter(self.v, float, len(self.v)))
+            self._arrays_version = self.version
+        return self._arrays
 
     def clear(self) -> None:
         self.t.clear()
         self.v.clear()
+        self.version += 1
 
 
 class MonitorView(QWidget):
@@ -107,6 +122,8 @@ class MonitorView(QWidget):
         self.graphs = pg.GraphicsLayoutWidget()
         self.graphs.setBackground(None)
         self.curves = {}
+        self.drawn: dict[str, int] = {}  # curve -> the version of its series it shows
+        self.rebuilt = 0  # curves given new data, counted for tests
         self.plots = {}
         self.members: dict[str, list[str]] = {}  # plot -> its series
         self.y_top: dict[str, float] = {}
@@ -136,6 +153,7 @@ class MonitorView(QWidget):
             plot.setYRange(0, 1, padding=0)
             for side in ("left", "bottom"):
                 plot.getAxis(side).setCacheMode(QGraphicsItem.DeviceCoordinateCache)
+            plot.titleLabel.setCacheMode(QGraphicsItem.DeviceCoordinateCache)  # redrawn only when it changes
             self.y_top[key] = 1.0
             self.plots[key] = plot
             self.members[key] = []
@@ -169,7 +187,8 @@ class MonitorView(QWidget):
             self.curves[name] = plot.plot(pen=None, name=label, symbol="o", symbolSize=7,
                                           symbolBrush=color, symbolPen=None)
         else:
-            self.curves[name] = plot.plot(pen=pg.mkPen(color, width=2), name=label, connect="finite")
+            # One pixel wide: Qt strokes wider lines as filled paths, ~15% of a redraw's painting.
+            self.curves[name] = plot.plot(pen=pg.mkPen(color, width=1), name=label, connect="finite")
         self.members[key].append(name)
         self.legends[key].append((label, color, name in PER_ANSWER))
         self._set_title(key)
@@ -281,13 +300,20 @@ class MonitorView(QWidget):
     def redraw(self) -> None:
         self._dirty = False
         now = self.now()
-        data = {name: self.series[name].arrays(now) for name in self.curves}
+        data = {name: self.series[name].arrays() for name in self.curves}
         # What the longest span shows: its oldest point sets the span, its largest value each y range.
-        shown = {name: (x >= -SPANS_S[-1]) for name, (x, _y) in data.items()}
-        oldest = min((x[shown[name]][0] for name, (x, _y) in data.items() if shown[name].any()), default=0.0)
+        shown = {name: (x >= now - SPANS_S[-1]) for name, (x, _y) in data.items()}
+        oldest = min((x[shown[name]][0] - now for name, (x, _y) in data.items() if shown[name].any()), default=0.0)
         span = next((s for s in SPANS_S if -oldest <= s), SPANS_S[-1])
         for name, curve in self.curves.items():
-            curve.setData(*data[name])
+            version = self.series[name].version
+            if self.drawn.get(name) != version:
+                curve.setData(*data[name])
+                self.drawn[name] = version
+                self.rebuilt += 1
+            # "now" at x = 0: the axis stays "seconds ago" without new data. Qt's own setPos: pyqtgraph's
+            # recomputes the curve's display data (for clipping we do not use), which is what this avoids.
+            QGraphicsObject.setPos(curve, -now, 0)
         # The ticks are recomputed only when a range steps.
         if span != self.span_s:
             self.span_s = span
