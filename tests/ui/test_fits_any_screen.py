@@ -91,6 +91,12 @@ def test_at_its_minimum_size_the_window_shows_every_page_whole(qtbot, idle_windo
         qtbot.wait(50)
         assert squeezed(w.tabs.currentWidget()) == [], w.tabs.tabText(i)
     assert squeezed(w.monitor_dock) == [] and squeezed(w.statusBar()) == []
+    # The graphs fit the dock, with the longest note a graph's title carries (a wide title widened them all).
+    w.monitor._on_loaded({"drafter": "lookup", "spec_plain_reason": "a draft token costs 37% of a target step "
+                          "on this machine, so drafting cannot pay"})
+    qtbot.wait(100)
+    graphs = w.monitor.graphs
+    assert graphs.ci.boundingRect().width() <= graphs.viewport().width() + 1
     from PySide6.QtWidgets import QLabel
 
     shown = QLabel.text(w.model_label)  # the long name ends in "…" instead of widening the window

@@ -24,7 +24,10 @@ monitor's CPU time while an answer streams fell from ~47 to ~28 ms a second
 
 from __future__ import annotations
 
+import html
 import math
+import re
+import textwrap
 import time
 from collections import deque
 
@@ -47,6 +50,7 @@ PER_ANSWER = ("prompt_tok_s", "ttft_s")
 # straight across the idle time between answers.
 DURING_ANSWERS = ("gen_tok_s", "kv_fill", "shifts", "acceptance")
 GPU_CURVE = ("#0ea5e9", "GPU used")  # only when layers are offloaded
+NOTE_CHARS = 30  # a plot note's line at 8 pt fits the dock's narrowest (MONITOR_MIN_WIDTH)
 
 
 def nice_ceiling(value: float) -> float:
@@ -66,8 +70,9 @@ def _with_note(title: str, note: str) -> str:
 
 
 def unbroken(text: str) -> str:
-    """A summary figure that wraps as a whole: never inside "87.0 tok/s" (a break after the slash read "tok/ s")."""
-    return text.replace(" ", "\u00a0").replace("/", "/\u2060")
+    """A summary figure that never wraps inside "87.0 tok/s" (a break after the slash read "tok/ s"): a number
+    stays with its unit. Only there: a whole figure kept on one line ran past the dock's edge ("25% of dr")."""
+    return re.sub(r"(\d) ", "\\1\u00a0", text).replace("/", "/\u2060")
 
 
 def legend(entries: list[tuple[str, str, bool]]) -> str:
@@ -136,8 +141,8 @@ class MonitorView(QWidget):
             ("speed", "Tokens/s", [("gen_tok_s", "#10b981", "generation"), ("prompt_tok_s", "#3b82f6", "prompt")]),
             ("ttft", "Time to first token (s)", [("ttft_s", "#f59e0b", "per answer")]),
             ("memory", "Memory (MB)", [("engine_mb", "#a855f7", "engine"), ("system_mb", "#6b7280", "system used")]),
-            ("kv", "KV cache fill (%) · window shifts", [("kv_fill", "#ef4444", "fill"),
-                                                          ("shifts", "#f97316", "shifts")]),
+            # A short title: with " · window shifts" it set the graphs' width past the dock's narrowest.
+            ("kv", "KV cache (%)", [("kv_fill", "#ef4444", "fill"), ("shifts", "#f97316", "window shifts")]),
             ("draft", "Draft acceptance (%)", [("acceptance", "#14b8a6", "accepted")]),
         ]
         for row, (key, title, curves) in enumerate(layout_spec):
@@ -165,8 +170,9 @@ class MonitorView(QWidget):
         self.summary.setWordWrap(True)
         # A fixed height of three lines: a summary that wrapped to another number of lines resized every
         # graph below it, and that relayout and full repaint cost the window's thread ~50-70 ms at once.
-        # Four lines hold the main figures at the dock's narrowest; the whole summary is also the tooltip.
-        self.summary.setFixedHeight(4 * self.summary.fontMetrics().lineSpacing() + 2)
+        # Five lines hold the figures, speculation's included, at the dock's narrowest (four cut the last);
+        # the whole summary is also the tooltip.
+        self.summary.setFixedHeight(5 * self.summary.fontMetrics().lineSpacing() + 2)
         self.summary.setAlignment(Qt.AlignLeft | Qt.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -198,7 +204,8 @@ class MonitorView(QWidget):
             self.notes[key] = note
         entries = self.legends[key]
         line = legend(entries) if len(entries) > 1 else ""
-        note = self.notes.get(key, "")
+        # Wrapped by hand: a title does not wrap, and one wider than the dock widened every graph past its edge.
+        note = "<br>".join(html.escape(part) for part in textwrap.wrap(self.notes.get(key, ""), NOTE_CHARS))
         # 9 pt: at the dock's narrowest (MONITOR_MIN_WIDTH) a larger title ran past the plot's edges.
         self.plots[key].setTitle(_with_note(self.titles[key], "<br>".join(x for x in (line, note) if x)),
                                  size="9pt")
@@ -280,10 +287,12 @@ class MonitorView(QWidget):
             self.engine_mb = None
         # An empty graph should say why it is empty.
         drafter = info.get("drafter")
-        self.titles["draft"] = f"Draft acceptance (%) · {drafter}" if drafter else "Draft acceptance (%)"
         reason = info.get("spec_plain_reason")
-        self._set_title("draft", "" if remote else "speculative decoding off" if not drafter else
-                        f"not used: {reason}" if reason else "")
+        # The drafter is named in the note, not the title: a title does not wrap (see _set_title).
+        # Off at load, regenerate and edit still draft from the answer they replace (predicted outputs).
+        self._set_title("draft", "" if remote else "speculative decoding off; regenerate drafts from the old "
+                        "answer" if not drafter else
+                        f"{drafter}, not used: {reason}" if reason else f"drafter: {drafter}")
 
     # --- drawing -----------------------------------------------------------
     def _on_tick(self) -> None:
