@@ -197,8 +197,8 @@ class MainWindow(QMainWindow):
                               f"{Path(options.model_path).parent}; starting with the bundled model.")
             options = None
         if options is None or not options.model_path:
-            try:
-                options = LoadOptions(model_path=str(bundled_model_path()))
+            try:  # with its own options if it was loaded before, else the default ones (Settings)
+                options = self.models.kept_options(str(bundled_model_path()))
             except HearthError as exc:
                 self._on_load_failed(str(exc))
                 return

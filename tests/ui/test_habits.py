@@ -100,6 +100,27 @@ def test_default_load_options_are_set_one_by_one_in_settings_and_used_for_a_mode
         w.close()
 
 
+def test_the_first_start_loads_the_bundled_model_with_the_default_load_options(qtbot, hearth_home):
+    import json
+
+    from app.core import paths
+    from app.ui.app import make_app
+    from app.ui.main_window import MainWindow
+
+    paths.settings_file().parent.mkdir(parents=True, exist_ok=True)
+    paths.settings_file().write_text(json.dumps({"load_defaults": {"n_ctx": 2048, "kv_type": "q8_0"}}))
+    make_app([])
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    try:
+        qtbot.waitUntil(lambda: w.bridge.ready, timeout=60_000)
+        assert (w.bridge.info["n_ctx"], w.bridge.options.kv_type) == (2048, "q8_0")
+        assert w.ctx_label.text() == "context 2048"
+    finally:
+        w.close()
+
+
 def test_a_message_leaves_the_model_in_view_and_a_search_error_is_said_once(qtbot, idle_window, monkeypatch):
     w = idle_window
     w.model_label.setText("some model")

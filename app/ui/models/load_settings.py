@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor, QPainter, QPolygonF
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
                                QPushButton, QSlider, QSpinBox, QStyle, QStyleOptionSlider, QToolButton, QWidget)
@@ -93,11 +93,8 @@ class MarkedSlider(QSlider):
 
 
 class LoadSettings(QWidget):
-    changed = Signal()  # any setting was changed (by the user or set_options)
-
     def __init__(self, parent=None, defaults: bool = False):
         super().__init__(parent)
-        self.editing_defaults = defaults
         self.reset_buttons: dict[tuple[str, ...], QToolButton] = {}  # the fields of a row -> its button
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
@@ -233,11 +230,11 @@ class LoadSettings(QWidget):
         self.set_options(replace(current, **{name: getattr(HEARTH_DEFAULTS, name) for name in names}))
 
     def _on_changed(self, *_args) -> None:
+        """A reset button is enabled only where its row differs from Hearth's default."""
         if self.reset_buttons:
             current = self.options("")
             for names, button in self.reset_buttons.items():
                 button.setEnabled(any(getattr(current, n) != getattr(HEARTH_DEFAULTS, n) for n in names))
-        self.changed.emit()
 
     def _on_gpu_layers_changed(self, value: int) -> None:
         text = "all" if value >= self.gpu_layers.maximum() else str(value)

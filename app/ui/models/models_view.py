@@ -322,10 +322,13 @@ class ModelsView(QWidget):
         self.load_settings.set_options(self.kept_options(path))
 
     def set_defaults(self, defaults: LoadOptions) -> None:
-        """New default load options (Settings): the chosen model shows them if it has none of its own."""
-        self.defaults = defaults
+        """New default load options (Settings): the chosen model shows them if it showed the old ones (it has
+        no options of its own, and none changed in the pane)."""
+        old, self.defaults = self.defaults, defaults
         path = self._shown_for
-        if path is not None and path not in self._edited and path not in self.per_model:
+        if path is None or path in self._edited or path in self.per_model:
+            return
+        if self.load_settings.options(path) == replace(old, model_path=path):
             self.load_settings.set_options(replace(defaults, model_path=path))
 
     def _update_fit(self, *_args) -> None:
