@@ -4,9 +4,11 @@ A conversation has a title, a system prompt and an ordered list of messages.
 Regenerate and edit-and-resend keep what they replace: a message can have
 versions (message_versions), each with the messages that followed it (its
 tail). Showing another version puts that version's text and tail back, so
-paging through answers (< 2/3 >) and editing an earlier question lose
-nothing. A message without versions has no rows there: chats saved before
-versions existed read as they were.
+paging through answers (< 2/3 >), regenerating an earlier answer and editing
+an earlier question lose nothing: a tail message keeps its own versions (and
+their tails) inside the tail, so a branch comes back whole. A message without
+versions has no rows there: chats saved before versions existed read as they
+were, and tails saved before tails kept versions read as single versions.
 """
 
 from __future__ import annotations
@@ -316,12 +318,8 @@ class ChatStore:
                                                       (ids[number - 1],)).fetchone()
                 self.db.execute("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
                                 (content, json.dumps({**_meta(meta), "version": number}), message_id))
-                now = time.time()
                 for item in json.loads(kept or "[]"):
-                    self.db.execute("INSERT INTO messages (conversation_id, role, content, meta, created) "
-                                    "VALUES (?, ?, ?, ?, ?)", (current["conversation_id"], item["role"],
-                                                               item["content"], json.dumps(item.get("meta") or {}),
-                                                               now))
+                    self._put_back(current["conversation_id"], item)
         except sqlite3.DatabaseError as exc:
             raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
 
@@ -335,14 +333,37 @@ class ChatStore:
                                               (message_id,))]
 
     def _take_tail(self, current: dict) -> list[dict]:
-        """Remove the messages after this one and return them, as a version's tail. A tail message's own
-        versions are not kept inside it: only the version that was shown."""
-        rows = self.db.execute("SELECT role, content, meta FROM messages WHERE conversation_id = ? AND id > ? "
+        """Remove the messages after this one and return them, as a version's tail: each with its own
+        versions, so that a later answer's alternatives come back with the branch they belong to."""
+        rows = self.db.execute("SELECT id, role, content, meta FROM messages WHERE conversation_id = ? AND id > ? "
                                "ORDER BY id", (current["conversation_id"], current["id"])).fetchall()
+        tail = []
+        for mid, role, content, meta in rows:
+            item = {"role": role, "content": content, "meta": _meta(meta)}
+            versions = self.db.execute("SELECT content, meta, tail FROM message_versions WHERE message_id = ? "
+                                       "ORDER BY id", (mid,)).fetchall()
+            if versions:
+                item["versions"] = [{"content": c, "meta": _meta(m), "tail": json.loads(t or "[]")}
+                                    for c, m, t in versions]
+            else:
+                item["meta"] = _without_version(item["meta"])
+            tail.append(item)
+        # Their versions go with them (ON DELETE CASCADE): they now live in the tail.
         self.db.execute("DELETE FROM messages WHERE conversation_id = ? AND id > ?",
                         (current["conversation_id"], current["id"]))
-        return [{"role": role, "content": content, "meta": _without_version(_meta(meta))}
-                for role, content, meta in rows]
+        return tail
+
+    def _put_back(self, conversation_id: int, item: dict) -> None:
+        """Insert a tail message again at the end of the conversation, with its versions."""
+        now = time.time()
+        cur = self.db.execute("INSERT INTO messages (conversation_id, role, content, meta, created) "
+                              "VALUES (?, ?, ?, ?, ?)", (conversation_id, item["role"], item["content"],
+                                                         json.dumps(item.get("meta") or {}), now))
+        for version in item.get("versions") or []:
+            self.db.execute("INSERT INTO message_versions (message_id, content, meta, tail, created) "
+                            "VALUES (?, ?, ?, ?, ?)", (cur.lastrowid, version["content"],
+                                                       json.dumps(version.get("meta") or {}),
+                                                       json.dumps(version.get("tail") or []), now))
 
     def has_message(self, conversation_id: int, role: str) -> bool:
         """Whether the conversation has a message of this role, without reading them all (the chat's

@@ -17,8 +17,11 @@ from app.core import paths
 from app.core.jsonstore import write_json
 
 # The settings the app itself keeps, and the JSON type each must have. Others pass through unchecked.
+# load_options: the last load (the model started with); model_load_options: {model path: its last load};
+# load_defaults: the default load options the user set that differ from Hearth's (Settings).
 TYPES: dict[str, type] = {"load_options": dict, "sampling": dict, "window_geometry": str, "window_state": str,
-                          "imported_models": list, "enter_sends": bool, "theme": str}
+                          "imported_models": list, "enter_sends": bool, "theme": str, "load_defaults": dict,
+                          "model_load_options": dict}
 THEMES = ("system", "light", "dark")
 
 _problems: list[str] = []

@@ -23,7 +23,7 @@ from app.engine.supervisor import Supervisor
 
 # Tokens arrive merged at most this often (app.engine.coalesce), matching the transcript's FLUSH_MS:
 # one event per token cost the window ~0.5 ms of CPU per token, CPU the engine's threads need.
-STREAM_INTERVAL_MS = 60
+STREAM_INTERVAL_MS = 80
 
 
 def model_title(info: dict | None) -> str:

@@ -27,10 +27,16 @@ from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.first_paint import after_first_paint
 from app.ui.models.models_view import ModelsView
 from app.ui import theme
-from app.ui.settings.settings_dialog import SettingsDialog
+from app.ui.settings.settings_dialog import SettingsDialog, default_load_options
+from app.ui.widgets import ElidedLabel
 
 DEFAULT_SIZE = (1280, 800)
-MINIMUM_SIZE = (900, 600)  # every page and the monitor still fit; smaller screens than 1024x700 are rare
+# The smallest screen Hearth is made for; the first size never goes below it.
+SMALLEST_SCREEN = (1024, 700)
+# The window's minimum width is what its layout needs (the chat page beside the monitor), which Qt enforces
+# itself: a minimum set here (900) under a layout that needed 1004 pixels let the pages be cut. The pages get a
+# floor for their height, so that the transcript and the load settings keep a usable height.
+PAGE_MIN_HEIGHT = 500
 MONITOR_MIN_WIDTH = 240  # narrower, its graphs are unreadable (a dock once shrunk to ~75 px stayed so)
 MONITOR_WIDTH = 300
 # Built after the first load (the monitor is built after the first paint: it is on screen).
@@ -40,8 +46,8 @@ DEFERRED_TABS = {"bench": "Benchmark", "connections": "Connections", "server": "
 def default_size(available_width: int, available_height: int) -> tuple[int, int]:
     """The first start's size: 1280x800 where it fits, else the screen's free area less a margin
     (1280x800 was taller than a 768-pixel screen: the status bar and the Load button fell off)."""
-    return (max(MINIMUM_SIZE[0], min(DEFAULT_SIZE[0], available_width - 24)),
-            max(MINIMUM_SIZE[1], min(DEFAULT_SIZE[1], available_height - 24)))
+    return (max(SMALLEST_SCREEN[0], min(DEFAULT_SIZE[0], available_width - 24)),
+            max(SMALLEST_SCREEN[1], min(DEFAULT_SIZE[1], available_height - 24)))
 
 
 def extra_bufts_notice(info: dict) -> str:
@@ -96,7 +102,7 @@ class MainWindow(QMainWindow):
         self.monitor_dock.setFeatures(QDockWidget.DockWidgetClosable | QDockWidget.DockWidgetMovable)
         self.addDockWidget(Qt.RightDockWidgetArea, self.monitor_dock)
         self.resizeDocks([self.monitor_dock], [MONITOR_WIDTH], Qt.Horizontal)
-        self.setMinimumSize(*MINIMUM_SIZE)
+        self.tabs.setMinimumHeight(PAGE_MIN_HEIGHT)
 
         self._build_status_bar()
         self._build_menus()
@@ -182,7 +188,7 @@ class MainWindow(QMainWindow):
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
         self.state_label = QLabel("Starting…")
-        self.model_label = QLabel("")
+        self.model_label = ElidedLabel("")  # a long file name ends in "…"; its tooltip is the path
         self.speed_label = QLabel("")
         self.ctx_label = QLabel("")
         self.mem_label = QLabel("")
@@ -225,7 +231,7 @@ class MainWindow(QMainWindow):
         self.models.load_requested.connect(self.load_chosen_model)
         self.models.library_listed.connect(self.chat.picker.set_models)
         self.chat.picker.load_requested.connect(
-            lambda path: self.load_chosen_model(self.models.load_settings.options(path)))
+            lambda path: self.load_chosen_model(self.models.options_for(path)))
         self.chat.picker.eject_requested.connect(self.bridge.unload)
         for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
             signal.connect(self._show_picker_state)
@@ -249,8 +255,8 @@ class MainWindow(QMainWindow):
                               f"{Path(options.model_path).parent}; starting with the bundled model.")
             options = None
         if options is None or not options.model_path:
-            try:
-                options = LoadOptions(model_path=str(bundled_model_path()))
+            try:  # with its own options if it was loaded before, else the default ones (Settings)
+                options = self.models.kept_options(str(bundled_model_path()))
             except HearthError as exc:
                 self._on_load_failed(str(exc))
                 return
@@ -380,9 +386,8 @@ class MainWindow(QMainWindow):
         return dialog
 
     def apply_settings(self, values: dict) -> None:
-        if values.pop("reset_load_settings", False):
-            self.models.load_settings.set_options(LoadOptions())
         self.settings.update(values)
+        self.models.set_defaults(default_load_options(self.settings))
         self.chat.input.set_enter_sends(values["enter_sends"])
         theme.chosen = values["theme"]
         from PySide6.QtWidgets import QApplication

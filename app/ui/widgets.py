@@ -2,6 +2,9 @@
 
 StatusLine: a form's one-sentence outcome, errors in red. copy_button: text to the clipboard.
 
+ElidedLabel: one line that ends in "…" when the room is short (a long model name in the status bar would
+otherwise set the window's minimum width past a small screen).
+
 JobBar: one long job at a time (download, quantize, convert, a benchmark) with a progress bar and Cancel.
 
 The job runs on a Tasks thread; its progress callback is throttled on that
@@ -17,7 +20,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from app.core.units import human_size
@@ -25,6 +28,41 @@ from app.ui.worker import Tasks
 
 PROGRESS_MS = 100
 SCALE = 1000  # the bar's range: QProgressBar takes ints, byte counts overflow them
+
+
+class ElidedLabel(QLabel):
+    """A one-line label that shortens its text with "…" to the width it gets; text() is the whole text."""
+
+    SHORTEST = 80  # pixels it may shrink to
+
+    def __init__(self, text: str = "", parent=None):
+        super().__init__(parent)
+        self._whole = ""
+        self.setText(text)
+
+    def setText(self, text: str) -> None:
+        self._whole = text
+        self._elide()
+        self.updateGeometry()
+
+    def text(self) -> str:
+        return self._whole
+
+    def sizeHint(self) -> QSize:
+        margins = self.contentsMargins()
+        width = self.fontMetrics().horizontalAdvance(self._whole) + margins.left() + margins.right() + 2
+        return QSize(width, super().sizeHint().height())
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(min(self.SHORTEST, self.sizeHint().width()), super().minimumSizeHint().height())
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        shown = self.fontMetrics().elidedText(self._whole, Qt.ElideRight, max(0, self.contentsRect().width()))
+        super().setText(shown)
 
 
 class JobBar(QWidget):

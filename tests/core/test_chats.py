@@ -144,6 +144,32 @@ def test_an_edited_question_keeps_the_old_one_with_what_followed_it(tmp_path):
     assert [m.content for m in store.messages(cid)] == ["Capital of Italy?", "Rome."]
 
 
+def test_regenerating_an_earlier_answer_keeps_the_later_branch_with_its_own_alternatives(tmp_path):
+    path = tmp_path / "chats.db"
+    store = ChatStore(path)
+    cid = store.create("t")
+    store.add_message(cid, "user", "Capital of France?")
+    a1 = store.add_message(cid, "assistant", "Paris.")
+    store.add_message(cid, "user", "And of Spain?")
+    a2 = store.add_message(cid, "assistant", "Madrid.")
+    store.add_version(a2, "Madrid, of course.")  # the later answer has two alternatives
+    store.add_version(a1, "It is Paris.")  # an earlier answer regenerated: a new branch from there
+    assert [m.content for m in store.messages(cid)] == ["Capital of France?", "It is Paris."]
+    store.close()
+    store = ChatStore(path)  # reopened: the alternatives are in the file
+    store.show_version(a1, 1)
+    msgs = store.messages(cid)
+    assert [m.content for m in msgs] == ["Capital of France?", "Paris.", "And of Spain?", "Madrid, of course."]
+    later = msgs[-1]
+    assert (later.version, later.versions) == (2, 2)
+    store.show_version(later.id, 1)
+    assert store.messages(cid)[-1].content == "Madrid."
+    store.show_version(a1, 2)
+    assert [m.content for m in store.messages(cid)] == ["Capital of France?", "It is Paris."]
+    store.show_version(a1, 1)  # the branch comes back as it was left: its later answer on version 1
+    assert [(m.content, m.version) for m in store.messages(cid)][-1] == ("Madrid.", 1)
+
+
 def test_a_history_from_before_versions_opens_with_its_chats(tmp_path):
     import sqlite3
 

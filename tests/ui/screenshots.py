@@ -2,7 +2,7 @@
 
 Runs the real window (offscreen) against the real engine in a throwaway
 HEARTH_HOME and writes docs/screenshots/{chat,models,download,benchmark}-{theme}.png
-at 1366x768 (a common laptop screen), and chat and models again as
+at 1366x768 (a common laptop screen), settings-{theme}.png (the Settings dialog), and chat and models again as
 {view}-1024x700-{theme}.png and {view}-1366x768-{theme}.png: the window must fit both.
 The download page shows the recommended list (no network needed). The
 benchmark tab shows a saved `hearth bench matrix` result (the newest under
@@ -78,6 +78,10 @@ def main(theme: str = "light", bench_result: str | None = None) -> int:
     window.resize(*LARGE)
     window.tabs.setCurrentWidget(window.chat)
     save(f"chat-{theme}")
+    dialog = window.open_settings()  # theme, send key, data folder and the default load options
+    pause(0.6)
+    dialog.grab().save(str(OUT / f"settings-{theme}.png"))
+    dialog.reject()
     window.tabs.setCurrentWidget(window.models)
     pause(1.0)
     save(f"models-{theme}")

@@ -42,6 +42,71 @@ def test_at_1024x700_every_page_fits_and_the_load_settings_scroll(qtbot, idle_wi
         assert inside_window(w, widget)
 
 
+def squeezed(top) -> list[str]:
+    """The visible widgets under `top` given less width than they need, or reaching past their parent
+    (text cut or overlapped); what sits in a scroll area is left to the scroll bar."""
+    from PySide6.QtWidgets import QAbstractScrollArea, QLabel, QWidget
+
+    found = []
+    for widget in top.findChildren(QWidget):
+        parent = widget.parentWidget()
+        if not widget.isVisible() or widget.isWindow() or parent is None:
+            continue
+        inside_scroll = False
+        ancestor = parent
+        while ancestor is not None and ancestor is not top:
+            if isinstance(ancestor, QAbstractScrollArea):
+                inside_scroll = True
+                break
+            ancestor = ancestor.parentWidget()
+        if inside_scroll:
+            continue
+        name = f"{type(widget).__name__} {widget.objectName() or ''} {getattr(widget, 'text', lambda: '')()!r:.40}"
+        hint = widget.minimumSizeHint()
+        if hint.isValid() and widget.width() < hint.width() and not (isinstance(widget, QLabel) and
+                                                                     widget.wordWrap()):
+            found.append(f"{name}: {widget.width()} px wide, needs {hint.width()}")
+        if not parent.rect().contains(widget.geometry()) and widget.width() > 0:
+            found.append(f"{name}: reaches past {type(parent).__name__}")
+    return found
+
+
+def test_at_its_minimum_size_the_window_shows_every_page_whole(qtbot, idle_window):
+    """The minimum is what the layout needs (a stated 900 pixels under a 1004-pixel layout cut the pages),
+    at most 1024x700; at that size no page, the monitor or the status bar is cut, and the Load button shows."""
+    w = idle_window
+    w.model_label.setText("Meta-Llama-3.1-8B-Instruct-abliterated-uncensored-long-context-finetune-with-a-long-name · Q4_K_M")
+    w.speed_label.setText("12.3 tok/s")
+    w.ctx_label.setText("context 1234/4096")
+    w.mem_label.setText("engine 1234 MB · GPU 1234/8000 MB")
+    w.chat._editing = 1  # the longest hint the chat page shows
+    w.chat._update_buttons()
+    w.resize(400, 300)  # a user dragging the corner as far as it goes
+    qtbot.wait(100)
+    smallest = w.size()
+    assert smallest.width() <= 1024 and smallest.height() <= 700, smallest
+    assert smallest.width() >= w.minimumSizeHint().width()
+    for i in range(w.tabs.count()):
+        w.tabs.setCurrentIndex(i)
+        qtbot.wait(50)
+        assert squeezed(w.tabs.currentWidget()) == [], w.tabs.tabText(i)
+    assert squeezed(w.monitor_dock) == [] and squeezed(w.statusBar()) == []
+    # The graphs fit the dock, with the longest note a graph's title carries (a wide title widened them all).
+    w.monitor._on_loaded({"drafter": "lookup", "spec_plain_reason": "a draft token costs 37% of a target step "
+                          "on this machine, so drafting cannot pay"})
+    qtbot.wait(100)
+    graphs = w.monitor.graphs
+    assert graphs.ci.boundingRect().width() <= graphs.viewport().width() + 1
+    from PySide6.QtWidgets import QLabel
+
+    shown = QLabel.text(w.model_label)  # the long name ends in "…" instead of widening the window
+    assert shown.startswith("Meta-Llama") and shown.endswith("…")
+    w.tabs.setCurrentWidget(w.models)
+    qtbot.wait(50)
+    assert inside_window(w, w.models.load_button) and inside_window(w, w.statusBar())
+    assert w.models.load_settings.width() >= w.models.load_settings.minimumSizeHint().width()
+
+
 def test_the_monitor_cannot_be_shrunk_to_a_sliver_and_comes_back_readable(qtbot, idle_window, hearth_home):
     from app.ui.main_window import MainWindow
 

@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
 
 
-def test_enter_sends_shift_enter_adds_a_line_and_settings_turn_it_round_and_reset_load_options(qtbot, idle_window, hearth_home):
+def test_enter_sends_shift_enter_adds_a_line_and_settings_turn_it_round(qtbot, idle_window, hearth_home):
     from app.core.settings import load_settings
 
     w = idle_window
@@ -20,26 +20,105 @@ def test_enter_sends_shift_enter_adds_a_line_and_settings_turn_it_round_and_rese
     with qtbot.assertNotEmitted(box.submitted):
         qtbot.keyClick(box, Qt.Key_Return, Qt.ShiftModifier)
     assert box.toPlainText() == "first line\n"
-    load = w.models.load_settings
-    load.ctx.setCurrentIndex(load.ctx.findData(16384))
-    load.kv_type.setCurrentText("q8_0")
     dialog = w.open_settings()
-    qtbot.mouseClick(dialog.reset_button, Qt.LeftButton)  # the load settings back to Hearth's defaults
     dialog.send_key.setCurrentIndex(dialog.send_key.findData(False))
     dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
     dialog.accept()
     try:
         assert load_settings()["enter_sends"] is False and load_settings()["theme"] == "dark"
-        from app.engine.protocol import LoadOptions
-
-        defaults = LoadOptions()
-        assert (load.ctx.currentData(), load.kv_type.currentText()) == (defaults.n_ctx, defaults.kv_type)
         assert "Ctrl+Enter sends" in box.placeholderText()
         with qtbot.assertNotEmitted(box.submitted):
             qtbot.keyClick(box, Qt.Key_Return)
         assert box.toPlainText() == "first line\n\n"  # (Ctrl+Enter still sends: the window's shortcut)
     finally:
         w.apply_settings({"theme": "system", "enter_sends": True})
+
+
+def test_default_load_options_are_set_one_by_one_in_settings_and_used_for_a_model_not_loaded_before(
+        qtbot, hearth_home, bundled_model, model_variant):
+    """Settings > Default load options: each option on its own, a button back to Hearth's default beside
+    each, kept in the settings file; the Models page shows them for a model never loaded, while a model
+    that was loaded keeps what it was loaded with."""
+    import json
+
+    from app.core import paths
+    from app.core.settings import load_settings
+    from app.ui.app import make_app
+    from app.ui.main_window import MainWindow
+
+    q8 = str(model_variant("Q8_0"))
+    paths.settings_file().parent.mkdir(parents=True, exist_ok=True)
+    paths.settings_file().write_text(json.dumps({
+        "imported_models": [q8],
+        # The bundled model was loaded before, with a 2,048-token context.
+        "model_load_options": {str(bundled_model): {"model_path": str(bundled_model), "n_ctx": 2048}}}))
+    make_app([])
+    w = MainWindow(load_on_start=False)
+    qtbot.addWidget(w)
+    w.show()
+    try:
+        dialog = w.open_settings()
+        defaults = dialog.load_defaults
+        buttons = defaults.reset_buttons
+        assert not any(b.isEnabled() for b in buttons.values())  # all at Hearth's defaults
+        defaults.ctx.setCurrentIndex(defaults.ctx.findData(8192))
+        defaults.kv_type.setCurrentText("q8_0")
+        defaults.flash.setCurrentText("on")
+        defaults.spec_mode.setCurrentIndex(2)  # prompt lookup
+        defaults.threads.setValue(1)
+        assert [names for names, b in buttons.items() if b.isEnabled()] == [
+            ("n_threads",), ("n_ctx",), ("kv_type",), ("flash_attn",), ("lookup", "draft_model")]
+        qtbot.mouseClick(buttons[("n_ctx",)], Qt.LeftButton)  # this one back to Hearth's 4,096
+        assert defaults.ctx.currentData() == 4096 and not buttons[("n_ctx",)].isEnabled()
+        assert defaults.kv_type.currentText() == "q8_0"  # the others stay
+        dialog.accept()
+        assert load_settings()["load_defaults"] == {"flash_attn": "on", "kv_type": "q8_0", "lookup": True,
+                                                    "n_threads": 1}
+        pane = w.models.load_settings
+        w.tabs.setCurrentWidget(w.models)
+        qtbot.waitUntil(lambda: len(w.models.models) >= 2, timeout=10_000)
+        rows = [m["path"] for m in w.models.models]
+        w.models.table.selectRow(rows.index(q8))  # never loaded: the defaults
+        assert (pane.kv_type.currentText(), pane.flash.currentText(), pane.spec_mode.currentIndex(),
+                pane.threads.value(), pane.ctx.currentData()) == ("q8_0", "on", 2, 1, 4096)
+        pane.ctx.setCurrentIndex(pane.ctx.findData(1024))  # changed here, not loaded yet
+        w.models.table.selectRow(rows.index(str(bundled_model)))  # loaded before: its own options
+        assert (pane.ctx.currentData(), pane.kv_type.currentText()) == (2048, "f16")
+        w.models.table.selectRow(rows.index(q8))  # the change made for it is still there
+        assert pane.ctx.currentData() == 1024
+        # The chat's model picker loads a model with that model's options, not the pane's.
+        assert w.models.options_for(str(bundled_model)).n_ctx == 2048
+        assert w.models.options_for(q8).n_ctx == 1024
+        # Every load setting explains itself.
+        from PySide6.QtWidgets import QAbstractButton, QComboBox, QSlider, QSpinBox
+
+        controls = [c for kind in (QComboBox, QSpinBox, QSlider, QAbstractButton) for c in pane.findChildren(kind)]
+        assert len(controls) >= 12
+        for control in controls:
+            assert control.toolTip(), type(control).__name__
+    finally:
+        w.close()
+
+
+def test_the_first_start_loads_the_bundled_model_with_the_default_load_options(qtbot, hearth_home):
+    import json
+
+    from app.core import paths
+    from app.ui.app import make_app
+    from app.ui.main_window import MainWindow
+
+    paths.settings_file().parent.mkdir(parents=True, exist_ok=True)
+    paths.settings_file().write_text(json.dumps({"load_defaults": {"n_ctx": 2048, "kv_type": "q8_0"}}))
+    make_app([])
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    try:
+        qtbot.waitUntil(lambda: w.bridge.ready, timeout=60_000)
+        assert (w.bridge.info["n_ctx"], w.bridge.options.kv_type) == (2048, "q8_0")
+        assert w.ctx_label.text() == "context 2048"
+    finally:
+        w.close()
 
 
 def test_a_message_leaves_the_model_in_view_and_a_search_error_is_said_once(qtbot, idle_window, monkeypatch):

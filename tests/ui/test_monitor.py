@@ -27,6 +27,7 @@ def test_graphs_show_every_recent_point_and_rescale_only_in_steps(qtbot):
         monitor.redraw()
         ranges.append(tuple(speed.viewRange()[1]))
     x, y = monitor.curves["gen_tok_s"].getData()
+    x = x + monitor.curves["gen_tok_s"].pos().x()  # where the points are drawn: the curve moves left with time
     assert list(y) == [20.0 + i for i in range(100)]
     (x0, x1), (y0, y1) = speed.viewRange()
     # The x axis is "seconds ago" over the shortest span that holds the points, the newest at its right edge.
@@ -34,8 +35,14 @@ def test_graphs_show_every_recent_point_and_rescale_only_in_steps(qtbot):
     assert y0 == 0 and max(y) <= y1 <= 2 * max(y)
     # The y range stepped a few times as the speed grew, not once per point (each step recomputes ticks).
     assert len(set(ranges)) <= 4
+    # Between answers a redraw only moves the curves; no curve is given its points again.
+    rebuilt = monitor.rebuilt
+    monitor.redraw()
+    assert monitor.rebuilt == rebuilt
     monitor.t0 -= 40  # forty seconds later the span has stepped out to hold them
     monitor.redraw()
+    x, _y = monitor.curves["gen_tok_s"].getData()
+    assert -41 < x[-1] + monitor.curves["gen_tok_s"].pos().x() <= -40  # the newest point moved 40 s left
     assert speed.viewRange()[0][0] == -60
     for key, series in (("memory", "engine_mb"), ("kv", "kv_fill")):
         top = monitor.plots[key].viewRange()[1][1]

@@ -174,3 +174,44 @@ def test_an_earlier_question_can_be_edited_and_the_old_branch_paged_back(qtbot, 
     qtbot.waitUntil(lambda: "Madrid" in transcript.toPlainText(), timeout=5_000)
     assert [m.content for m in w.store.messages(cid)] == ["Capital of France?", "Paris.", "And of Spain?",
                                                          "Madrid."]
+
+
+def test_an_earlier_answer_can_be_regenerated_and_its_old_branch_comes_back_after_a_restart(qtbot, main_window):
+    """As in LM Studio: regenerating an earlier answer starts a new branch there; the later turns belong to
+    the old answer and come back when paging back to it, also after Hearth is closed and opened again."""
+    from app.ui.main_window import MainWindow
+
+    w = main_window
+    cid = open_chat(qtbot, w, [("user", "Capital of France?"), ("assistant", "Paris."),
+                               ("user", "And of Spain?"), ("assistant", "Madrid.")])
+    first_answer = w.store.messages(cid)[1]
+    w.chat.sampling.max_tokens.setValue(8)
+    w.chat.sampling.temperature.setValue(0.0)
+    asked: list = []
+    real_chat = w.bridge.chat
+    w.bridge.chat = lambda messages, sampling: asked.append(messages) or real_chat(messages, sampling)
+    with qtbot.waitSignal(w.bridge.generation_finished, timeout=60_000) as again:
+        click_link(qtbot, w.chat.transcript, f"regenerate:{first_answer.id}")
+    # The model was asked only what came before the regenerated answer.
+    assert [m["content"] for m in asked[0]] == ["Capital of France?"]
+    new_text = again.args[0]["text"]
+    msgs = w.store.messages(cid)
+    assert [(m.role, m.content) for m in msgs] == [("user", "Capital of France?"), ("assistant", new_text)]
+    transcript = w.chat.transcript
+    qtbot.waitUntil(lambda: "2/2" in transcript.toPlainText(), timeout=5_000)
+    assert "Madrid" not in transcript.toPlainText()
+    w.close()
+    reopened = MainWindow(load_on_start=False)
+    qtbot.addWidget(reopened)
+    reopened.show()
+    try:
+        reopened.chat.open_conversation(cid)
+        shown = reopened.chat.transcript
+        qtbot.waitUntil(lambda: "2/2" in shown.toPlainText(), timeout=5_000)
+        click_link(qtbot, shown, f"prev:{first_answer.id}")
+        qtbot.waitUntil(lambda: "Madrid." in shown.toPlainText(), timeout=5_000)
+        assert [m.content for m in reopened.store.messages(cid)] == ["Capital of France?", "Paris.",
+                                                                     "And of Spain?", "Madrid."]
+        assert "1/2" in shown.toPlainText()
+    finally:
+        reopened.close()

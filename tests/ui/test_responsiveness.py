@@ -24,15 +24,20 @@ def test_no_event_loop_stall_during_generation(qtbot, main_window):
     redraws = w.monitor.redraws
     w.bridge.stats_received.connect(stats.append)
     beat = Heartbeat().start()
+    started = time.monotonic()
     done = ask(qtbot, w, "Write a long story about the sea.", max_tokens=120)
+    took_s = time.monotonic() - started
     beat.stop()
     assert done["completion_tokens"] == 120
     beat.assert_no_stall("generation")
     # Tokens were appended in batches (never more than one document append per token), and the
-    # graphs kept up with the engine's stats (five a second at full speed; fewer on a slow machine).
+    # graphs kept up with the engine's stats (five a second at full speed; fewer on a slow machine), redrawn
+    # as often as figures came, up to the monitor's four a second.
+    from app.ui.monitor.monitor_view import REDRAW_MS
+
     assert w.chat.transcript.flushes - appends <= 120 + 2
     assert len(stats) >= 2
-    assert w.monitor.redraws - redraws >= 0.8 * len(stats)
+    assert w.monitor.redraws - redraws >= 0.8 * min(len(stats), took_s * 1000 / REDRAW_MS)
 
 
 def test_no_event_loop_stall_during_a_download(qtbot, idle_window, hub_server):

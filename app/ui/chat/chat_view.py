@@ -4,9 +4,11 @@ The answer in progress belongs to the conversation it was asked in. When the
 engine fails mid-answer, what was generated is kept (in the transcript and in
 the store) with an error line; switching conversations mid-answer stops it.
 
-Nothing a user wrote or was answered is thrown away: Regenerate adds a version
-of the last answer and editing any question adds a version of it (the store
-keeps each version with what followed it); the header's < 2/3 > pages through them.
+Nothing a user wrote or was answered is thrown away: regenerating any answer
+(the Regenerate button: the last one; each answer's header: that one) adds a
+version of it, and editing any question adds a version of it. The store keeps
+each version with what followed it, so regenerating an earlier answer starts a
+new branch there and the header's < 2/3 > pages back to the old branch whole.
 """
 
 from __future__ import annotations
@@ -82,12 +84,14 @@ class ChatView(QWidget):
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the answer (Esc)")
         self.regen_button = QPushButton("Regenerate")
-        self.regen_button.setToolTip("Ask for another answer; the earlier ones stay (page with ‹ ›)")
+        self.regen_button.setToolTip("Ask for another last answer; the earlier ones stay (page with ‹ ›). "
+                                     "Every answer has Regenerate in its header")
         self.edit_button = QPushButton("Edit last")
         self.edit_button.setToolTip("Put your last message back in the box; the old one stays as a version "
                                     "(every message has Edit in its header)")
         self.hint = QLabel()
         self.hint.setObjectName("chatHint")
+        self.hint.setWordWrap(True)  # a long hint (editing a message) must not widen the window past the screen
         self.sampling = SamplingPanel()
 
         center = QWidget()
@@ -124,7 +128,7 @@ class ChatView(QWidget):
         self.send_button.clicked.connect(self.send)
         self.input.submitted.connect(self.send)
         self.stop_button.clicked.connect(self.stop)
-        self.regen_button.clicked.connect(self.regenerate)
+        self.regen_button.clicked.connect(lambda: self.regenerate())  # not clicked(False) as the answer id
         self.edit_button.clicked.connect(self.edit_last)
         self.transcript.action_requested.connect(self._on_message_action)
         self.conversations.conversation_chosen.connect(self.open_conversation)
@@ -204,12 +208,13 @@ class ChatView(QWidget):
         self._update_buttons()
         self.conversation_changed.emit()
 
-    def _render_conversation(self, leave_out: int | None = None) -> None:
-        """Show the open conversation; leave_out: the answer being regenerated (its new version streams)."""
+    def _render_conversation(self, before: int | None = None) -> None:
+        """Show the open conversation; before: only the messages before this one (the answer being
+        regenerated: its new version streams after them, and what followed it waits in the store)."""
         shown: list[tuple] = []
         for msg in self.store.messages(self.conversation_id):
-            if msg.id == leave_out:
-                continue
+            if before is not None and msg.id >= before:
+                break
             shown.append((msg.role, msg.content, self._note(msg.meta), self._links(msg)))
             if msg.meta.get("error"):
                 shown.append(("error", msg.meta["error"], ""))
@@ -220,6 +225,8 @@ class ChatView(QWidget):
         links: list[tuple[str, str | None]] = [("Copy", f"message-copy:{msg.id}")]
         if msg.role == "user":
             links.append(("Edit", f"edit:{msg.id}"))
+        elif msg.role == "assistant":
+            links.append(("Regenerate", f"regenerate:{msg.id}"))
         if msg.versions > 1:
             links += [("‹", f"prev:{msg.id}" if msg.version > 1 else None), (f"{msg.version}/{msg.versions}", None),
                       ("›", f"next:{msg.id}" if msg.version < msg.versions else None)]
@@ -234,6 +241,8 @@ class ChatView(QWidget):
             self.transcript.message_copied.emit(msg.content)
         elif action == "edit":
             self.edit_message(message_id)
+        elif action == "regenerate":
+            self.regenerate(message_id)
         elif action in ("prev", "next") and not self.generating:
             self.store.show_version(message_id, msg.version + (1 if action == "next" else -1))
             self._editing = None
@@ -293,9 +302,10 @@ class ChatView(QWidget):
         self._failed = False
         # The answer being regenerated stays in the store (as a version) until the new one replaces it, but it
         # is not part of what the model is asked.
+        before = self._regenerating
         messages = [{"role": m.role, "content": m.content}
                     for m in self.store.messages(self.conversation_id)
-                    if m.role in ("user", "assistant") and m.id != self._regenerating]
+                    if m.role in ("user", "assistant") and (before is None or m.id < before)]
         system = self.system_prompt.toPlainText().strip()
         if system:
             messages.insert(0, {"role": "system", "content": system})
@@ -334,23 +344,28 @@ class ChatView(QWidget):
         text = "" if self._detached else self.transcript.stream_text()
         self._finish(text, {"finish_reason": "cancelled", "stopped_by": "quit"})
 
-    def regenerate(self) -> None:
+    def regenerate(self, answer_id: int | None = None) -> None:
+        """Ask again for an answer: `answer_id` (any answer, from its header), else the last question's.
+        The old answer and whatever followed it stay as its previous version (a branch to page back to)."""
         if self.generating or not self.bridge.ready or self.conversation_id is None:
             return
         msgs = self.store.messages(self.conversation_id)
-        users = [i for i, m in enumerate(msgs) if m.role == "user"]
-        if not users:
-            return
-        following = msgs[users[-1] + 1:]
-        answer = following[0] if following and following[0].role == "assistant" else None
-        if answer is not None and not answer.content and answer.meta.get("error"):
-            # An answer that failed before its first token has nothing to keep: ask again in its place.
+        if answer_id is not None:
+            answer = next((m for m in msgs if m.id == answer_id and m.role == "assistant"), None)
+            if answer is None:
+                return
+        else:
+            users = [i for i, m in enumerate(msgs) if m.role == "user"]
+            if not users:
+                return
+            following = msgs[users[-1] + 1:]
+            answer = following[0] if following and following[0].role == "assistant" else None
+        if answer is not None and not answer.content and answer.meta.get("error") and answer.id == msgs[-1].id:
+            # The last answer failed before its first token: nothing to keep, ask again in its place.
             self.store.truncate_from(self.conversation_id, answer.id)
             answer = None
-        elif len(following) > 1:  # only the last answer is regenerated; anything after it is cut (rare)
-            self.store.truncate_from(self.conversation_id, following[1].id)
         self._regenerating = answer.id if answer is not None else None
-        self._render_conversation(leave_out=self._regenerating)
+        self._render_conversation(before=self._regenerating)
         self._ask(answer.content if answer is not None else "")
 
     def edit_last(self) -> None:

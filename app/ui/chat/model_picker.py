@@ -3,10 +3,24 @@ Jan and GPT4All put it above the conversation)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QStyle,
+                               QStyleOptionComboBox, QStylePainter, QWidget)
 
 from app.ui.models.titles import row_title
+
+
+class ElidedComboBox(QComboBox):
+    """A combo box whose shown name ends in "…" when the box is narrower (Qt cut it: "SmolLM2-135M-I")."""
+
+    def paintEvent(self, _event) -> None:
+        painter = QStylePainter(self)
+        option = QStyleOptionComboBox()
+        self.initStyleOption(option)
+        painter.drawComplexControl(QStyle.CC_ComboBox, option)
+        field = self.style().subControlRect(QStyle.CC_ComboBox, option, QStyle.SC_ComboBoxEditField, self)
+        option.currentText = self.fontMetrics().elidedText(option.currentText, Qt.ElideRight, field.width())
+        painter.drawControl(QStyle.CE_ComboBoxLabel, option)
 
 
 class ModelPicker(QWidget):
@@ -15,9 +29,10 @@ class ModelPicker(QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.combo = QComboBox()
-        self.combo.setToolTip("The library's models; Load puts the chosen one in memory with the Models page's "
-                              "load settings")
+        self.combo = ElidedComboBox()
+        self.combo.setToolTip("The library's models; Load puts the chosen one in memory with its own load "
+                              "settings (Models page), or the default ones (Settings) for a model not loaded "
+                              "before")
         self.combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
         self.combo.setMinimumContentsLength(8)  # long names elide instead of widening the chat page
         self.combo.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)

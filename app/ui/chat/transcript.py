@@ -5,7 +5,7 @@ monospace box and a "Copy code" link. While an answer streams, each paragraph
 (or code block) is rendered as Markdown once it is complete, so the answer
 does not show raw and then reflow at its end; only the paragraph being
 written is plain text. A message's header carries its actions as
-links (Copy, Edit, < 2/3 > for its versions); a click is reported as
+links (Copy, Edit or Regenerate, < 2/3 > for its versions); a click is reported as
 `action_requested(action, message_id)` for the chat page to carry out. The answer in progress arrives token by
 token: tokens are buffered and appended as plain text at most every
 FLUSH_MS, and only when the answer ends is that one message re-rendered as
@@ -31,9 +31,10 @@ from PySide6.QtGui import (QFont, QGuiApplication, QTextBlockFormat, QTextCharFo
                            QTextDocumentFragment)
 from PySide6.QtWidgets import QTextBrowser
 
-# About 16 appends a second: smooth to read, and each append re-lays out the growing paragraph
-# (~1.5 ms of the window's CPU); at 40 ms the window cost generation about 1% more (hearth bench gui).
-FLUSH_MS = 60
+# About 12 appends a second: smooth to read, and each append costs the window ~1.5 ms of CPU (inserting and
+# laying out the growing paragraph), CPU the engine's threads need; at 40 ms the window cost generation about
+# 1% more than at 60 (hearth bench gui).
+FLUSH_MS = 80
 FENCE_LINE = re.compile(r"^```", re.M)
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 RENDER_BUDGET_MS = 12  # rendering work per event-loop turn while a long conversation fills in
@@ -67,7 +68,7 @@ def header_links(links: list[tuple[str, str | None]]) -> str:
 
 class Transcript(QTextBrowser):
     message_copied = Signal(str)
-    action_requested = Signal(str, int)  # action ("copy", "edit", "prev", "next"), message id
+    action_requested = Signal(str, int)  # action ("copy", "edit", "regenerate", "prev", "next"), message id
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -301,7 +302,7 @@ class Transcript(QTextBrowser):
 
     def _on_anchor(self, url: QUrl) -> None:
         action, _, target = url.toString().partition(":")
-        if action in ("message-copy", "edit", "prev", "next") and target.isdigit():
+        if action in ("message-copy", "edit", "regenerate", "prev", "next") and target.isdigit():
             self.action_requested.emit(action.replace("message-", ""), int(target))
             return
         if url.scheme() == "copy":

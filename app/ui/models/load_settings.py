@@ -1,13 +1,19 @@
-"""How a model is loaded: GPU layers, threads, context, memory, KV type, speculation, context policy."""
+"""How a model is loaded: GPU layers, threads, context, memory, KV type, speculation, context policy.
+
+The same panel edits the default load options in Settings (`defaults=True`): there every row has a button
+back to Hearth's own default, enabled where the row differs from it, and a draft model is not offered (it
+must share the vocabulary of one model, so it is chosen per model on the Models page).
+"""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
 
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor, QPainter, QPolygonF
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
-                               QPushButton, QSlider, QSpinBox, QStyle, QStyleOptionSlider, QWidget)
-
-from pathlib import Path
+                               QPushButton, QSlider, QSpinBox, QStyle, QStyleOptionSlider, QToolButton, QWidget)
 
 from app.core.metrics import default_threads
 from app.engine.option_fields import LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
@@ -19,6 +25,15 @@ CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 # window fraction) have no control here and are carried from set_options to options unchanged.
 SHOWN = {"n_gpu_layers", "n_threads", "n_ctx", "use_mmap", "use_mlock", "kv_type", "flash_attn", "draft_model",
          "lookup", "context_policy", "sink_tokens", "keep_system"}
+# What a default can be set for (Settings): a draft model belongs to one model's vocabulary, not to all.
+DEFAULTABLE = SHOWN - {"draft_model"}
+HEARTH_DEFAULTS = LoadOptions()
+
+
+def defaults_changed(options: LoadOptions) -> dict:
+    """The default load options that differ from Hearth's own, as kept in the settings file."""
+    return {name: getattr(options, name) for name in sorted(DEFAULTABLE)
+            if getattr(options, name) != getattr(HEARTH_DEFAULTS, name)}
 
 
 CPU_ONLY_BUILD = ("This build of llama.cpp runs on the CPU only; install llama-cpp-python built with GPU "
@@ -69,8 +84,9 @@ class MarkedSlider(QSlider):
 
 
 class LoadSettings(QWidget):
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, defaults: bool = False):
         super().__init__(parent)
+        self.reset_buttons: dict[tuple[str, ...], QToolButton] = {}  # the fields of a row -> its button
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         # Labels go above their fields when the pane is narrow (a 1024-pixel screen) instead of cutting them.
@@ -132,6 +148,8 @@ class LoadSettings(QWidget):
         self.draft_choice.setMinimumContentsLength(12)
         self.draft_choice.setToolTip("Smaller models in the library with the same vocabulary as this one")
         self.draft_browse = QPushButton("Browse…")
+        self.draft_browse.setToolTip("Choose any GGUF file as the draft model; it must share this model's "
+                                     "vocabulary")
         self.draft_browse.clicked.connect(self._on_browse_draft)
         draft_row.addWidget(self.draft_choice, 1)
         draft_row.addWidget(self.draft_browse)
@@ -145,17 +163,66 @@ class LoadSettings(QWidget):
         self.sinks.setToolTip("Tokens at the start that always stay in the KV cache (attention sinks, "
                               "StreamingLLM): the window slides over the rest without breaking the model")
 
-        for label, widget in (("GPU layers", gpu_row), ("", self.gpu_reason), ("CPU threads", self.threads),
-                              ("Context size", self.ctx), ("", self.ctx_warning), ("", self.mmap), ("", self.mlock),
-                              ("KV cache type", self.kv_type), ("Flash attention", self.flash),
-                              ("Speculative decoding", self.spec_mode), ("Draft model", draft_row),
-                              ("When context is full", self.policy), ("Attention sinks", self.sinks),
-                              ("", self.keep_system)):
-            form.addRow(label, widget)
+        # (label, field, the option fields it sets, the widget whose tooltip the label repeats)
+        rows = (("GPU layers", gpu_row, ("n_gpu_layers",), self.gpu_layers), ("", self.gpu_reason, (), None),
+                ("CPU threads", self.threads, ("n_threads",), self.threads),
+                ("Context size", self.ctx, ("n_ctx",), self.ctx), ("", self.ctx_warning, (), None),
+                ("", self.mmap, ("use_mmap",), None), ("", self.mlock, ("use_mlock",), None),
+                ("KV cache type", self.kv_type, ("kv_type",), self.kv_type),
+                ("Flash attention", self.flash, ("flash_attn",), self.flash),
+                ("Speculative decoding", self.spec_mode, ("lookup", "draft_model"), self.spec_mode),
+                ("Draft model", draft_row, (), self.draft_choice),
+                ("When context is full", self.policy, ("context_policy",), self.policy),
+                ("Attention sinks", self.sinks, ("sink_tokens",), self.sinks),
+                ("", self.keep_system, ("keep_system",), None))
+        for label, field, names, tipped in rows:
+            if defaults and field is draft_row:
+                continue
+            caption = QLabel(label) if label else None
+            if caption is not None and tipped is not None:
+                caption.setToolTip(tipped.toolTip())  # hovering the name explains it too
+            if defaults and names:
+                field = self._with_reset_button(field, names)
+            form.addRow(caption, field) if caption is not None else form.addRow(field)
+        if defaults:  # a draft model is chosen per model (it must share that model's vocabulary)
+            self.spec_mode.model().item(1).setEnabled(False)
+            self.spec_mode.setItemData(1, "A draft model is chosen per model, on the Models page", Qt.ToolTipRole)
         self.spec_mode.currentIndexChanged.connect(self._on_spec_mode_changed)
         self.policy.currentTextChanged.connect(lambda p: self.sinks.setEnabled(p == "window"))
+        for signal in (self.gpu_layers.valueChanged, self.threads.valueChanged, self.ctx.currentIndexChanged,
+                       self.mmap.toggled, self.mlock.toggled, self.kv_type.currentIndexChanged,
+                       self.flash.currentIndexChanged, self.spec_mode.currentIndexChanged,
+                       self.draft_choice.currentIndexChanged, self.policy.currentIndexChanged,
+                       self.sinks.valueChanged, self.keep_system.toggled):
+            signal.connect(self._on_changed)
         self._kept = {name: getattr(LoadOptions(), name) for name in kept_fields(LOAD_FIELDS, SHOWN)}
         self.set_options(LoadOptions())
+
+    def _with_reset_button(self, field, names: tuple[str, ...]) -> QWidget:
+        button = QToolButton()
+        button.setText("↺")  # the usual "back to default" arrow (LM Studio's too)
+        button.setToolTip("Back to Hearth's default")
+        button.setAccessibleName("Back to Hearth's default")
+        button.clicked.connect(lambda: self.reset_to_hearth(names))
+        self.reset_buttons[names] = button
+        row = QWidget()
+        layout = QHBoxLayout(row)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(field, 1) if isinstance(field, QWidget) else layout.addLayout(field, 1)
+        layout.addWidget(button)
+        return row
+
+    def reset_to_hearth(self, names: tuple[str, ...]) -> None:
+        """Put these fields back to Hearth's own defaults; the others stay."""
+        current = self.options("")
+        self.set_options(replace(current, **{name: getattr(HEARTH_DEFAULTS, name) for name in names}))
+
+    def _on_changed(self, *_args) -> None:
+        """A reset button is enabled only where its row differs from Hearth's default."""
+        if self.reset_buttons:
+            current = self.options("")
+            for names, button in self.reset_buttons.items():
+                button.setEnabled(any(getattr(current, n) != getattr(HEARTH_DEFAULTS, n) for n in names))
 
     def _on_gpu_layers_changed(self, value: int) -> None:
         text = "all" if value >= self.gpu_layers.maximum() else str(value)
@@ -165,7 +232,10 @@ class LoadSettings(QWidget):
 
     def set_layer_count(self, n_layers: int | None, suggested: int | None = None) -> None:
         if n_layers:
+            at_all = self.gpu_layers.value() >= self.gpu_layers.maximum()
             self.gpu_layers.setMaximum(n_layers)
+            if at_all:  # "all" stays all on a model with more layers than the slider had
+                self.gpu_layers.setValue(n_layers)
         self.suggested_layers = suggested
         self.gpu_layers.set_mark(suggested)
         self.gpu_layers.setToolTip("Layers computed on the GPU; the rest run on the CPU" +

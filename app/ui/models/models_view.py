@@ -1,6 +1,9 @@
 """The Models page: the library, Hugging Face search and download, quantize and convert, a model's details
 and fit verdict, and the load settings.
 
+The load settings shown are the chosen model's own: what the user changed for it this session, else what
+it was last loaded with, else the default load options (Settings), as LM Studio keeps a model's settings.
+
 Everything that touches the disk, the network or a child process runs on a
 Tasks thread; the long jobs (download, quantize, convert) go through one
 JobBar with progress and Cancel. Their results join the library and the
@@ -10,6 +13,7 @@ table refreshes; their errors reach the message bridge (`error_reported`).
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -25,6 +29,7 @@ from app.ui.models import manager
 from app.ui.models.convert_panel import ConvertPanel
 from app.ui.models.hub_panel import HubPanel
 from app.ui.models.load_settings import LoadSettings
+from app.ui.settings.settings_dialog import default_load_options
 from app.ui.models.titles import info_title, path_title
 from app.ui.speculation_text import loaded_text
 from app.ui.worker import Tasks
@@ -104,9 +109,21 @@ class ModelsView(QWidget):
         self.speculation.setObjectName("hint")
         self.speculation.hide()
         self.load_settings = LoadSettings()
+        self.defaults = default_load_options(settings)
+        kept = settings.get("model_load_options")
+        # {model path: the options it was last loaded with}
+        self.per_model: dict[str, dict] = {k: v for k, v in kept.items() if isinstance(v, dict)} \
+            if isinstance(kept, dict) else {}
+        self._edited: dict[str, LoadOptions] = {}  # settings changed for a model this session, not loaded yet
+        self._shown_for: str | None = None  # the model whose settings the pane shows
         last = settings.get("load_options")
         if isinstance(last, dict):
             self.load_settings.set_options(LoadOptions.from_dict(last))
+            if isinstance(last.get("model_path"), str):  # the last load, kept before per-model options were
+                self.per_model.setdefault(last["model_path"], last)
+                self._shown_for = last["model_path"]
+        else:
+            self.load_settings.set_options(self.defaults)
         self.load_button = QPushButton("Load model")
         self._anyway: tuple | None = None  # (path, n_ctx, kv_type) the user may load despite the fit verdict
         self._cancelled: str | None = None  # the file whose load the user cancelled
@@ -255,6 +272,7 @@ class ModelsView(QWidget):
             self._arm_anyway(None)
         if not path:
             return
+        self._show_options_for(path)
         self.load_settings.set_layer_count(None, None)  # the old model's suggestion no longer applies
         self.load_settings.set_trained_context(None)
         self.tasks.run(lambda: manager.inspect(path), lambda info: self._show_details(path, info),
@@ -284,6 +302,39 @@ class ModelsView(QWidget):
         self.details.setText(f"<b>{name}</b><table>{body}</table>")
         self.load_settings.set_layer_count(info.get("layers"), self.load_settings.suggested_layers)
         self.load_settings.set_trained_context(info.get("context_length"))
+
+    def options_for(self, path: str) -> LoadOptions:
+        """How `path` loads: the pane's settings when it is the chosen model, else its kept ones."""
+        return self.load_settings.options(path) if path == self._shown_for else self.kept_options(path)
+
+    def kept_options(self, path: str) -> LoadOptions:
+        """`path`'s own options: changed here this session, else those it was last loaded with, else the
+        default load options."""
+        if path in self._edited:
+            return replace(self._edited[path], model_path=path)
+        if path in self.per_model:
+            return replace(LoadOptions.from_dict(self.per_model[path]), model_path=path, ignore_fit=False)
+        return replace(self.defaults, model_path=path)
+
+    def _show_options_for(self, path: str) -> None:
+        if path == self._shown_for:
+            return
+        if self._shown_for is not None:
+            left = self.load_settings.options(self._shown_for)
+            if left != self.kept_options(self._shown_for):  # changed and not loaded: kept for when it comes back
+                self._edited[self._shown_for] = left
+        self._shown_for = path
+        self.load_settings.set_options(self.kept_options(path))
+
+    def set_defaults(self, defaults: LoadOptions) -> None:
+        """New default load options (Settings): the chosen model shows them if it showed the old ones (it has
+        no options of its own, and none changed in the pane)."""
+        old, self.defaults = self.defaults, defaults
+        path = self._shown_for
+        if path is None or path in self._edited or path in self.per_model:
+            return
+        if self.load_settings.options(path) == replace(old, model_path=path):
+            self.load_settings.set_options(replace(defaults, model_path=path))
 
     def _update_fit(self, *_args) -> None:
         path = self.selected_path()
@@ -369,6 +420,9 @@ class ModelsView(QWidget):
             self.status.setText(f"The window chats with {model_title(info)} on {info['endpoint']}; "
                                 "loading a model here switches back to this computer.")
             return
+        if self.bridge.options is not None and info.get("path"):  # the options this model loads with next time
+            self.per_model[info["path"]] = replace(self.bridge.options, ignore_fit=False).to_dict()
+            self._edited.pop(info["path"], None)
         text = loaded_text(info)
         self.speculation.setText(f"Loaded model: {text}" if text else "")
         self.speculation.setVisible(bool(text))
@@ -456,7 +510,7 @@ class ModelsView(QWidget):
         self.library_changed.emit(path)
 
     def settings_to_save(self) -> dict:
-        return {"imported_models": self.imported}
+        return {"imported_models": self.imported, "model_load_options": self.per_model}
 
     def close_tasks(self) -> None:
         self.jobs.cancel()  # a quantizer or converter child must not outlive the window

@@ -1,25 +1,35 @@
-"""Settings: theme, the send key, the load settings' defaults, and where Hearth keeps its data.
+"""Settings: theme, the send key, the default load options, and where Hearth keeps its data.
 
-Load options themselves are set on the Models page, which remembers the last ones used; here they can be
-put back to Hearth's defaults."""
+The default load options are what the Models page shows for a model not loaded before (a model that was
+loaded keeps the options it was last loaded with). Each can be set on its own and put back to Hearth's
+default with the button beside it; only those that differ from Hearth's are kept in the settings file, so
+a later Hearth with better defaults still reaches the user who never changed them."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel,
-                               QPushButton, QWidget)
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QGroupBox, QHBoxLayout,
+                               QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget)
 
 from app.core import paths
 from app.core.settings import THEMES
+from app.engine.protocol import LoadOptions
+from app.ui.models.load_settings import DEFAULTABLE, LoadSettings, defaults_changed
 
 SEND_KEYS = {True: "Enter sends, Shift+Enter adds a line", False: "Ctrl+Enter sends, Enter adds a line"}
+
+
+def default_load_options(settings: dict, problems: list[str] | None = None) -> LoadOptions:
+    """The default load options kept in the settings (Hearth's own where none was set)."""
+    kept = settings.get("load_defaults")
+    chosen = {k: v for k, v in kept.items() if k in DEFAULTABLE} if isinstance(kept, dict) else {}
+    return LoadOptions.from_dict(chosen, problems)
 
 
 class SettingsDialog(QDialog):
     def __init__(self, settings: dict, parent=None):
         super().__init__(parent)
-        self.reset_load = False  # the user asked for the default load settings
         self.setWindowTitle("Settings")
         self.theme = QComboBox()
         for theme in THEMES:
@@ -41,31 +51,45 @@ class SettingsDialog(QDialog):
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(where, 1)
         row.addWidget(open_button)
-        self.reset_button = QPushButton("Reset to defaults")
-        self.reset_button.setToolTip("Put the Models page's load settings (context, threads, KV type, "
-                                     "speculation, …) back to Hearth's defaults for the next load")
-        self.reset_note = QLabel("The Models page remembers the last settings used.")
-        self.reset_note.setWordWrap(True)
-        self.reset_button.clicked.connect(self._on_reset_clicked)
-        load_row = QWidget()
-        row = QHBoxLayout(load_row)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.reset_note, 1)
-        row.addWidget(self.reset_button)
+
+        self.load_defaults = LoadSettings(defaults=True)
+        self.load_defaults.set_options(default_load_options(settings))
+        self.reset_button = QPushButton("All to Hearth's defaults")
+        self.reset_button.setToolTip("Put every default load option back to Hearth's own")
+        self.reset_button.clicked.connect(lambda: self.load_defaults.reset_to_hearth(tuple(DEFAULTABLE)))
+        note = QLabel("Used for a model you have not loaded before; a model you loaded keeps the options it was "
+                      "last loaded with (Models page). The button beside an option puts it back to Hearth's "
+                      "default.")
+        note.setWordWrap(True)
+        note.setObjectName("hint")
+        box = QGroupBox("Default load options")
+        box_layout = QVBoxLayout(box)
+        box_layout.addWidget(note)
+        box_layout.addWidget(self.load_defaults)
+        reset_row = QHBoxLayout()
+        reset_row.addStretch(1)
+        reset_row.addWidget(self.reset_button)
+        box_layout.addLayout(reset_row)
+
+        top = QWidget()
+        form = QFormLayout(top)
+        form.addRow("Theme", self.theme)
+        form.addRow("Send key", self.send_key)
+        form.addRow("Data folder", data_row)
+        form.addRow(box)
+        # The load options make the dialog tall: it scrolls on a small screen instead of leaving it.
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(top)
+        scroll.setMinimumWidth(top.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width() + 4)
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
-        form = QFormLayout(self)
-        form.addRow("Theme", self.theme)
-        form.addRow("Send key", self.send_key)
-        form.addRow("Load settings", load_row)
-        form.addRow("Data folder", data_row)
-        form.addRow(buttons)
-
-    def _on_reset_clicked(self) -> None:
-        self.reset_load = True
-        self.reset_note.setText("The defaults will be set when you press OK.")
+        layout = QVBoxLayout(self)
+        layout.addWidget(scroll, 1)
+        layout.addWidget(buttons)
+        self.resize(max(520, self.sizeHint().width()), 620)
 
     def values(self) -> dict:
         return {"theme": self.theme.currentData(), "enter_sends": self.send_key.currentData(),
-                "reset_load_settings": self.reset_load}
+                "load_defaults": defaults_changed(self.load_defaults.options(""))}
