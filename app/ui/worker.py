@@ -25,6 +25,9 @@ class Tasks(QObject):
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._threads: list[threading.Thread] = []
+        # Tasks whose result has not reached the GUI thread yet: a task is busy until its callback ran, since
+        # that callback often starts the next piece of work (a listing that selects a model starts inspecting it).
+        self._undelivered = 0
         self._closed = False  # the page is closing: a result that arrives now must not start more work
         self._finished.connect(self._on_finished)
 
@@ -41,9 +44,13 @@ class Tasks(QObject):
             except Exception as exc:  # a bug: say so in one line, keep the trace for the log
                 traceback.print_exc()
                 self._finished.emit(on_error, f"Internal error: {type(exc).__name__}: {exc}", True)
+            except BaseException:
+                self._finished.emit(None, None, True)  # still delivered: the task is not busy any more
+                raise
             else:
                 self._finished.emit(on_result, value, False)
 
+        self._undelivered += 1
         self._threads = [t for t in self._threads if t.is_alive()]
         thread = threading.Thread(target=body, name=f"hearth-{name}", daemon=True)
         self._threads.append(thread)
@@ -55,11 +62,15 @@ class Tasks(QObject):
 
     @Slot(object, object, object)
     def _on_finished(self, callback, value, is_error) -> None:
-        if callback is not None and not self._closed:
-            callback(value)
+        try:
+            if callback is not None and not self._closed:
+                callback(value)
+        finally:
+            self._undelivered -= 1
 
     def busy(self) -> bool:
-        return any(t.is_alive() for t in self._threads)
+        """Whether any task runs or has a result on its way to the GUI thread."""
+        return self._undelivered > 0 or any(t.is_alive() for t in self._threads)
 
     def close(self, timeout: float = 30.0) -> None:
         """Wait for the running work and drop what it reports afterwards (results queued for the GUI
