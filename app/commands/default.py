@@ -18,12 +18,9 @@ def _gui_possible() -> bool:
 
 def run_default() -> int:
     if _gui_possible():
-        from app.engine.supervisor import Supervisor
+        from app.commands.gui import open_window
 
-        engine = Supervisor.for_window()  # first: it starts while Qt and the window import
-        from app.ui.app import run_gui
-
-        return run_gui([], engine)
+        return open_window()
     import argparse
 
     from app.commands import chat

@@ -17,9 +17,15 @@ def run(args) -> int:
         from app.ui.startup_time import run as time_start
 
         return time_start(args.json)
+    return open_window()
+
+
+def open_window() -> int:
+    """The window until it closes (also `hearth` without a command). Its engine starts first, so the engine's
+    start and the model's load overlap with Qt's imports and the window's building."""
     from app.engine.supervisor import Supervisor
 
-    engine = Supervisor.for_window()  # first: it starts while Qt and the window import
+    engine = Supervisor.for_window()
     from app.ui.app import run_gui
 
     return run_gui([], engine)
