@@ -28,7 +28,7 @@ from app.ui.first_paint import after_first_paint
 from app.ui.models.models_view import ModelsView
 from app.ui import theme
 from app.ui.settings.settings_dialog import SettingsDialog, default_load_options
-from app.ui.widgets import ElidedLabel
+from app.ui.widgets import ElidedLabel, LiveText
 
 DEFAULT_SIZE = (1280, 800)
 # The smallest screen Hearth is made for; the first size never goes below it.
@@ -189,9 +189,10 @@ class MainWindow(QMainWindow):
         bar = self.statusBar()
         self.state_label = QLabel("Starting…")
         self.model_label = ElidedLabel("")  # a long file name ends in "…"; its tooltip is the path
-        self.speed_label = QLabel("")
-        self.ctx_label = QLabel("")
-        self.mem_label = QLabel("")
+        # Changed by every stats event while an answer streams: LiveText repaints without a relayout.
+        self.speed_label = LiveText()
+        self.ctx_label = LiveText()
+        self.mem_label = LiveText()
         self.notice_label = QLabel("")
         self.notice_label.setStyleSheet("color: #f59e0b")
         # Permanent widgets: a message (showMessage, on the left) no longer hides the model and the speed.

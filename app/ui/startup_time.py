@@ -5,7 +5,7 @@ window's first paint, and to the model being ready to chat (the bundled model, o
 window closes. Run it twice on a fresh HEARTH_HOME for the cold and the warm figure.
 
 It starts the window as `hearth gui` does (the engine first, then Qt and the window: app.ui.app) and also
-reports how: which heavy modules the window process had imported when it painted (the monitor's pyqtgraph,
+reports how: which heavy modules the window process had imported when it painted (the Benchmark page's pyqtgraph,
 the API server, llama.cpp... are left until after), and when the engine process started. Before closing it
 waits for the pages built after the paint and for a first start's extra-buffer probe to be remembered, so
 the next run measures a warm start as a user's second start is.

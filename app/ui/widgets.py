@@ -5,6 +5,9 @@ StatusLine: a form's one-sentence outcome, errors in red. copy_button: text to t
 ElidedLabel: one line that ends in "…" when the room is short (a long model name in the status bar would
 otherwise set the window's minimum width past a small screen).
 
+LiveText: text that changes several times a second (speed, context fill, the monitor's summary) and only
+repaints, where a QLabel would make the whole window lay itself out again at every change.
+
 JobBar: one long job at a time (download, quantize, convert, a benchmark) with a progress bar and Cancel.
 
 The job runs on a Tasks thread; its progress callback is throttled on that
@@ -21,7 +24,8 @@ import time
 from typing import Any, Callable
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtGui import QPainter, QPalette
+from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QWidget
 
 from app.core.units import human_size
 from app.ui.worker import Tasks
@@ -63,6 +67,59 @@ class ElidedLabel(QLabel):
     def _elide(self) -> None:
         shown = self.fontMetrics().elidedText(self._whole, Qt.ElideRight, max(0, self.contentsRect().width()))
         super().setText(shown)
+
+
+class LiveText(QWidget):
+    """A label for figures that change while an answer streams; text() and setText() as QLabel's.
+
+    QLabel.setText always tells its parent's layout to recompute, and in the main window that ripples through
+    the status bar, the monitor dock and the dock's animation objects: about a millisecond of the window's
+    thread each time, several times a second while an answer streams, taken from the engine's threads
+    (hearth bench gui). This widget keeps its size: one line grows to fit a longer text at once and gives
+    room back only when cleared (a speed going from 99.9 to 100.0 tok/s moves nothing twice); `lines` > 1
+    wraps in a fixed number of lines at whatever width the layout gives. A text that does not fit ends in "…".
+    """
+
+    def __init__(self, text: str = "", lines: int = 1, parent=None):
+        super().__init__(parent)
+        self._text = ""
+        self._lines = lines
+        self._width = 0  # a one-line label's width: its longest text since it was last cleared
+        self.setSizePolicy(QSizePolicy.Preferred if lines > 1 else QSizePolicy.Fixed, QSizePolicy.Fixed)
+        self.setText(text)
+
+    def text(self) -> str:
+        return self._text
+
+    def setText(self, text: str) -> None:
+        if text == self._text:
+            return
+        self._text = text
+        if self._lines == 1:
+            margins = self.contentsMargins()
+            need = self.fontMetrics().horizontalAdvance(text) + margins.left() + margins.right() + 2
+            if need > self._width or not text:
+                self._width = need
+                self.updateGeometry()  # the one relayout: a wider text, or cleared
+        self.update()
+
+    def sizeHint(self) -> QSize:
+        margins = self.contentsMargins()
+        height = self._lines * self.fontMetrics().lineSpacing() + margins.top() + margins.bottom() + 2
+        return QSize(self._width if self._lines == 1 else 0, height)
+
+    def minimumSizeHint(self) -> QSize:
+        return self.sizeHint()
+
+    def paintEvent(self, event) -> None:
+        painter = QPainter(self)
+        painter.setPen(self.palette().color(QPalette.WindowText))
+        rect = self.contentsRect()
+        if self._lines == 1:
+            shown = self.fontMetrics().elidedText(self._text, Qt.ElideRight, rect.width())
+            painter.drawText(rect, Qt.AlignLeft | Qt.AlignVCenter, shown)
+        else:
+            painter.drawText(rect, Qt.AlignLeft | Qt.AlignTop | Qt.TextWordWrap, self._text)
 
 
 class JobBar(QWidget):

@@ -165,7 +165,7 @@ def test_the_window_through_a_llama_server_rpc_head(qtbot, idle_window, rpc_head
     page = connect(qtbot, w, base, None)
     with qtbot.waitSignal(w.bridge.model_loaded, timeout=WAIT_MS):
         page.use_button.click()
-    assert "runs on " + base in w.model_label.text() and "from the server" in w.monitor.plots["kv"].titleLabel.text
+    assert "runs on " + base in w.model_label.text() and "from the server" in w.monitor.plots["kv"].title
     with qtbot.waitSignal(page.figures.figures_received, timeout=WAIT_MS):
         done = ask(qtbot, w, "Name three colors.", max_tokens=16)
     assert done["text"] and done["completion_tokens"] <= 16

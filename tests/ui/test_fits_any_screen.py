@@ -95,8 +95,9 @@ def test_at_its_minimum_size_the_window_shows_every_page_whole(qtbot, idle_windo
     w.monitor._on_loaded({"drafter": "lookup", "spec_plain_reason": "a draft token costs 37% of a target step "
                           "on this machine, so drafting cannot pay"})
     qtbot.wait(100)
-    graphs = w.monitor.graphs
-    assert graphs.ci.boundingRect().width() <= graphs.viewport().width() + 1
+    for plot in w.monitor.plots.values():
+        assert plot.width() >= plot.minimumSizeHint().width()
+        assert plot.title_width() <= plot.width(), plot.title
     from PySide6.QtWidgets import QLabel
 
     shown = QLabel.text(w.model_label)  # the long name ends in "…" instead of widening the window

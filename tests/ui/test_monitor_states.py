@@ -16,7 +16,7 @@ def test_the_monitor_follows_an_answer_and_leaves_a_gap_after_it(qtbot, main_win
     m = w.monitor
     # Before any answer the engine's memory is a line (two or more points), not one dot.
     qtbot.waitUntil(lambda: len(m.series["engine_mb"].v) >= 2, timeout=5_000)
-    assert "generation" in m.plots["speed"].titleLabel.text and m.plots["speed"].legend is None
+    assert "generation" in m.plots["speed"].title
     w.chat.sampling_overrides = {"ignore_eos": True}
     seen: list[str] = []
     w.bridge.stats_received.connect(lambda _s: seen.append(m.summary.text()))
@@ -38,7 +38,7 @@ def test_the_monitor_follows_an_answer_and_leaves_a_gap_after_it(qtbot, main_win
 def check_speculation_is_said(qtbot, w, info: dict) -> None:
     """After a load with a drafter (test_monitor.py's draft-graph test loads one: calibrating takes ~15 s)."""
     said = w.models.speculation.text()
-    title = w.monitor.plots["draft"].titleLabel.text.replace("<br>", " ")  # a note wraps in the narrow dock
+    title = w.monitor.plots["draft"].title.replace("<br>", " ")  # a note wraps in the narrow dock
     reason = info.get("spec_plain_reason")
     if reason:  # the engine decided drafting cannot pay on this machine: say so, with its reason
         assert f"is not used: {reason}" in said and f"not used: {reason}" in title

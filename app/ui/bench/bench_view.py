@@ -89,6 +89,7 @@ class BenchView(QWidget):
         self.table.verticalHeader().hide()
         self.table.setEditTriggers(QTableWidget.NoEditTriggers)
         self.table.setWordWrap(False)
+        pg.setConfigOptions(antialias=False, foreground="#9ca3af")  # grey axes and text, legible on light and dark
         self.plot = pg.PlotWidget()
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)

@@ -3,23 +3,20 @@
 Engine `stats` events arrive about every 0.2 s during generation; they only
 append to ring buffers. A timer redraws at most every REDRAW_MS, and only
 when something changed and the graphs are visible, so the graphs cost the
-engine (which shares the CPU) as little as possible. All plots live in one
-GraphicsLayoutWidget: one repaint per update, not one per plot.
+engine (which shares the CPU) as little as possible. Each graph is a LivePlot
+(app/ui/monitor/live_plot.py), painted with QPainter from a cached frame.
 
-Most of a redraw's cost was pyqtgraph's axes: with auto-ranging, every new
-point moved the ranges, so every redraw recomputed the ticks and replayed
-the axes and grid. Here the x axis is "seconds ago" over a fixed span, the y
-ranges only step to a rounded ceiling when the data outgrows them, and each
-axis is cached as a pixmap, so a redraw mostly just strokes the curves
-(19 -> ~5 ms per redraw on the test machine).
+The x axis is "seconds ago" over a fixed span (15 s, stepping out to two
+minutes as the history grows), and the y ranges only step to a rounded
+ceiling when the data outgrows them, so a plot's frame (title, axes, ticks,
+grid) is painted again only when one of those steps happens. The series keep
+their points in absolute time; a curve is given new data only when its series
+got points since the last redraw (tests/ui/test_monitor.py counts them).
 
-The curves hold their points in absolute time and are moved left as time
-passes (an item translation), so a redraw gives new data only to the series
-that got points since the last one; the per-answer dots, memory and the
-empty series are not rebuilt five times a second. The titles are cached as
-pixmaps like the axes. With one-pixel lines and four redraws a second, the
-monitor's CPU time while an answer streams fell from ~47 to ~28 ms a second
-(tests/ui/test_monitor.py counts the rebuilt curves).
+With pyqtgraph, even so optimised, a redraw cost the window's thread ~6 ms (half of it Python bookkeeping
+for items moving with time), four times a second while an answer streams: CPU the engine's threads need
+(hearth bench gui's ratio sat at 0.95 with the monitor ~40% of the window's work). A LivePlot redraw is one
+pixmap copy and a polyline per series.
 """
 
 from __future__ import annotations
@@ -32,17 +29,17 @@ import time
 from collections import deque
 
 import numpy as np
-import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.core.metrics import system_memory_mb
 from app.engine import protocol as P
+from app.ui.monitor.live_plot import LivePlot
 from app.ui.speculation_text import answer_text
+from app.ui.widgets import LiveText
 
 REDRAW_MS = 250  # the issue asks for at least four updates a second; each costs the engine's CPU
 HISTORY = 900  # points per series: three minutes at five a second
-RIGHT_MARGIN = 0.04  # room right of "now", so the newest dot is not cut in half
 SPANS_S = (15, 30, 60, 120)  # the x axis: the shortest span that holds the oldest point, at most two minutes
 SYSTEM_MEMORY_EVERY_S = 1.0
 PER_ANSWER = ("prompt_tok_s", "ttft_s")
@@ -50,6 +47,7 @@ PER_ANSWER = ("prompt_tok_s", "ttft_s")
 # straight across the idle time between answers.
 DURING_ANSWERS = ("gen_tok_s", "kv_fill", "shifts", "acceptance")
 GPU_CURVE = ("#0ea5e9", "GPU used")  # only when layers are offloaded
+FOREGROUND = "#9ca3af"  # axes, ticks and titles, on light and dark alike
 NOTE_CHARS = 30  # a plot note's line at 8 pt fits the dock's narrowest (MONITOR_MIN_WIDTH)
 
 
@@ -79,13 +77,6 @@ def legend(entries: list[tuple[str, str, bool]]) -> str:
     """A plot's legend as part of its title [(label, colour, dots)]: a legend inside the plot covered data."""
     return "&nbsp;&nbsp;".join(f"<span style='color:{color}'>{'●' if dots else '━'}&nbsp;{label}</span>"
                                for label, color, dots in entries)
-
-
-class SecondsAgoAxis(pg.AxisItem):
-    """The x axis: "10 s ago" ... "now" rather than negative numbers."""
-
-    def tickStrings(self, values, scale, spacing):
-        return ["now" if abs(v) < 1e-9 else f"{-v:g} s ago" for v in values]
 
 
 class Series:
@@ -119,13 +110,14 @@ class MonitorView(QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        pg.setConfigOptions(antialias=False, foreground="#9ca3af")
         self.t0 = time.monotonic()
         self.series = {name: Series() for name in
                        ("gen_tok_s", "prompt_tok_s", "ttft_s", "engine_mb", "system_mb", "gpu_mb", "kv_fill",
                                  "shifts", "acceptance")}
-        self.graphs = pg.GraphicsLayoutWidget()
-        self.graphs.setBackground(None)
+        self.graphs = QWidget()
+        graphs_layout = QVBoxLayout(self.graphs)
+        graphs_layout.setContentsMargins(0, 0, 0, 0)
+        graphs_layout.setSpacing(2)
         self.curves = {}
         self.drawn: dict[str, int] = {}  # curve -> the version of its series it shows
         self.rebuilt = 0  # curves given new data, counted for tests
@@ -145,20 +137,9 @@ class MonitorView(QWidget):
             ("kv", "KV cache (%)", [("kv_fill", "#ef4444", "fill"), ("shifts", "#f97316", "window shifts")]),
             ("draft", "Draft acceptance (%)", [("acceptance", "#14b8a6", "accepted")]),
         ]
-        for row, (key, title, curves) in enumerate(layout_spec):
-            plot = self.graphs.addPlot(row=row, col=0, title=title,
-                                       axisItems={"bottom": SecondsAgoAxis("bottom")})
-            plot.showGrid(x=True, y=True, alpha=0.2)
-            plot.setMenuEnabled(False)
-            plot.setMouseEnabled(x=False, y=False)
-            plot.hideButtons()
-            plot.getAxis("bottom").setHeight(18)
-            plot.disableAutoRange()
-            plot.setXRange(-SPANS_S[0], SPANS_S[0] * RIGHT_MARGIN, padding=0)
-            plot.setYRange(0, 1, padding=0)
-            for side in ("left", "bottom"):
-                plot.getAxis(side).setCacheMode(QGraphicsItem.DeviceCoordinateCache)
-            plot.titleLabel.setCacheMode(QGraphicsItem.DeviceCoordinateCache)  # redrawn only when it changes
+        for key, title, curves in layout_spec:
+            plot = LivePlot(title, SPANS_S[0])
+            graphs_layout.addWidget(plot, 1)
             self.y_top[key] = 1.0
             self.plots[key] = plot
             self.members[key] = []
@@ -166,14 +147,11 @@ class MonitorView(QWidget):
             self.legends[key] = []
             for curve in curves:
                 self._add_curve(key, *curve)
-        self.summary = QLabel("Idle")
-        self.summary.setWordWrap(True)
-        # A fixed height of three lines: a summary that wrapped to another number of lines resized every
-        # graph below it, and that relayout and full repaint cost the window's thread ~50-70 ms at once.
-        # Five lines hold the figures, speculation's included, at the dock's narrowest (four cut the last);
-        # the whole summary is also the tooltip.
-        self.summary.setFixedHeight(5 * self.summary.fontMetrics().lineSpacing() + 2)
-        self.summary.setAlignment(Qt.AlignLeft | Qt.AlignTop)
+        # Five lines, always: a summary that wrapped to another number of lines resized every graph below it,
+        # and that relayout and full repaint cost the window's thread ~50-70 ms at once. Five hold the figures,
+        # speculation's included, at the dock's narrowest (four cut the last); the whole summary is also the
+        # tooltip. LiveText: the figures change several times a second, a QLabel relayouts the window each time.
+        self.summary = LiveText("Idle", lines=5)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.summary)
@@ -189,12 +167,9 @@ class MonitorView(QWidget):
 
     def _add_curve(self, key: str, name: str, color: str, label: str) -> None:
         plot = self.plots[key]
-        if name in PER_ANSWER:  # one point per answer: dots, no line between answers
-            self.curves[name] = plot.plot(pen=None, name=label, symbol="o", symbolSize=7,
-                                          symbolBrush=color, symbolPen=None)
-        else:
-            # One pixel wide: Qt strokes wider lines as filled paths, ~15% of a redraw's painting.
-            self.curves[name] = plot.plot(pen=pg.mkPen(color, width=1), name=label, connect="finite")
+        # Per answer: one point each, dots with no line between answers. Lines are one pixel wide: Qt strokes
+        # wider ones as filled paths.
+        self.curves[name] = plot.add_curve(name, color, dots=name in PER_ANSWER)
         self.members[key].append(name)
         self.legends[key].append((label, color, name in PER_ANSWER))
         self._set_title(key)
@@ -204,11 +179,10 @@ class MonitorView(QWidget):
             self.notes[key] = note
         entries = self.legends[key]
         line = legend(entries) if len(entries) > 1 else ""
-        # Wrapped by hand: a title does not wrap, and one wider than the dock widened every graph past its edge.
+        # Broken into lines here, at the same words whatever the dock's width (a plot's title wraps too, but
+        # a note's lines of even length read better in a narrow dock).
         note = "<br>".join(html.escape(part) for part in textwrap.wrap(self.notes.get(key, ""), NOTE_CHARS))
-        # 9 pt: at the dock's narrowest (MONITOR_MIN_WIDTH) a larger title ran past the plot's edges.
-        self.plots[key].setTitle(_with_note(self.titles[key], "<br>".join(x for x in (line, note) if x)),
-                                 size="9pt")
+        self.plots[key].set_title(_with_note(self.titles[key], "<br>".join(x for x in (line, note) if x)))
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -320,24 +294,20 @@ class MonitorView(QWidget):
                 curve.setData(*data[name])
                 self.drawn[name] = version
                 self.rebuilt += 1
-            # "now" at x = 0: the axis stays "seconds ago" without new data. Qt's own setPos: pyqtgraph's
-            # recomputes the curve's display data (for clipping we do not use), which is what this avoids.
-            QGraphicsObject.setPos(curve, -now, 0)
-        # The ticks are recomputed only when a range steps.
-        if span != self.span_s:
-            self.span_s = span
-            for plot in self.plots.values():
-                plot.setXRange(-span, span * RIGHT_MARGIN, padding=0)
+        self.span_s = span
         for key, plot in self.plots.items():
             finite = {n: shown[n] & np.isfinite(data[n][1]) for n in self.members[key]}
             highest = max((float(data[n][1][finite[n]].max()) for n in self.members[key] if finite[n].any()),
                           default=0.0)
-            top = nice_ceiling(highest * 1.1)
-            if top != self.y_top[key]:
-                self.y_top[key] = top
-                plot.setYRange(0, top, padding=0)
+            self.y_top[key] = nice_ceiling(highest * 1.1)
+            # The frame (ticks, grid) is painted again only when the span or the top steps.
+            plot.set_x_span(span)
+            plot.set_y_top(self.y_top[key])
+            plot.now = now  # "now" at x = 0: the axis stays "seconds ago" as time passes
+            plot.update()
         self.redraws += 1
         self.redrawn.emit()
 
     def apply_theme(self, dark: bool) -> None:
-        self.graphs.setBackground("#111418" if dark else "#ffffff")
+        for plot in self.plots.values():
+            plot.set_colors("#111418" if dark else "#ffffff", FOREGROUND)
