@@ -86,6 +86,8 @@ class LiveText(QWidget):
         self._lines = lines
         self._width = 0  # a one-line label's width: its longest text since it was last cleared
         self.setSizePolicy(QSizePolicy.Preferred if lines > 1 else QSizePolicy.Fixed, QSizePolicy.Fixed)
+        # Its own background: a change repaints this widget, not the status bar or dock behind it too.
+        self.setAutoFillBackground(True)
         self.setText(text)
 
     def text(self) -> str:

@@ -69,6 +69,8 @@ class LivePlot(QWidget):
     def __init__(self, title: str, x_span: float, parent=None):
         super().__init__(parent)
         self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Expanding)
+        # Every pixel is painted (the frame is opaque): Qt need not paint the dock beneath first.
+        self.setAttribute(Qt.WA_OpaquePaintEvent)
         self.title = title  # rich text: the name, a legend line, a note
         self.curves: dict[str, Curve] = {}
         self.now = 0.0  # the time drawn at x = 0
