@@ -144,14 +144,11 @@ class LivePlot(QWidget):
         self._frame = None
 
     # --- painting -----------------------------------------------------------
-    def _ticks(self, most_y: int) -> tuple[list[float], list[float]]:
-        """The x ticks (seconds ago) and the y ticks, at most about most_y + 1 of them."""
-        top = self.y_top
-        step = nice_step(top / max(1, min(4, most_y)))
-        ys = [i * step for i in range(int(top / step + 1e-9) + 1)]
-        x_step = nice_step(self.x_span / 4)
-        xs = [-i * x_step for i in range(int(self.x_span / x_step + 1e-9) + 1)]
-        return xs, ys
+    @staticmethod
+    def _ticks(span: float, most: int) -> list[float]:
+        """0 and nice steps up to span: at most four steps, fewer when `most` labels are all the room holds."""
+        step = nice_step(span / max(1, min(4, most - 1)))
+        return [i * step for i in range(int(span / step + 1e-9) + 1)]
 
     def _paint_frame(self) -> QPixmap:
         ratio = self.devicePixelRatioF()
@@ -170,9 +167,11 @@ class LivePlot(QWidget):
         metrics = p.fontMetrics()
         bottom = metrics.height() + 6
         area_h = max(1.0, h - title_h - 4 - bottom)
-        xs, ys = self._ticks(int(area_h / (1.5 * metrics.height())))  # labels a line and a half apart at least
+        ys = self._ticks(self.y_top, int(area_h / (1.5 * metrics.height())))  # a line and a half apart
         left = max(metrics.horizontalAdvance(tick_text(y)) for y in ys) + 8
         area = QRectF(left, title_h + 4, max(1.0, w - left - 8), area_h)
+        widest = metrics.horizontalAdvance(ago_text(-self.x_span)) + 12  # labels apart by a space at least
+        xs = [-x for x in self._ticks(self.x_span, int(area.width() / widest))]
         self._area = area
         grid = QColor(self.foreground)
         grid.setAlphaF(0.2)
