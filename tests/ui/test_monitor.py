@@ -6,6 +6,9 @@ import json
 
 import pytest
 
+import numpy as np
+
+from app.ui.monitor.live_plot import LivePlot
 from app.ui.monitor.monitor_view import SPANS_S, MonitorView, nice_ceiling
 
 
@@ -36,9 +39,12 @@ def test_graphs_show_every_recent_point_and_rescale_only_in_steps(qtbot):
     # The y range stepped a few times as the speed grew, not once per point (each step recomputes ticks).
     assert len(set(ranges)) <= 4
     # Between answers a redraw only moves the curves; no curve is given its points again.
-    rebuilt = monitor.rebuilt
+    rebuilt, frames = monitor.rebuilt, speed.frames
+    monitor.t0 -= 0.5
     monitor.redraw()
+    speed.repaint()
     assert monitor.rebuilt == rebuilt
+    assert speed.frames == frames  # and the axes, ticks and title are not painted again: only the lines move
     monitor.t0 -= 40  # forty seconds later the span has stepped out to hold them
     monitor.redraw()
     x, _y = monitor.curves["gen_tok_s"].getData()
@@ -103,3 +109,28 @@ def test_draft_graph_says_when_speculation_is_off_and_which_drafter_runs(qtbot, 
     from tests.ui.test_monitor_states import check_speculation_is_said
 
     check_speculation_is_said(qtbot, w, loaded.args[0])
+
+
+def test_a_plot_draws_each_point_where_its_axes_say_and_breaks_the_line_at_a_gap(qtbot):
+    plot = LivePlot("Test", 15)
+    qtbot.addWidget(plot)
+    plot.resize(300, 160)
+    plot.show()
+    plot.set_y_top(100)
+    t = np.arange(0.0, 10.0, 0.1)
+    y = np.where((t > 4) & (t < 6), np.nan, 50.0)  # an answer's end: no line across the idle time
+    plot.add_curve("speed", "#ff0000").setData(t + 1000, y)
+    plot.now = 1010.0  # the newest point is "now"
+    image = plot.grab().toImage()
+    area = plot.data_area()
+    (x0, x1), (y0, y1) = plot.viewRange()
+
+    def red_at(seconds_ago: float) -> bool:
+        px = round(area.left() + (-seconds_ago - x0) / (x1 - x0) * area.width())
+        py = area.bottom() - (50 - y0) / (y1 - y0) * area.height()
+        return any(image.pixelColor(px, round(py) + d).red() > 200 and image.pixelColor(px, round(py) + d).green() < 80
+                   for d in (-1, 0, 1))
+
+    assert red_at(1) and red_at(8)  # 50 of 100, halfway up, where the x axis says 1 and 8 s ago
+    assert not red_at(5)  # the gap
+    assert not red_at(12)  # before the first point

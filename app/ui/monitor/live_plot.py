@@ -79,6 +79,7 @@ class LivePlot(QWidget):
         self.background = QColor("#ffffff")
         self.foreground = QColor("#9ca3af")
         self._frame: QPixmap | None = None
+        self.frames = 0  # frames painted, counted for tests: time passing alone must not paint one
         self._area = QRectF()  # where the data goes, in this widget's pixels
         self._title_doc = QTextDocument()
         self._title_font = QFont(self.font())
@@ -150,7 +151,12 @@ class LivePlot(QWidget):
         step = nice_step(span / max(1, min(4, most - 1)))
         return [i * step for i in range(int(span / step + 1e-9) + 1)]
 
+    def data_area(self) -> QRectF:
+        """Where the data is drawn, in this plot's pixels (known once it has painted)."""
+        return QRectF(self._area)
+
     def _paint_frame(self) -> QPixmap:
+        self.frames += 1
         ratio = self.devicePixelRatioF()
         pixmap = QPixmap(self.size() * ratio)
         pixmap.setDevicePixelRatio(ratio)
