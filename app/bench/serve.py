@@ -214,6 +214,7 @@ def run(o: ServeBenchOptions) -> int:
             child.kill()
     report = {"kind": "hearth-bench-serve", "parallel": o.parallel, "requests": o.requests, "rounds": o.rounds,
               "max_tokens": o.max_tokens, "load_avg_start": load_at_start, "load_avg": _load_average(), "rows": rows}
+    report["comparisons"] = comparisons(report)
     if o.json:
         print(json.dumps(report, indent=2))
     else:
@@ -238,20 +239,36 @@ def format_table(report: dict) -> str:
     lines.extend("\n" + note for note in notes)
     if report.get("rounds", 1) > 1:
         lines.insert(0, f"Medians of {report['rounds']} rounds, the servers taking turns.\n")
-    hearth = report["rows"][0]
-    for row in report["rows"][1:]:
-        other = row["parallel"]["tok_s"]
-        if other:
-            line = f"\nHearth / {row['server']} at {n} streams: {hearth['parallel']['tok_s'] / other:.2f}x"
-            per_round = [h["parallel"]["tok_s"] / r["parallel"]["tok_s"]
-                         for h, r in zip(hearth["rounds"], row["rounds"]) if r["parallel"]["tok_s"]]
-            if len(per_round) > 1:
-                line += f" (each round: {', '.join(f'{x:.2f}x' for x in per_round)})"
-            lines.append(line)
+    for c in comparisons(report):
+        if len(c["per_round"]) > 1:
+            lines.append(f"\nHearth / {c['server']} at {n} streams: {c['median_of_rounds']:.2f}x, the median of "
+                         f"the rounds (each round: {', '.join(f'{x:.2f}x' for x in c['per_round'])}); "
+                         f"the medians' ratio {c['ratio_of_medians']:.2f}x")
+        else:
+            lines.append(f"\nHearth / {c['server']} at {n} streams: {c['ratio_of_medians']:.2f}x")
     if report.get("load_avg") is not None:
         lines.append(f"\nload average at the start and the end: {report['load_avg_start']:.2f}, "
                      f"{report['load_avg']:.2f}")
     return "\n".join(lines)
+
+
+def comparisons(report: dict) -> list[dict]:
+    """Hearth's aggregate at N streams against each other server's.
+
+    The figure is the median of the rounds' ratios: within a round the two servers ran minutes apart, so the
+    machine's drift (10% from minute to minute here) cancels in each ratio, as in `hearth bench gui`'s pairs.
+    The ratio of the two medians, which mixes minutes, is given beside it."""
+    hearth = report["rows"][0]
+    found = []
+    for row in report["rows"][1:]:
+        if not row["parallel"]["tok_s"]:
+            continue
+        per_round = [h["parallel"]["tok_s"] / r["parallel"]["tok_s"]
+                     for h, r in zip(hearth["rounds"], row["rounds"]) if r["parallel"]["tok_s"]]
+        found.append({"server": row["server"], "per_round": per_round,
+                      "median_of_rounds": statistics.median(per_round) if per_round else None,
+                      "ratio_of_medians": hearth["parallel"]["tok_s"] / row["parallel"]["tok_s"]})
+    return found
 
 
 def _load_average() -> float | None:

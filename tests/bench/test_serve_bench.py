@@ -42,6 +42,13 @@ def test_bench_serve_takes_turns_and_reports_medians(tmp_path):
     table = format_table(report)
     assert table.startswith("Medians of 3 rounds")
     assert f"Hearth / {url} at 2 streams:" in table and "(each round: " in table
+    # Hearth against the other server: the median of the rounds' ratios, each round's two phases minutes apart.
+    (compared,) = report["comparisons"]
+    hearth, other = report["rows"]
+    per_round = [h["parallel"]["tok_s"] / o["parallel"]["tok_s"] for h, o in zip(hearth["rounds"], other["rounds"])]
+    assert compared["per_round"] == pytest.approx(per_round)
+    assert compared["median_of_rounds"] == pytest.approx(statistics.median(per_round))
+    assert f"{compared['median_of_rounds']:.2f}x, the median of the rounds" in table
 
 
 def test_bench_serve_refuses_zero_rounds():
