@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 TITLE_PT = 9  # at the dock's narrowest a larger title ran past the plot's edges
 TICK_PT = 8
 DOT_RADIUS = 3.5
+DOT_RADIUS_PX = 4
 RIGHT_MARGIN = 0.04  # room right of "now", so the newest dot is not cut in half
 MIN_PLOT_HEIGHT = 36  # pixels of plot area below a title, at the least
 
@@ -79,6 +80,7 @@ class LivePlot(QWidget):
         self.background = QColor("#ffffff")
         self.foreground = QColor("#9ca3af")
         self._frame: QPixmap | None = None
+        self._shown = False  # whether the last paint drew any point
         self.frames = 0  # frames painted, counted for tests: time passing alone must not paint one
         self._area = QRectF()  # where the data goes, in this widget's pixels
         self._title_doc = QTextDocument()
@@ -115,6 +117,17 @@ class LivePlot(QWidget):
     def viewRange(self) -> list[list[float]]:
         """[[x0, x1], [y0, y1]]: seconds ago (negative) to just past now, and the values shown."""
         return [[-self.x_span, self.x_span * RIGHT_MARGIN], [0.0, self.y_top]]
+
+    def advance(self, now: float) -> None:
+        """Time passed: the lines move left. Only the data area is painted again (the frame has not changed),
+        and a plot that shows nothing, now or before (the draft graph with speculation off), not at all."""
+        x0 = now + self.viewRange()[0][0]
+        shown = any(len(curve.x) and curve.x[-1] >= x0 for curve in self.curves.values())
+        if shown or self._shown:
+            self.update(self._area.toAlignedRect().adjusted(-DOT_RADIUS_PX, -DOT_RADIUS_PX, DOT_RADIUS_PX + 1,
+                                                            DOT_RADIUS_PX + 1))
+        self._shown = shown
+        self.now = now
 
     def _invalidate(self) -> None:
         self._frame = None

@@ -303,8 +303,7 @@ class MonitorView(QWidget):
             # The frame (ticks, grid) is painted again only when the span or the top steps.
             plot.set_x_span(span)
             plot.set_y_top(self.y_top[key])
-            plot.now = now  # "now" at x = 0: the axis stays "seconds ago" as time passes
-            plot.update()
+            plot.advance(now)  # "now" at x = 0: the axis stays "seconds ago" as time passes
         self.redraws += 1
         self.redrawn.emit()
 
