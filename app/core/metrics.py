@@ -12,9 +12,19 @@ import psutil
 _MB = 1024 * 1024
 
 
+_own: dict[int, psutil.Process] = {}  # this process, by pid (a fork has another)
+
+
 def rss_mb(pid: int | None = None) -> float:
+    """Resident memory in MB of pid, or of this process. The engine asks for its own with every stats event
+    (five a second per answer): making a psutil.Process reads /proc twice more each time, so its own is kept."""
     try:
-        return psutil.Process(pid or os.getpid()).memory_info().rss / _MB
+        if pid is None or pid == os.getpid():
+            me = os.getpid()
+            process = _own.get(me) or _own.setdefault(me, psutil.Process(me))
+        else:
+            process = psutil.Process(pid)
+        return process.memory_info().rss / _MB
     except (psutil.Error, OSError):
         return 0.0
 
