@@ -58,8 +58,12 @@ def test_graphs_show_every_recent_point_and_rescale_only_in_steps(qtbot):
 @pytest.mark.slow
 def test_bench_gui_prints_the_ratio_to_headless(hearth_home, capsys):
     from app.cli import main
+    from app.core.chats import ChatStore
 
+    mine = ChatStore().create("A chat of the user's")
     assert main(["bench", "gui", "--tokens", "48", "--repeats", "2", "--json"]) == 0
+    # The benchmark types into the user's own window: it leaves their chats as they were, and none of its own.
+    assert [c.id for c in ChatStore().list()] == [mine]
     out = json.loads(capsys.readouterr().out)
     assert len(out["headless_tok_s"]) == len(out["gui_tok_s"]) == 2
     assert all(v > 0 for v in out["headless_tok_s"] + out["gui_tok_s"])

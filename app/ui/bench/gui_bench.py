@@ -69,6 +69,7 @@ class GuiRunner:
         # The GUI thread's CPU time per generated token: unlike the speed ratio, a figure that another
         # program on the machine hardly moves (pairs of runs differ by a few percent on a quiet 2-core machine).
         self.cpu_ms_per_token: list[float] = []
+        self.chats: list[int] = []  # the conversations the runs made, deleted at the end: not the user's
 
     def run(self, tokens: int) -> float:
         chat = self.window.chat
@@ -96,11 +97,20 @@ class GuiRunner:
         cpu = time.thread_time() - cpu
         if result.get("completion_tokens"):
             self.cpu_ms_per_token.append(cpu * 1000 / result["completion_tokens"])
+        if chat.conversation_id is not None:
+            self.chats.append(chat.conversation_id)
         self.flushes += chat.transcript.flushes - flushes
         self.redraws += self.window.monitor.redraws - redraws
         return result.get("gen_tok_s", 0.0)
 
     def close(self) -> None:
+        """Close the window, and delete the runs' conversations: the window is the user's own, with their
+        chats, and a benchmark must not leave two dozen copies of its prompt among them."""
+        chat = self.window.chat
+        chat.new_conversation()
+        for conversation_id in self.chats:
+            chat.store.delete(conversation_id)
+        chat.conversations.refresh()
         self.window.close()
 
 
