@@ -77,7 +77,8 @@ class LiveText(QWidget):
     thread each time, several times a second while an answer streams, taken from the engine's threads
     (hearth bench gui). This widget keeps its size: one line grows to fit a longer text at once and gives
     room back only when cleared (a speed going from 99.9 to 100.0 tok/s moves nothing twice); `lines` > 1
-    wraps in a fixed number of lines at whatever width the layout gives. A text that does not fit ends in "…".
+    wraps in a fixed number of lines at whatever width the layout gives. A line that does not fit ends in "…";
+    wrapped text past the last line is cut.
     """
 
     def __init__(self, text: str = "", lines: int = 1, parent=None):

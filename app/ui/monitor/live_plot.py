@@ -26,7 +26,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 TITLE_PT = 9  # at the dock's narrowest a larger title ran past the plot's edges
 TICK_PT = 8
 DOT_RADIUS = 3.5
-DOT_RADIUS_PX = 4
+DOT_RADIUS_PX = math.ceil(DOT_RADIUS)  # the room a dot takes past the data area, in whole pixels
 RIGHT_MARGIN = 0.04  # room right of "now", so the newest dot is not cut in half
 MIN_PLOT_HEIGHT = 36  # pixels of plot area below a title, at the least
 
@@ -86,6 +86,8 @@ class LivePlot(QWidget):
         self._title_doc = QTextDocument()
         self._title_font = QFont(self.font())
         self._title_font.setPointSize(TITLE_PT)
+        self._title_doc.setDefaultFont(self._title_font)
+        self._set_title_html()
         self._tick_font = QFont(self.font())
         self._tick_font.setPointSize(TICK_PT)
 
@@ -97,6 +99,7 @@ class LivePlot(QWidget):
     def set_title(self, title: str) -> None:
         if title != self.title:
             self.title = title
+            self._set_title_html()
             self._invalidate()
             self.updateGeometry()  # a title of another number of lines needs another height
 
@@ -112,6 +115,7 @@ class LivePlot(QWidget):
 
     def set_colors(self, background: str, foreground: str) -> None:
         self.background, self.foreground = QColor(background), QColor(foreground)
+        self._set_title_html()
         self._invalidate()
 
     def viewRange(self) -> list[list[float]]:
@@ -134,13 +138,14 @@ class LivePlot(QWidget):
         self.update()
 
     # --- size ---------------------------------------------------------------
-    def _title_height(self, width: int) -> float:
-        doc = self._title_doc
-        doc.setDefaultFont(self._title_font)
+    def _set_title_html(self) -> None:
+        """Parsed once per title or colour: the layout asks for the title's height far more often."""
         # The title's own colour; the legend's entries keep theirs.
-        doc.setHtml(f"<div align='center' style='color:{self.foreground.name()}'>{self.title}</div>")
-        doc.setTextWidth(max(1, width))
-        return doc.size().height()
+        self._title_doc.setHtml(f"<div align='center' style='color:{self.foreground.name()}'>{self.title}</div>")
+
+    def _title_height(self, width: int) -> float:
+        self._title_doc.setTextWidth(max(1, width))
+        return self._title_doc.size().height()
 
     def title_width(self) -> float:
         """The width the title takes, its lines wrapped at this plot's width."""

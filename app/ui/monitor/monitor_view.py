@@ -34,7 +34,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.core.metrics import system_memory_mb
 from app.engine import protocol as P
-from app.ui.monitor.live_plot import LivePlot
+from app.ui.monitor.live_plot import LivePlot, nice_step
 from app.ui.speculation_text import answer_text
 from app.ui.widgets import LiveText
 
@@ -52,14 +52,8 @@ NOTE_CHARS = 30  # a plot note's line at 8 pt fits the dock's narrowest (MONITOR
 
 
 def nice_ceiling(value: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 x 10^n at or above value (at least 1)."""
-    if value <= 1:
-        return 1.0
-    scale = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
-        if step * scale >= value:
-            return step * scale
-    return 10 * scale
+    """A graph's top: the smallest of 1, 2, 2.5, 5 x 10^n at or above value, and at least 1."""
+    return nice_step(value) if value > 1 else 1.0
 
 
 def _with_note(title: str, note: str) -> str:
@@ -123,12 +117,10 @@ class MonitorView(QWidget):
         self.rebuilt = 0  # curves given new data, counted for tests
         self.plots = {}
         self.members: dict[str, list[str]] = {}  # plot -> its series
-        self.y_top: dict[str, float] = {}
         self.titles: dict[str, str] = {}
         self.notes: dict[str, str] = {}
         self.legends: dict[str, list[tuple[str, str, bool]]] = {}
         self.engine_mb: float | None = None  # carried forward each second while a model is loaded
-        self.span_s = SPANS_S[0]
         layout_spec = [
             ("speed", "Tokens/s", [("gen_tok_s", "#10b981", "generation"), ("prompt_tok_s", "#3b82f6", "prompt")]),
             ("ttft", "Time to first token (s)", [("ttft_s", "#f59e0b", "per answer")]),
@@ -140,7 +132,6 @@ class MonitorView(QWidget):
         for key, title, curves in layout_spec:
             plot = LivePlot(title, SPANS_S[0])
             graphs_layout.addWidget(plot, 1)
-            self.y_top[key] = 1.0
             self.plots[key] = plot
             self.members[key] = []
             self.titles[key] = title
@@ -294,15 +285,13 @@ class MonitorView(QWidget):
                 curve.setData(*data[name])
                 self.drawn[name] = version
                 self.rebuilt += 1
-        self.span_s = span
         for key, plot in self.plots.items():
             finite = {n: shown[n] & np.isfinite(data[n][1]) for n in self.members[key]}
             highest = max((float(data[n][1][finite[n]].max()) for n in self.members[key] if finite[n].any()),
                           default=0.0)
-            self.y_top[key] = nice_ceiling(highest * 1.1)
             # The frame (ticks, grid) is painted again only when the span or the top steps.
             plot.set_x_span(span)
-            plot.set_y_top(self.y_top[key])
+            plot.set_y_top(nice_ceiling(highest * 1.1))
             plot.advance(now)  # "now" at x = 0: the axis stays "seconds ago" as time passes
         self.redraws += 1
         self.redrawn.emit()
