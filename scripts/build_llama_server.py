@@ -33,12 +33,18 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
-VERSION = "0.3.36"
+# Run as a file (python scripts/...), this folder is on sys.path, not the repository: make `app` importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.core.llama_sources import PINNED_VERSION, fetch_sdist, unpack_llama_cpp  # noqa: E402
+
+# The pinned binding's version (pyproject.toml), not the installed one: the server is Hearth's remote
+# backend and needs no binding at all.
+VERSION = PINNED_VERSION
 TARGETS = ("llama-server", "ggml-rpc-server")
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
@@ -72,35 +78,14 @@ def cached_binaries(root: Path | None = None) -> dict[str, Path] | None:
 
 
 def _sdist(root: Path, given: Path | None) -> Path:
-    if given is not None:
-        return given
-    folder = root / "sdist"
-    found = sorted(folder.glob(f"llama_cpp_python-{VERSION}.tar.gz"))
-    if found:
-        return found[0]
-    folder.mkdir(parents=True, exist_ok=True)
-    print(f"downloading the llama-cpp-python {VERSION} sdist into {folder} ...", flush=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
-                    f"llama-cpp-python=={VERSION}", "-d", str(folder)], check=True)
-    return folder / f"llama_cpp_python-{VERSION}.tar.gz"
-
-
-def _unpack_llama_cpp(sdist: Path, into: Path) -> Path:
-    """Only vendor/llama.cpp, and without the folders the build never reads (models, docs, media)."""
-    prefix = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/"
-    skipped = tuple(prefix + d for d in ("models/", "docs/", "media/", "benches/", ".git"))
-    with tarfile.open(sdist) as tar:
-        members = [m for m in tar.getmembers()
-                   if m.name.startswith(prefix) and not m.name.startswith(skipped)]
-        tar.extractall(into, members=members, filter="data")
-    return into / prefix
+    return given if given is not None else fetch_sdist(root / "sdist", VERSION)
 
 
 def build(root: Path, sdist: Path | None, jobs: int, keep_build: bool) -> dict[str, Path]:
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="llama-server-build-", dir=root))
     try:
-        source = _unpack_llama_cpp(_sdist(root, sdist), work / "src")
+        source = unpack_llama_cpp(_sdist(root, sdist), work / "src", VERSION)
         build_dir = work / "build"
         subprocess.run(["cmake", "-S", str(source), "-B", str(build_dir), *CMAKE_FLAGS], check=True)
         subprocess.run(["cmake", "--build", str(build_dir), "--config", "Release", "-j", str(jobs),

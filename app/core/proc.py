@@ -34,6 +34,8 @@ class EntryPoint:
 ENTRY_POINTS = {
     "--engine-host": EntryPoint("app.engine.host", "main", False),
     "--engine-probe": EntryPoint("app.engine.probe", "child_main", True),
+    "--runtime-probe": EntryPoint("app.engine.runtime_probe", "child_main", True),
+    "--runtime-build": EntryPoint("app.core.runtime_build", "main", True),
     "--quantize-worker": EntryPoint("app.core.quantize_worker", "main", True),
     "--convert-worker": EntryPoint("app.core.convert_worker", "main", True),
     "--bench-matrix-worker": EntryPoint("app.bench.matrix_worker", "main", False),
