@@ -25,6 +25,12 @@ from app.core.machine import cpu_name
 from app.core.proc import child_command, child_env
 
 PROBE_OK = "HEARTH_PROBE_OK"
+# Part of the remembered answer's key: a probe that tests more makes older answers stale. Version 2 evaluates a
+# prompt of several dozen tokens; version 1's single-token prompt never reached the batched AMX kernels, so it
+# reported "extra buffer types work" on an AMX machine (Xeon, amx_tile) where every longer prompt segfaulted.
+PROBE_VERSION = 2
+# A prompt long enough to be evaluated as one batch through the matrix-matrix kernels (the crash is there).
+PROBE_PROMPT = "The quick brown fox jumps over the lazy dog, and the dog does not mind at all. " * 4
 PROBE_TIMEOUT_S = 120
 # Set in tests to make the probe child crash the way the AMX kernels do on
 # affected CPUs; this machine's CPU does not have the fault.
@@ -35,7 +41,7 @@ def machine_key() -> str:
     import llama_cpp
 
     info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
-    raw = "|".join([llama_cpp.__version__, info, cpu_name(), platform.machine()])
+    raw = "|".join([f"probe{PROBE_VERSION}", llama_cpp.__version__, info, cpu_name(), platform.machine()])
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -150,7 +156,7 @@ def _child(model_path: str) -> int:
 
         ctypes.string_at(0)  # a real segfault, like the AMX kernel's
     dec = Decoder(rt)
-    dec.generate("Hello", SamplingOptions(temperature=0, repeat_penalty=1.0, max_tokens=4), lambda ev: None)
+    dec.generate(PROBE_PROMPT, SamplingOptions(temperature=0, repeat_penalty=1.0, max_tokens=4), lambda ev: None)
     del llama_cpp
     print(PROBE_OK, flush=True)
     return 0
