@@ -54,8 +54,11 @@ def register(sub) -> None:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_import, mode="link")
 
-    s = models_sub.add_parser("rm", help="delete a model Hearth owns (other apps' files are never deleted)")
-    s.add_argument("model", metavar="NAME")
+    s = models_sub.add_parser("rm", help="delete a model Hearth owns (other apps' files are never deleted)",
+                              description="Says what it will delete (path and size) and asks first; a linked "
+                                          "import is only forgotten, its file stays.")
+    s.add_argument("model", metavar="ID|NAME|PATH")
+    s.add_argument("--yes", "-y", action="store_true", help="do not ask (for scripts)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_rm)
 
@@ -132,11 +135,11 @@ def _list(args: argparse.Namespace) -> int:
     entries = list_models(discover_others=not args.no_discover)
     if args.json:
         return _print_json([e.to_dict() for e in entries])
-    rows = [("NAME", "SIZE", "ARCH", "PARAMS", "QUANT", "CONTEXT", "SOURCE")]
+    rows = [("ID", "SIZE", "ARCH", "PARAMS", "QUANT", "CONTEXT", "SOURCE", "NAME")]
     for e in entries:
-        rows.append((e.name, human_size(e.size_bytes), e.architecture or "?", human_params(e.parameters),
+        rows.append((e.id, human_size(e.size_bytes), e.architecture or "?", human_params(e.parameters),
                      e.quantization or "?", f"{e.context_length:,}" if e.context_length else "?",
-                     e.source + (" (unreadable)" if e.error else "")))
+                     e.source + (" (unreadable)" if e.error else ""), e.name if e.name != e.id else ""))
     widths = [min(max(len(r[i]) for r in rows), 60) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -150,12 +153,14 @@ def _inspect(args: argparse.Namespace) -> int:
     from app.core.gguf_info import read_gguf_info
     from app.core.library import resolve
 
-    info = read_gguf_info(resolve(args.model).path)
+    entry = resolve(args.model)
+    info = read_gguf_info(entry.path)
     if args.json:
-        return _print_json(info.to_dict(tensors=args.tensors))
+        return _print_json({"id": entry.id, **info.to_dict(tensors=args.tensors)})
     kv = (f"{info.kv_heads} (per layer: {sorted(set(info.kv_heads_per_layer))})" if info.kv_heads_per_layer
           else str(info.kv_heads))
     lines = [
+        f"Id:             {entry.id}",
         f"File:           {info.path} ({human_size(info.file_size)}, GGUF v{info.version})",
         f"Name:           {info.name or '?'}",
         f"Architecture:   {info.architecture or '?'}",
@@ -236,14 +241,26 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _rm(args: argparse.Namespace) -> int:
-    from app.core.library import remove_model
+    from app.core.errors import HearthError
+    from app.core.library import carry_out, plan_removal
 
-    removal = remove_model(args.model)
+    removal = plan_removal(args.model)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise HearthError(f"{removal.describe()} Add --yes to do it without a question.")
+        try:
+            answer = input(f"{removal.describe()} Go ahead? [y/N] ").strip().lower()
+        except EOFError:
+            answer = ""
+        if answer not in ("y", "yes"):
+            print("Nothing was removed.")
+            return 1
+    removal = carry_out(removal)
     if args.json:
         return _print_json({"entry": removal.entry.to_dict(), "deleted": removal.deleted,
                             "forgotten": removal.forgotten})
     if removal.forgotten:
-        print(f"Removed {removal.entry.name} from the library; the file stays at {removal.entry.path}.")
+        print(f"Removed {removal.entry.id} from the library; the file stays at {removal.entry.path}.")
     else:
         print(f"Deleted {', '.join(removal.deleted)}.")
     return 0

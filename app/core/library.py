@@ -17,12 +17,13 @@ HEARTH_NO_DISCOVERY=1 turns it off.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from app.core import paths
@@ -30,6 +31,7 @@ from app.core.errors import HearthError, ModelFileError
 from app.core.gguf_info import read_gguf_info
 from app.core.gguf_names import SplitPart, split_part
 from app.core.jsonstore import read_json, update_json, write_json
+from app.core.units import human_size
 
 OWNED_SOURCES = ("hearth", "imported", "quantized")
 DISCOVERED_SOURCES = ("huggingface", "lmstudio", "gpt4all", "ollama")
@@ -52,6 +54,9 @@ class LibraryEntry:
     context_length: int | None = None
     parts: int = 1  # files in a split GGUF set
     error: str | None = None  # why the metadata could not be read
+    # Unique in the library, even ignoring case: what the CLI, the API (`model`) and the window name it by.
+    # The file's stem, qualified by its source (or a hash of its path) where another entry shares the stem.
+    id: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -291,7 +296,31 @@ def list_models(discover_others: bool = True, home: Path | None = None) -> list[
         write_json(_cache_file(), {k: v for k, v in cache.items() if Path(k).exists()})
     except OSError:
         pass  # a read-only cache folder only costs speed
+    assign_ids(entries)
     return entries
+
+
+def _base_id(entry: LibraryEntry) -> str:
+    path = Path(entry.path)
+    # An Ollama blob is named by its digest: its name:tag is what the user knows it by.
+    return path.stem if path.name.lower().endswith(".gguf") else entry.name
+
+
+def assign_ids(entries: list[LibraryEntry]) -> None:
+    """Give every entry an id no other entry has, even ignoring case (names and stems are not: a linked
+    `x-q4_k_m.gguf` and a quantized `x-Q4_K_M.gguf` are two files)."""
+    groups: dict[str, list[LibraryEntry]] = {}
+    for e in entries:
+        groups.setdefault(_base_id(e).casefold(), []).append(e)
+    for group in groups.values():
+        if len(group) == 1:
+            group[0].id = _base_id(group[0])
+            continue
+        sources = [e.source for e in group]
+        for e in group:
+            tag = e.source if sources.count(e.source) == 1 else \
+                hashlib.sha1(os.path.realpath(e.path).encode()).hexdigest()[:6]
+            e.id = f"{_base_id(e)}@{tag}"
 
 
 def _set_of(path: Path) -> list[Path]:
@@ -299,29 +328,73 @@ def _set_of(path: Path) -> list[Path]:
     return next((parts for first, parts in _first_parts(path.parent.glob("*.gguf")) if first == path), [path])
 
 
-def resolve(query: str | Path, discover_others: bool = True) -> LibraryEntry:
-    """A library entry by path, name, file name or file stem (case-insensitive); 'bundled' is the bundled model."""
+class AmbiguousModel(ModelFileError):
+    """A name that more than one library entry answers to: refused, never guessed."""
+
+    def __init__(self, message: str, candidates: list[LibraryEntry]):
+        super().__init__(message)
+        self.candidates = candidates
+
+
+def _levels(query: str):
+    """Predicates from the most exact to the loosest: the id, the name, the file name, the file stem; then
+    any of those ignoring case, or the end of a name (`repo/file.gguf` of `owner/repo/file.gguf`)."""
+    folded = query.casefold()
+
+    def loose(e: LibraryEntry) -> bool:
+        path = Path(e.path)
+        return folded in (e.id.casefold(), e.name.casefold(), path.name.casefold(), path.stem.casefold()) \
+            or e.name.casefold().endswith("/" + folded)
+
+    return (lambda e: e.id == query, lambda e: e.name == query, lambda e: Path(e.path).name == query,
+            lambda e: Path(e.path).stem == query, loose)
+
+
+def find(query: str, entries: list[LibraryEntry]) -> LibraryEntry | None:
+    """The entry `query` names: an exact match always wins over a looser one; two matches at the same level
+    are refused with the candidates (AmbiguousModel). None when nothing matches."""
+    text = query.strip()
+    for matches in _levels(text):
+        found = [e for e in entries if matches(e)]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            listed = "; ".join(f"{e.id} ({e.path})" for e in found)
+            raise AmbiguousModel(f"'{text}' names {len(found)} models in the library: {listed}. "
+                                 "Use one of these ids (`hearth models list` shows them) or a path.", found)
+    return None
+
+
+def entry_for_path(path: str | Path, entries: list[LibraryEntry] | None = None) -> LibraryEntry | None:
+    """The library entry of a file, if the library has one."""
+    real = os.path.realpath(path)
+    return next((e for e in (entries if entries is not None else list_models())
+                 if os.path.realpath(e.path) == real), None)
+
+
+def resolve(query: str | Path, discover_others: bool = True, paths_too: bool = True) -> LibraryEntry:
+    """A library entry by path (unless paths_too is False: an API client may not name files), id, name, file
+    name or file stem (see find); 'bundled' is the bundled model."""
     text = str(query).strip()
     if not text:
         raise ModelFileError("Name a model: a path to a GGUF file or a name from `hearth models list`.")
-    p = Path(text).expanduser()
     entries = list_models(discover_others)
-    if p.exists():
-        real = os.path.realpath(p)
-        for e in entries:
-            if os.path.realpath(e.path) == real:
-                return e
-        return _entry(p.name, _set_of(p.resolve()), "file", False, {})
-    low = text.lower()
-    if low == "bundled":
-        found = [e for e in entries if e.source == "bundled"]
+    p = Path(text).expanduser()
+    if paths_too and p.exists():
+        found = entry_for_path(p, entries)
+        if found is not None:
+            return found
+        entry = _entry(p.name, _set_of(p.resolve()), "file", False, {})
+        entry.id = p.stem
+        return entry
+    if text.casefold() == "bundled":
+        found = next((e for e in entries if e.source == "bundled"), None)
     else:
-        found = [e for e in entries if low in (e.name.lower(), Path(e.path).name.lower(), Path(e.path).stem.lower())
-                 or e.name.lower().endswith("/" + low)]
-    if not found:
-        raise ModelFileError(f"No model named '{text}' in the library; `hearth models list` shows what there is, "
-                             "or give a path to a GGUF file.")
-    return found[0]
+        found = find(text, entries)
+    if found is None:
+        raise ModelFileError(f"No model named '{text}' in the library; `hearth models list` shows what there is"
+                             + (", or give a path to a GGUF file." if paths_too else "."))
+    return found
 
 
 # --- import and remove -----------------------------------------------------------
@@ -372,13 +445,23 @@ def import_model(path: str | Path, mode: str = "link") -> LibraryEntry:
 
 @dataclass
 class Removal:
+    """What removing an entry does, said before it is done: delete Hearth's own files, or only forget a linked
+    import (its file stays where it is)."""
     entry: LibraryEntry
-    deleted: list[str]  # files deleted from disk
-    forgotten: bool  # the entry was only removed from the index (a linked import)
+    files: list[tuple[str, int]]  # (path, bytes) of the files that will be deleted; empty when forgetting
+    forgotten: bool  # the entry is only removed from the index (a linked import)
+    deleted: list[str] = field(default_factory=list)  # files deleted, once carried out
+
+    def describe(self) -> str:
+        if self.forgotten:
+            return f"{self.entry.id}: the link to {self.entry.path} is removed from the library; the file stays."
+        total = sum(size for _, size in self.files)
+        listed = ", ".join(path for path, _ in self.files)
+        return f"{self.entry.id}: {listed} ({human_size(total)}) will be deleted from disk."
 
 
-def remove_model(query: str | Path) -> Removal:
-    """Delete a model Hearth owns; forget a linked import (its file stays); refuse anything else."""
+def plan_removal(query: str | Path) -> Removal:
+    """What `remove_model` would do to the entry `query` names; refuses what Hearth may not remove."""
     entry = resolve(query)
     if entry.source == "bundled":
         raise HearthError("The bundled model is part of Hearth and cannot be removed.")
@@ -389,20 +472,38 @@ def remove_model(query: str | Path) -> Removal:
     if not entry.owned:
         if entry.source == "file" or real not in {e["path"] for e in _index()}:
             raise HearthError(f"{entry.path} is not in Hearth's library, so Hearth will not delete it.")
-        _forget(real)
         return Removal(entry, [], True)
-    deleted = []
+    files = []
     for part in _set_of(Path(entry.path)):
         try:
-            part.unlink()
-            deleted.append(str(part))
+            files.append((str(part), part.lstat().st_size))  # a link in the models folder: the link's own size
+        except OSError:
+            continue
+    return Removal(entry, files, False)
+
+
+def carry_out(removal: Removal) -> Removal:
+    """Do what plan_removal said, to exactly the files it named."""
+    entry = removal.entry
+    real = str(Path(entry.path).resolve())
+    for path, _size in removal.files:
+        try:
+            Path(path).unlink()  # a symbolic link is unlinked, never the file it points to
+            removal.deleted.append(path)
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise HearthError(f"Could not delete {part}: {exc.strerror or exc}.") from None
+            raise HearthError(f"Could not delete {path}: {exc.strerror or exc}.") from None
     _forget(real)
+    if removal.forgotten:
+        return removal
     folder = Path(entry.path).parent
     models = paths.models_dir().resolve()
     if folder.resolve() != models and folder.resolve().is_relative_to(models) and not any(folder.iterdir()):
         folder.rmdir()  # an emptied owner__repo folder
-    return Removal(entry, deleted, False)
+    return removal
+
+
+def remove_model(query: str | Path) -> Removal:
+    """Delete a model Hearth owns; forget a linked import (its file stays); refuse anything else."""
+    return carry_out(plan_removal(query))

@@ -126,7 +126,7 @@ class Supervisor:
         from app.core.library import list_models
 
         loaded = self.info.get("path") if self.info else None
-        return [{"id": m.name, "path": m.path, "quantization": m.quantization, "loaded": m.path == loaded}
+        return [{"id": m.id, "name": m.name, "path": m.path, "quantization": m.quantization, "loaded": m.path == loaded}
                 for m in list_models()]
 
     def start(self) -> None:

@@ -1,7 +1,9 @@
 """The models a server answers with: the one it started with, and library models loaded on demand (JIT).
 
-A request whose `model` names another model of the library (by its file name, stem or library name) loads
-it in an engine of its own, with the server's load options, and waits for it. At most `max_models` are
+Every model has one id, unique even ignoring case: the library's (app/core/library.py: the file's stem,
+qualified where two entries share it). A request names a model as `hearth models` does: an exact match
+wins, a name two models answer to is a 400 that lists them, never a guess. A request whose `model` names
+another model of the library loads it in an engine of its own, with the server's load options, and waits for it. At most `max_models` are
 loaded at once: the one used least recently and not answering makes room. With a TTL, a model that has
 not been used for that long is unloaded. A name the library does not know is a 404; only library models
 load, never an arbitrary path a client sends.
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from app.core import library
 from app.core.errors import HearthError
 from app.engine.backend import Backend
 from app.engine.protocol import ErrorKind, LoadOptions
@@ -27,7 +30,7 @@ REAP_INTERVAL_S = 1.0
 
 
 def model_id(info: dict | None) -> str | None:
-    """The name clients use for a loaded model: its file name without .gguf."""
+    """The name of a model served alone (no library beside it): its file name without .gguf."""
     return Path(info["path"]).stem if info and info.get("path") else None
 
 
@@ -36,6 +39,10 @@ class _Slot:
     backend: Backend
     path: str
     last_used: float = field(default_factory=time.monotonic)
+    id: str | None = None  # the catalog's id for it, once known
+
+    def current_path(self) -> str:
+        return (self.backend.info or {}).get("path") or self.path
 
 
 def _default_backend() -> Backend:
@@ -65,26 +72,46 @@ class ModelPool:
         with self._lock:
             return [s.backend for s in sorted(self._slots, key=lambda s: -s.last_used)]
 
-    def _find(self, requested: str) -> _Slot | None:
-        for slot in self._slots:
-            info = slot.backend.info or {}
-            path = info.get("path") or slot.path
-            if requested in (model_id(info), Path(path).name, path, Path(path).stem):
-                return slot
-        return None
+    def catalog(self) -> list[library.LibraryEntry]:
+        """What the server answers to, each with its unique id: the library's models (when it loads them on
+        demand) and the loaded ones the library does not list. Blocking (it may read the library)."""
+        entries = library.list_models() if self.load_options is not None else []
+        with self._lock:
+            slots = list(self._slots)
+        for slot in slots:
+            path = slot.current_path()
+            if path and library.entry_for_path(path, entries) is None:
+                info = slot.backend.info or {}
+                entries.append(library.LibraryEntry(name=Path(path).name, path=path, source="file", owned=False,
+                                                    size_bytes=info.get("size_bytes") or 0))
+        library.assign_ids(entries)
+        for slot in slots:
+            entry = library.entry_for_path(slot.current_path(), entries) if slot.current_path() else None
+            slot.id = entry.id if entry else None
+        return entries
+
+    def id_of(self, backend: Backend) -> str | None:
+        """The id a loaded model is listed under (as known at its last request or listing)."""
+        with self._lock:
+            slot = next((s for s in self._slots if s.backend is backend), None)
+        return (slot.id if slot else None) or model_id(backend.info)
 
     # --- choosing a model for a request --------------------------------------------
     def acquire(self, requested: str | None) -> tuple[str, Backend]:
         """The model id and backend that answer a request naming `requested` (None: the model used last)."""
         with self._lock:
-            if requested:
-                slot = self._find(requested)
+            if requested:  # the usual case, a client naming what /v1/models listed: no library walk
+                slot = next((s for s in self._slots if s.id is not None and s.id == requested), None)
             else:
                 slot = max(self._slots, key=lambda s: s.last_used) if self._slots else None
             if slot is not None:
                 return self._ready(slot)
         if requested:
-            return self._ready(self._load(self._library_path(requested)))
+            path = self._path_of(requested)
+            with self._lock:
+                slot = next((s for s in self._slots if os.path.realpath(s.current_path()) == os.path.realpath(path)),
+                            None)
+            return self._ready(slot if slot is not None else self._load(path))
         if self.load_options is None:
             raise ApiError(503, "No model is loaded.", "unavailable_error", code="model_loading")
         return self._ready(self._load(self.load_options.model_path))  # all were unloaded: the first comes back
@@ -92,11 +119,12 @@ class ModelPool:
     def _ready(self, slot: _Slot) -> tuple[str, Backend]:
         slot.last_used = time.monotonic()
         backend = slot.backend
-        current = model_id(backend.info)
-        if current is None or not backend.ready:
+        if model_id(backend.info) is None or not backend.ready:
             raise ApiError(503, "The model is loading; try again in a moment.", "unavailable_error",
                            code="model_loading")
-        return current, backend
+        if slot.id is None:
+            self.catalog()
+        return slot.id or model_id(backend.info), backend
 
     def _load(self, path: str) -> _Slot:
         with self._loading:
@@ -122,17 +150,18 @@ class ModelPool:
                 self._slots.append(slot)
             return slot
 
-    def _library_path(self, requested: str) -> str:
-        """The file of a library model by name; 404 for anything else (a client may not load arbitrary files)."""
-        from app.core.library import list_models
-
-        if self.load_options is not None:
-            low = requested.lower()
-            for entry in list_models():
-                path = Path(entry.path)
-                if low in (entry.name.lower(), path.name.lower(), path.stem.lower()):
-                    return entry.path
-        names = ", ".join(repr(model_id(b.info)) for b in self.loaded() if b.info)
+    def _path_of(self, requested: str) -> str:
+        """The file a request's `model` names among the catalog's models; never an arbitrary path a client
+        sends (only names are matched). 404 for a name nothing answers to, 400 for one several answer to."""
+        try:
+            entry = library.find(requested, self.catalog())
+        except library.AmbiguousModel as exc:
+            ids = ", ".join(repr(e.id) for e in exc.candidates)  # ids only: a client learns no file paths
+            raise ApiError(400, f"'{requested}' names {len(exc.candidates)} models here: {ids}; name one by its id "
+                                "(GET /v1/models).", param="model", code="model_ambiguous") from None
+        if entry is not None:
+            return entry.path
+        names = ", ".join(repr(s.id or model_id(s.backend.info)) for s in self._slots if s.backend.info)
         raise ApiError(404, f"The model '{requested}' does not exist here; this server has {names or 'none'}"
                             f"{' and the models of its library (GET /v1/models)' if self.load_options else ''}.",
                        param="model", code="model_not_found")

@@ -36,6 +36,7 @@ from app.server.anthropic_api import AnthropicMessages, is_anthropic
 from app.server.answers import (compact_json, event_stream, open_answer, prediction_counts, token_counts,
                                 whole_answer)
 from app.server.errors import ApiError, from_engine, invalid
+from app.server.guard import MAX_BODY_BYTES, RequestGuard, allowed_hosts
 from app.server.models import ModelPool, model_id
 from app.server.requests import Generation, chat_request, completion_request, embedding_request
 from app.server.streams import EngineStream
@@ -68,9 +69,12 @@ _RECORD: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("
 class OpenAIApi:
     def __init__(self, models: ModelPool | Backend, api_key: str | None = None, cors: list[str] | None = None,
                  default_max_tokens: int = DEFAULT_MAX_TOKENS,
-                 on_request: Callable[[RequestRecord], None] | None = None):
+                 on_request: Callable[[RequestRecord], None] | None = None,
+                 hosts: tuple[str, ...] | None | str = "loopback", max_body_bytes: int = MAX_BODY_BYTES):
         """models: the pool of models to serve (app/server/models.py), or one backend to serve alone.
-        on_request, if given, is called once per finished HTTP request, on the server's thread."""
+        on_request, if given, is called once per finished HTTP request, on the server's thread.
+        hosts: the Host names answered (None: any; app/server/guard.py decides from the address and key);
+        "loopback": as for a server bound to loopback with this key."""
         self.pool = models if isinstance(models, ModelPool) else ModelPool(models)
         self.on_request = on_request
         self.api_key = api_key
@@ -91,6 +95,9 @@ class OpenAIApi:
                              exception_handlers={ApiError: self._api_error, 404: self._not_found,
                                                  405: self._not_allowed, Exception: self._internal})
         self.app.router.redirect_slashes = False
+        if hosts == "loopback":
+            hosts = allowed_hosts("127.0.0.1", api_key)
+        self._guarded = RequestGuard(self._handle_checked, hosts, max_body_bytes)
 
     # --- plumbing --------------------------------------------------------
     async def __call__(self, scope, receive, send):
@@ -117,6 +124,9 @@ class OpenAIApi:
             self.on_request(record)
 
     async def _handle(self, scope, receive, send):
+        await self._guarded(scope, receive, send)
+
+    async def _handle_checked(self, scope, receive, send):
         if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] != "OPTIONS":
             error = self._auth_error(scope)
             if error is not None:
@@ -192,28 +202,25 @@ class OpenAIApi:
         loaded = self.pool.loaded()
         ready = [b for b in loaded if b.ready]
         if ready or (not loaded and self.pool.load_options is not None):  # none loaded: the next request loads
-            return JSONResponse({"status": "ok", "model": model_id(ready[0].info) if ready else None,
+            return JSONResponse({"status": "ok", "model": self.pool.id_of(ready[0]) if ready else None,
                                  "busy": any(b.busy for b in loaded)})
         return ApiError(503, "The model is loading.", "unavailable_error", code="model_loading").response()
 
     async def models(self, request: Request) -> Response:
-        data, seen = [], set()
-        for backend in self.pool.loaded():
-            info = backend.info
-            if model_id(info):
-                seen.add(os.path.realpath(info["path"]))
-                data.append(_model_entry(info["path"], {
+        catalog = await asyncio.get_running_loop().run_in_executor(None, self.pool.catalog)
+        loaded = {os.path.realpath(b.info["path"]): b.info for b in self.pool.loaded() if model_id(b.info)}
+        data = []
+        for entry in catalog:
+            info = loaded.get(os.path.realpath(entry.path))
+            if info is not None:
+                data.append(_model_entry(entry, {
                     "n_ctx": info.get("n_ctx"), "n_ctx_train": info.get("n_ctx_train"),
                     "n_params": info.get("n_params"), "size": info.get("size_bytes"), "loaded": True}))
-        if self.pool.load_options is not None:  # the library's other models load on demand
-            from app.core.library import list_models
-
-            for entry in await asyncio.get_running_loop().run_in_executor(None, list_models):
-                if entry.error is None and os.path.realpath(entry.path) not in seen:
-                    seen.add(os.path.realpath(entry.path))
-                    data.append(_model_entry(entry.path, {"n_ctx": None, "n_ctx_train": entry.context_length,
-                                                          "n_params": entry.parameters, "size": entry.size_bytes,
-                                                          "loaded": False}))
+            elif entry.error is None:  # the library's other models load on demand
+                data.append(_model_entry(entry, {"n_ctx": None, "n_ctx_train": entry.context_length,
+                                                 "n_params": entry.parameters, "size": entry.size_bytes,
+                                                 "loaded": False}))
+        data.sort(key=lambda m: not m["meta"]["loaded"])  # the loaded models first, as before
         return JSONResponse({"object": "list", "data": data})
 
     async def chat_completions(self, request: Request) -> Response:
@@ -276,9 +283,9 @@ def _in_dialect(request: Request, error: ApiError) -> Response:
     return error.response(is_anthropic(request.url.path))
 
 
-def _model_entry(path: str, meta: dict) -> dict:
-    created = int(Path(path).stat().st_mtime) if Path(path).exists() else 0
-    return {"id": Path(path).stem, "object": "model", "created": created, "owned_by": "hearth", "meta": meta}
+def _model_entry(entry, meta: dict) -> dict:
+    created = int(Path(entry.path).stat().st_mtime) if Path(entry.path).exists() else 0
+    return {"id": entry.id, "object": "model", "created": created, "owned_by": "hearth", "meta": meta}
 
 
 def _encoded(vector: list[float], encoding: str):

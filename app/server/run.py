@@ -6,7 +6,6 @@ the default; any other address exposes the model to the network and is refused w
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from dataclasses import dataclass, field
 
@@ -14,7 +13,8 @@ from app.core.errors import HearthError
 from app.engine.client import EngineClient
 from app.engine.protocol import LoadOptions
 from app.engine.supervisor import Supervisor
-from app.server.models import ModelPool, model_id
+from app.server.guard import allowed_hosts, is_loopback
+from app.server.models import ModelPool
 from app.server.openai_api import DEFAULT_MAX_TOKENS, OpenAIApi
 
 
@@ -24,18 +24,10 @@ class ServeOptions:
     port: int = 8080
     api_key: str | None = None
     cors: list[str] = field(default_factory=list)
+    allowed_hosts: list[str] = field(default_factory=list)  # Host names answered beyond loopback's (app/server/guard.py)
     max_tokens: int = DEFAULT_MAX_TOKENS  # for a request that does not say
     max_models: int = 1  # loaded at once; a request naming another library model loads it (app/server/models.py)
     ttl_s: float | None = None  # unload a model unused for this long
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def open_socket(host: str, port: int) -> socket.socket:
@@ -60,14 +52,15 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
     backend = Supervisor()
     pool = None
     try:
-        info = EngineClient(backend).load(load)
+        EngineClient(backend).load(load)
         sock = open_socket(options.host, options.port)
         pool = ModelPool(backend, load, options.max_models, options.ttl_s)
-        api = OpenAIApi(pool, options.api_key, options.cors, options.max_tokens)
+        api = OpenAIApi(pool, options.api_key, options.cors, options.max_tokens,
+                        hosts=allowed_hosts(options.host, options.api_key, options.allowed_hosts))
         server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False))
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
-        say(f"Hearth serves {model_id(info)} at http://{shown}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)",
+        say(f"Hearth serves {pool.acquire(None)[0]} at http://{shown}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)",
             flush=True)
         server.run(sockets=[sock])
         return 0

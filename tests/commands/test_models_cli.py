@@ -15,9 +15,9 @@ from tests.core.test_gguf_info import write_tiny_gguf
 from tests.core.test_hub import blob
 
 
-def hearth(*args, env=None, preexec_fn=None, timeout=120):
+def hearth(*args, env=None, preexec_fn=None, timeout=120, stdin=subprocess.DEVNULL):
     proc = subprocess.run([sys.executable, "-m", "app", "models", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})}, preexec_fn=preexec_fn)
+                          timeout=timeout, env={**os.environ, **(env or {})}, preexec_fn=preexec_fn, stdin=stdin)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
@@ -104,7 +104,7 @@ def test_pull_list_rm(fake_hub, hearth_home):
     listed = json.loads(hearth("list", "--json").stdout)
     (mine,) = [e for e in listed if e["source"] == "hearth"]
     assert mine["name"] == "acme/Tiny-GGUF/tiny-Q8_0.gguf" and mine["size_bytes"] == 600_000
-    proc = hearth("rm", "tiny-Q8_0")
+    proc = hearth("rm", "tiny-Q8_0", "--yes")
     assert proc.returncode == 0 and "Deleted" in proc.stdout
     assert not list((hearth_home / "data/models").rglob("*.gguf"))
 
@@ -142,11 +142,11 @@ def test_import_copy_and_rm(tmp_path):
     proc = hearth("import", str(src), "--copy", "--json")
     entry = json.loads(proc.stdout)
     assert entry["source"] == "imported" and entry["owned"] and src.exists()
-    proc = hearth("rm", "mine-Q4_0")
+    proc = hearth("rm", "mine-Q4_0", "-y")
     assert proc.returncode == 0 and not os.path.exists(entry["path"]) and src.exists()
     proc = hearth("import", str(src))
     assert "Linked" in proc.stdout
-    proc = hearth("rm", "mine-Q4_0")
+    proc = hearth("rm", "mine-Q4_0", "-y")
     assert "the file stays" in proc.stdout and src.exists()
 
 
@@ -194,4 +194,57 @@ def test_a_model_not_named_gguf_is_imported_visibly_and_removably(tmp_path, mode
     entry = json.loads(hearth("import", str(src), mode, "--json").stdout)
     assert entry["path"].endswith("mine-Q4_0.bin.gguf") and os.path.exists(entry["path"])
     assert any(e["path"] == entry["path"] for e in json.loads(hearth("list", "--json").stdout))
-    assert hearth("rm", entry["path"]).returncode == 0 and not os.path.exists(entry["path"])
+    assert hearth("rm", entry["path"], "--yes").returncode == 0 and not os.path.exists(entry["path"])
+
+
+def test_rm_names_exactly_one_file_and_asks_first(tmp_path, hearth_home):
+    """The case that deleted the wrong file: a linked x-q4_k_m.gguf beside Hearth's own x-Q4_K_M.gguf."""
+    linked = write_tiny_gguf(tmp_path / "x-q4_k_m.gguf")
+    assert hearth("import", str(linked)).returncode == 0
+    own = write_tiny_gguf(hearth_home / "data/models/x-Q4_K_M.gguf")
+    listed = json.loads(hearth("list", "--json").stdout)
+    ids = {e["path"]: e["id"] for e in listed}
+    assert len({v.casefold() for v in ids.values()}) == len(ids)  # one id per entry, unique even ignoring case
+    table = hearth("list").stdout
+    assert ids[str(linked)] in table and ids[str(own)] in table
+
+    # Without --yes and without a terminal to ask on: what it would do, and nothing done.
+    proc = hearth("rm", "x-q4_k_m.gguf")
+    one_sentence_error(proc, str(linked), "the file stays", "--yes")
+    assert linked.exists() and own.exists()
+
+    # On a terminal it asks; "n" keeps everything.
+    import pty
+
+    master, slave = pty.openpty()
+    os.write(master, b"n\n")
+    proc = hearth("rm", "x-q4_k_m.gguf", stdin=slave)
+    os.close(slave)
+    os.close(master)
+    assert proc.returncode == 1 and "Nothing was removed" in proc.stdout and "Go ahead?" in proc.stdout
+    assert linked.exists() and own.exists()
+
+    # The exact listed name of the link forgets the link: its file stays, the other file is untouched.
+    proc = hearth("rm", "x-q4_k_m.gguf", "--yes")
+    assert proc.returncode == 0 and "the file stays" in proc.stdout, proc.stderr
+    assert linked.exists() and own.exists()
+    # Now the name is Hearth's own file alone: deleting it says its path and size first.
+    proc = hearth("rm", "x-Q4_K_M")
+    one_sentence_error(proc, str(own), "will be deleted", " KB")
+    assert hearth("rm", "x-Q4_K_M", "--yes").returncode == 0 and not own.exists() and linked.exists()
+
+
+def test_an_ambiguous_name_is_refused_with_the_candidates(tmp_path, hearth_home):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    a = write_tiny_gguf(tmp_path / "a" / "same.gguf")
+    b = write_tiny_gguf(tmp_path / "b" / "same.gguf")
+    for path in (a, b):
+        assert hearth("import", str(path)).returncode == 0
+    ids = [e["id"] for e in json.loads(hearth("list", "--json").stdout) if e["name"] == "same.gguf"]
+    assert len(ids) == 2 and ids[0] != ids[1] and all(i.startswith("same@") for i in ids)
+    for command in (("rm", "same", "--yes"), ("inspect", "same.gguf"), ("fit", "SAME")):
+        one_sentence_error(hearth(*command), "names 2 models", str(a), str(b))
+    assert a.exists() and b.exists()
+    proc = hearth("inspect", ids[1], "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["id"] == ids[1]

@@ -77,10 +77,18 @@ def import_model(path: str) -> dict:
     return _entry_row(library.import_model(path, mode="link").to_dict())
 
 
-def remove_model(path: str) -> None:
+def plan_removal(path: str):
+    """What deleting it will do (library.Removal: the files and sizes, or only forgetting a link)."""
     from app.core import library
 
-    library.remove_model(path)
+    return library.plan_removal(path)
+
+
+def remove_model(removal) -> None:
+    """Carry out exactly the removal the user was shown."""
+    from app.core import library
+
+    library.carry_out(removal)
 
 
 # --- Hugging Face ------------------------------------------------------------------

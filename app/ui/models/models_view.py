@@ -286,7 +286,8 @@ class ModelsView(QWidget):
     def _show_details(self, path: str, info: dict) -> None:
         if path != self.selected_path():
             return
-        rows = [("Architecture", info.get("architecture")),
+        entry_id = next((m.get("id") for m in self.models if m.get("path") == path), None)
+        rows = [("Id", entry_id), ("Architecture", info.get("architecture")),
                 ("Parameters", f"{info['parameters'] / 1e6:,.0f} M" if info.get("parameters") else None),
                 ("Internal name", info.get("name")),
                 ("Quantization", " / ".join(x for x in (info.get("file_type"), info.get("seed_name")) if x)),
@@ -470,11 +471,17 @@ class ModelsView(QWidget):
         if self.bridge.options is not None and self.bridge.options.model_path == path:
             self.show_error("This model is loaded; load another one before deleting it.")
             return
-        answer = QMessageBox.question(self, "Delete model", f"Remove {Path(path).name} from the library?")
+        self.tasks.run(lambda: manager.plan_removal(path), self._confirm_delete, self.show_error, "delete")
+
+    def _confirm_delete(self, removal) -> None:
+        """Says exactly what will go (the files and their size, or only the link) before anything does."""
+        path = removal.entry.path
+        answer = QMessageBox.question(self, "Delete model", f"{removal.describe()}\n\nGo ahead?")
         if answer == QMessageBox.Yes:
             if path in self.imported:
                 self.imported.remove(path)
-            self.tasks.run(lambda: manager.remove_model(path), lambda _r: self.refresh(), self.show_error, "delete")
+            self.tasks.run(lambda: manager.remove_model(removal), lambda _r: self.refresh(), self.show_error,
+                           "delete")
 
     # --- jobs: download, quantize, convert --------------------------------------------
     def _on_source_tab_changed(self, index: int) -> None:
