@@ -26,6 +26,10 @@ def register(sub) -> None:
                    help="answer up to N requests at once, decoded together in one batch (default 1)")
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="allow browser pages from ORIGIN to call the API (repeatable; * for any)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="also answer requests addressed to NAME (repeatable). Without a key on loopback, only "
+                        "localhost, 127.0.0.1 and [::1] are answered, so that no web page can reach the API "
+                        "through DNS rebinding; with a key or another --host, any name unless this limits it")
     p.add_argument("--max-models", type=int, default=1, metavar="N",
                    help="models loaded at once; a request naming another library model loads it (default 1)")
     p.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
@@ -47,4 +51,4 @@ def run(args: argparse.Namespace) -> int:
     if args.max_models < 1 or (args.ttl is not None and args.ttl <= 0):
         raise HearthError("--max-models must be at least 1 and --ttl more than 0 seconds.")
     return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors),
-                                       max_models=args.max_models, ttl_s=args.ttl))
+                                       allowed_hosts=list(args.allowed_host), max_models=args.max_models, ttl_s=args.ttl))

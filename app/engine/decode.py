@@ -111,28 +111,34 @@ class Decoder:
         self.cached_text = None
 
     # --- prompt ---------------------------------------------------------
-    def tokenize_prompt(self, prompt_text: str, literal: list[tuple[int, int]] = ()) -> list[int]:
+    def tokenize_prompt(self, prompt_text: str, literal: list[tuple[int, int]] = (),
+                        limit: int | None = None) -> list[int]:
         """The prompt's tokens; the `literal` spans of its text (a user's own text, app/engine/literal.py) are
-        tokenized with special-token parsing off."""
+        tokenized with special-token parsing off. limit: past that many tokens the rest is not tokenized (a
+        prompt that cannot fit is refused after at most a context's worth of work)."""
         cached = self.cached_text
         n = len(cached) if cached else 0
         if (cached and prompt_text.startswith(cached) and len(prompt_text) > n
                 and all(end <= n or start >= n for start, end in literal)):
             # Only the new text is tokenized; it begins at a special-token boundary
             # (the end of the previous answer), so the split does not change tokens.
+            rest = None if limit is None else max(limit - len(self.tokens), 0)
             return self.tokens + self._tokenize(prompt_text[n:], [(s - n, e - n) for s, e in literal if s >= n],
-                                                add_special=False)
-        return self._tokenize(prompt_text, literal, add_special=self.rt.add_bos())
+                                                add_special=False, limit=rest)
+        return self._tokenize(prompt_text, literal, add_special=self.rt.add_bos(), limit=limit)
 
-    def _tokenize(self, text: str, literal, add_special: bool) -> list[int]:
+    def _tokenize(self, text: str, literal, add_special: bool, limit: int | None = None) -> list[int]:
         tokenize = self.rt.tokenize
         if not literal:
-            return tokenize(text, add_special=add_special, parse_special=True)
-        out = tokenize(text[: literal[0][0]], add_special=add_special, parse_special=True)
+            return tokenize(text, add_special=add_special, parse_special=True, limit=limit)
+        out = tokenize(text[: literal[0][0]], add_special=add_special, parse_special=True, limit=limit)
         for i, (start, end) in enumerate(literal):
+            if limit is not None and len(out) > limit:
+                break
             out += tokenize(text[start:end], add_special=False, parse_special=False)
             upto = literal[i + 1][0] if i + 1 < len(literal) else len(text)
-            out += tokenize(text[end:upto], add_special=False, parse_special=True)
+            out += tokenize(text[end:upto], add_special=False, parse_special=True,
+                            limit=None if limit is None else max(limit - len(out), 0))
         return out
 
     def sync_prefix(self, prompt: list[int]) -> int:
@@ -228,14 +234,16 @@ class Decoder:
         rt = self.rt
         t0 = time.perf_counter()
         dropped = 0
-        prompt = self.tokenize_prompt(prompt_text, literal)
+        # The API never truncates: past the context, how much longer a prompt is needs no tokenizing.
+        prompt = self.tokenize_prompt(prompt_text, literal, limit=None if truncate else rt.n_ctx)
         if not prompt:  # llama.cpp would sample from logits that were never computed, and abort
             raise EmptyPrompt("There is nothing to answer: the prompt is empty (for a chat, the model's chat "
                                   "template rendered the conversation as nothing).")
         if len(prompt) >= rt.n_ctx:
             if not truncate:
-                raise ContextTooLong(f"This prompt is {len(prompt)} tokens long, more than the model's context "
-                                     f"of {rt.n_ctx} tokens; shorten it or load the model with a larger context.")
+                size = f"{len(prompt)} tokens long, more than" if len(prompt) <= rt.n_ctx else "longer than"
+                raise ContextTooLong(f"This prompt is {size} the model's context of {rt.n_ctx} tokens; shorten it "
+                                     "or load the model with a larger context.")
             if self.context_policy is not None:
                 full = len(prompt)
                 prompt = self.context_policy.fit_prompt(self, prompt)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from app.core.errors import HearthError
+from app.core.errors import ContextTooLong, HearthError
 from app.engine.decode import Decoder
 from app.engine.literal import literal_spans
 from app.engine.prediction import prediction_speculator
@@ -79,6 +79,9 @@ class Session:
     def chat(self, messages: list[dict], sampling: SamplingOptions, emit, cancelled: threading.Event,
              truncate: bool = True, tools: list[dict] | None = None) -> dict | None:
         """The answer's Done event; None with slots, where the answer has only started (Done comes by emit)."""
+        if not truncate and len(messages) > self.rt.n_ctx:  # every message is at least a token: no need to render
+            raise ContextTooLong(f"These {len(messages):,} messages cannot fit the model's context of "
+                                 f"{self.rt.n_ctx} tokens (each takes at least one); send fewer.")
         prompt = self.template.render(messages, add_generation_prompt=True, tools=tools, cancelled=cancelled)
         literal = literal_spans(prompt, messages, self.rt.special_texts())
         return self._generate(prompt, system_prefix(self.template, messages, prompt), sampling, emit, cancelled,

@@ -12,6 +12,7 @@ import copy
 from typing import Any
 
 from app.server.errors import ApiError, invalid
+from app.server.schema_size import SchemaTooBig, bounded_rules, check_schema_size
 
 # JSON forbids raw control characters inside strings; the converter shipped with llama-cpp-python 0.3.36
 # allows them (`[^"\\]`), and Python's json.loads then rejects the answer. llama.cpp's own converter
@@ -34,14 +35,21 @@ def schema_rules(schema: Any, name: str, param: str, prop_order: list[str] | Non
         raise invalid(f"'{param}' must be a JSON schema object.", param)
     converter = SchemaConverter(prop_order={p: i for i, p in enumerate(prop_order or [])}, allow_fetch=False,
                                 dotall=False, raw_pattern=False)
+    # The converter's rules table, counted as it fills: a conversion stops where its grammar grows too big.
+    converter._rules = bounded_rules(converter._rules)
     try:
         if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
             raise invalid(f"'{param}' is longer than {MAX_SCHEMA_CHARS} characters.", param)
+        check_schema_size(schema, param)  # before the converter writes anything: milliseconds, not gigabytes
         for url, part in parts:
             converter.resolve_refs(part, url)
         converter.visit(converter.resolve_refs(schema if isinstance(schema, dict) else {}, "request"), name)
     except RecursionError:
         raise invalid(f"'{param}' is nested too deeply.", param) from None
+    except SchemaTooBig as exc:
+        text = str(exc)
+        raise invalid(text if text.startswith("'") else f"'{param}' asks for a grammar too big to enforce "
+                      f"({text}).", param) from None
     except ApiError:
         raise
     except Exception as exc:  # the converter raises whatever its checks hit: asserts, KeyErrors, ValueErrors

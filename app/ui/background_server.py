@@ -14,7 +14,8 @@ from typing import Callable
 from app.core.errors import HearthError
 from app.engine.backend import Backend
 from app.server.openai_api import OpenAIApi, RequestRecord
-from app.server.run import ServeOptions, is_loopback, open_socket
+from app.server.guard import allowed_hosts, is_loopback
+from app.server.run import ServeOptions, open_socket
 
 STOP_TIMEOUT_S = 5.0
 
@@ -47,7 +48,8 @@ class BackgroundServer:
             raise HearthError(f"Listening on {settings.host} would let anyone on the network use this model; "
                               "set an API key first.")
         sock = open_socket(settings.host, settings.port)
-        api = OpenAIApi(self.backend, settings.api_key, settings.cors, settings.max_tokens, on_request=self.on_request)
+        api = OpenAIApi(self.backend, settings.api_key, settings.cors, settings.max_tokens, on_request=self.on_request,
+                        hosts=allowed_hosts(settings.host, settings.api_key, settings.allowed_hosts))
         # log_config=None: uvicorn must not reconfigure the window's logging.
         server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False,
                                                log_config=None))
