@@ -1,4 +1,4 @@
-"""Hearth's command line: `hearth chat | doctor | bench | models ...`.
+"""Hearth's command line: `hearth chat | doctor | bench | models | runtimes ...`.
 
 Uses the same core and engine client as the GUI, without Qt. Errors a user
 can act on print as one sentence; anything else is a bug and leaves a crash
@@ -18,7 +18,7 @@ from app.core.errors import HearthError
 
 # Each module has register(subparsers); optional ones are added when present.
 COMMAND_MODULES = ["app.commands.chat", "app.commands.serve", "app.commands.doctor", "app.commands.bench",
-                   "app.commands.models", "app.commands.gui"]
+                   "app.commands.models", "app.commands.runtimes", "app.commands.gui"]
 
 
 def command_modules(argv: list[str] | None) -> list[str]:

@@ -17,5 +17,22 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
       desktop-file-utils gnome-keyring dbus-daemon appstream xvfb x11-utils libxcb-icccm4 libxcb-keysyms1; } \
     >/dev/null 2>&1 || echo "run.sh: could not install the package tests' tools; those checks fall back" >&2
 fi
+# GPU offload is tested on Mesa's lavapipe, a Vulkan device on the CPU, with the Vulkan engine runtime built from
+# the pinned sdist's llama.cpp (app/core/runtime_build.py). The build needs cmake, a compiler, glslc, spirv-headers
+# and the Vulkan loader's development files; Debian 12's Vulkan headers are too old, so the build fetches
+# Debian 13's libvulkan-dev headers itself (apt-get download into a private folder; no system change).
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+    && ! { command -v cmake && command -v c++ && command -v glslc && command -v dpkg \
+           && [ -f /usr/share/cmake/SPIRV-Headers/SPIRV-HeadersConfig.cmake ] && ldconfig -p | grep -q "libvulkan.so " \
+           && ls /usr/share/vulkan/icd.d/lvp_icd.*.json; } >/dev/null 2>&1; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      cmake g++ glslc spirv-headers libvulkan-dev mesa-vulkan-drivers; } \
+    >/dev/null 2>&1 || echo "run.sh: could not install the Vulkan build tools or lavapipe; the Vulkan tests skip" >&2
+fi
+# Built once per machine and CPU (about 25 minutes on 2 cores), then found in the cache in about a second; the
+# tests use it from there and never build it themselves.
+export HEARTH_RUNTIMES_DIR="${HEARTH_RUNTIMES_DIR:-$HOME/.cache/hearth-runtimes}"
+python3 -m app.core.runtime_build vulkan >/dev/null \
+  || echo "run.sh: the Vulkan runtime could not be built (the reason is above); the Vulkan tests skip" >&2
 export QT_QPA_PLATFORM=offscreen
 python3 -m pytest -q -p no:cacheprovider "$@"

@@ -59,6 +59,10 @@ def collect() -> dict:
     else:
         report["extra_bufts"] = probe.extra_bufts_decision(model)
     report["spec_calibration"] = spec_calibration.kept()
+    from app.commands.runtimes import collect as collect_runtimes
+
+    # Each runtime loaded in a child of its own, with its devices and their memory (about a second each).
+    report["runtimes"] = collect_runtimes()
     return report
 
 
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         f"CPU:        {cpu['name']} ({cpu['arch']}), {cpu['physical_cores']} physical / {cpu['logical_cores']} logical cores",
         f"Features:   {', '.join(cpu['features']) or 'none detected'}",
         f"RAM:        {report['ram_total_mb']} MB total, {report['ram_available_mb']} MB available",
-        f"GPU offload: {'yes' if report['gpu_offload'] else 'no (this llama.cpp build is CPU-only; see README for a CUDA build)'}",
+        f"GPU offload: {'yes' if report['gpu_offload'] else 'no (this llama.cpp build is CPU-only; see the runtimes below)'}",
         f"Extra buffer types (AMX/repack): {'on' if extra.get('ok') else 'off'} - {extra.get('detail', 'not probed')}",
         f"llama.cpp:  {report['llama_system_info']}",
         "Versions:   " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v),
@@ -86,6 +90,12 @@ def run(args: argparse.Namespace) -> int:
     lines.append("Speculation calibration: " + ("" if kept else "none yet (measured the first time a model drafts; "
                                                                  "hearth bench spec --recalibrate renews it)"))
     lines += [f"  {describe(entry)}" for entry in kept]
+    from app.commands.runtimes import describe as describe_runtime
+
+    lines.append("Runtimes:" + ("" if any(r["backend"] != "CPU" for r in report["runtimes"]) else
+                                " cpu only (`hearth runtimes build vulkan` builds a GPU runtime)"))
+    for entry in report["runtimes"]:
+        lines += [f"  {line}" for line in describe_runtime(entry)]
     lines += [f"{k.capitalize() + ':':11} {v}" for k, v in report["paths"].items()]
     print("\n".join(lines))
     return 0

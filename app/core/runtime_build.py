@@ -200,12 +200,17 @@ def _first_line(cmd: list[str]) -> str | None:
 
 
 def find_nvcc() -> str | None:
+    """nvcc: $CUDACXX when set (as cmake takes it, and then only that), else on PATH or in the toolkit's
+    usual folders."""
+    configured = os.environ.get("CUDACXX")
+    if configured:
+        return configured if os.path.isfile(configured) and os.access(configured, os.X_OK) else None
     found = shutil.which("nvcc")
     if found:
         return found
-    for candidate in (os.environ.get("CUDACXX"), os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "nvcc"),
-                      os.path.join(os.environ.get("CUDA_PATH", ""), "bin", "nvcc"), "/usr/local/cuda/bin/nvcc"):
-        if candidate and os.access(candidate, os.X_OK) and os.path.isfile(candidate):
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        candidate = os.path.join(home, "bin", "nvcc") if home else None
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None
 
@@ -356,8 +361,9 @@ def check_toolchain(spec: BuildSpec, root: Path, vulkan_include: Path | None = N
     else:
         nvcc = find_nvcc()
         if not nvcc:
-            raise RuntimeBuildError("nvcc (the CUDA toolkit) is not installed; install it (Debian: apt install "
-                                    "nvidia-cuda-toolkit from non-free, or NVIDIA's cuda-toolkit package).")
+            named = f" (CUDACXX names {os.environ['CUDACXX']}, which is not there)" if os.environ.get("CUDACXX") else ""
+            raise RuntimeBuildError(f"nvcc (the CUDA toolkit) is not installed{named}; install it (Debian: apt "
+                                    "install nvidia-cuda-toolkit from non-free, or NVIDIA's cuda-toolkit package).")
         tools["nvcc"] = nvcc
         tools["cuda"] = _nvcc_release(nvcc)
         known = nvcc_archs(nvcc)

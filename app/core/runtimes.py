@@ -431,11 +431,12 @@ def choose_runtime(probes: list[RuntimeProbe] | None = None,
         probe = known.get(runtime.key) or probe_runtime(runtime)
         if probe.usable:
             return runtime, probe
-        if allow_software and probe.ok and probe.gpu_offload:
-            if probe.software_devices:
+        if allow_software and probe.ok:
+            if probe.gpu_offload and probe.software_devices:
                 return runtime, probe
+            # ggml lists lavapipe only when GGML_VK_VISIBLE_DEVICES names it (and offloads nothing without it)
             hidden = probe.hidden_software_vulkan()
-            if hidden:  # ggml lists lavapipe only when GGML_VK_VISIBLE_DEVICES names it
+            if hidden:
                 shown = probe_runtime(runtime, visible_devices=",".join(str(d["index"]) for d in hidden))
                 if shown.ok and shown.gpu_offload and shown.software_devices:
                     return runtime, shown

@@ -191,7 +191,21 @@ def probe(expect_version: str | None, expect_ggml: str | None) -> dict:
         result["devices"] = ggml_devices(fns, vulkan)
     except Exception as exc:
         return {**result, "ok": False, "stage": "devices", "error": f"listing its devices failed ({_one_line(exc)})"}
+    unknown = _unknown_vulkan_indices(vulkan)
+    if unknown:
+        # ggml-vulkan prints this, drops its whole backend and carries on on the CPU: say it instead.
+        listed = ", ".join(f"{d['index']} = {d['name']}" for d in vulkan) or "none"
+        return {**result, "ok": False, "stage": "devices",
+                "error": f"GGML_VK_VISIBLE_DEVICES={os.environ['GGML_VK_VISIBLE_DEVICES']} names Vulkan device "
+                         f"{', '.join(unknown)}, which does not exist (the devices here: {listed})"}
     return {**result, "ok": True, "stage": "done", "error": None}
+
+
+def _unknown_vulkan_indices(vulkan: list[dict] | None) -> list[str]:
+    value = os.environ.get("GGML_VK_VISIBLE_DEVICES")
+    if vulkan is None or not value:
+        return []
+    return [part for part in value.replace(",", " ").split() if not part.isdigit() or int(part) >= len(vulkan)]
 
 
 def _listdir(folder: str) -> list[str]:
