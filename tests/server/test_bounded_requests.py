@@ -1,0 +1,188 @@
+"""No request can take the server down or hold it: the findings of #30 reproduced against a real `hearth serve`.
+
+- a JSON schema whose repetition counts ask for gigabytes of grammar (one took 23 GB until the OOM killer came);
+- a chat of 100,000 turns (it held all slots for four minutes: llama.cpp's special-token split is quadratic);
+- a web page's "simple" POST (text/plain) and a DNS-rebound Host;
+- a body past the size limit.
+
+Each is refused with the dialect's error, quickly, without the server's memory growing, and a small request
+sent meanwhile is answered.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import psutil
+import pytest
+
+from tests.server.conftest import start_server, stop_server
+
+pytestmark = pytest.mark.slow
+
+USER = [{"role": "user", "content": "hi"}]
+HUGE = 10**9
+# Schemas that ask the converter to write out more grammar than llama.cpp will take, each a different way.
+GREEDY_SCHEMAS = {
+    "minItems": {"type": "array", "items": {"type": "string"}, "minItems": HUGE},
+    "minItems 3e6": {"type": "array", "items": {"type": "string"}, "minItems": 3_000_000},
+    "maxItems": {"type": "array", "items": {"type": "integer"}, "maxItems": HUGE},
+    "maxLength": {"type": "string", "maxLength": HUGE},
+    "minLength, nested": {"type": "object", "properties": {"a": {"type": "object", "properties": {
+        "b": {"type": "string", "minLength": 50_000_000}}}}},
+    "pattern count": {"type": "string", "pattern": "^x{100000000}$"},
+    "float count": {"type": "array", "items": {"type": "string"}, "minItems": 1e300},
+    "many medium": {"type": "object", "properties": {f"p{i}": {"type": "array", "items": {"type": "string"},
+                                                               "minItems": 2000} for i in range(40)}},
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A server as a user starts it: loopback, no key (the default), two slots."""
+    home = tmp_path_factory.mktemp("bounded_home")
+    proc, base = start_server("--parallel", "2", env={"HEARTH_HOME": str(home)})
+    yield proc, base
+    assert stop_server(proc)
+
+
+def server_rss_mb(proc) -> float:
+    return psutil.Process(proc.pid).memory_info().rss / 2**20
+
+
+def post(base: str, path: str, body: dict, **headers) -> httpx.Response:
+    return httpx.post(f"{base}{path}", json=body, headers=headers, timeout=60)
+
+
+@pytest.mark.parametrize("name", list(GREEDY_SCHEMAS))
+def test_a_schema_that_would_expand_without_bound_is_a_400_in_milliseconds(server, name):
+    proc, base = server
+    schema = GREEDY_SCHEMAS[name]
+    before = server_rss_mb(proc)
+    requests = [
+        ("/chat/completions", {"messages": USER, "max_tokens": 4,
+                               "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}},
+         "response_format.json_schema.schema"),
+        ("/chat/completions", {"messages": USER, "max_tokens": 4, "tools": [
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+                "v": schema}}}}], "tool_choice": "required"}, "tools"),
+        ("/messages", {"messages": USER, "max_tokens": 4, "tools": [
+            {"name": "f", "input_schema": {"type": "object", "properties": {"v": schema}}}],
+                       "tool_choice": {"type": "any"}}, None),
+    ]
+    for path, body, param in requests:
+        started = time.monotonic()
+        r = post(base, path, body)
+        elapsed = time.monotonic() - started
+        assert r.status_code == 400, (path, r.text)
+        assert elapsed < 0.5, f"{path} took {elapsed:.2f} s to refuse {name}"
+        text = r.json()["error"]["message"]
+        assert "too big" in text, text
+        if param:
+            assert r.json()["error"]["param"] == param
+    assert server_rss_mb(proc) - before < 50
+    assert post(base, "/chat/completions", {"messages": USER, "max_tokens": 2}).status_code == 200
+
+
+def test_ordinary_schemas_with_counts_still_convert(server):
+    _, base = server
+    schema = {"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "minItems": 1, "maxItems": 3},
+        "date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}}, "required": ["tags", "date"]}
+    r = post(base, "/chat/completions", {"messages": USER, "max_tokens": 60, "temperature": 0,
+                                         "response_format": {"type": "json_schema",
+                                                             "json_schema": {"name": "x", "schema": schema}}})
+    assert r.status_code == 200, r.text
+    if r.json()["choices"][0]["finish_reason"] == "stop":
+        answer = json.loads(r.json()["choices"][0]["message"]["content"])
+        assert 1 <= len(answer["tags"]) <= 3 and len(answer["date"]) == 10
+
+
+def test_a_hundred_thousand_turns_are_refused_at_once_and_hold_no_one_up(server):
+    proc, base = server
+    many = {"messages": USER * 100_000, "max_tokens": 4}  # 2.6 MB, each turn two special tokens
+    markers = {"prompt": "<|im_start|>" * 20_000, "max_tokens": 4}
+    small_times: list[float] = []
+
+    def small_requests(stop: threading.Event) -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            r = post(base, "/chat/completions", {"messages": USER, "max_tokens": 2})
+            assert r.status_code == 200, r.text
+            small_times.append(time.monotonic() - started)
+
+    stop = threading.Event()
+    beside = threading.Thread(target=small_requests, args=(stop,))
+    beside.start()
+    try:
+        for path, body in (("/chat/completions", many), ("/completions", markers), ("/messages", many)):
+            started = time.monotonic()
+            r = post(base, path, body)
+            elapsed = time.monotonic() - started
+            assert r.status_code == 400, r.text
+            assert elapsed < 2.0, f"{path} took {elapsed:.2f} s to refuse"
+            if path != "/messages":
+                assert r.json()["error"]["code"] == "context_length_exceeded"
+    finally:
+        stop.set()
+        beside.join(60)
+    assert small_times and max(small_times) < 2.0 + 1.0, small_times  # its own answer takes well under a second
+    assert proc.poll() is None
+
+
+def test_a_web_page_cannot_reach_the_api(server):
+    _, base = server
+    port = base.split(":")[2].split("/")[0]
+    body = json.dumps({"messages": USER, "max_tokens": 2})
+    # What a page can send cross-origin without a preflight: text/plain, a form, nothing said.
+    for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None):
+        headers = {"Content-Type": kind} if kind else {}
+        r = httpx.post(f"{base}/chat/completions", content=body, headers=headers, timeout=30)
+        assert r.status_code == 415, (kind, r.text)
+        assert r.json()["error"]["code"] == "unsupported_media_type"
+    r = httpx.post(f"{base}/messages", content=body, headers={"Content-Type": "text/plain"}, timeout=30)
+    assert r.status_code == 415 and r.json()["type"] == "error"  # in Anthropic's envelope there
+    # DNS rebinding: the page's own name, pointed at 127.0.0.1.
+    for host in ("attacker.example", f"attacker.example:{port}", "localhost.attacker.example", "127.0.0.1.nip.io"):
+        r = post(base, "/chat/completions", {"messages": USER, "max_tokens": 2}, Host=host)
+        assert r.status_code == 403, (host, r.text)
+        assert r.json()["error"]["code"] == "host_not_allowed"
+        assert httpx.get(f"{base}/models", headers={"Host": host}).status_code == 403
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost", "LOCALHOST"):
+        assert post(base, "/chat/completions", {"messages": USER, "max_tokens": 2}, Host=host).status_code == 200
+
+
+def test_a_body_past_the_limit_is_a_413_before_it_is_parsed(server):
+    proc, base = server
+    before = server_rss_mb(proc)
+    big = b'{"messages": [{"role": "user", "content": "' + b"a" * (11 * 2**20) + b'"}]}'
+    r = httpx.post(f"{base}/chat/completions", content=big, headers={"Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+
+    def chunks():  # no Content-Length: the limit holds for a streamed body too
+        for _ in range(12):
+            yield b"a" * 2**20
+
+    r = httpx.post(f"{base}/chat/completions", content=chunks(), headers={"Content-Type": "application/json"},
+                   timeout=60)
+    assert r.status_code == 413
+    assert server_rss_mb(proc) - before < 50
+
+
+def test_allowed_host_and_a_key_open_other_names(tmp_path):
+    proc, base = start_server("--allowed-host", "hearth.lan", env={"HEARTH_HOME": str(tmp_path)})
+    try:
+        assert httpx.get(f"{base}/models", headers={"Host": "hearth.lan:80"}).status_code == 200
+        assert httpx.get(f"{base}/models", headers={"Host": "other.lan"}).status_code == 403
+    finally:
+        stop_server(proc)
+    proc, base = start_server("--api-key", "k", env={"HEARTH_HOME": str(tmp_path)})
+    try:  # with a key, the key protects the server: any name, but not without the key
+        auth = {"Authorization": "Bearer k"}
+        assert httpx.get(f"{base}/models", headers={"Host": "gpu-box.lan", **auth}).status_code == 200
+        assert httpx.get(f"{base}/models", headers={"Host": "gpu-box.lan"}).status_code == 401
+    finally:
+        stop_server(proc)
