@@ -75,3 +75,30 @@ def test_an_idle_model_is_unloaded_after_the_ttl_and_comes_back_when_asked_for(s
         assert health["status"] == "ok" and health["model"] is None
         r = ask(http, None)  # none loaded: the model the server started with comes back
         assert r.status_code == 200 and r.json()["model"] == BUNDLED
+
+
+def test_names_differing_only_in_case_get_their_own_ids_and_a_loose_name_is_refused(tmp_path, model_variant):
+    """The library's ids reach the API: two files whose stems differ only in case are two ids in /v1/models,
+    each answers to its own, and the shared stem ignoring case is a 400 that lists both, never a guess."""
+    home = tmp_path / "home"
+    (home / "data" / "models" / "acme__Tiny").mkdir(parents=True)
+    shutil.copy(model_variant("Q8_0"), home / "data" / "models" / "tiny-Q8_0.gguf")
+    shutil.copy(model_variant("Q4_0"), home / "data" / "models" / "acme__Tiny" / "tiny-q8_0.gguf")
+    proc, base = start_server("--api-key", KEY, env={"HEARTH_HOME": str(home)})
+    try:
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=60) as http:
+            ids = list(listing(http))
+            assert len(ids) == len({i.casefold() for i in ids}) == 3, ids
+            tiny = sorted(i for i in ids if i.casefold().startswith("tiny-q8_0"))
+            assert len(tiny) == 2 and all("@" in i for i in tiny)
+            for model_id in tiny:
+                r = ask(http, model_id)
+                assert r.status_code == 200 and r.json()["model"] == model_id, r.text
+            r = ask(http, "TINY-Q8_0")
+            assert r.status_code == 400 and r.json()["error"]["code"] == "model_ambiguous"
+            assert all(i in r.json()["error"]["message"] for i in tiny)
+            assert str(home) not in r.json()["error"]["message"]  # a client learns no file paths
+            r = ask(http, "tiny-Q8_0.gguf")  # an exact file name wins over the looser match
+            assert r.status_code == 200 and r.json()["model"] == next(i for i in tiny if "Q8_0" in i)
+    finally:
+        stop_server(proc)
