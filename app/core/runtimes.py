@@ -230,7 +230,11 @@ def _folders(root: Path) -> list[Path]:
 def list_runtimes() -> list[Runtime]:
     """Every runtime: cpu first, then those built here (newest first), then shipped ones."""
     found = [cpu_runtime()]
-    for origin, roots in (("built", [runtimes_dir()]), ("shipped", shipped_runtimes_dirs())):
+    try:
+        built = [runtimes_dir()]
+    except OSError:  # a read-only or full disk: nothing was built there, and the shipped ones still count
+        built = []
+    for origin, roots in (("built", built), ("shipped", shipped_runtimes_dirs())):
         for root in roots:
             for folder in _folders(root):
                 runtime = runtime_from_folder(folder, origin)
