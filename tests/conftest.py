@@ -41,7 +41,7 @@ def bundled_model() -> Path:
 
 @pytest.fixture
 def engine():
-    from app.engine.client import EngineClient
+    from app.backends.client import EngineClient
 
     client = EngineClient()
     yield client
@@ -73,6 +73,23 @@ def model_variant(tmp_path_factory, bundled_model):
         return made[kind]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def extra_bufts_work(bundled_model) -> bool:
+    """Whether llama.cpp's extra buffer types run quantized models on this CPU (Hearth's own probe). On AMX
+    machines they segfault (llama.cpp issue 20824): Hearth turns them off itself, other programs do not."""
+    from app.engine.probe import extra_bufts_decision
+
+    return bool(extra_bufts_decision(str(bundled_model)).get("ok"))
+
+
+@pytest.fixture(scope="session")
+def third_party_model(bundled_model, model_variant, extra_bufts_work) -> Path:
+    """The model for servers Hearth did not write (llama-cpp-python's server, llama-server): the bundled one,
+    or on a CPU where their default extra buffer types crash every quantized model, its F16 copy, which
+    runs there. llama-cpp-python's server has no switch for them; a user on such a machine would hit the same."""
+    return bundled_model if extra_bufts_work else model_variant("F16")
 
 
 def pytest_sessionstart(session) -> None:

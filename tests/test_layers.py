@@ -1,4 +1,7 @@
-"""Imports point one way: core <- engine <- bench / server <- ui / commands, and Qt only under app/ui.
+"""Imports point one way: core <- engine <- backends <- bench / server <- ui / commands, and Qt only under app/ui.
+
+engine is the engine process (and the protocol both sides share); backends is the client side of the seam,
+which runs in the window's, the CLI's and the server's process and starts engine processes.
 
 Every module under app/ is read with `ast` (not imported, so a module that would fail to import is still
 checked), and every `import` / `from ... import` in it counts, the ones inside functions too: a lazy import
@@ -15,7 +18,7 @@ APP = Path(__file__).resolve().parents[1] / "app"
 # Rank of each layer: a module may import its own package and packages of a lower or equal rank. Packages of
 # equal rank (bench and server; ui and commands) are clients side by side: `hearth gui` (commands) opens the
 # window (ui), and the benchmark may drive a server the same way it drives the engine.
-RANKS = {"core": 0, "engine": 1, "bench": 2, "server": 2, "ui": 3, "commands": 3}
+RANKS = {"core": 0, "engine": 1, "backends": 2, "bench": 3, "server": 3, "ui": 4, "commands": 4}
 QT = ("PySide6", "shiboken6", "pyqtgraph")
 
 # Entry points sit above every layer and may import anything: `python -m app` / the frozen executable

@@ -10,7 +10,7 @@ With `--rounds R` the servers take turns R times (Hearth, the others, Hearth aga
 each figure's median: on a shared machine one phase's speed moves by 10% from minute to minute, and taking
 turns gives every server the same minutes.
 
-The load is driven through Hearth's own remote backend (app.engine.remote) - the client side of the seam that
+The load is driven through Hearth's own remote backend (app.backends.remote) - the client side of the seam that
 the window and `hearth chat --endpoint` use - one thread per stream. Hearth's server runs as a child
 process, `hearth serve --parallel N`, as a user would start it; the servers to compare with (`--against URL`,
 e.g. llama.cpp's `llama-server -np 4` or `python -m llama_cpp.server`) are started by the user.
@@ -69,8 +69,8 @@ class Target:
     """One server under test, reached through the remote backend."""
 
     def __init__(self, label: str, base_url: str, api_key: str | None = None, model: str | None = None):
-        from app.engine.client import EngineClient
-        from app.engine.remote import RemoteEndpoint
+        from app.backends.client import EngineClient
+        from app.backends.remote import RemoteEndpoint
 
         self.label, self.base_url = label, base_url
         self.client = EngineClient(RemoteEndpoint(base_url, api_key=api_key, model=model))

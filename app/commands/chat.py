@@ -14,7 +14,7 @@ from app.commands.options import add_load_args, add_sampling_args, load_options,
 from app.commands.serve import API_KEY_ENV
 from app.core.errors import EngineCrashed, HearthError
 from app.core.modelfile import check_model_file
-from app.engine.client import EngineClient
+from app.backends.client import EngineClient
 from app.engine.option_fields import LOAD_FIELDS
 from app.engine.protocol import Done, LoadOptions, Token
 
@@ -70,7 +70,7 @@ def _answer(client: EngineClient, messages: list[dict], sampling, echo: bool) ->
 
 def _remote(args: argparse.Namespace):
     """The endpoint's backend; the flags that set up a local model do not reach a server, so say so."""
-    from app.engine.remote import RemoteEndpoint
+    from app.backends.remote import RemoteEndpoint
 
     defaults = LoadOptions()
     local_only = [f.flag for f in LOAD_FIELDS

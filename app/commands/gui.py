@@ -23,7 +23,7 @@ def run(args) -> int:
 def open_window() -> int:
     """The window until it closes (also `hearth` without a command). Its engine starts first, so the engine's
     start and the model's load overlap with Qt's imports and the window's building."""
-    from app.engine.supervisor import Supervisor
+    from app.backends.supervisor import Supervisor
 
     engine = Supervisor.for_window()
     from app.ui.app import run_gui

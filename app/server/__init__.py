@@ -1,1 +1,1 @@
-"""Hearth's OpenAI-compatible API: a client of the backend seam (app/engine/backend.py) over HTTP."""
+"""Hearth's OpenAI-compatible API: a client of the backend seam (app/backends/backend.py) over HTTP."""

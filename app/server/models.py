@@ -22,7 +22,7 @@ from typing import Callable
 
 from app.core import library
 from app.core.errors import HearthError
-from app.engine.backend import Backend
+from app.backends.backend import Backend
 from app.engine.protocol import ErrorKind, LoadOptions
 from app.server.errors import ApiError, from_engine
 
@@ -46,7 +46,7 @@ class _Slot:
 
 
 def _default_backend() -> Backend:
-    from app.engine.supervisor import Supervisor
+    from app.backends.supervisor import Supervisor
 
     return Supervisor()
 
@@ -135,7 +135,7 @@ class ModelPool:
                 victims = self._make_room()
             for victim in victims:
                 victim.backend.close()
-            from app.engine.client import EngineClient
+            from app.backends.client import EngineClient
 
             backend = self._make_backend()
             # A draft model belongs to the model the server started with; prompt lookup works with any.

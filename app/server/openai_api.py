@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from app.core.errors import HearthError
 from app.engine import protocol as P
-from app.engine.backend import Backend
+from app.backends.backend import Backend
 from app.server.anthropic_api import AnthropicMessages, is_anthropic
 from app.server.answers import (compact_json, event_stream, open_answer, prediction_counts, token_counts,
                                 whole_answer)

@@ -10,9 +10,9 @@ import socket
 from dataclasses import dataclass, field
 
 from app.core.errors import HearthError
-from app.engine.client import EngineClient
+from app.backends.client import EngineClient
 from app.engine.protocol import LoadOptions
-from app.engine.supervisor import Supervisor
+from app.backends.supervisor import Supervisor
 from app.server.guard import allowed_hosts, is_loopback
 from app.server.models import ModelPool
 from app.server.openai_api import DEFAULT_MAX_TOKENS, OpenAIApi

@@ -12,7 +12,7 @@ import asyncio
 from typing import AsyncIterator, Awaitable, Callable
 
 from app.engine import protocol as P
-from app.engine.backend import Backend
+from app.backends.backend import Backend
 
 DISCONNECT_CHECK_S = 0.25
 

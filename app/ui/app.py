@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.core import resources
 from app.core.errors import DependencyMissing
-from app.engine.supervisor import Supervisor
+from app.backends.supervisor import Supervisor
 from app.ui.theme import apply_theme
 
 

@@ -12,7 +12,7 @@ import threading
 from typing import Callable
 
 from app.core.errors import HearthError
-from app.engine.backend import Backend
+from app.backends.backend import Backend
 from app.server.openai_api import OpenAIApi, RequestRecord
 from app.server.guard import allowed_hosts, is_loopback
 from app.server.run import ServeOptions, open_socket

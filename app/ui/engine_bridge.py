@@ -7,7 +7,7 @@ arrive as None and every slot must take that.
 
 Everything that decides (starting, loading, falling back to the last good
 model, restarting after a crash) lives in the Qt-free supervisor
-(app.engine.supervisor), which the CLI and the API server use too. The
+(app.backends.supervisor), which the CLI and the API server use too. The
 supervisor reports on its own threads; signals emitted there reach the
 window's slots queued, on the GUI thread, in the order they were emitted.
 """
@@ -18,8 +18,8 @@ from PySide6.QtCore import QObject, Signal
 
 from app.core.errors import HearthError
 from app.engine import protocol as P
-from app.engine.backend import Backend, BackendListener
-from app.engine.supervisor import Supervisor
+from app.backends.backend import Backend, BackendListener
+from app.backends.supervisor import Supervisor
 
 # Tokens arrive merged at most this often (app.engine.coalesce), matching the transcript's FLUSH_MS:
 # one event per token cost the window ~0.5 ms of CPU per token, CPU the engine's threads need.

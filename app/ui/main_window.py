@@ -20,7 +20,7 @@ from app.core.chats import ChatStore
 from app.core.errors import HearthError
 from app.core.settings import THEMES, load_settings, problems, save_settings
 from app.engine.protocol import LoadOptions, SamplingOptions
-from app.engine.supervisor import Supervisor
+from app.backends.supervisor import Supervisor
 from app.ui.chat.chat_view import ChatView
 from app.ui.deferred_pages import DeferredPages
 from app.ui.engine_bridge import EngineBridge, model_title

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QGroupBox, QHBoxL
 
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
-from app.engine.backend import Backend
+from app.backends.backend import Backend
 from app.server.openai_api import RequestRecord, model_id
 from app.server.run import ServeOptions
 from app.ui.background_server import BackgroundServer, base_url

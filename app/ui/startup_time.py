@@ -23,7 +23,7 @@ READY_TIMEOUT_S = 120.0
 PROBE_TIMEOUT_S = 60.0
 # Modules a first paint does not need, each a tenth of a second or more to import on a 2-core machine.
 HEAVY_MODULES = ("llama_cpp", "numpy", "pyqtgraph", "huggingface_hub", "httpx", "keyring", "starlette", "uvicorn",
-                 "jinja2", "app.server", "app.engine.remote", "app.bench")
+                 "jinja2", "app.server", "app.backends.remote", "app.bench")
 
 
 def heavy_modules_loaded() -> list[str]:
@@ -31,7 +31,7 @@ def heavy_modules_loaded() -> list[str]:
 
 
 def measure() -> dict:
-    from app.engine.supervisor import Supervisor
+    from app.backends.supervisor import Supervisor
 
     engine = Supervisor.for_window()
     from PySide6.QtCore import QEvent, QObject

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.commands.test_cli import hearth
-from tests.engine.test_remote import hearth_server, llama_server  # noqa: F401 (fixtures)
+from tests.backends.test_remote import hearth_server, llama_server  # noqa: F401 (fixtures)
 from tests.server.test_openai_api import KEY, free_port
 
 JSON_FIELDS = ("model", "model_path", "text", "finish_reason", "prompt_tokens", "completion_tokens", "ttft_s",
@@ -20,7 +20,7 @@ JSON_FIELDS = ("model", "model_path", "text", "finish_reason", "prompt_tokens", 
 
 
 @pytest.mark.slow
-def test_json_answer_from_llama_cpp_server(llama_server):  # noqa: F811
+def test_json_answer_from_llama_cpp_server(llama_server, third_party_model):  # noqa: F811
     prompt = "Name three colors."
     # The CLI's defaults besides --temp 0 and --max-tokens, as the server's own non-streamed request.
     whole = httpx.post(llama_server + "/chat/completions", timeout=60, json={
@@ -31,7 +31,7 @@ def test_json_answer_from_llama_cpp_server(llama_server):  # noqa: F811
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert set(JSON_FIELDS) <= set(out)
-    assert out["model"].endswith("SmolLM2-135M-Instruct.Q4_1.gguf") and out["model_path"] == llama_server
+    assert out["model"].endswith(third_party_model.name) and out["model_path"] == llama_server
     assert out["text"] == whole["choices"][0]["message"]["content"]
     assert out["finish_reason"] == whole["choices"][0]["finish_reason"]
     assert out["ttft_s"] > 0 and out["gen_tok_s"] > 0
@@ -40,12 +40,12 @@ def test_json_answer_from_llama_cpp_server(llama_server):  # noqa: F811
 
 
 @pytest.mark.slow
-def test_interactive_chat_with_an_endpoint(llama_server):  # noqa: F811
+def test_interactive_chat_with_an_endpoint(llama_server, third_party_model):  # noqa: F811
     proc = subprocess.run([sys.executable, "-m", "app", "chat", "--endpoint", llama_server, "--temp", "0",
                            "--max-tokens", "8"], input="Hello!\n/reset\nAnd again?\n/exit\n",
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert f"Hearth chat with SmolLM2-135M-Instruct.Q4_1 at {llama_server}." in proc.stdout
+    assert f"Hearth chat with {third_party_model.stem} at {llama_server}." in proc.stdout
     assert proc.stdout.count("assistant>") == 2 and "(new conversation)" in proc.stdout
     assert proc.stdout.count(" chunks, ") == 2 and proc.stdout.count("tok/s]") == 2  # it sends no token counts
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from app.engine import protocol as P
-from app.engine.client import EngineClient
+from app.backends.client import EngineClient
 from app.engine.protocol import DONE, LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.session import Session

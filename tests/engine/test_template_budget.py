@@ -15,7 +15,7 @@ from app.core.errors import GenerationError, HearthError
 from app.devtools.gguf_edit import copy_with_template
 from app.engine import protocol as P
 from app.engine import template_budget
-from app.engine.client import EngineClient
+from app.backends.client import EngineClient
 from app.engine.template import ChatTemplate
 from app.engine.template_budget import TemplateBudgetError, _peak_mb
 

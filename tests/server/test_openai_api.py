@@ -54,7 +54,7 @@ def test_models_and_health(server, client):
 
 
 def test_chat_answer_is_the_engines_answer(client, bundled_model):
-    from app.engine.client import EngineClient
+    from app.backends.client import EngineClient
     from app.engine.protocol import Done, LoadOptions, SamplingOptions
 
     # The first answer of this server: its engine evaluates the whole prompt at once, as a fresh engine does.

@@ -9,9 +9,9 @@ import asyncio
 import httpx
 import pytest
 
-from app.engine.client import EngineClient
+from app.backends.client import EngineClient
 from app.engine.protocol import LoadOptions
-from app.engine.supervisor import Supervisor
+from app.backends.supervisor import Supervisor
 from app.server.openai_api import OpenAIApi
 
 KEY = "sk-log"

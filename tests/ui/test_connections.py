@@ -9,9 +9,9 @@ import html
 import pytest
 
 from app.core.api_keys import SERVICE, KeyStore
-from app.engine.remote import RemoteEndpoint
+from app.backends.remote import RemoteEndpoint
 from tests.e2e.test_llama_server_rpc import binaries, rpc_head  # noqa: F401 (fixtures)
-from tests.engine.test_remote import hearth_server, llama_server, odd_server  # noqa: F401 (fixtures)
+from tests.backends.test_remote import hearth_server, llama_server, odd_server  # noqa: F401 (fixtures)
 from tests.server.conftest import KEY, free_port
 from tests.ui.conftest import ask, shot
 

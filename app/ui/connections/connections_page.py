@@ -2,7 +2,7 @@
 chat with one of them as with a local model.
 
 The window's chat, regenerate/edit, stop, transcript and monitor all go through EngineBridge, so
-choosing a remote model only swaps the bridge's backend for a RemoteEndpoint (app.engine.remote);
+choosing a remote model only swaps the bridge's backend for a RemoteEndpoint (app.backends.remote);
 "Use this computer" swaps the local engine back, whose model stayed loaded. Testing a server asks it
 for /v1/models on a Tasks thread, so a slow or unreachable host never freezes the window; its
 errors are RemoteEndpoint's one-sentence messages (unreachable, TLS, 401, not an OpenAI server).
@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, Q
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
 from app.engine.protocol import LoadOptions
-from app.engine.remote import RemoteEndpoint, api_base
+from app.backends.remote import RemoteEndpoint, api_base
 from app.ui.connections.saved import forget_connection, remember_connection, saved_connections
 from app.ui.connections.server_figures import ServerFigures
 from app.ui.engine_bridge import EngineBridge, model_title

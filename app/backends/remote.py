@@ -1,7 +1,7 @@
 """A remote OpenAI-compatible server as a backend: llama.cpp's llama-server, vLLM, Ollama, LM Studio,
 llama-cpp-python's server, or another `hearth serve`.
 
-`RemoteEndpoint(base_url, api_key, model)` implements the Backend seam (app.engine.backend) over HTTP
+`RemoteEndpoint(base_url, api_key, model)` implements the Backend seam (app.backends.backend) over HTTP
 with httpx, so the CLI, the window and the API server drive it as they drive the local engine:
 
 - `load` checks the server (GET {base}/models) on a worker thread, picks the model and reports a
@@ -34,7 +34,7 @@ import httpx
 
 from app.core.errors import EngineBusy, HearthError, ModelLoadError
 from app.engine import protocol as P
-from app.engine.backend import BackendListener, Sink
+from app.backends.backend import BackendListener, Sink
 from app.engine.coalesce import coalescing
 
 CONNECT_TIMEOUT_S = 5.0

@@ -15,8 +15,8 @@ import pytest
 
 from app.core.errors import EngineBusy, EngineCrashed
 from app.engine import protocol as P
-from app.engine.backend import BackendListener
-from app.engine.supervisor import MAX_CRASHES, Supervisor
+from app.backends.backend import BackendListener
+from app.backends.supervisor import MAX_CRASHES, Supervisor
 
 TIMEOUT_S = 5.0
 GOOD = P.LoadOptions(model_path="/models/good.gguf")

@@ -1,7 +1,7 @@
 """The local engine as a backend: one engine process kept alive with the model the user chose.
 
 Qt-free, so the window, the CLI, the API server and the benchmarks get the same
-recovery. It starts the engine process (app.engine.transport), sends commands
+recovery. It starts the engine process (app.backends.transport), sends commands
 with request ids, routes each event to the request it belongs to, and owns the
 state machine that used to live in the window:
 
@@ -32,8 +32,8 @@ from typing import Callable
 
 from app.core.errors import EngineBusy, EngineCrashed, HearthError
 from app.engine import protocol as P
-from app.engine.backend import BackendListener, Sink
-from app.engine.transport import EngineProcess
+from app.backends.backend import BackendListener, Sink
+from app.backends.transport import EngineProcess
 
 MAX_CRASHES = 3  # within CRASH_WINDOW_S; then the engine restarts without a model
 CRASH_WINDOW_S = 60.0
@@ -48,7 +48,7 @@ class _Request:
 
 
 class Supervisor:
-    """The local engine behind the Backend seam (app.engine.backend)."""
+    """The local engine behind the Backend seam (app.backends.backend)."""
 
     name = "local"
 

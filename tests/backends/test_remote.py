@@ -17,8 +17,8 @@ import pytest
 
 from app.core.errors import EngineBusy, GenerationError, ModelLoadError
 from app.engine import protocol as P
-from app.engine.client import EngineClient
-from app.engine.remote import RemoteEndpoint
+from app.backends.client import EngineClient
+from app.backends.remote import RemoteEndpoint
 from tests.server.conftest import CTX, KEY, free_port, start_server, stop_server
 from tests.server.test_openai_api import QUESTION
 
@@ -57,9 +57,9 @@ def start_llama_server(model) -> tuple[subprocess.Popen, str]:
 
 
 @pytest.fixture(scope="module")
-def llama_server(bundled_model):
+def llama_server(third_party_model):
     pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server] (the test extra)")
-    proc, base = start_llama_server(bundled_model)
+    proc, base = start_llama_server(third_party_model)
     yield base
     stop_server(proc)
 
@@ -219,15 +219,15 @@ def test_server_down_is_a_fast_sentence():
 
 # --- llama-cpp-python's own server -------------------------------------------
 @pytest.mark.slow
-def test_llama_cpp_server_streamed_answer_is_its_own_answer(llama_server):
+def test_llama_cpp_server_streamed_answer_is_its_own_answer(llama_server, third_party_model):
     whole = httpx.post(llama_server + "/chat/completions", timeout=60, json={
         "messages": QUESTION, "temperature": 0, "top_k": 0, "top_p": 1, "min_p": 0, "repeat_penalty": 1,
         "max_tokens": 30}).json()
-    backend = RemoteEndpoint(llama_server, model="SmolLM2-135M-Instruct.Q4_1")  # its id is the file's path
+    backend = RemoteEndpoint(llama_server, model=third_party_model.stem)  # its id is the file's path
     try:
         with EngineClient(backend) as remote:
             info = remote.load(P.LoadOptions())
-            assert info["model"].endswith("SmolLM2-135M-Instruct.Q4_1.gguf") and info["n_ctx"] is None
+            assert info["model"].endswith(third_party_model.name) and info["n_ctx"] is None
             events = list(remote.chat(QUESTION, GREEDY))
         done = events[-1]
         assert done["text"] == whole["choices"][0]["message"]["content"] == tokens(events)

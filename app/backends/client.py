@@ -5,7 +5,7 @@
 with its Done event or raises its error. Events of one request reach only
 that request's iterator, so several threads can share one backend.
 Without a backend it supervises a local engine process of its own
-(app.engine.supervisor), so a crash costs the request in flight an
+(app.backends.supervisor), so a crash costs the request in flight an
 EngineCrashed error and the engine comes back with the model, as in the window.
 """
 
@@ -17,7 +17,7 @@ from typing import Iterator
 
 from app.core.errors import HearthError
 from app.engine import protocol as P
-from app.engine.backend import Backend, BackendListener
+from app.backends.backend import Backend, BackendListener
 
 LOAD_TIMEOUT_S = 300.0
 
@@ -36,7 +36,7 @@ class _LoadWaiter(BackendListener):
 class EngineClient:
     def __init__(self, backend: Backend | None = None):
         if backend is None:
-            from app.engine.supervisor import Supervisor
+            from app.backends.supervisor import Supervisor
 
             backend = Supervisor()
         self.backend = backend

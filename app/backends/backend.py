@@ -2,7 +2,7 @@
 
 Clients: the window (app/ui, through a thin Qt adapter), the CLI
 (app/commands, through the blocking facade below), the API server and the
-benchmarks. Backends: the local engine process (app.engine.supervisor.Supervisor)
+benchmarks. Backends: the local engine process (app.backends.supervisor.Supervisor)
 and, next, a remote OpenAI-compatible endpoint. A backend is asynchronous and
 thread-safe: `load` returns at once and reports to listeners; `chat` and
 `complete` return a request id at once and send that request's events
