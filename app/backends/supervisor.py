@@ -78,6 +78,11 @@ class Supervisor:
         self.load_error_kind: P.ErrorKind | None = None
         self._load_id: int | None = None
         self._requests: dict[int, _Request] = {}
+        # The engine runtime of the running process (app/backends/runtime_choice.py), what it was chosen for,
+        # and the CPU runtime to fall back to after a GPU runtime crashed on a load.
+        self.runtime = None
+        self._runtime_asked: str | None = None
+        self._fallback = None
         self._crash_times: list[float] = []
         self._worker: threading.Thread | None = None
         self._starting = False
@@ -143,7 +148,9 @@ class Supervisor:
             self.loading = True
             self.info = None
             self._tell(lambda listener: listener.model_loading(options))
-            if self.alive and not self._starting:
+            if self.alive and not self._starting and self._other_runtime(options.runtime):
+                self._replace_process()  # another runtime's libraries: only a new process can load them
+            elif self.alive and not self._starting:
                 self._send_load(options)
             else:
                 self._run_worker()
@@ -236,7 +243,31 @@ class Supervisor:
         self._worker = threading.Thread(target=self._start, name="engine-start", daemon=True)
         self._worker.start()
 
+    def _other_runtime(self, asked: str) -> bool:
+        """Whether a load asking for `asked` needs other libraries than the running process has."""
+        if self._runtime_asked is None or asked == self._runtime_asked:
+            return False
+        return not (asked == "cpu" and self.runtime is not None and self.runtime.name == "cpu")
+
+    def _replace_process(self) -> None:
+        old, self.process = self.process, None
+        self._generation += 1  # what the old process still says is not news
+        if old is not None:
+            threading.Thread(target=old.close, args=(1.0,), name="engine-reap", daemon=True).start()
+        self._run_worker()
+
+    def _choose_runtime(self):
+        from app.backends import runtime_choice
+
+        asked = self.options.runtime if self.options is not None else "auto"
+        try:
+            return asked, (self._fallback or runtime_choice.choose(asked))
+        except Exception as exc:  # noqa: BLE001 - choosing must never stop the engine from starting
+            return asked, runtime_choice.Chosen(runtime_choice.runtimes.cpu_runtime(), None,
+                                                f"Choosing an engine runtime failed ({exc}); the model runs on the CPU.")
+
     def _start(self) -> None:
+        asked, chosen = self._choose_runtime()  # may probe a runtime (a child process): outside the lock
         with self._lock:
             if self.closed:
                 self._starting = False
@@ -244,6 +275,9 @@ class Supervisor:
             self._generation += 1
             generation = self._generation
             process = self._make_transport(lambda event: self._on_event(generation, event), self.below_caller)
+            if hasattr(process, "env"):
+                process.env = chosen.env()
+            self.runtime, self._runtime_asked = chosen, asked
             self.process = process
         try:
             process.start()
@@ -309,6 +343,8 @@ class Supervisor:
         elif isinstance(event, P.Loaded):
             self._load_id = None
             self.loading = False
+            if self.runtime is not None:  # which libraries, which devices, and why if not the ones asked for
+                event["runtime"] = self.runtime.describe()
             self.info = event
             self.last_good = self.options
             self._tell(lambda listener: listener.model_loaded(event))
@@ -343,17 +379,20 @@ class Supervisor:
         if self.process is not None:
             old = self.process
             threading.Thread(target=old.close, args=(1.0,), name="engine-reap", daemon=True).start()
+        note = ""
+        if not deliberate and was_loading and self.runtime is not None and self.runtime.name != "cpu":
+            note = self._fall_back_to_cpu(event)
         if not deliberate:
             now = time.monotonic()
             self._crash_times = [t for t in self._crash_times if now - t < CRASH_WINDOW_S] + [now]
-            if was_loading:
+            if was_loading and not note:
                 # The model being loaded may be what crashes; go back to the last one that worked.
                 self.options = self.last_good if self.options is not self.last_good else None
         if len(self._crash_times) > MAX_CRASHES:
             self.options = None  # crashing in a loop: keep an empty engine and let the user choose
         if not deliberate:
             then = " and reloads the model." if self.options else " without a model."
-            crashed = P.failed(P.ErrorKind.ENGINE_CRASHED, event.message + " Hearth restarts it" + then,
+            crashed = P.failed(P.ErrorKind.ENGINE_CRASHED, event.message + note + " Hearth restarts it" + then,
                                log=event.get("log"))
             self._tell(lambda listener: listener.engine_crashed(crashed))
             if was_loading:
@@ -363,6 +402,18 @@ class Supervisor:
             options = self.options
             self._tell(lambda listener: listener.model_loading(options))
         self._run_worker()
+
+    def _fall_back_to_cpu(self, event: P.Failed) -> str:
+        """A GPU runtime that crashed on a load: remembered as broken on this machine, the load tried again on
+        the CPU runtime. Returns the sentence that says so."""
+        from app.backends import runtime_choice
+
+        runtime = self.runtime.runtime
+        note = (f" The {runtime.backend} runtime crashed loading the model, so Hearth uses the CPU runtime "
+                "from now on (hearth runtimes list shows why; --runtime names it to try again).")
+        runtime_choice.remember_failure(runtime, event.message)
+        self._fallback = runtime_choice.Chosen(runtime_choice.runtimes.cpu_runtime(), None, note.strip())
+        return note
 
     def _tell(self, call: Callable[[BackendListener], None]) -> None:
         for listener in list(self.listeners):

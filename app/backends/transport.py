@@ -88,6 +88,7 @@ class EngineProcess:
         self.log_path: Path | None = None
         self._ready = threading.Event()
         self._closing = False
+        self.env: dict[str, str] = {}  # set before start(): the engine runtime's libraries (LLAMA_CPP_LIB_PATH)
 
     @property
     def alive(self) -> bool:
@@ -103,7 +104,7 @@ class EngineProcess:
         with log:  # the child keeps its own handle: its stderr is the log
             self.child = JsonChild("app.engine.host", log=log, interactive=True, on_event=self._on_line,
                                    decode=P.decode_event,
-                                   env={NICE_ENV: str(ENGINE_NICENESS)} if self.below_caller else None)
+                                   env={**self.env, **({NICE_ENV: str(ENGINE_NICENESS)} if self.below_caller else {})})
         if not self._ready.wait(timeout) or not self.alive:
             self.kill()
             raise EngineCrashed(f"The engine did not start. Its log is at {self.log_path}.")

@@ -89,19 +89,23 @@ def measure_tg(dec: Decoder, sampling: P.SamplingOptions, emit) -> dict:
 def _llama_with_extra_bufts(enabled: bool):
     """`Llama()` has no switch for extra buffer types; where they crash, it must not use them either."""
     import llama_cpp
+    import llama_cpp.llama_cpp as bindings
 
-    original = llama_cpp.llama_model_default_params
+    # Llama() calls the function through the bindings module (llama_cpp.llama imports it as llama_cpp):
+    # patching only the package's re-export left extra buffer types on, and on an AMX machine its first
+    # batch segfaulted.
+    original = bindings.llama_model_default_params
 
     def patched():
         params = original()
         params.use_extra_bufts = enabled
         return params
 
-    llama_cpp.llama_model_default_params = patched
+    llama_cpp.llama_model_default_params = bindings.llama_model_default_params = patched
     try:
         yield
     finally:
-        llama_cpp.llama_model_default_params = original
+        llama_cpp.llama_model_default_params = bindings.llama_model_default_params = original
 
 
 def measure_llama_generate(llm) -> float:

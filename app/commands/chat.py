@@ -103,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
                 keys = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "ttft_s", "prompt_tok_s",
                         "gen_tok_s", "peak_rss_mb", "prompt_evaluated", "prompt_dropped", "n_ctx", "spec", "prediction",
                         "window")
-                out = {"model": info.get("model"), "model_path": info.get("path")}
+                out = {"model": info.get("model"), "model_path": info.get("path"),
+                       # where it ran: the engine runtime and its devices, and the layers llama.cpp put on them
+                       "runtime": info.get("runtime"), "gpu_layers": info.get("gpu_layers")}
                 out.update({k: done[k] for k in keys if k in done})
                 print(json.dumps(out, ensure_ascii=False, indent=2))
             else:

@@ -78,20 +78,24 @@ def _values(args: argparse.Namespace, table: tuple[OptionField, ...]) -> dict:
 def load_options(args: argparse.Namespace) -> LoadOptions:
     options = LoadOptions(model_path=model_path(args), **_values(args, LOAD_FIELDS))
     check_options(options)  # before any engine starts: the sentence comes at once
-    if options.n_gpu_layers:
-        _say_if_no_gpu(options.n_gpu_layers)
+    if options.n_gpu_layers or options.runtime not in ("auto", "cpu"):
+        _say_runtime(options)
     return options
 
 
-def _say_if_no_gpu(layers: int) -> None:
-    """--gpu-layers on a machine or build without a GPU is not an error, but never silently ignored."""
+def _say_runtime(options: LoadOptions) -> None:
+    """--gpu-layers without a GPU, or a --runtime that cannot be had, is not an error, but never silently
+    ignored: one sentence, and the model runs on the CPU."""
     import sys
 
-    from app.engine.gpu_memory import gpu_devices
+    from app.backends.runtime_choice import choose
 
-    if not gpu_devices():
-        print(f"hearth: --gpu-layers {layers}: this llama.cpp build finds no GPU, so the model runs on the CPU.",
-              file=sys.stderr)
+    chosen = choose(options.runtime)  # kept for this process: the engine starts on the same answer
+    if chosen.note:
+        print(f"hearth: {chosen.note}", file=sys.stderr)
+    elif options.n_gpu_layers and not chosen.devices:
+        print(f"hearth: --gpu-layers {options.n_gpu_layers}: no engine runtime here sees a GPU (hearth runtimes "
+              "list), so the model runs on the CPU.", file=sys.stderr)
 
 
 def sampling_options(args: argparse.Namespace) -> SamplingOptions:

@@ -19,6 +19,7 @@ Measured against the real engine in tests/engine/test_fit.py.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -101,8 +102,12 @@ def gpu_free_mb() -> float | None:
     gpus = machine.nvidia_gpus()
     if gpus:
         return max(g["free_mb"] for g in gpus)
-    # Apple Silicon (Metal) shares RAM with the GPU: what is free for one is free for the other.
-    return psutil.virtual_memory().available / MB
+    if sys.platform == "darwin":
+        # Apple Silicon (Metal) shares RAM with the GPU: what is free for one is free for the other.
+        return psutil.virtual_memory().available / MB
+    # Anything else is unknown here (a Vulkan device of another vendor): the engine, whose runtime sees the
+    # device, passes its free memory in (app/engine/preflight.py); system RAM is no stand-in for it.
+    return None
 
 
 def estimate_fit(model: str | Path | GGUFInfo, n_ctx: int | None = None, kv_type: str = "f16",

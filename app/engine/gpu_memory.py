@@ -76,3 +76,18 @@ def device_count() -> int:
     """Devices of any type the registry lists (the CPU is one): a sanity check that the binding works."""
     fns = _ggml()
     return int(fns["ggml_backend_dev_count"]()) if fns else 0
+
+
+def gpu_free_mb() -> float | None:
+    """Free memory of the roomiest GPU this process's llama.cpp libraries can offload to (any vendor's, through
+    ggml's registry: CUDA and Vulkan alike), or None without one."""
+    devices = gpu_devices()
+    if not devices:
+        return None
+    fns = _ggml()
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    best = 0
+    for device in devices:
+        fns["ggml_backend_dev_memory"](device, ctypes.byref(free), ctypes.byref(total))
+        best = max(best, free.value)
+    return best / 2**20

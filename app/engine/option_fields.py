@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from app.core.errors import InvalidRequest
-from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES
+from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, RUNTIMES
 
 LOGICAL_CORES = os.cpu_count() or 1
 
@@ -50,6 +50,8 @@ LOAD_FIELDS = (
                 high=LOGICAL_CORES),
     OptionField("n_gpu_layers", "--gpu-layers", "layers to offload to the GPU (-1: all)", "N", dest="gpu_layers",
                 low=-1, high=100000),
+    OptionField("runtime", "--runtime", "engine runtime (default auto: a GPU runtime that sees a real GPU, else cpu; "
+                "hearth runtimes list shows them)", choices=RUNTIMES),
     OptionField("n_ctx", "--ctx", "context size in tokens (default 4096)", "N", dest="ctx", low=64, high=1 << 24),
     OptionField("n_batch", "--batch", "prompt batch size (default 512)", "N", dest="batch", low=1, high=1 << 16),
     OptionField("use_mmap", "--no-mmap", "read the whole model into memory instead of mapping it", negate=True),

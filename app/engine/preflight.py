@@ -24,10 +24,12 @@ def preflight(options: LoadOptions) -> None:
     if options.ignore_fit:
         return
     from app.core.fit import estimate_fit
+    from app.engine.gpu_memory import gpu_free_mb
 
     # Each parallel slot has a context of its own in the KV cache.
     estimate = estimate_fit(options.model_path, n_ctx=options.n_ctx * max(1, options.n_parallel), kv_type=options.kv_type,
-                            gpu_available_mb=True if options.n_gpu_layers else None)
+                            # the device this engine's runtime offloads to, as ggml sees it (any vendor)
+                            gpu_available_mb=gpu_free_mb() if options.n_gpu_layers else None)
     if not estimate.fits:
         raise ModelTooBig(f"{estimate.verdict} To try anyway, use “Load anyway” (Models page) or --ignore-fit; "
                           "it may be very slow.")

@@ -47,6 +47,8 @@ EXITED = "exited"  # client side only: the process ended because it was asked to
 KV_TYPES = ("f16", "q8_0", "q4_0")
 FLASH_ATTN = ("auto", "on", "off")
 CONTEXT_POLICIES = ("window", "truncate-middle", "stop")
+# The native libraries an engine process starts with (app/core/runtimes.py; chosen by app/backends/runtime_choice.py).
+RUNTIMES = ("auto", "cpu", "vulkan", "cuda")
 
 
 def _accepts(annotation: str, value: Any) -> bool:
@@ -90,6 +92,7 @@ class LoadOptions(_Options):
     n_batch: int = 512
     n_threads: int | None = None  # None: physical cores
     n_gpu_layers: int = 0
+    runtime: str = "auto"  # the engine runtime: auto (a GPU runtime that sees a real GPU, else cpu) | cpu | vulkan | cuda
     n_parallel: int = 1  # requests served at once, each in its own KV sequence (the API server's slots)
     use_mmap: bool = True
     use_mlock: bool = False

@@ -188,12 +188,23 @@ class Runtime:
             "n_threads": self.n_threads,
             "n_parallel": self.n_parallel,
             "n_gpu_layers": self.options.n_gpu_layers,
+            # Layers on the GPU as llama.cpp counts them (the output layer is one): what it will report as
+            # "offloaded N/M layers"; 0 on a runtime without a GPU device.
+            "gpu_layers": self.gpu_layers(),
+            "runtime_lib": os.environ.get("LLAMA_CPP_LIB_PATH"),
             "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),  # can this build offload at all
             "extra_bufts": self.extra_bufts,
             "can_shift": bool(llama_cpp.llama_memory_can_shift(self.memory)),
             "load_s": self.load_s,
             **self.memory_now(),
         }
+
+    def gpu_layers(self) -> int:
+        if not self.offloading:
+            return 0
+        total = llama_cpp.llama_model_n_layer(self.model) + 1
+        asked = int(self.options.n_gpu_layers)
+        return total if asked < 0 else min(asked, total)
 
     def memory_now(self) -> dict:
         """The engine's resident memory and, when offloading, the GPUs' memory in use (MB)."""

@@ -250,4 +250,4 @@ def test_gpu_layers_without_a_gpu_are_said_not_ignored():
         pytest.skip("this machine has a GPU llama.cpp can use")
     proc = hearth("chat", "--gpu-layers", "999", "--prompt", "Hello", "--max-tokens", "2", "--temp", "0")
     assert proc.returncode == 0 and proc.stdout.strip()
-    assert "--gpu-layers 999: this llama.cpp build finds no GPU, so the model runs on the CPU." in proc.stderr
+    assert "--gpu-layers 999: no engine runtime here sees a GPU (hearth runtimes list), so the model runs on the CPU." in proc.stderr

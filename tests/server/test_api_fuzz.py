@@ -14,7 +14,7 @@ from tests.server.conftest import KEY
 
 pytestmark = pytest.mark.slow
 
-HEADERS = {"Authorization": f"Bearer {KEY}"}
+HEADERS = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}  # as every SDK sends
 DEEP = json.loads("[" * 500 + "]" * 500)
 WRONG_VALUES = ["wrong", "", 1.5, -1, 10**30, 1e308, True, [], {}, [None], {"a": {"b": [1, {}]}}, DEEP,
                 "\x00\ud7ff\ue000😀"]

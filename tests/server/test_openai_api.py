@@ -142,8 +142,8 @@ def test_errors_use_the_openai_envelope_and_status(server, client):
     (json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}).encode(), 400),
 ])
 def test_bad_requests_get_a_400_and_the_server_lives_on(server, body, status):
-    r = httpx.post(server + "/chat/completions", content=body, headers={"Authorization": f"Bearer {KEY}"},
-                   timeout=30)
+    r = httpx.post(server + "/chat/completions", content=body, timeout=30,
+                   headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
     assert r.status_code == status, r.text
     error = r.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and "\n" not in error["message"]
