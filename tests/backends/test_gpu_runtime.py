@@ -54,13 +54,13 @@ def teacher_forced(runtime: rt.Runtime, model: Path, layers: int) -> dict:
 
 def test_offloaded_layers_give_the_cpu_runtimes_tokens_within_the_measured_spread(vulkan_runtime, bundled_model):
     """Teacher-forced on a fixed text: the top token at each position and the last logits, CPU runtime against
-    the Vulkan runtime at 0, half and all layers. Greedy answers part after a few tokens on lavapipe (its
+    the Vulkan runtime at half and all layers. Greedy answers part after a few tokens on lavapipe (its
     kernels round differently), so whole answers are not compared. Measured on this project's machines:
     87% of the 47 positions agree and the last logits' cosine is 0.9996 at every layer count (ggml also runs
     the prompt's batched matrix products on the device when the weights stay on the CPU)."""
     cpu = teacher_forced(rt.cpu_runtime(), bundled_model, 0)
     assert cpu["gpu_layers"] == 0
-    for layers, on_gpu in ((0, 0), (N_LAYER // 2, N_LAYER // 2), (-1, N_LAYER + 1)):
+    for layers, on_gpu in ((N_LAYER // 2, N_LAYER // 2), (-1, N_LAYER + 1)):
         got = teacher_forced(vulkan_runtime, bundled_model, layers)
         assert got["gpu_layers"] == on_gpu and got["n"] == cpu["n"]
         same = float(np.mean(np.array(got["top"]) == np.array(cpu["top"])))
