@@ -9,8 +9,9 @@ before the supervisor starts the engine: the runtime's folder goes into the chil
 - "cpu", "vulkan", "cuda": that runtime. One that is not there, does not load, or sees no device falls back
   to cpu, and the choice carries one sentence saying so.
 
-Probing a runtime costs a child process (0.3-1 s), so answers are kept for the life of this process; only
-runtimes that exist are probed, so a machine with none built pays nothing.
+Probing a runtime costs a child process (0.3-1 s), so an answer is kept in this process and in the machine
+facts (per runtime build and device variable); only runtimes that exist are probed, so a machine with none
+built pays nothing.
 """
 
 from __future__ import annotations
@@ -67,40 +68,79 @@ _lock = threading.Lock()
 _probes: dict[tuple[str, str | None], runtimes.RuntimeProbe] = {}
 
 
+PROBES_KEY = "runtime_probes"
+
+
 def _probe(runtime: runtimes.Runtime) -> runtimes.RuntimeProbe:
+    """The runtime's probe: from this process's memory, else from the machine facts (a window's start must not
+    wait for a child process before its engine starts: that cost 0.5-1 s), else probed now and kept. What
+    is kept is the devices a runtime has; their free memory, which changes, the engine reads itself."""
     var = runtimes.DEVICE_ENV.get(runtime.name)
-    key = (runtime.key, os.environ.get(var) if var else None)
+    visible = os.environ.get(var) if var else None
+    key = (runtime.key, visible)
     with _lock:
         if key not in _probes:
-            _probes[key] = runtimes.probe_runtime(runtime)
+            stored = f"{runtime.key}|{visible}|{_manifest_stamp(runtime)}"  # a rebuilt runtime is probed anew
+            kept = _facts().get(PROBES_KEY, {}).get(stored)
+            probe = _probe_from_json(kept) if isinstance(kept, dict) else None
+            if probe is None:
+                probe = runtimes.probe_runtime(runtime)
+                if probe.ok:  # a failure is probed again next time: a driver may have been installed
+                    _keep(PROBES_KEY, stored, probe.to_json())
+            _probes[key] = probe
         return _probes[key]
 
 
-def forget_probes() -> None:
-    """Probe again on the next choice (after a runtime was built or removed)."""
-    with _lock:
-        _probes.clear()
+def _manifest_stamp(runtime: runtimes.Runtime) -> int:
+    try:
+        return (runtime.folder / runtimes.MANIFEST).stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
-def remembered_failures() -> dict:
+def _probe_from_json(data: dict) -> runtimes.RuntimeProbe | None:
+    try:
+        devices = tuple(runtimes.Device(index=int(d["index"]), name=d["name"], description=d["description"],
+                                        type=d["type"], backend=d["backend"],
+                                        memory_total_mb=int(d["memory_total_mb"]),
+                                        memory_free_mb=int(d["memory_free_mb"]), software=bool(d["software"]))
+                        for d in data.get("devices", ()))
+        return runtimes.RuntimeProbe(runtime=data["runtime"], key=data["key"], ok=bool(data["ok"]),
+                                     error=data.get("error"), devices=devices,
+                                     gpu_offload=bool(data.get("gpu_offload")), ggml_version=data.get("ggml_version"),
+                                     binding_version=data.get("binding_version"),
+                                     vulkan_devices=tuple(data.get("vulkan_devices") or ()),
+                                     visible_devices=data.get("visible_devices"))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _facts() -> dict:
     try:
         facts = read_json(machine_facts_file(), {}) or {}
     except OSError:  # a data folder that cannot be made: nothing was remembered
         return {}
-    failed = facts.get(FACTS_KEY)
+    return facts if isinstance(facts, dict) else {}
+
+
+def _keep(section: str, key: str, value) -> None:
+    try:
+        update_json(machine_facts_file(),
+                    lambda facts: {**(facts if isinstance(facts, dict) else {}),
+                                   section: {**((facts or {}).get(section) or {}), key: value}}, {})
+    except OSError:
+        pass  # a read-only data folder costs the memory of it, nothing else
+
+
+def remembered_failures() -> dict:
+    failed = _facts().get(FACTS_KEY)
     return failed if isinstance(failed, dict) else {}
 
 
 def remember_failure(runtime: runtimes.Runtime, detail: str) -> None:
     """A runtime that crashed on a first load is not chosen by "auto" again on this machine (naming it still
     tries it); `hearth runtimes list` shows why."""
-    entry = {"detail": detail, "when": time.strftime("%Y-%m-%d %H:%M:%S")}
-    try:
-        update_json(machine_facts_file(),
-                    lambda facts: {**(facts if isinstance(facts, dict) else {}),
-                                   FACTS_KEY: {**((facts or {}).get(FACTS_KEY) or {}), runtime.key: entry}}, {})
-    except OSError:
-        pass  # a read-only data folder costs the memory of it, nothing else
+    _keep(FACTS_KEY, runtime.key, {"detail": detail, "when": time.strftime("%Y-%m-%d %H:%M:%S")})
 
 
 def _cpu(note: str | None = None) -> Chosen:

@@ -10,17 +10,8 @@ import time
 import pytest
 
 from app.core.errors import ContextTooLong
-from app.engine.protocol import LoadOptions, SamplingOptions
-from app.engine.runtime import Runtime
-from app.engine.session import Session
-
-
-@pytest.fixture(scope="module")
-def session(bundled_model):
-    s = Session(Runtime(LoadOptions(model_path=str(bundled_model), n_ctx=512, n_threads=1), extra_bufts=False),
-                None)
-    yield s
-    s.close()
+from app.engine.protocol import SamplingOptions
+from tests.engine.test_literal import session  # noqa: F401 (fixture: the bundled model, n_ctx 512)
 
 
 TEXTS = [
@@ -31,13 +22,13 @@ TEXTS = [
 
 
 @pytest.mark.parametrize("add_special", [False, True])
-def test_the_split_gives_llama_cpps_own_tokens(session, add_special):
+def test_the_split_gives_llama_cpps_own_tokens(session, add_special):  # noqa: F811
     rt = session.rt
     for text in TEXTS:
         assert rt.tokenize(text, add_special, True) == rt._tokenize_plain(text, add_special, True), repr(text)
 
 
-def test_rendered_chats_tokenize_as_llama_cpp_does(session):
+def test_rendered_chats_tokenize_as_llama_cpp_does(session):  # noqa: F811
     rt = session.rt
     messages = [{"role": "system", "content": "Be brief."}]
     for i in range(30):
@@ -46,7 +37,7 @@ def test_rendered_chats_tokenize_as_llama_cpp_does(session):
     assert rt.tokenize(prompt, rt.add_bos(), True) == rt._tokenize_plain(prompt, rt.add_bos(), True)
 
 
-def test_many_markers_take_linear_time_and_a_limit_stops_early(session):
+def test_many_markers_take_linear_time_and_a_limit_stops_early(session):  # noqa: F811
     rt = session.rt
     turn = "<|im_start|>user\nhi<|im_end|>\n"
     started = time.perf_counter()
@@ -57,7 +48,7 @@ def test_many_markers_take_linear_time_and_a_limit_stops_early(session):
     assert 500 < len(limited) < 520 and limited == tokens[: len(limited)]
 
 
-def test_the_api_refuses_what_cannot_fit_without_rendering_or_tokenizing_it_all(session):
+def test_the_api_refuses_what_cannot_fit_without_rendering_or_tokenizing_it_all(session):  # noqa: F811
     cancelled = threading.Event()
     sampling = SamplingOptions(max_tokens=1, temperature=0)
     with pytest.raises(ContextTooLong, match="cannot fit"):
