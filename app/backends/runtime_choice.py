@@ -26,6 +26,7 @@ from app.core.jsonstore import read_json, update_json
 from app.core.paths import machine_facts_file
 
 FACTS_KEY = "runtimes_failed"
+PROBES_KEY = "runtime_probes"
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,6 @@ class Chosen:
             return []
         return [d for d in self.probe.devices if d.backend != "CPU"]
 
-    def gpu_free_mb(self) -> float | None:
-        """Free memory of its best device, for the fit estimate; None on the CPU."""
-        free = [d.memory_free_mb for d in self.devices]
-        return float(max(free)) if free else None
-
     def describe(self) -> dict:
         return {"name": self.name, "backend": self.runtime.backend, "note": self.note,
                 "devices": [d.to_json() for d in self.devices]}
@@ -66,9 +62,6 @@ class Chosen:
 
 _lock = threading.Lock()
 _probes: dict[tuple[str, str | None], runtimes.RuntimeProbe] = {}
-
-
-PROBES_KEY = "runtime_probes"
 
 
 def _probe(runtime: runtimes.Runtime) -> runtimes.RuntimeProbe:
@@ -81,7 +74,7 @@ def _probe(runtime: runtimes.Runtime) -> runtimes.RuntimeProbe:
     with _lock:
         if key not in _probes:
             stored = f"{runtime.key}|{visible}|{_manifest_stamp(runtime)}"  # a rebuilt runtime is probed anew
-            kept = _facts().get(PROBES_KEY, {}).get(stored)
+            kept = (_facts().get(PROBES_KEY) or {}).get(stored)
             probe = _probe_from_json(kept) if isinstance(kept, dict) else None
             if probe is None:
                 probe = runtimes.probe_runtime(runtime)
@@ -172,9 +165,10 @@ def choose(asked: str = "auto") -> Chosen:
     probe = _probe(runtime)
     if not probe.ok:
         return _cpu(f"{probe.error[0].upper()}{probe.error[1:]} The model runs on the CPU.")
-    if not probe.gpu_offload or not [d for d in probe.devices if d.backend != "CPU"]:
+    chosen = Chosen(runtime, probe)
+    if not chosen.devices:
         hidden = probe.hidden_software_vulkan()
         extra = (f" (only the software renderer {hidden[0].get('name')}, which "
                  f"{runtimes.DEVICE_ENV['vulkan']}={hidden[0].get('index')} would use)" if hidden else "")
         return _cpu(f"The {asked} runtime sees no GPU{extra}; the model runs on the CPU.")
-    return Chosen(runtime, probe)
+    return chosen

@@ -372,15 +372,15 @@ def entry_for_path(path: str | Path, entries: list[LibraryEntry] | None = None) 
                  if os.path.realpath(e.path) == real), None)
 
 
-def resolve(query: str | Path, discover_others: bool = True, paths_too: bool = True) -> LibraryEntry:
-    """A library entry by path (unless paths_too is False: an API client may not name files), id, name, file
-    name or file stem (see find); 'bundled' is the bundled model."""
+def resolve(query: str | Path, discover_others: bool = True) -> LibraryEntry:
+    """A library entry by path, id, name, file name or file stem (see find; the API matches names only, through
+    find); 'bundled' is the bundled model."""
     text = str(query).strip()
     if not text:
         raise ModelFileError("Name a model: a path to a GGUF file or a name from `hearth models list`.")
     entries = list_models(discover_others)
     p = Path(text).expanduser()
-    if paths_too and p.exists():
+    if p.exists():
         found = entry_for_path(p, entries)
         if found is not None:
             return found
@@ -392,8 +392,8 @@ def resolve(query: str | Path, discover_others: bool = True, paths_too: bool = T
     else:
         found = find(text, entries)
     if found is None:
-        raise ModelFileError(f"No model named '{text}' in the library; `hearth models list` shows what there is"
-                             + (", or give a path to a GGUF file." if paths_too else "."))
+        raise ModelFileError(f"No model named '{text}' in the library; `hearth models list` shows what there is, "
+                             "or give a path to a GGUF file.")
     return found
 
 
