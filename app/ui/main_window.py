@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QCoreApplication, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
@@ -426,6 +426,10 @@ class MainWindow(QMainWindow):
         if built("server"):
             self.server.stop()
         self.bridge.close()
+        # The supervisor's threads posted their last news (an unload, a backend change) as queued signals; they
+        # are delivered now, while the chat store they read is still open, and nothing after this is.
+        self.bridge.blockSignals(True)
+        QCoreApplication.sendPostedEvents()
         self.store.close()
         self.closed.emit()
         super().closeEvent(event)
