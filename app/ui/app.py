@@ -12,6 +12,7 @@ from app.core import resources
 from app.core.errors import DependencyMissing
 from app.backends.supervisor import Supervisor
 from app.ui.theme import apply_theme
+from app.ui.wheel_guard import WheelSafeStyle
 
 
 def check_qt_binding() -> None:
@@ -41,7 +42,8 @@ def make_app(argv: list[str]) -> QApplication:
     app = QApplication.instance() or QApplication(["hearth", *argv])
     app.setApplicationName("Hearth")
     app.setOrganizationName("Hearth")
-    app.setStyle("Fusion")
+    if not isinstance(app.style(), WheelSafeStyle):
+        app.setStyle(WheelSafeStyle("Fusion"))  # Fusion, where a wheel over a setting scrolls the page
     # Matches resources/hearth.desktop, so Wayland docks show the right icon and name.
     QGuiApplication.setDesktopFileName("io.hearth.Hearth")
     icon = resources.resources_dir() / "icons" / "hearth-256.png"

@@ -39,6 +39,7 @@ SMALLEST_SCREEN = (1024, 700)
 PAGE_MIN_HEIGHT = 500
 MONITOR_MIN_WIDTH = 240  # narrower, its graphs are unreadable (a dock once shrunk to ~75 px stayed so)
 MONITOR_WIDTH = 300
+COPIED_MS = 2000  # how long "Copied" stays in the status bar
 # Built after the first load (the monitor is built after the first paint: it is on screen).
 DEFERRED_TABS = {"bench": "Benchmark", "connections": "Connections", "server": "Server"}
 
@@ -242,6 +243,8 @@ class MainWindow(QMainWindow):
                                            and self.model_label.setText(self.models.title(self.bridge.info)))
         self.models.error_reported.connect(self.show_message)
         b.backend_changed.connect(self._on_backend_changed)
+        self.chat.transcript.message_copied.connect(
+            lambda _text: self.statusBar().showMessage("Copied to the clipboard", COPIED_MS))
 
     # --- models ----------------------------------------------------------------
     def load_start_model(self) -> None:

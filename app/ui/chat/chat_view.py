@@ -285,8 +285,8 @@ class ChatView(QWidget):
             self._editing = None
             self._render_conversation()
         else:
-            self.store.add_message(self.conversation_id, "user", text)
-            self.transcript.append_message("user", text)
+            asked = self.store.message(self.store.add_message(self.conversation_id, "user", text))
+            self.transcript.append_message("user", text, links=self._links(asked))  # Copy and Edit at once
         self.input.clear()
         self._ask(prediction)
 

@@ -12,6 +12,14 @@ FLUSH_MS, and only when the answer ends is that one message re-rendered as
 Markdown. Nothing ever re-renders the whole transcript, so a long
 conversation costs nothing per token.
 
+The view follows the answer while the user is at the bottom (`following`); scrolling up stops that and shows a
+"Jump to latest" button, which (like scrolling back to the bottom) resumes it. The scroll bar's own range
+changes do the following, so a relayout that comes after an append (Qt lays out large documents in steps)
+is followed too.
+
+Answers are chat Markdown: a single line break is a line break, as LM Studio and ChatGPT show it, not the
+space of CommonMark. The user's own messages are shown as they were typed, not as Markdown.
+
 Opening a conversation (`show_messages`) renders its messages a few at a time
 between events (RENDER_BUDGET_MS of work per turn), always appending at the end
 (which keeps Qt's layout incremental; inserting above costs a relayout of all
@@ -23,13 +31,13 @@ from __future__ import annotations
 
 import html
 import re
-
 import time
+from contextlib import contextmanager
 
-from PySide6.QtCore import QTimer, QUrl, Signal
-from PySide6.QtGui import (QFont, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor,
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import (QFont, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument,
                            QTextDocumentFragment)
-from PySide6.QtWidgets import QTextBrowser
+from PySide6.QtWidgets import QPushButton, QTextBrowser
 
 # About 12 appends a second: smooth to read, and each append costs the window ~1.5 ms of CPU (inserting and
 # laying out the growing paragraph), CPU the engine's threads need; at 40 ms the window cost generation about
@@ -40,6 +48,42 @@ FENCE = re.compile(r"^```([^\n`]*)\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 RENDER_BUDGET_MS = 12  # rendering work per event-loop turn while a long conversation fills in
 STREAM = object()  # the place of the answer in progress in the backlog
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System", "error": "Error"}
+AT_BOTTOM_PX = 4  # this close to the end counts as at the end: following
+LINE_BREAK = "\u2028"  # Qt's line separator: a line break inside a paragraph (or list item)
+RULE_LINE = re.compile(r"^[ \t]*([=*_-])(?:[ \t]*\1)*[ \t]*$")  # "===", "---", "* * *"
+
+
+def chat_markdown(text: str) -> QTextDocumentFragment:
+    """Markdown as chat apps show it: each line break kept.
+
+    Qt's importer makes CommonMark's hard break ("  " at a line's end) a new block, which inside a list is a
+    new, numbered item; so each line gets Qt's line separator at its end instead, which Markdown reads as
+    text. Where the next line starts a block of its own (a list item, a heading) the separator ends up at
+    its block's end, and the soft break's space after it at the next line's start: both are taken out."""
+    lines = text.split("\n")
+    for i in range(len(lines) - 1):
+        line, following = lines[i], lines[i + 1]
+        # Not at a paragraph's end (a blank line), nor in a table (a marked delimiter row makes no table), nor
+        # at a heading's underline or a rule ("Title" over "===" is a heading).
+        if (line.strip() and following.strip() and "|" not in line and "|" not in following
+                and not RULE_LINE.match(line) and not RULE_LINE.match(following)):
+            lines[i] = line.rstrip() + LINE_BREAK
+    doc = QTextDocument()
+    doc.setMarkdown("\n".join(lines))
+    cursor = QTextCursor(doc)
+    found = doc.find(LINE_BREAK)
+    while not found.isNull():
+        end = found.selectionEnd()
+        block = found.block()
+        at_block_end = end >= block.position() + block.length() - 1
+        if at_block_end:
+            found.removeSelectedText()
+        elif doc.characterAt(end) == " ":
+            cursor.setPosition(end)
+            cursor.setPosition(end + 1, QTextCursor.KeepAnchor)
+            cursor.removeSelectedText()
+        found = doc.find(LINE_BREAK, found.position() if at_block_end else end)
+    return QTextDocumentFragment(doc)
 
 
 def split_code(text: str) -> list[tuple[str, str, str]]:
@@ -96,6 +140,20 @@ class Transcript(QTextBrowser):
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self.flush)
         self._plain = QTextCharFormat()
+        self.following = True  # the view keeps the end in sight as text arrives
+        self._moving = 0  # > 0 while the transcript itself moves the text: not the user scrolling
+        bar = self.verticalScrollBar()
+        bar.rangeChanged.connect(self._on_range_changed)
+        bar.valueChanged.connect(self._on_scrolled)
+        self.jump_button = QPushButton("Jump to latest ↓", self)
+        self.jump_button.setObjectName("jumpToLatest")
+        self.jump_button.setToolTip("Scroll to the end and follow the answer again")
+        self.jump_button.setCursor(Qt.PointingHandCursor)
+        # Never the focus: hiding a focused button hands the focus to the transcript, whose text cursor (at the
+        # top) Qt then scrolls into view.
+        self.jump_button.setFocusPolicy(Qt.NoFocus)
+        self.jump_button.clicked.connect(self.jump_to_latest)
+        self.jump_button.hide()
         self.flushes = 0  # counted for tests and the benchmark: appends that touched the document
         self.full_renders = 0  # times the whole transcript was (re)built: opening a conversation, never per token
 
@@ -111,6 +169,7 @@ class Transcript(QTextBrowser):
         self._stream_queued = False
         self._code.clear()
         self.clear()
+        self.jump_to_latest()  # a conversation opens at its end
 
     def show_messages(self, messages: list[tuple]) -> None:
         """Show a conversation [(role, text, note[, links])], rendered a few messages per event-loop turn."""
@@ -126,20 +185,17 @@ class Transcript(QTextBrowser):
         return bool(self._backlog)
 
     def _render_backlog(self) -> None:
-        bar = self.verticalScrollBar()
-        follow = bar.value() >= bar.maximum() - 4
         started = time.perf_counter()
         done = 0
-        while done < len(self._backlog) and (time.perf_counter() - started) * 1000 < RENDER_BUDGET_MS:
-            item = self._backlog[done]
-            done += 1
-            if item is STREAM:
-                self._start_stream()
-            else:
-                self._append(*item)
+        with self._moving_text():  # a conversation opens at its end and follows it while the rest fills in
+            while done < len(self._backlog) and (time.perf_counter() - started) * 1000 < RENDER_BUDGET_MS:
+                item = self._backlog[done]
+                done += 1
+                if item is STREAM:
+                    self._start_stream()
+                else:
+                    self._append(*item)
         del self._backlog[:done]
-        if follow:  # a conversation opens at its end and follows it while the rest fills in
-            self._scroll_to_end()
         if self._backlog:
             self._backlog_timer.start()
         elif self._pending:
@@ -174,20 +230,24 @@ class Transcript(QTextBrowser):
                     f"<p style='font-family:monospace; white-space:pre-wrap'>{html.escape(body)}</p></td></tr></table>")
                 cursor.movePosition(QTextCursor.End)
             elif body.strip():
-                cursor.insertFragment(QTextDocumentFragment.fromMarkdown(body.strip("\n")))
+                cursor.insertFragment(chat_markdown(body.strip("\n")))
 
     def _code_bg(self) -> str:
         return "#1f2430" if self.palette().base().color().lightness() < 128 else "#f3f4f6"
 
     def _separate(self, cursor: QTextCursor) -> None:
         if not self.document().isEmpty():
-            cursor.insertBlock()
-            cursor.insertBlock()
+            # Plain blocks: a message that ends in a list (or a heading) must not lend the next its format
+            # ("1. a" and "2. b" went on as an empty "3." and a "4. Assistant").
+            cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+            cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
 
     def _write_message(self, cursor: QTextCursor, role: str, text: str, note: str, links=None) -> None:
         self._header(cursor, role, note, links)
         if role == "error":
             cursor.insertHtml(f"<span style='color:#ef4444'>{html.escape(text)}</span>")
+        elif role == "user":  # as typed: its line breaks, its "1." and its asterisks
+            cursor.insertText(text.strip("\n"), self._plain)
         else:
             self._render_body(cursor, text)
 
@@ -195,13 +255,14 @@ class Transcript(QTextBrowser):
         if self._backlog:
             self._backlog.append((role, text, note, links))
         else:
-            self._append(role, text, note, links)
+            with self._moving_text():
+                self._append(role, text, note, links)
+            self.jump_to_latest()  # a new message: the user sent it, or needs to read it
 
     def _append(self, role: str, text: str, note: str, links: list | None = None) -> None:
         cursor = self._end_cursor()
         self._separate(cursor)
         self._write_message(cursor, role, text, note, links)
-        self._scroll_to_end()
 
     # --- the answer in progress -----------------------------------------
     def begin_stream(self) -> None:
@@ -210,7 +271,8 @@ class Transcript(QTextBrowser):
             self._backlog.append(STREAM)
             self._stream_queued = True
         else:
-            self._start_stream()
+            with self._moving_text():
+                self._start_stream()
 
     def _start_stream(self) -> None:
         self._stream_queued = False
@@ -237,15 +299,12 @@ class Transcript(QTextBrowser):
             return
         chunk = "".join(self._pending)
         self._pending.clear()
-        bar = self.verticalScrollBar()
-        at_bottom = bar.value() >= bar.maximum() - 4
-        self._end_cursor().insertText(chunk, self._plain)
-        self._tail_text += chunk
-        if "\n\n" in self._tail_text[-len(chunk) - 1:]:  # a blank line arrived (perhaps across two chunks)
-            self._render_finished_paragraphs()
+        with self._moving_text():
+            self._end_cursor().insertText(chunk, self._plain)
+            self._tail_text += chunk
+            if "\n\n" in self._tail_text[-len(chunk) - 1:]:  # a blank line arrived (perhaps across two chunks)
+                self._render_finished_paragraphs()
         self.flushes += 1
-        if at_bottom:
-            bar.setValue(bar.maximum())
 
     def _render_finished_paragraphs(self) -> None:
         """Render the answer's complete paragraphs as Markdown (once each, when a blank line ends them),
@@ -283,22 +342,76 @@ class Transcript(QTextBrowser):
             return text
         if self._stream_block is None:
             return text
-        cursor = QTextCursor(self.document())
-        cursor.setPosition(self._stream_header.position())
-        cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
-        cursor.removeSelectedText()
-        # The note (tokens, speed, why it stopped) in the header, where a reopened conversation shows it.
-        self._header(cursor, "assistant", note, links)
-        self._render_body(cursor, text)
+        with self._moving_text():
+            cursor = QTextCursor(self.document())
+            cursor.setPosition(self._stream_header.position())
+            cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
+            cursor.removeSelectedText()
+            # The note (tokens, speed, why it stopped) in the header, where a reopened conversation shows it.
+            self._header(cursor, "assistant", note, links)
+            self._render_body(cursor, text)
         self._stream_block = self._tail_block = None
         self._tail_text = ""
         self._stream_text = []
-        self._scroll_to_end()
         return text
 
+    # --- following the end ----------------------------------------------
     def _scroll_to_end(self) -> None:
         bar = self.verticalScrollBar()
-        bar.setValue(bar.maximum())
+        self._moving += 1
+        try:
+            bar.setValue(bar.maximum())
+        finally:
+            self._moving -= 1
+
+    def jump_to_latest(self) -> None:
+        """Scroll to the end and follow what arrives (the "Jump to latest" button)."""
+        self._set_following(True)
+        self._scroll_to_end()
+
+    @contextmanager
+    def _moving_text(self):
+        """Text is inserted or replaced: a following view ends at the end; one the user scrolled up stays where
+        it was, even while the text below it is taken out and put back (which would clamp it to the end)."""
+        bar = self.verticalScrollBar()
+        kept = bar.value()
+        self._moving += 1
+        try:
+            yield
+        finally:
+            self._moving -= 1
+        if self.following:
+            self._scroll_to_end()
+        elif bar.value() != kept:
+            self._moving += 1
+            bar.setValue(kept)
+            self._moving -= 1
+
+    def _on_range_changed(self, _low: int, _high: int) -> None:
+        # Qt lays a long document out in steps after an insert: the end moves later, and is followed then.
+        if self.following:
+            self._scroll_to_end()
+
+    def _on_scrolled(self, value: int) -> None:
+        if not self._moving:  # the user (wheel, keys, the scroll bar): follow only from the end
+            self._set_following(value >= self.verticalScrollBar().maximum() - AT_BOTTOM_PX)
+
+    def _set_following(self, on: bool) -> None:
+        self.following = on
+        if self.jump_button.isHidden() != on:
+            self.jump_button.setVisible(not on)
+            self._place_jump_button()
+
+    def _place_jump_button(self) -> None:
+        button = self.jump_button
+        button.adjustSize()
+        area = self.viewport().geometry()
+        button.move(area.x() + (area.width() - button.width()) // 2, area.bottom() - button.height() - 10)
+        button.raise_()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._place_jump_button()
 
     def _on_anchor(self, url: QUrl) -> None:
         action, _, target = url.toString().partition(":")
