@@ -244,7 +244,7 @@ class RemoteEndpoint:
             "n_params": _first_int(meta.get("n_params")), "size_bytes": _first_int(meta.get("size")),
             "n_layer": None, "n_ctx": n_ctx, "n_ctx_train": _first_int(meta.get("n_ctx_train")),
             "n_threads": None, "n_gpu_layers": None, "extra_bufts": None, "can_shift": None, "load_s": None,
-            "rss_mb": None, "chat_template": None, "window": None, "drafter": None,
+            "rss_mb": None, "chat_template": None, "chat_format": None, "window": None, "drafter": None,
         })
 
     def _props_n_ctx(self) -> int | None:

@@ -33,7 +33,7 @@ from app.engine.probe import extra_bufts_decision
 from app.engine.protocol import LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.speculative import Speculator
-from app.engine.template import ChatTemplate
+from app.engine.template import template_for
 
 QUANTS = ("F16", "Q8_0", "Q4_0", "Q4_1", "Q4_K_M")
 CODE = '''def parse_config(path):
@@ -192,7 +192,7 @@ def bench_target(label: str, path: Path, draft: Path, args: SpecOptions, extra: 
     rt = Runtime(LoadOptions(model_path=str(path), n_ctx=2048, n_threads=threads, n_gpu_layers=args.gpu_layers),
                  extra_bufts=extra)
     dec = Decoder(rt)
-    template = ChatTemplate(rt.chat_template(), *rt.bos_eos_text())
+    template = template_for(rt)[1]
     lookup = Speculator(LookupDrafter())
     lookup.calibrate(dec, renew=args.recalibrate)  # the target's calibration, which every mode below shares
     drafter = DraftModelDrafter(rt.options, str(draft), extra, rt.n_ctx)

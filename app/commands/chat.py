@@ -95,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         notice = (info.get("window") or {}).get("notice")
         if notice:
             print(f"hearth: {notice}", file=sys.stderr)
+        fmt = info.get("chat_format") or {}
+        if fmt.get("kind") in ("builtin", "plain"):  # no template of its own: say what it gets instead, and why
+            print(f"hearth: {fmt.get('why')}", file=sys.stderr)
         if args.prompt is not None:
             messages = _messages(_valid_text(args.system, "--system"),
                                  [{"role": "user", "content": _valid_text(args.prompt, "--prompt")}])
@@ -105,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
                         "window")
                 out = {"model": info.get("model"), "model_path": info.get("path"),
                        # where it ran: the engine runtime and its devices, and the layers llama.cpp put on them
-                       "runtime": info.get("runtime"), "gpu_layers": info.get("gpu_layers")}
+                       "runtime": info.get("runtime"), "gpu_layers": info.get("gpu_layers"),
+                       "chat_format": info.get("chat_format")}
                 out.update({k: done[k] for k in keys if k in done})
                 print(json.dumps(out, ensure_ascii=False, indent=2))
             else:

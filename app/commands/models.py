@@ -150,13 +150,15 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from app.core.chat_formats import format_for_file
     from app.core.gguf_info import read_gguf_info
     from app.core.library import resolve
 
     entry = resolve(args.model)
     info = read_gguf_info(entry.path)
+    fmt = format_for_file(info)
     if args.json:
-        return _print_json({"id": entry.id, **info.to_dict(tensors=args.tensors)})
+        return _print_json({"id": entry.id, **info.to_dict(tensors=args.tensors), "chat_format": fmt.to_dict()})
     kv = (f"{info.kv_heads} (per layer: {sorted(set(info.kv_heads_per_layer))})" if info.kv_heads_per_layer
           else str(info.kv_heads))
     lines = [
@@ -173,6 +175,7 @@ def _inspect(args: argparse.Namespace) -> int:
         f"Context:        {info.context_length} tokens (trained)",
         f"License:        {info.license or '?'}",
         f"Chat template:  {'yes, ' + str(len(info.chat_template)) + ' characters' if info.chat_template else 'none'}",
+        f"Chat format:    {fmt.name}{' (a base model)' if fmt.base_model else ''} — {fmt.why}",
         "Tensor types by kind:",
     ]
     for kind, types in info.quant_by_kind.items():

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 import gguf
 
+from app.core.chat_formats import MARKERS
 from app.core.errors import ModelFileError
 from app.core.modelfile import version_problem
 from app.core.quant_types import SEED_NAMES
@@ -42,6 +43,9 @@ _SCALARS = {  # GGUF value type -> struct format
     0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d",
 }
 _STRING, _ARRAY = 8, 9
+_MARKER_BYTES = frozenset(m.encode("utf-8") for m in MARKERS)
+_MARKER_BYTES_LONGEST = max(map(len, _MARKER_BYTES))
+_MARKER_FIRST = frozenset(m[0] for m in _MARKER_BYTES)  # "<" and "[": most strings are skipped at their first byte
 
 
 
@@ -81,6 +85,7 @@ class GGUFInfo:
     vocab_size: int | None = None
     tokenizer: str | None = None
     chat_template: str | None = None
+    vocab_markers: list[str] = field(default_factory=list)  # the chat turn markers its vocabulary holds
     license: str | None = None
     sliding_window: int | None = None
     split_count: int = 1
@@ -151,13 +156,15 @@ class _Reader:
         n = self.count(self.u64(), 1, "bytes in one string", MAX_STRING_BYTES)
         return self.read(n).decode("utf-8", "replace")
 
-    def skip_strings(self, n: int) -> None:
+    def skip_strings(self, n: int, found: set[str] | None = None) -> None:
         """Skip n strings, walked in memory a chunk at a time, with read()'s and string()'s checks.
 
         A vocabulary and its merges are ~100k strings: one read and one seek each took ~60 ms for the
         bundled model, and the engine reads the header before every load (its fit check).
+        found: where given, the chat turn markers (app/core/chat_formats.py) among the strings are added to it.
         """
         unpack_from, buf, off, base = _U64.unpack_from, b"", 0, self.pos  # base: the file offset of buf[0]
+        longest = _MARKER_BYTES_LONGEST if found is not None else -1
         for _ in range(n):
             if off + 8 > len(buf):
                 buf, base, off = self._refill(buf, base, off, 8)
@@ -167,6 +174,8 @@ class _Reader:
                 self.pos = base + off
                 buf, base, off = self._refill(buf, base, off,
                                               self.count(length, 1, "bytes in one string", MAX_STRING_BYTES))
+            if length <= longest and buf[off] in _MARKER_FIRST and buf[off:off + length] in _MARKER_BYTES:
+                found.add(buf[off:off + length].decode("utf-8"))
             off += length
         self.pos = base + off
         if self.pos > MAX_HEADER_BYTES:
@@ -186,7 +195,7 @@ class _Reader:
             buf += more
         return buf, base, off
 
-    def value(self, vtype: int) -> Any:
+    def value(self, vtype: int, found: set[str] | None = None) -> Any:
         if vtype in _SCALARS:
             fmt = _SCALARS[vtype]
             return struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
@@ -201,11 +210,14 @@ class _Reader:
             n = self.count(self.u64(), width, "array items", self.size)
             if n > KEEP_ARRAY_ITEMS:
                 if etype == _STRING:
-                    self.skip_strings(n)
+                    self.skip_strings(n, found)
                 else:
                     self.skip(n * width)
                 return _BigArray(n, _type_name(etype))
-            return [self.value(etype) for _ in range(n)]
+            items = [self.value(etype) for _ in range(n)]
+            if found is not None and etype == _STRING:
+                found.update(item for item in items if item in MARKERS)
+            return items
         raise ModelFileError(f"{self.name} has a metadata value of unknown GGUF type {vtype}; "
                              "the header is corrupt.")
 
@@ -294,9 +306,10 @@ def _parse(r: _Reader, p: Path) -> GGUFInfo:
     r.count(n_tensors, 24, "tensors", MAX_TENSORS)
 
     meta: dict[str, Any] = {}
+    markers: set[str] = set()
     for _ in range(n_kv):
         key = r.string()
-        meta[key] = r.value(r.u32())
+        meta[key] = r.value(r.u32(), markers if key == "tokenizer.ggml.tokens" else None)
 
     alignment = meta.get("general.alignment", 32)
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
@@ -326,6 +339,7 @@ def _parse(r: _Reader, p: Path) -> GGUFInfo:
     info.parameters = sum(t.n_elements for t in tensors)
     info.weights_bytes = sum(t.n_bytes for t in tensors)
     _fill_from_metadata(info, meta)
+    info.vocab_markers = sorted(markers)
     return info
 
 

@@ -335,7 +335,9 @@ class Decoder:
             "ev": DONE,
             "text": answer.stream.text,
             "finish_reason": answer.reason,
-            "stop_sequence": answer.stream.stop_found,
+            # A chat template's own turn marker (Session.chat adds it where it is plain text) ends the turn;
+            # it is no stop sequence the client asked for.
+            "stop_sequence": (None if answer.stream.stop_found in self.rt.turn_stops else answer.stream.stop_found),
             "prompt_tokens": len(answer.prompt),
             "prompt_evaluated": answer.prompt_evaluated,
             "completion_tokens": n_gen,

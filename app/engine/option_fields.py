@@ -69,6 +69,9 @@ LOAD_FIELDS = (
     OptionField("window_fraction", "--window-fraction",
                 "share of the movable context dropped each time the window slides (default 0.5)", "F",
                 low=0.01, high=0.99),
+    OptionField("chat_template", "--chat-template",
+                "chat template: auto (default: the model's own, else chosen by its vocabulary), a llama.cpp built-in "
+                "name (chatml, gemma, llama3, phi3, mistral-v7, ...), plain, or a Jinja file", "NAME|FILE"),
     OptionField("ignore_fit", "--ignore-fit",
                 "load even when the memory estimate says the model does not fit (may be very slow)",
                 remembered=False),

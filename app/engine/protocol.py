@@ -109,6 +109,9 @@ class LoadOptions(_Options):
     sink_tokens: int = 4
     keep_system: bool = True
     window_fraction: float = 0.5  # of the movable part dropped each time the window slides
+    # The chat template: auto (the model's own, else one chosen by its vocabulary, app/core/chat_formats.py),
+    # a llama.cpp built-in name, "plain", or the path of a Jinja file.
+    chat_template: str = "auto"
     # Load even when the memory-fit estimate says the model does not fit (app/engine/preflight.py).
     ignore_fit: bool = False
 
@@ -120,7 +123,7 @@ class SamplingOptions(_Options):
     top_k: int = 40
     top_p: float = 0.95
     min_p: float = 0.05
-    repeat_penalty: float = 1.1
+    repeat_penalty: float = 1.0  # llama.cpp's default; every surface (CLI, window, API, remote) starts here
     repeat_last_n: int = 64
     seed: int = -1  # -1: a fresh random seed per request
     stop: list[str] = field(default_factory=list)

@@ -132,6 +132,7 @@ class Runtime:
         # Layers on a GPU: the monitor graphs its memory too.
         self.offloading = int(options.n_gpu_layers) != 0 and bool(gpu_devices())
         self._pieces: dict[int, bytes] = {}
+        self.turn_stops: list[str] = []  # the chat template's plain-text turn markers (Session sets them)
         self._special_texts: tuple[str, ...] | None = None
         self._splitter: tuple | None = None  # see _special_splitter
         self._piece_buf = ctypes.create_string_buffer(256)
@@ -225,8 +226,15 @@ class Runtime:
         to know that the text is longer)."""
         if parse_special:
             split = self._special_splitter()
-            if split is not None:
-                return self._tokenize_split(text, add_special, split, limit)
+            tokens = (self._tokenize_split(text, add_special, split, limit) if split is not None
+                      else self._tokenize_plain(text, add_special, parse_special))
+            # A template that writes {{ bos_token }} itself (several families' official ones do) must not get a
+            # second BOS from tokenizing: it changes the answer, and llama.cpp warns of it. One BOS, as
+            # llama-cpp-python's own chat path has it.
+            if (add_special and len(tokens) > 1 and self.add_bos()
+                    and tokens[0] == tokens[1] == llama_cpp.llama_vocab_bos(self.vocab)):
+                del tokens[0]
+            return tokens
         return self._tokenize_plain(text, add_special, parse_special)
 
     def _special_splitter(self):

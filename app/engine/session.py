@@ -4,7 +4,9 @@ decision about extra buffer types. The host turns commands into calls here."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
+from app.core.chat_formats import check_override
 from app.core.errors import ContextTooLong, HearthError
 from app.engine.decode import Decoder
 from app.engine.literal import literal_spans
@@ -14,7 +16,7 @@ from app.engine.protocol import LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.slots import Slots
 from app.engine.speculative import check_speculation_options, make_speculator
-from app.engine.template import ChatTemplate
+from app.engine.template import template_for, turn_stops
 from app.engine.window import make_policy, system_prefix
 
 
@@ -23,9 +25,14 @@ class Session:
         self.rt = runtime
         self.probe = probe
         self.embedder = None  # app.engine.embedding.Embedder, made on the first embeddings request
-        bos, eos = runtime.bos_eos_text()
-        self.template = ChatTemplate(runtime.chat_template(), bos, eos)
         o = runtime.options
+        try:
+            self.chat_format, self.template = template_for(runtime, o.chat_template)
+        except BaseException:
+            runtime.close()
+            raise
+        # Where the template's turn marker is plain text in this vocabulary, it ends the answer as a stop string.
+        self.turn_stops = runtime.turn_stops = turn_stops(self.template, runtime.special_texts())
 
         def policy():
             return make_policy(o.context_policy, runtime, o.sink_tokens, o.keep_system, o.window_fraction)
@@ -53,6 +60,7 @@ class Session:
             probe = decision_or_background_probe(probe_model or options.model_path, start_probe=False)
             extra = bool(probe.get("ok"))
         check_speculation_options(options)
+        check_override(options.chat_template)  # a wrong name or file is said before the weights are read
         if options.n_parallel > 1 and options.draft_model:
             # A draft model has a context of its own that the slots' shared batch cannot carry.
             raise HearthError("A draft model serves one request at a time: with --parallel, use --lookup "
@@ -67,6 +75,7 @@ class Session:
         if self.probe is not None:
             info["extra_bufts_probe"] = self.probe
         info["chat_template"] = self.template.source[:2000]
+        info["chat_format"] = {**self.chat_format.to_dict(), "turn_stops": self.turn_stops}
         info["window"] = self.decoder.context_policy.state(self.decoder)
         speculator = self.decoder.speculator
         info["drafter"] = speculator.drafter.name if speculator is not None else None
@@ -83,6 +92,8 @@ class Session:
             raise ContextTooLong(f"These {len(messages):,} messages cannot fit the model's context of "
                                  f"{self.rt.n_ctx} tokens (each takes at least one); send fewer.")
         prompt = self.template.render(messages, add_generation_prompt=True, tools=tools, cancelled=cancelled)
+        if self.turn_stops:
+            sampling = replace(sampling, stop=[*sampling.stop, *(s for s in self.turn_stops if s not in sampling.stop)])
         literal = literal_spans(prompt, messages, self.rt.special_texts())
         return self._generate(prompt, system_prefix(self.template, messages, prompt), sampling, emit, cancelled,
                               truncate, literal)

@@ -62,10 +62,11 @@ def messages_request(body: Any) -> Generation:
     temperature = number(body, "temperature", 0.0, 1.0)
     top_p = number(body, "top_p", 0.0, 1.0)
     top_k = number(body, "top_k", 0, 1 << 20, integer=True)
+    d = P.SamplingOptions()  # what the request leaves out: Hearth's defaults, as on every surface
     sampling = P.SamplingOptions(
         max_tokens=number(body, "max_tokens", 1, MAX_TOKENS_CAP, integer=True),
-        temperature=1.0 if temperature is None else float(temperature),  # Anthropic's defaults
-        top_p=1.0 if top_p is None else float(top_p), top_k=top_k or 0, min_p=0.0, repeat_penalty=1.0,
+        temperature=d.temperature if temperature is None else float(temperature),
+        top_p=d.top_p if top_p is None else float(top_p), top_k=d.top_k if top_k is None else top_k,
         stop=stop_list(body, "stop_sequences"))
     gen = Generation(model=model, sampling=sampling, stream=stream,
                      messages=_system(body.get("system")) + _messages(body.get("messages")))

@@ -145,12 +145,13 @@ def _sampling(body: dict, default_max_tokens: int) -> SamplingOptions:
         raise invalid("'ignore_eos' must be true or false.", "ignore_eos")
     return SamplingOptions(
         max_tokens=max_tokens or default_max_tokens,
-        # OpenAI's defaults where it has them: temperature 1, top_p 1, no penalties.
-        temperature=1.0 if temperature is None else float(temperature),
-        top_p=1.0 if top_p is None else float(top_p),
-        top_k=0 if top_k is None else top_k,
-        min_p=0.0 if min_p is None else float(min_p),
-        repeat_penalty=1.0 if repeat is None else float(repeat),
+        # What a request leaves out takes Hearth's defaults, the same on every surface (CLI, window, both APIs,
+        # remote), as llama-server does with its own; the README lists them.
+        temperature=d.temperature if temperature is None else float(temperature),
+        top_p=d.top_p if top_p is None else float(top_p),
+        top_k=d.top_k if top_k is None else top_k,
+        min_p=d.min_p if min_p is None else float(min_p),
+        repeat_penalty=d.repeat_penalty if repeat is None else float(repeat),
         frequency_penalty=float(frequency or 0.0),
         presence_penalty=float(presence or 0.0),
         seed=-1 if seed is None else seed % (1 << 31),

@@ -14,7 +14,7 @@ from app.engine.prediction import PredictionDrafter
 from app.engine.protocol import LoadOptions
 from app.engine.runtime import Runtime
 from app.engine.speculative import Speculator
-from app.engine.template import ChatTemplate
+from app.engine.template import template_for
 from tests.engine.spec_checks import CODE, assert_same_or_near_tie, generate, predicted
 
 N = 96
@@ -64,7 +64,7 @@ def test_an_unrelated_prediction_offers_nothing():
 def target(bundled_model):
     rt = Runtime(LoadOptions(model_path=str(bundled_model), n_ctx=1024, n_threads=1), extra_bufts=False)
     dec = Decoder(rt)
-    template = ChatTemplate(rt.chat_template(), *rt.bos_eos_text())
+    template = template_for(rt)[1]
     prompt = template.render([{"role": "user", "content": "Repeat this function exactly, renamed to rolling_mean:"
                                                            "\n\n" + CODE}], add_generation_prompt=True)
     plain_tokens, plain, _ = generate(dec, prompt, None, max_tokens=N)

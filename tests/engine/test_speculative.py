@@ -12,7 +12,7 @@ from app.engine.lookup import LookupDrafter
 from app.engine.protocol import DONE, STATS, LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.speculative import Speculator
-from app.engine.template import ChatTemplate
+from app.engine.template import template_for
 from tests.engine.spec_checks import CODE, N_TOKENS, assert_same_or_near_tie, generate, set_costs
 
 SPEC_KEYS = {"drafter", "drafted", "accepted", "acceptance", "tokens_per_step", "k", "speedup", "plain_reason"}
@@ -33,7 +33,7 @@ def target(bundled_model):
     # In-process, without extra buffer types: quantized models crash with them on some CPUs (see DESIGN.md).
     rt = Runtime(options(bundled_model), extra_bufts=False)
     dec = Decoder(rt)
-    template = ChatTemplate(rt.chat_template(), *rt.bos_eos_text())
+    template = template_for(rt)[1]
     yield rt, dec, template
     dec.close()
     rt.close()

@@ -18,6 +18,7 @@ from app.engine import template_budget
 from app.backends.client import EngineClient
 from app.engine.template import ChatTemplate
 from app.engine.template_budget import TemplateBudgetError, _peak_mb
+from tests.helpers.templates import CHATML
 
 HELLO = [{"role": "user", "content": "Hello"}]
 NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x"
@@ -68,7 +69,7 @@ def test_cancel_reaches_a_template_that_renders(quick_budget, monkeypatch):
 
 
 def test_ordinary_templates_render_as_before():
-    chatml = ChatTemplate(None)
+    chatml = ChatTemplate(CHATML)
     assert chatml.render(HELLO) == "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
     looped = ChatTemplate("{% for i in range(3) %}{{ i }}{% endfor %}{{ 'ab' * 2 }}{{ 'c' ~ 'd' }}{{ 2 ** 10 }}")
     assert looped.render(HELLO) == "012ababcd1024"

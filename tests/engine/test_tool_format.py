@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from app.engine.template import CHATML, ChatTemplate
+from app.engine.template import ChatTemplate
+from tests.helpers.templates import CHATML
 from app.engine.tool_format import CALL_CLOSE, CALL_OPEN, RESPONSE_OPEN
 
 WEATHER = {"type": "function", "function": {
