@@ -9,8 +9,8 @@ from app.engine.option_fields import SAMPLING_FIELDS, kept_fields, with_values
 from app.engine.protocol import SamplingOptions
 
 PRESETS: dict[str, dict] = {
-    "Precise": {"temperature": 0.2, "top_k": 40, "top_p": 0.9, "min_p": 0.05, "repeat_penalty": 1.1},
-    "Balanced": {"temperature": 0.7, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.1},
+    "Precise": {"temperature": 0.2, "top_k": 40, "top_p": 0.9, "min_p": 0.05, "repeat_penalty": 1.0},
+    "Balanced": {"temperature": 0.7, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.0},
     "Creative": {"temperature": 1.0, "top_k": 100, "top_p": 0.98, "min_p": 0.02, "repeat_penalty": 1.05},
 }
 CUSTOM = "Custom"
