@@ -63,12 +63,19 @@ def test_chat_answer_is_the_engines_answer(client, bundled_model):
     assert choice.message.role == "assistant" and choice.message.content and choice.finish_reason in ("stop", "length")
     assert r.object == "chat.completion" and r.id.startswith("chatcmpl-")
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens and r.usage.completion_tokens <= 30
-    # The same greedy request straight to an engine of our own, same settings: the very same answer.
+    # The same greedy request straight to an engine of our own, with the defaults of every surface: the very same
+    # answer (#29: the CLI's repeat penalty was 1.1 and the API's 1.0).
     with EngineClient() as engine:
         engine.load(LoadOptions(model_path=str(bundled_model), n_ctx=CTX, n_threads=1))
-        sampling = SamplingOptions(temperature=0, max_tokens=30, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
-        done = [e for e in engine.chat(QUESTION, sampling) if isinstance(e, Done)][0]
+        done = [e for e in engine.chat(QUESTION, SamplingOptions(temperature=0, max_tokens=30))
+                if isinstance(e, Done)][0]
     assert choice.message.content == done["text"] and r.usage.completion_tokens == done["completion_tokens"]
+    # And `hearth chat` as a user runs it, with its defaults.
+    cli = subprocess.run([sys.executable, "-m", "app", "chat", "--temp", "0", "--threads", "1", "--ctx", str(CTX),
+                          "--max-tokens", "30", "--prompt", QUESTION[0]["content"], "--json"],
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout)["text"] == choice.message.content
 
 
 def test_streamed_chunks_add_up_to_the_answer_with_usage_last(client):
