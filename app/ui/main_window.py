@@ -309,8 +309,12 @@ class MainWindow(QMainWindow):
 
     def _show_picker_state(self, *_args) -> None:
         info = self.bridge.info if self.bridge.ready else None
+        remote = ""
+        if self.bridge.remote:  # the picker names the server's model, not the local one the box held
+            remote = (f"{model_title(info)} · on {info.get('endpoint', '')}" if info
+                      else f"Connecting to {self.bridge.backend.base_url}…")
         self.chat.picker.show_state(info.get("path") if info and not self.bridge.remote else None,
-                                    self.bridge.loading, self.bridge.remote)
+                                    self.bridge.loading, self.bridge.remote, remote)
         self.models.show_loaded_mark()
 
     def _on_model_unloaded(self) -> None:

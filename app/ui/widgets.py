@@ -39,9 +39,10 @@ class ElidedLabel(QLabel):
 
     SHORTEST = 80  # pixels it may shrink to
 
-    def __init__(self, text: str = "", parent=None):
+    def __init__(self, text: str = "", parent=None, shortest: int = SHORTEST):
         super().__init__(parent)
         self._whole = ""
+        self._shortest = shortest
         self.setText(text)
 
     def setText(self, text: str) -> None:
@@ -58,7 +59,7 @@ class ElidedLabel(QLabel):
         return QSize(width, super().sizeHint().height())
 
     def minimumSizeHint(self) -> QSize:
-        return QSize(min(self.SHORTEST, self.sizeHint().width()), super().minimumSizeHint().height())
+        return QSize(min(self._shortest, self.sizeHint().width()), super().minimumSizeHint().height())
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)

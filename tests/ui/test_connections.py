@@ -53,6 +53,14 @@ def test_add_test_pick_and_chat_with_a_server(qtbot, idle_window, hearth_server,
     with qtbot.waitSignal(w.bridge.model_loaded, timeout=WAIT_MS) as loaded:
         page.use_button.click()
     assert loaded.args[0]["remote"] is True and w.bridge.remote and w.bridge.ready
+    # The chat's picker names the server's model too, and Load is for a model of this computer (#31.5).
+    picker = w.chat.picker
+    assert picker.combo.currentText() == f"{MODEL} · on {hearth_server}"
+    assert not picker.load_button.isEnabled() and not picker.eject_button.isEnabled()
+    qtbot.waitUntil(lambda: picker.combo.count() >= 2, timeout=10_000)  # the library's models after it
+    picker.combo.setCurrentIndex(1)
+    assert picker.load_button.isEnabled()  # loading it comes back to this computer
+    picker.combo.setCurrentIndex(0)
     # The status bar says that the model runs remotely, and where.
     assert w.state_label.text() == "Ready · remote"
     assert w.model_label.text() == f"{MODEL} · runs on {hearth_server}"
@@ -105,6 +113,7 @@ def test_add_test_pick_and_chat_with_a_server(qtbot, idle_window, hearth_server,
     assert not w.chat.generating and w.store.messages(w.chat.conversation_id)[-1].meta["partial"] is True
     assert not w.bridge.remote and w.state_label.text() == "No model loaded"
     assert "this computer" in page.current.text() and not w.chat.send_button.isEnabled()
+    assert picker.combo.findText(f"{MODEL} · on {hearth_server}") == -1 and picker.remote_title == ""
 
 
 @pytest.mark.slow

@@ -81,6 +81,10 @@ def test_at_its_minimum_size_the_window_shows_every_page_whole(qtbot, idle_windo
     w.mem_label.setText("engine 1234 MB · GPU 1234/8000 MB")
     w.chat._editing = 1  # the longest hint the chat page shows
     w.chat._update_buttons()
+    # The picker's longest state (after Eject). It once set the page's minimum: the window grew to 1053 pixels,
+    # past a 1024-pixel screen, as it reopened (the state "loading…") and after an Eject (#31.7).
+    w.chat.picker.show_state(None, False)
+    assert w.chat.picker.state.text() == "no model loaded"
     w.resize(400, 300)  # a user dragging the corner as far as it goes
     qtbot.wait(100)
     smallest = w.size()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 
 from tests.helpers.tiny_gguf import write_unknown_arch
+from tests.ui.conftest import shot
 from tests.ui.test_load_states import select_in_library
 
 LOAD_TIMEOUT_MS = 60_000
@@ -41,7 +42,7 @@ def test_a_failed_load_stays_said_marks_the_file_and_names_the_model_still_loade
     assert "Fits" not in w.models.fit_label.text()
 
 
-def test_the_chat_page_picks_loads_and_ejects_a_model(qtbot, main_window, model_variant):
+def test_the_chat_page_picks_loads_and_ejects_a_model(qtbot, main_window, model_variant, tmp_path):
     w = main_window
     picker = w.chat.picker
     q8 = str(model_variant("Q8_0"))
@@ -54,8 +55,15 @@ def test_the_chat_page_picks_loads_and_ejects_a_model(qtbot, main_window, model_
         qtbot.mouseClick(picker.load_button, Qt.LeftButton)
     assert loaded.args[0]["path"] == q8 and w.model_label.text() == "smollm2-135m-Q8_0.gguf"
     assert "loaded" in library_row(w, q8)[0] and "loaded" not in library_row(w, w.models.models[0]["path"])[0]
+    w.resize(1024, 700)  # the smallest screen: the state "no model loaded" must not widen the page (#31.7)
+    qtbot.waitUntil(lambda: w.width() == 1024, timeout=2_000)
+    page_minimum = w.chat.minimumSizeHint().width()
     qtbot.mouseClick(picker.eject_button, Qt.LeftButton)
     assert not w.bridge.ready and w.state_label.text() == "No model loaded"
+    qtbot.wait(50)  # the layout's turn
+    assert w.chat.minimumSizeHint().width() <= page_minimum and w.width() == 1024
+    assert w.monitor_dock.width() >= 240 and w.monitor_dock.geometry().right() < w.width()
+    shot(w, "chat-ejected-1024", tmp_path)
     assert not w.chat.send_button.isEnabled() and "No model is loaded" in w.chat.hint.text()
     assert picker.state.text() == "no model loaded" and picker.load_button.isEnabled()
     assert not any("loaded" in library_row(w, m["path"])[0] for m in w.models.models)

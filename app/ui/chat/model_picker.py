@@ -1,5 +1,8 @@
 """The model picker at the top of the chat: which model answers, Load another, Eject it (as LM Studio,
-Jan and GPT4All put it above the conversation)."""
+Jan and GPT4All put it above the conversation).
+
+While the window chats with a server (Connections), the picker shows that server's model, first in the
+box, and Load stays off until a model of this computer's library is chosen (loading it leaves the server)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton, QSiz
                                QStyleOptionComboBox, QStylePainter, QWidget)
 
 from app.ui.models.titles import row_title
+from app.ui.widgets import ElidedLabel
 
 
 class ElidedComboBox(QComboBox):
@@ -39,7 +43,9 @@ class ModelPicker(QWidget):
         self.load_button = QPushButton("Load")
         self.eject_button = QPushButton("Eject")
         self.eject_button.setToolTip("Let go of the model and free its memory")
-        self.state = QLabel()
+        # A state ("no model loaded", "loading…") takes room the row has: it must not set the page's minimum
+        # width, which at 1024 pixels pushed the window past the screen and squeezed the monitor.
+        self.state = ElidedLabel(shortest=0)
         self.state.setObjectName("hint")
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
@@ -50,29 +56,48 @@ class ModelPicker(QWidget):
         row.addWidget(self.state)
         self.loaded_path: str | None = None
         self.busy = False
+        self.remote_title = ""  # the server's model, shown first in the box while the window chats with it
         self.load_button.clicked.connect(self._on_load_clicked)
         self.eject_button.clicked.connect(self.eject_requested)
         self.combo.currentIndexChanged.connect(self._update)
         self._update()
 
     def set_models(self, rows: list[dict]) -> None:
+        on_remote = self._remote_shown() and self.combo.currentIndex() == 0
         chosen = self.combo.currentData() or self.loaded_path
         self.combo.blockSignals(True)
         self.combo.clear()
+        if self.remote_title:
+            self.combo.addItem(self.remote_title, None)
         for row in rows:
             if row.get("error"):
                 continue  # a file the library cannot read is for the Models page to explain
             self.combo.addItem(row_title(row), row.get("path"))
             self.combo.setItemData(self.combo.count() - 1, row.get("path"), 3)  # the path as its tooltip
-        index = self.combo.findData(chosen)
+        index = 0 if on_remote or (self.remote_title and not chosen) else self.combo.findData(chosen) if chosen else -1
         self.combo.setCurrentIndex(index if index >= 0 else -1)
         self.combo.blockSignals(False)
         self._update()
 
-    def show_state(self, loaded_path: str | None, busy: bool, remote: bool = False) -> None:
-        """The loaded model (chosen in the box), and whether a load is under way."""
+    def _remote_shown(self) -> bool:
+        return self.combo.count() > 0 and self.combo.itemData(0) is None and bool(self.remote_title)
+
+    def show_state(self, loaded_path: str | None, busy: bool, remote: bool = False, remote_title: str = "") -> None:
+        """The loaded model (chosen in the box), and whether a load is under way; remote_title: the server's
+        model that the window chats with instead (or that it is connecting to)."""
         self.loaded_path = loaded_path
         self.busy = busy
+        title = remote_title if remote else ""
+        if title != self.remote_title:
+            self.combo.blockSignals(True)
+            if self._remote_shown():
+                self.combo.removeItem(0)
+            self.remote_title = title
+            if title:
+                self.combo.insertItem(0, title, None)
+                self.combo.setItemData(0, "The model on the server this window chats with (Connections)", 3)
+                self.combo.setCurrentIndex(0)
+            self.combo.blockSignals(False)
         if loaded_path:
             index = self.combo.findData(loaded_path)
             if index >= 0:
