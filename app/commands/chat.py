@@ -92,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
         check_model_file(options.model_path)
     with EngineClient(backend) as client:
         info = client.load(options)
+        if info.get("cannot_generate"):  # an embedding model: said before the first question, not after
+            print(f"hearth: {info['cannot_generate']}", file=sys.stderr)
+            return 1
         notice = (info.get("window") or {}).get("notice")
         if notice:
             print(f"hearth: {notice}", file=sys.stderr)

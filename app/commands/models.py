@@ -8,6 +8,7 @@ import importlib.util
 import json
 import sys
 import time
+from pathlib import Path
 
 from app.core.quant_types import QUANTIZE_TYPES, label
 from app.core.units import human_size
@@ -151,14 +152,17 @@ def _list(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     from app.core.chat_formats import format_for_file
+    from app.core.model_purpose import cannot_generate
     from app.core.gguf_info import read_gguf_info
     from app.core.library import resolve
 
     entry = resolve(args.model)
     info = read_gguf_info(entry.path)
     fmt = format_for_file(info)
+    refusal = cannot_generate(Path(info.path).name, info.architecture, info.metadata.get)
     if args.json:
-        return _print_json({"id": entry.id, **info.to_dict(tensors=args.tensors), "chat_format": fmt.to_dict()})
+        return _print_json({"id": entry.id, **info.to_dict(tensors=args.tensors), "chat_format": fmt.to_dict(),
+                            "cannot_generate": refusal})
     kv = (f"{info.kv_heads} (per layer: {sorted(set(info.kv_heads_per_layer))})" if info.kv_heads_per_layer
           else str(info.kv_heads))
     lines = [
@@ -175,7 +179,9 @@ def _inspect(args: argparse.Namespace) -> int:
         f"Context:        {info.context_length} tokens (trained)",
         f"License:        {info.license or '?'}",
         f"Chat template:  {'yes, ' + str(len(info.chat_template)) + ' characters' if info.chat_template else 'none'}",
-        f"Chat format:    {fmt.name}{' (a base model)' if fmt.base_model else ''} — {fmt.why}",
+        f"Purpose:        {'chat and completion' if refusal is None else refusal}",
+        f"Chat format:    " + (f"{fmt.name}{' (a base model)' if fmt.base_model else ''} — {fmt.why}" if refusal is None
+                               else "none: it cannot chat"),
         "Tensor types by kind:",
     ]
     for kind, types in info.quant_by_kind.items():

@@ -7,7 +7,8 @@ import threading
 from dataclasses import replace
 
 from app.core.chat_formats import check_override
-from app.core.errors import ContextTooLong, HearthError
+from app.core.errors import ContextTooLong, HearthError, InvalidRequest
+from app.core.model_purpose import cannot_generate
 from app.engine.decode import Decoder
 from app.engine.literal import literal_spans
 from app.engine.prediction import prediction_speculator
@@ -18,6 +19,10 @@ from app.engine.slots import Slots
 from app.engine.speculative import check_speculation_options, make_speculator
 from app.engine.template import template_for, turn_stops
 from app.engine.window import make_policy, system_prefix
+
+
+class NotAChatModel(InvalidRequest):
+    """A model that cannot write text was asked to (an API client gets a 400)."""
 
 
 class Session:
@@ -31,6 +36,8 @@ class Session:
         except BaseException:
             runtime.close()
             raise
+        # An embedding or reranking model is refused for chat with this sentence (app/core/model_purpose.py).
+        self.refusal = cannot_generate(runtime.path.name, runtime.meta("general.architecture"), runtime.meta)
         # Where the template's turn marker is plain text in this vocabulary, it ends the answer as a stop string.
         self.turn_stops = runtime.turn_stops = turn_stops(self.template, runtime.special_texts())
 
@@ -75,6 +82,7 @@ class Session:
         if self.probe is not None:
             info["extra_bufts_probe"] = self.probe
         info["chat_template"] = self.template.source[:2000]
+        info["cannot_generate"] = self.refusal
         info["chat_format"] = {**self.chat_format.to_dict(), "turn_stops": self.turn_stops}
         info["window"] = self.decoder.context_policy.state(self.decoder)
         speculator = self.decoder.speculator
@@ -88,6 +96,7 @@ class Session:
     def chat(self, messages: list[dict], sampling: SamplingOptions, emit, cancelled: threading.Event,
              truncate: bool = True, tools: list[dict] | None = None) -> dict | None:
         """The answer's Done event; None with slots, where the answer has only started (Done comes by emit)."""
+        self._check_generates()
         if not truncate and len(messages) > self.rt.n_ctx:  # every message is at least a token: no need to render
             raise ContextTooLong(f"These {len(messages):,} messages cannot fit the model's context of "
                                  f"{self.rt.n_ctx} tokens (each takes at least one); send fewer.")
@@ -100,7 +109,12 @@ class Session:
 
     def complete(self, prompt: str, sampling: SamplingOptions, emit, cancelled: threading.Event,
                  truncate: bool = True) -> dict | None:
+        self._check_generates()
         return self._generate(prompt, None, sampling, emit, cancelled, truncate)
+
+    def _check_generates(self) -> None:
+        if self.refusal:
+            raise NotAChatModel(self.refusal)
 
     def _generate(self, prompt: str, system_text: str | None, sampling, emit, cancelled, truncate,
                   literal=()) -> dict | None:

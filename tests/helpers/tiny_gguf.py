@@ -56,3 +56,60 @@ def write_oversized(path: Path, gib: int = 64) -> Path:
     with path.open("r+b") as fh:
         fh.truncate(-(-header // 32) * 32 + rows * 4096 * 2)
     return path
+
+
+def write_tiny_bert(path: Path, n_embd: int = 32, n_layer: int = 2, n_ff: int = 64, n_ctx: int = 128) -> Path:
+    """A random-weight BERT sentence-embedding model (llama.cpp's `bert` architecture, mean pooling, a WordPiece
+    vocabulary): a model that embeds and cannot write text."""
+    import gguf
+
+    rng = np.random.default_rng(0)
+    words = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"[unused{i}]" for i in range(30)]
+             + list("abcdefghijklmnopqrstuvwxyz") + ["the", "is", "sea", "hello", "world", "##s", "."])
+    w = gguf.GGUFWriter(str(path), "bert")
+    w.add_name("tiny-bert sentence embeddings")
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(n_embd)
+    w.add_feed_forward_length(n_ff)
+    w.add_block_count(n_layer)
+    w.add_head_count(2)
+    w.add_layer_norm_eps(1e-12)
+    w.add_causal_attention(False)
+    w.add_pooling_type(gguf.PoolingType.MEAN)
+    w.add_tokenizer_model("bert")
+    w.add_token_type_count(2)
+    w.add_token_list(words)
+    w.add_token_types([gguf.TokenType.CONTROL if t.startswith("[") else gguf.TokenType.NORMAL for t in words])
+    w.add_unk_token_id(1)
+    w.add_pad_token_id(0)
+    w.add_bos_token_id(2)  # [CLS]: llama.cpp reads BERT's CLS as its BOS
+    w.add_eos_token_id(3)
+    w.add_sep_token_id(3)
+    w.add_mask_token_id(4)
+
+    def tensor(name: str, *shape: int, scale: float = 0.2) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape) * scale).astype(np.float32))
+
+    def norm(name: str) -> None:
+        w.add_tensor(name + ".weight", np.ones(n_embd, dtype=np.float32))
+        w.add_tensor(name + ".bias", np.zeros(n_embd, dtype=np.float32))
+
+    tensor("token_embd.weight", len(words), n_embd)
+    tensor("token_types.weight", 2, n_embd)
+    tensor("position_embd.weight", n_ctx, n_embd)
+    norm("token_embd_norm")
+    for i in range(n_layer):
+        for part in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            tensor(f"blk.{i}.{part}.weight", n_embd, n_embd)
+            tensor(f"blk.{i}.{part}.bias", n_embd)
+        norm(f"blk.{i}.attn_output_norm")
+        tensor(f"blk.{i}.ffn_up.weight", n_ff, n_embd)
+        tensor(f"blk.{i}.ffn_up.bias", n_ff)
+        tensor(f"blk.{i}.ffn_down.weight", n_embd, n_ff)
+        tensor(f"blk.{i}.ffn_down.bias", n_embd)
+        norm(f"blk.{i}.layer_output_norm")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
