@@ -146,7 +146,7 @@ def check_quantize() -> str:
     from app.core.quantize import quantize
 
     out = Path(os.environ["HEARTH_HOME"]) / "selftest-Q8_0.gguf"
-    result = quantize(bundled_model_path(), "Q8_0", out=out)
+    result = quantize(bundled_model_path(), "Q8_0", out=out, allow_requantize=True)
     return f"{bundled_model_path().name} -> Q8_0, {result.size_bytes / 1e6:.0f} MB in {result.seconds:.1f} s"
 
 

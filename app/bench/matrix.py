@@ -76,7 +76,8 @@ def prepare_variant(source: Path, qtype: str, progress: Progress | None = None,
         if progress:
             progress(done / max(total, 1), f"quantizing to {qtype}")
 
-    result = quantize(source, qtype, out=target, progress=on_bytes, cancel=cancel)
+    result = quantize(source, qtype, out=target, progress=on_bytes, cancel=cancel,
+                      allow_requantize=True)  # the bundled Q4_1 is the matrix's source
     return {"path": result.path, "cached": False, "quantized_from": str(source), "seconds": result.seconds}
 
 

@@ -95,7 +95,7 @@ def variant(qtype: str, source: Path) -> Path:
     if not out.exists():
         from app.core.quantize import quantize
 
-        quantize(source, qtype, out=out)
+        quantize(source, qtype, out=out, allow_requantize=True)
     return out
 
 

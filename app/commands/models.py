@@ -77,6 +77,8 @@ def register(sub) -> None:
     s.add_argument("--type", required=True, metavar="TYPE",
                    help=" | ".join(label(q) for q in QUANTIZE_TYPES))
     s.add_argument("--out", metavar="PATH", help="output file (default: Hearth's models folder)")
+    s.add_argument("--allow-requantize", action="store_true",
+                   help="quantize a file that is already quantized (its loss stays; better start from F16/BF16)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_quantize)
 
@@ -303,7 +305,7 @@ def _quantize(args: argparse.Namespace) -> int:
 
     bar = ProgressBar(f"Quantizing to {_label(args.type)}")
     try:
-        result = quantize(args.model, args.type, out=args.out, progress=bar)
+        result = quantize(args.model, args.type, out=args.out, progress=bar, allow_requantize=args.allow_requantize)
     finally:
         bar.close()
     if args.json:

@@ -19,10 +19,15 @@ from app.core.errors import HearthError, ModelFileError
 from app.core.gguf_info import read_gguf_info
 from app.core.gguf_names import strip_quant
 from app.core.quant_types import QUANTIZE_TYPES, bits_per_weight, seed_name
+from app.core.units import human_size
 from app.core.quant_types import label as type_label  # noqa: F401 - its old home; tests and callers use it
 from app.core.proc import JsonChild
 
 QUANT_TYPES = QUANTIZE_TYPES  # the targets, in menu order (app/core/quant_types.py)
+
+
+class RequantizeRefused(HearthError):
+    """The source is already quantized and the caller did not allow requantizing."""
 
 
 class QuantizeCancelled(HearthError):
@@ -42,14 +47,34 @@ class QuantizeResult:
         return asdict(self)
 
 
+UNQUANTIZED = frozenset({"F32", "F16", "BF16"})
+
+
+def requantize_problem(source_name: str, source_type: str | None, qtype: str, source_bytes: int,
+                       n_params: int) -> str | None:
+    """The sentence that says why quantizing an already quantized file is a loss; None for an F16/BF16/F32 one."""
+    if not source_type or source_type.upper() in UNQUANTIZED:
+        return None
+    bigger = ""
+    out_bits, in_bits = bits_per_weight(qtype), bits_per_weight(source_type)
+    if out_bits and in_bits and out_bits > in_bits:
+        bigger = (f", and a {qtype} file (about {human_size(int(n_params * out_bits / 8))} against "
+                  f"{human_size(source_bytes)}) has more bits but no more of the original model in them")
+    return (f"{source_name} is already quantized ({source_type}): quantizing it again to {qtype} keeps the first "
+            f"quantization's loss and adds its own{bigger}. Quantize the original (F16, BF16 or the checkpoint) "
+            "instead, or pass --allow-requantize to go on.")
+
+
 def default_output(source: Path, qtype: str) -> Path:
     return paths.models_dir() / f"{strip_quant(source.stem)}-{qtype}.gguf"
 
 
 def quantize(model: str | Path, qtype: str, out: str | Path | None = None,
              progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None,
-             threads: int | None = None) -> QuantizeResult:
+             threads: int | None = None, allow_requantize: bool = False) -> QuantizeResult:
     """Quantize `model` (a path or a library name) to `qtype`; returns the new file, already in the library.
+    A source that is already quantized is refused with the reason unless allow_requantize (llama.cpp's own
+    --allow-requantize): the benchmark's matrix and the self-test start from the bundled Q4_1 on purpose.
 
     progress(done_bytes, total_bytes) follows the output file's growth against its expected size.
     """
@@ -60,6 +85,9 @@ def quantize(model: str | Path, qtype: str, out: str | Path | None = None,
     info = read_gguf_info(source)
     if info.split_count > 1:
         raise ModelFileError(f"{source.name} is a split GGUF set; quantizing split sets is not supported yet.")
+    problem = requantize_problem(source.name, info.file_type, qtype, info.file_size, info.parameters)
+    if problem and not allow_requantize:
+        raise RequantizeRefused(problem)
     target = Path(out).expanduser().resolve() if out else default_output(source, qtype)
     if target == source:
         raise HearthError("The output file would overwrite the model being quantized; choose another --out.")

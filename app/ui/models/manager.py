@@ -138,7 +138,8 @@ def quant_types() -> list[tuple[str, str]]:
 def quantize(path: str, qtype: str, progress: Callable[[int, int], None], cancel: threading.Event) -> str:
     from app.core.quantize import quantize as run
 
-    return run(path, qtype, progress=progress, cancel=cancel).path
+    # The window quantizes what the user picked; it does not yet say that a source is already quantized (#29).
+    return run(path, qtype, progress=progress, cancel=cancel, allow_requantize=True).path
 
 
 def converter_note() -> str:
