@@ -147,7 +147,8 @@ def test_unpacked_bundle_quantizes_in_its_worker_process_and_chats_with_the_resu
     """`--quantize-worker` is another hidden flag of the frozen executable; its output must load and answer."""
     model = next((unpacked.parent / "_internal" / "models").glob("*.gguf"))
     out = home / "smol-q8_0.gguf"
-    proc = run_bundle(unpacked, "models", "quantize", "--type", "Q8_0", "--out", str(out), "--json", str(model),
+    proc = run_bundle(unpacked, "models", "quantize", "--type", "Q8_0", "--allow-requantize", "--out", str(out), "--json",
+                      str(model),
                       home=home)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["type"] == "Q8_0" and out.stat().st_size > model.stat().st_size
