@@ -13,6 +13,7 @@ from pathlib import Path
 from app.commands.options import add_load_args, add_sampling_args, load_options, sampling_options
 from app.commands.serve import API_KEY_ENV
 from app.core.errors import EngineCrashed, HearthError
+from app.core.fit import above_trained_context
 from app.core.modelfile import check_model_file
 from app.backends.client import EngineClient
 from app.engine.option_fields import LOAD_FIELDS
@@ -96,8 +97,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"hearth: {info['cannot_generate']}", file=sys.stderr)
             return 1
         notice = (info.get("window") or {}).get("notice")
-        if notice:
-            print(f"hearth: {notice}", file=sys.stderr)
+        for notice in (notice, above_trained_context(info.get("n_ctx"), info.get("n_ctx_train"))):
+            if notice:
+                print(f"hearth: {notice}", file=sys.stderr)
         fmt = info.get("chat_format") or {}
         if fmt.get("kind") in ("builtin", "plain"):  # no template of its own: say what it gets instead, and why
             print(f"hearth: {fmt.get('why')}", file=sys.stderr)

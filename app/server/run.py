@@ -7,9 +7,11 @@ the default; any other address exposes the model to the network and is refused w
 from __future__ import annotations
 
 import socket
+import sys
 from dataclasses import dataclass, field
 
 from app.core.errors import HearthError
+from app.core.fit import above_trained_context
 from app.backends.client import EngineClient
 from app.engine.protocol import LoadOptions
 from app.backends.supervisor import Supervisor
@@ -52,7 +54,11 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
     backend = Supervisor()
     pool = None
     try:
-        EngineClient(backend).load(load)
+        info = EngineClient(backend).load(load)
+        for notice in (above_trained_context(info.get("n_ctx"), info.get("n_ctx_train")),
+                       info.get("cannot_generate")):  # an embedding model serves /v1/embeddings only: said at once
+            if notice:
+                print(f"hearth: {notice}", file=sys.stderr, flush=True)
         sock = open_socket(options.host, options.port)
         pool = ModelPool(backend, load, options.max_models, options.ttl_s)
         api = OpenAIApi(pool, options.api_key, options.cors, options.max_tokens,

@@ -256,3 +256,14 @@ def test_gpu_layers_without_a_gpu_are_said_not_ignored():
     proc = hearth("chat", "--gpu-layers", "999", "--prompt", "Hello", "--max-tokens", "2", "--temp", "0")
     assert proc.returncode == 0 and proc.stdout.strip()
     assert "--gpu-layers 999: no engine runtime here sees a GPU (hearth runtimes list), so the model runs on the CPU." in proc.stderr
+
+
+def test_a_context_above_the_trained_one_is_said_as_the_window_says_it():
+    """#29: `--ctx` above the trained context loaded in the CLI without the warning the window gives."""
+    from app.core.fit import above_trained_context
+
+    proc = hearth("chat", "--ctx", "10000", "--prompt", "Hi", "--max-tokens", "2", "--temp", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert f"hearth: {above_trained_context(10000, 8192)}" in proc.stderr.splitlines()
+    within = hearth("chat", "--ctx", "8192", "--prompt", "Hi", "--max-tokens", "2", "--temp", "0")
+    assert within.returncode == 0 and "trained on" not in within.stderr
