@@ -32,6 +32,19 @@ def register(sub) -> None:
     kinds = p.add_subparsers(dest="bench_kind", metavar="KIND")
     for add in (_add_spec, _add_window, _add_matrix, _add_compare, _add_serve, _add_contention, _add_gui):
         add(kinds)
+    for parser in (p, *kinds.choices.values()):
+        parser.set_defaults(func=_errors_only(parser.get_default("func")))
+
+
+def _errors_only(run):
+    """Benchmarks run llama.cpp in this process, in the user's terminal: only its errors are printed there."""
+    def quiet_run(args) -> int:
+        from app.engine import llamalog
+
+        llamalog.errors_only()
+        return run(args)
+
+    return quiet_run
 
 
 def _options(cls, args: argparse.Namespace, **given):

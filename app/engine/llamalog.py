@@ -20,18 +20,35 @@ _recent: collections.deque[str] = collections.deque(maxlen=40)
 _installed = None
 
 
+_WARN, _CONT = 3, 5  # ggml_log_level: a CONT line continues the line before, at its level
+
+
 @llama_cpp.llama_log_callback
 def _on_log(level, text, _user_data):  # pragma: no cover - called from C
+    global _last_level
     try:
+        if level == _CONT:
+            level = _last_level
+        _last_level = level
         line = text.decode("utf-8", "replace") if text else ""
         _recent.append(line)
-        if level >= 3 or _verbose:
+        if level >= _echo_level or _verbose:
             sys.stderr.write(line)
     except Exception:
         pass
 
 
 _verbose = False
+_last_level = 0
+_echo_level = _WARN  # the engine's stderr is its log file: warnings belong there
+
+
+def errors_only() -> None:
+    """Where llama.cpp runs in the user's own terminal (the benchmarks), only its errors reach stderr: its
+    warnings about a model's vocabulary ("control-looking token ... probably a bug in the model") are noise
+    there. They are still kept for explaining a failure."""
+    global _echo_level
+    _echo_level = _LEVEL_ERROR
 
 
 def install(verbose: bool = False) -> None:
