@@ -149,6 +149,8 @@ class MainWindow(QMainWindow):
         b = self.bridge
         b.stats_received.connect(monitor._on_stats)
         b.generation_finished.connect(monitor._on_done)
+        b.generation_failed.connect(monitor._on_interrupted)
+        b.engine_crashed.connect(monitor._on_interrupted)
         b.model_loaded.connect(monitor._on_loaded)
         b.model_unloaded.connect(monitor._on_unloaded)
         self.chat.generation_started.connect(monitor._on_started)

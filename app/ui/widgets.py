@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QPainter, QPalette
-from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QWidget
+from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy,
+                               QVBoxLayout, QWidget)
 
 from app.core.units import human_size
 from app.ui.worker import Tasks
@@ -39,10 +40,11 @@ class ElidedLabel(QLabel):
 
     SHORTEST = 80  # pixels it may shrink to
 
-    def __init__(self, text: str = "", parent=None, shortest: int = SHORTEST):
+    def __init__(self, text: str = "", parent=None, shortest: int = SHORTEST, mode=Qt.ElideRight):
         super().__init__(parent)
         self._whole = ""
         self._shortest = shortest
+        self._mode = mode  # Qt.ElideMiddle keeps a file name's end (its type) in view
         self.setText(text)
 
     def setText(self, text: str) -> None:
@@ -66,7 +68,7 @@ class ElidedLabel(QLabel):
         self._elide()
 
     def _elide(self) -> None:
-        shown = self.fontMetrics().elidedText(self._whole, Qt.ElideRight, max(0, self.contentsRect().width()))
+        shown = self.fontMetrics().elidedText(self._whole, self._mode, max(0, self.contentsRect().width()))
         super().setText(shown)
 
 
@@ -136,18 +138,21 @@ class JobBar(QWidget):
         self.kind = ""
         self.cancel_event: threading.Event | None = None
         self.updates = 0  # progress updates that reached the widgets (tests check the throttle)
-        self.label = QLabel()
-        self.label.setMinimumWidth(120)
+        # The job's title on a line of its own: beside the bar it had a third of a narrow pane and showed
+        # "Quantizing smollm2-" of a model's name. Still too long, it loses its middle, not its type.
+        self.label = ElidedLabel(mode=Qt.ElideMiddle)
         self.bar = QProgressBar()
         self.bar.setRange(0, SCALE)
         self.bar.setTextVisible(True)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.label, 1)
-        row.addWidget(self.bar, 2)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.label)
+        row = QHBoxLayout()
+        row.addWidget(self.bar, 1)
         row.addWidget(self.cancel_button)
+        column.addLayout(row)
         tasks.progressed.connect(self._on_progressed)
         self.setVisible(False)
 
@@ -171,6 +176,7 @@ class JobBar(QWidget):
                 self.tasks.progress(f"job:{kind}", (float(done), float(total), text))
 
         self.label.setText(title)
+        self.label.setToolTip(title)
         self.bar.setValue(0)
         self.bar.setFormat("starting…")
         self.cancel_button.setEnabled(True)

@@ -83,6 +83,7 @@ def test_killed_engine_keeps_the_partial_answer_and_restarts(qtbot, main_window)
     w = main_window
     ask(qtbot, w, "Tell me everything about the history of bread.", max_tokens=2000, wait=False)
     qtbot.waitUntil(lambda: len(w.chat.transcript.stream_text()) > 20, timeout=30_000)
+    qtbot.waitUntil(lambda: w.monitor.summary.text().startswith("Generating… "), timeout=30_000)  # with its speed
     old_pid = w.bridge.pid
     crashes: list[str] = []
     w.bridge.engine_crashed.connect(crashes.append)
@@ -91,6 +92,9 @@ def test_killed_engine_keeps_the_partial_answer_and_restarts(qtbot, main_window)
     [message] = crashes
     assert "SIGKILL" in message and "restarts" in message
     assert w.bridge.pid != old_pid and w.bridge.ready
+    # Nothing says it is still generating (#31.8: the monitor stayed at "Generating… 12.9 tok/s").
+    assert w.monitor.summary.text() == "The last answer did not finish"
+    assert w.state_label.text() == "Ready" and w.speed_label.text() == ""
     text = w.chat.transcript.plain_text()
     assert "Error" in text and "SIGKILL" in text
     msgs = ChatStore().messages(w.chat.conversation_id)

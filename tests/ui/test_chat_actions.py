@@ -122,15 +122,31 @@ def test_switching_theme_restyles_the_open_window(qtbot, idle_window):
     from app.ui.theme import apply_theme
 
     app = QApplication.instance()
-    plot = idle_window.monitor.plots["speed"]
+    w = idle_window
+    plot = w.monitor.plots["speed"]
+    table = w.models.table
 
     def plot_background():  # a pixel of the painted graph, in its corner
         return plot.grab().toImage().pixelColor(1, 1).lightness()
 
+    def library_text():  # the lightest and darkest pixels of a library row's name, as drawn
+        image = table.viewport().grab(table.visualItemRect(table.item(0, 0))).toImage()
+        shades = [image.pixelColor(x, y).lightness() for x in range(image.width()) for y in range(image.height())]
+        return min(shades), max(shades)
+
+    w.tabs.setCurrentWidget(w.models)
+    qtbot.waitUntil(lambda: table.rowCount() > 0, timeout=20_000)  # rows drawn in the light theme
+    apply_theme(app, False)
+    table.clearSelection()  # a selected row is drawn in the selection's colours
     try:
+        qtbot.waitUntil(lambda: table.viewport().palette().base().color().lightness() > 192, timeout=2_000)
+        assert library_text()[0] < 64  # dark text on light
         assert apply_theme(app, True) is True
         assert app.palette().window().color().lightness() < 64
         assert plot_background() < 64
+        table.clearSelection()
+        qtbot.waitUntil(lambda: table.viewport().palette().base().color().lightness() < 64, timeout=2_000)
+        assert library_text()[1] > 160 and library_text()[0] < 64, "light text on the dark background (#31.8)"
         assert apply_theme(app, False) is False
         assert app.palette().window().color().lightness() > 192
         assert plot_background() > 192

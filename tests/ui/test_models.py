@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtWidgets import QLabel
+
 from app.core import paths
 from app.core.hub import recommended_models
 
@@ -89,21 +91,34 @@ def test_cancel_a_download_and_errors_reach_the_message_bridge(qtbot, idle_windo
     assert "\n" not in failed.args[0].strip()
 
 
-def test_quantize_the_bundled_model_with_progress(qtbot, idle_window, bundled_model):
+def test_quantize_an_imported_model_with_progress_and_see_the_copy_described(qtbot, idle_window, model_variant):
+    """An imported file is listed after Hearth's own models, so its new copy takes the row it had: the copy is
+    chosen and described, not the file it was made from (#31.6)."""
     w = idle_window
+    source = model_variant("F16")
     w.tabs.setCurrentWidget(w.models)
-    qtbot.waitUntil(lambda: str(bundled_model) in library_paths(w), timeout=20_000)
-    w.models.table.selectRow(library_paths(w).index(str(bundled_model)))
+    w.models.import_file(str(source))
+    qtbot.waitUntil(lambda: w.models.selected_path() == str(source), timeout=20_000)
+    qtbot.waitUntil(lambda: source.name in w.models.details.text().replace("&#8203;", ""), timeout=10_000)
+    row = library_paths(w).index(str(source))
     w.models.quant_type.setCurrentIndex(w.models.quant_type.findData("Q8_0"))
     assert w.models.quant_type.currentText() == "Q8_0 (INT8)"
     updates = w.models.jobs.updates
+    label = w.models.jobs.label
     with qtbot.waitSignal(w.models.jobs.job_finished, timeout=JOB_TIMEOUT_MS) as finished:
         w.models.quantize_button.click()
+        qtbot.wait(1)  # the layout's turn
+        # The job's title is read whole, the model's name and the type (it showed "Quantizing smollm2-").
+        assert label.text() == f"Quantizing {source.name} to Q8_0" and QLabel.text(label) == label.text()
+        assert label.fontMetrics().horizontalAdvance(label.text()) <= label.contentsRect().width()
     kind, path = finished.args
     assert kind == "quantize" and Path(path).exists() and Path(path).name.endswith("-Q8_0.gguf")
     assert w.models.jobs.updates > updates
     qtbot.waitUntil(lambda: w.models.selected_path() == path, timeout=10_000)
     assert w.models.models[library_paths(w).index(path)]["quant"] == "Q8_0"
+    assert library_paths(w).index(path) == row  # the case where Qt's selection does not change
+    qtbot.waitUntil(lambda: Path(path).name in w.models.details.text().replace("&#8203;", ""), timeout=10_000)
+    assert source.name not in w.models.details.text().replace("&#8203;", "")
 
 
 def test_fit_verdict_marks_the_suggested_gpu_layers(qtbot, idle_window, bundled_model):

@@ -116,6 +116,7 @@ class ModelsView(QWidget):
             if isinstance(kept, dict) else {}
         self._edited: dict[str, LoadOptions] = {}  # settings changed for a model this session, not loaded yet
         self._shown_for: str | None = None  # the model whose settings the pane shows
+        self._described: str | None = None  # the model whose details were last asked for
         last = settings.get("load_options")
         if isinstance(last, dict):
             self.load_settings.set_options(LoadOptions.from_dict(last))
@@ -227,6 +228,10 @@ class ModelsView(QWidget):
             self.table.selectRow(paths.index(target))
         elif models:
             self.table.selectRow(0)
+        if self.selected_path() != self._described:
+            # The row chosen is the one that was: Qt says nothing, yet another file is in it now (a new copy
+            # sorted above the model it was made from), whose details and settings are to be shown.
+            self._on_selection_changed()
         self.library_listed.emit(models)
 
     def _mark_rows(self) -> None:
@@ -240,7 +245,9 @@ class ModelsView(QWidget):
             path = m.get("path")
             text, font = m.get("name", ""), item.font()
             font.setBold(path == loaded)
-            item.setForeground(self.palette().text())
+            # No colour of its own: the view's palette draws it, in the theme of the moment (a brush taken
+            # from the palette here kept light-theme black text on the dark theme's background).
+            item.setData(Qt.ForegroundRole, None)
             # The mark leads the name: a narrow column elides the end of a long name.
             if path == loaded:
                 text = f"● {text} (loaded)"
@@ -270,6 +277,7 @@ class ModelsView(QWidget):
         path = self.selected_path()
         if self._anyway and self._anyway[0] != path:
             self._arm_anyway(None)
+        self._described = path
         if not path:
             return
         self._show_options_for(path)

@@ -208,6 +208,11 @@ class MonitorView(QWidget):
         """An answer was asked for: the summary says so instead of showing the last answer's figures."""
         self.summary.setText("Generating…")
 
+    def _on_interrupted(self, _message: str = "") -> None:
+        """The answer failed or the engine crashed: no Done comes, and the live speed must not stay up."""
+        self.summary.setText("The last answer did not finish")
+        self.summary.setToolTip("")
+
     def _on_unloaded(self) -> None:
         self.engine_mb = None
         self.series["engine_mb"].add(self.now(), math.nan)
