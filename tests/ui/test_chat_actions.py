@@ -134,6 +134,18 @@ def test_switching_theme_restyles_the_open_window(qtbot, idle_window):
         shades = [image.pixelColor(x, y).lightness() for x in range(image.width()) for y in range(image.height())]
         return min(shades), max(shades)
 
+    def code_box():  # the code block's background as drawn, right of its first line
+        transcript = w.chat.transcript
+        line = transcript.cursorRect(transcript.document().find("def rev(s):"))
+        image = transcript.viewport().grab().toImage()
+        return image.pixelColor(image.width() - 40, line.center().y()).lightness()
+
+    cid = w.store.create("Code")
+    w.store.add_message(cid, "assistant", "Like this:\n\n```python\ndef rev(s):\n    return s[::-1]\n```\n")
+    w.chat.conversations.refresh(select=cid)
+    w.chat.open_conversation(cid)
+    qtbot.waitUntil(lambda: not w.chat.transcript.loading, timeout=5_000)
+    assert code_box() > 192
     w.tabs.setCurrentWidget(w.models)
     qtbot.waitUntil(lambda: table.rowCount() > 0, timeout=20_000)  # rows drawn in the light theme
     apply_theme(app, False)
@@ -147,9 +159,11 @@ def test_switching_theme_restyles_the_open_window(qtbot, idle_window):
         table.clearSelection()
         qtbot.waitUntil(lambda: table.viewport().palette().base().color().lightness() < 64, timeout=2_000)
         assert library_text()[1] > 160 and library_text()[0] < 64, "light text on the dark background (#31.8)"
+        assert code_box() < 64, "a code block drawn before the switch takes the dark box too"
         assert apply_theme(app, False) is False
         assert app.palette().window().color().lightness() > 192
         assert plot_background() > 192
+        qtbot.waitUntil(lambda: code_box() > 192, timeout=2_000)
     finally:
         apply_theme(app)
 

@@ -34,9 +34,9 @@ import re
 import time
 from contextlib import contextmanager
 
-from PySide6.QtCore import Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import (QFont, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument,
-                           QTextDocumentFragment)
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import (QColor, QFont, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor,
+                           QTextDocument, QTextDocumentFragment, QTextTable)
 from PySide6.QtWidgets import QPushButton, QTextBrowser
 
 # About 12 appends a second: smooth to read, and each append costs the window ~1.5 ms of CPU (inserting and
@@ -140,6 +140,7 @@ class Transcript(QTextBrowser):
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self.flush)
         self._plain = QTextCharFormat()
+        self._code_bg_drawn = self._code_bg()  # the code blocks' background in the document, for a theme switch
         self.following = True  # the view keeps the end in sight as text arrives
         self._moving = 0  # > 0 while the transcript itself moves the text: not the user scrolling
         bar = self.verticalScrollBar()
@@ -234,6 +235,57 @@ class Transcript(QTextBrowser):
 
     def _code_bg(self) -> str:
         return "#1f2430" if self.palette().base().color().lightness() < 128 else "#f3f4f6"
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.PaletteChange:
+            self._restyle_code_blocks()
+
+    def _restyle_code_blocks(self) -> None:
+        """The theme changed: the code blocks drawn take the new background in place (light code on the old
+        light box was unreadable), with no re-render and no jump of the view, also mid-answer."""
+        new, old = self._code_bg(), QColor(self._code_bg_drawn)
+        if new == self._code_bg_drawn:
+            return
+        self._code_bg_drawn = new
+        for frame in self.document().rootFrame().childFrames():
+            if not isinstance(frame, QTextTable) or frame.format().background().color() != old:
+                continue  # a Markdown table has no background of its own
+            table_format = frame.format()
+            table_format.setBackground(QColor(new))
+            frame.setFormat(table_format)
+            for row in range(frame.rows()):
+                for column in range(frame.columns()):
+                    cell = frame.cellAt(row, column)
+                    cell_format = cell.format()
+                    cell_format.setBackground(QColor(new))
+                    cell.setFormat(cell_format)
+                    self._restyle_range(cell.firstPosition(), cell.lastPosition(), old, QColor(new))
+
+    def _restyle_range(self, start: int, end: int, old: QColor, new: QColor) -> None:
+        """The blocks and the text between two positions that have the old background get the new one (Qt's
+        HTML import gives a cell's paragraphs and code text the cell's colour too)."""
+        doc = self.document()
+        cursor = QTextCursor(doc)
+        block = doc.findBlock(start)
+        while block.isValid() and block.position() <= end:
+            if block.blockFormat().background().color() == old:
+                block_format = block.blockFormat()
+                block_format.setBackground(new)
+                cursor.setPosition(block.position())
+                cursor.setBlockFormat(block_format)
+            it = block.begin()
+            while not it.atEnd():
+                fragment = it.fragment()
+                if fragment.charFormat().background().style() != Qt.NoBrush and \
+                        fragment.charFormat().background().color() == old:
+                    paint = QTextCharFormat()
+                    paint.setBackground(new)
+                    cursor.setPosition(fragment.position())
+                    cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.KeepAnchor)
+                    cursor.mergeCharFormat(paint)
+                it += 1
+            block = block.next()
 
     def _separate(self, cursor: QTextCursor) -> None:
         if not self.document().isEmpty():
