@@ -14,9 +14,10 @@ from app.engine.protocol import ErrorKind
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
-                 code: str | None = None):
+                 code: str | None = None, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+        self.headers = headers  # e.g. Retry-After on a 503
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -26,12 +27,14 @@ class ApiError(Exception):
                                            "message": self.message}}
 
     def response(self, anthropic: bool = False) -> JSONResponse:
-        return JSONResponse(self.anthropic_body() if anthropic else self.body(), status_code=self.status)
+        return JSONResponse(self.anthropic_body() if anthropic else self.body(), status_code=self.status,
+                            headers=self.headers)
 
 
 # Anthropic names an error by its status alone.
 ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                   404: "not_found_error", 405: "invalid_request_error", 413: "request_too_large",
+                   404: "not_found_error", 405: "invalid_request_error", 408: "timeout_error",
+                   413: "request_too_large",
                    429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
 
 

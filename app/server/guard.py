@@ -18,12 +18,15 @@ A body is read here, up to the limit, before the application sees it: a 20 MB bo
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import time
 
 from app.server.anthropic_api import is_anthropic
 from app.server.errors import ApiError
 
 MAX_BODY_BYTES = 10 * 2**20
+BODY_TIMEOUT_S = 60.0
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -54,10 +57,13 @@ def host_name(value: str) -> str:
 
 
 class RequestGuard:
-    """ASGI middleware: refuses a foreign Host (403), a body that is not JSON (415) and one too big (413)."""
+    """ASGI middleware: refuses a foreign Host (403), a body that is not JSON (415), one too big (413) and
+    one that does not arrive within body_timeout_s (408)."""
 
-    def __init__(self, app, hosts: tuple[str, ...] | None, max_body_bytes: int = MAX_BODY_BYTES):
+    def __init__(self, app, hosts: tuple[str, ...] | None, max_body_bytes: int = MAX_BODY_BYTES,
+                 body_timeout_s: float = BODY_TIMEOUT_S):
         self.app, self.hosts, self.max_body_bytes = app, hosts, max_body_bytes
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -98,8 +104,13 @@ class RequestGuard:
 
     async def _read_body(self, receive, headers) -> tuple[bytes, ApiError | None]:
         chunks, size = [], 0
+        deadline = time.monotonic() + self.body_timeout_s
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0))
+            except asyncio.TimeoutError:
+                return b"", ApiError(408, f"The request body did not arrive within {self.body_timeout_s:g} s.",
+                                     code="request_timeout", headers={"Connection": "close"})
             if message["type"] == "http.disconnect":
                 return b"", ApiError(400, "The client went away before its request was read.")
             chunk = message.get("body", b"")

@@ -16,6 +16,7 @@ from app.backends.client import EngineClient
 from app.engine.protocol import LoadOptions
 from app.backends.supervisor import Supervisor
 from app.server.guard import allowed_hosts, is_loopback
+from app.server.limits import Limits, http_protocol
 from app.server.models import ModelPool
 from app.server.openai_api import DEFAULT_MAX_TOKENS, OpenAIApi
 
@@ -30,6 +31,7 @@ class ServeOptions:
     max_tokens: int = DEFAULT_MAX_TOKENS  # for a request that does not say
     max_models: int = 1  # loaded at once; a request naming another library model loads it (app/server/models.py)
     ttl_s: float | None = None  # unload a model unused for this long
+    limits: Limits = field(default_factory=Limits)  # head and body deadlines, connections, queue (app/server/limits.py)
 
 
 def open_socket(host: str, port: int) -> socket.socket:
@@ -62,8 +64,10 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
         sock = open_socket(options.host, options.port)
         pool = ModelPool(backend, load, options.max_models, options.ttl_s)
         api = OpenAIApi(pool, options.api_key, options.cors, options.max_tokens,
-                        hosts=allowed_hosts(options.host, options.api_key, options.allowed_hosts))
-        server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False))
+                        hosts=allowed_hosts(options.host, options.api_key, options.allowed_hosts),
+                        limits=options.limits, slots=load.n_parallel)
+        server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False,
+                                               http=http_protocol(options.limits)))
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         say(f"Hearth serves {pool.acquire(None)[0]} at http://{shown}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)",

@@ -3,7 +3,8 @@
 - a JSON schema whose repetition counts ask for gigabytes of grammar (one took 23 GB until the OOM killer came);
 - a chat of 100,000 turns (it held all slots for four minutes: llama.cpp's special-token split is quadratic);
 - a web page's "simple" POST (text/plain) and a DNS-rebound Host;
-- a body past the size limit.
+- a body past the size limit;
+- connections that never finish their request (slowloris), too many connections, too many waiting requests.
 
 Each is refused with the dialect's error, quickly, without the server's memory growing, and a small request
 sent meanwhile is answered.
@@ -12,6 +13,7 @@ sent meanwhile is answered.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 
@@ -24,6 +26,8 @@ from tests.server.conftest import start_server, stop_server
 pytestmark = pytest.mark.slow
 
 USER = [{"role": "user", "content": "hi"}]
+HEAD_TIMEOUT = 1
+MAX_CONNECTIONS = 8
 HUGE = 10**9
 # Schemas that ask the converter to write out more grammar than llama.cpp will take, each a different way.
 GREEDY_SCHEMAS = {
@@ -42,9 +46,12 @@ GREEDY_SCHEMAS = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """A server as a user starts it: loopback, no key (the default), two slots."""
+    """A server as a user starts it: loopback, no key (the default), two slots; its time limits and queue are
+    short, so that the tests of them take a second (the other tests never come near them)."""
     home = tmp_path_factory.mktemp("bounded_home")
-    proc, base = start_server("--parallel", "2", env={"HEARTH_HOME": str(home)})
+    proc, base = start_server("--parallel", "2", "--head-timeout", str(HEAD_TIMEOUT), "--body-timeout", "1",
+                              "--max-connections", str(MAX_CONNECTIONS), "--max-queue", "1",
+                              env={"HEARTH_HOME": str(home)})
     yield proc, base
     assert stop_server(proc)
 
@@ -186,3 +193,126 @@ def test_allowed_host_and_a_key_open_other_names(tmp_path):
         assert httpx.get(f"{base}/models", headers={"Host": "gpu-box.lan"}).status_code == 401
     finally:
         stop_server(proc)
+
+
+# --- connections that never end, requests that never stop coming -------------------------------------
+def connect(base: str) -> socket.socket:
+    port = int(base.split(":")[2].split("/")[0])
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def trickle(sock: socket.socket, data: bytes, every_s: float = 0.25, for_s: float = 6.0) -> float:
+    """Send data a byte at a time until the server closes the connection; the seconds that took."""
+    started = time.monotonic()
+    for byte in data:
+        if time.monotonic() - started > for_s:
+            break
+        try:
+            sock.sendall(bytes([byte]))
+        except OSError:  # the server closed it
+            break
+        time.sleep(every_s)
+    return time.monotonic() - started
+
+
+def answer_of(sock: socket.socket) -> bytes:
+    """What the server sent before closing the connection (b"" if it only closed it)."""
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except (ConnectionResetError, socket.timeout):
+        pass
+    return data
+
+
+SLOW_HEAD = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+             b"X-Padding: " + b"x" * 200 + b"\r\n\r\n")
+
+
+def test_a_slowloris_head_is_a_408_and_closed_after_the_head_timeout(server):
+    _, base = server
+    with connect(base) as sock:  # a byte every 0.25 s: the head would take a minute
+        took = trickle(sock, SLOW_HEAD)
+        answer = answer_of(sock)
+    assert HEAD_TIMEOUT <= took < HEAD_TIMEOUT + 2, took
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_timeout"
+    with connect(base) as sock:  # a connection that sends nothing is closed too
+        started = time.monotonic()
+        assert answer_of(sock) == b""
+        assert time.monotonic() - started < HEAD_TIMEOUT + 2
+    with connect(base) as sock:  # and the next request of a kept-alive connection has the same deadline
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+        took = trickle(sock, SLOW_HEAD)
+        assert b"HTTP/1.1 408 " in answer_of(sock)
+    assert took < HEAD_TIMEOUT + 2, took
+
+
+def test_a_slow_body_is_a_408(server):
+    _, base = server
+    body = json.dumps({"messages": USER, "max_tokens": 2}).encode()
+    with connect(base) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body))
+        took = trickle(sock, body)
+        answer = answer_of(sock)
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert took < 1 + 2, took
+
+
+def test_connections_past_the_limit_get_a_503_with_retry_after(server):
+    _, base = server
+    idle = [connect(base) for _ in range(MAX_CONNECTIONS)]
+    try:
+        r = httpx.get(f"{base}/models", timeout=10)
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"].isdigit() and r.json()["error"]["code"] == "too_many_connections"
+        r = post(base, "/messages", {"messages": USER, "max_tokens": 2})
+        assert r.status_code == 503 and r.json()["error"]["type"] == "overloaded_error"
+    finally:
+        for sock in idle:
+            sock.close()
+    deadline = time.monotonic() + 5  # the server sees the closes in a moment
+    while (status := httpx.get(f"{base}/models", timeout=10).status_code) == 503 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status == 200
+
+
+def stream_request(base: str, max_tokens: int) -> socket.socket:
+    sock = connect(base)
+    body = json.dumps({"messages": USER, "max_tokens": max_tokens, "ignore_eos": True, "stream": True}).encode()
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    return sock
+
+
+def test_requests_past_the_slots_and_the_queue_get_a_503_with_retry_after_at_once(server):
+    _, base = server
+    started = time.monotonic()
+    running = [stream_request(base, 400) for _ in range(2)]  # the two slots
+    waiting = None
+    try:
+        for sock in running:  # each is answering: its stream has begun
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+        waiting = stream_request(base, 400)  # the queue's one place
+        time.sleep(0.3)
+        for path in ("/chat/completions", "/messages"):
+            t0 = time.monotonic()
+            r = post(base, path, {"messages": USER, "max_tokens": 2})
+            assert r.status_code == 503, r.text
+            assert time.monotonic() - t0 < 1.0
+            assert r.headers["retry-after"].isdigit()
+        assert r.json()["error"]["type"] == "overloaded_error"
+        assert httpx.get(f"{base}/models", timeout=10).status_code == 200  # what needs no slot still answers
+        time.sleep(max(0.0, started + HEAD_TIMEOUT + 0.3 - time.monotonic()))
+        running[0].settimeout(5)  # an answer longer than the head timeout goes on
+        assert b"data: " in running[0].recv(65536)
+    finally:
+        for sock in running + [waiting]:
+            if sock is not None:
+                sock.close()
+    # The clients left: their slots are freed within a token, and the next request is answered.
+    r = post(base, "/chat/completions", {"messages": USER, "max_tokens": 2})
+    assert r.status_code == 200, r.text

@@ -1,0 +1,138 @@
+"""Limits on connections and waiting requests, so that no client can hold the server by never finishing or
+by never stopping: a deadline for a request's head, a cap on open connections, and a bounded queue.
+
+- **The request head** (request line and headers) must arrive within `head_timeout_s` of the connection
+  opening, or of the previous answer on a kept-alive connection; a socket that sends a byte a second
+  (slowloris) gets a 408 and is closed, one that sent nothing is closed. uvicorn has no such deadline: its
+  keep-alive timer runs only between requests and every byte received resets it, and an ASGI middleware
+  sees a request only once its head is complete. So this is a subclass of uvicorn's own HTTP protocol
+  (httptools, or h11 without it), the one place that sees the bytes arrive.
+- **The body** must arrive within `body_timeout_s` once the head has (app/server/guard.py reads it): 408.
+- **Open connections** beyond `max_connections` get a 503 with Retry-After to their request, then are
+  closed (uvicorn's own limit_concurrency answers in plain text, without Retry-After).
+- **Generation requests** (chat, completions, messages, embeddings) beyond the model's slots plus
+  `max_queue` waiting get a 503 with Retry-After at once, as Ollama's OLLAMA_MAX_QUEUE does, instead of
+  waiting without end. Official clients retry a 503 after Retry-After.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+
+# Light at import: `hearth serve`'s flags take their defaults from Limits before anything heavy loads.
+
+RETRY_AFTER_S = 2
+# The endpoints that take an engine slot; the rest (models, health, count_tokens) answer at once.
+QUEUED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/embeddings")
+
+
+@dataclass(frozen=True)
+class Limits:
+    head_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+    max_connections: int = 256
+    max_queue: int = 128  # requests waiting for a slot, beyond those answering
+
+
+def busy_error(message: str, code: str, close: bool = False):
+    from app.server.errors import ApiError
+
+    headers = {"Retry-After": str(RETRY_AFTER_S)}
+    if close:
+        headers["Connection"] = "close"
+    return ApiError(503, message, "unavailable_error", code=code, headers=headers)
+
+
+def http_protocol(limits: Limits) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (Config(http=...)) with the head deadline and the connection cap."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class LimitedProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        _head_timer: asyncio.TimerHandle | None = None
+        _head_of = None  # the request cycle current when the deadline was armed: a new one means a head came
+        _head_bytes = 0
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            if len(self.connections) > limits.max_connections:
+                self.app = _too_many_connections  # this connection's requests: a 503, then it closes
+            self._arm_head_deadline()
+
+        def data_received(self, data: bytes) -> None:
+            self._head_bytes += len(data)
+            super().data_received(data)
+            if self._head_timer is not None and self.cycle is not self._head_of:
+                self._disarm_head_deadline()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self._head_timer is None:
+                self._arm_head_deadline()  # the next request on a kept-alive connection
+
+        def connection_lost(self, exc) -> None:
+            self._disarm_head_deadline()
+            super().connection_lost(exc)
+
+        def _arm_head_deadline(self) -> None:
+            self._disarm_head_deadline()
+            self._head_of, self._head_bytes = self.cycle, 0
+            self._head_timer = self.loop.call_later(limits.head_timeout_s, self._head_too_slow)
+
+        def _disarm_head_deadline(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_too_slow(self) -> None:
+            self._head_timer = None
+            cycle = self.cycle
+            if self.transport.is_closing() or cycle is not self._head_of or (cycle is not None and
+                                                                             not cycle.response_complete):
+                return  # a head came (or an answer is still going out)
+            if self._head_bytes:  # part of a head: say why; an idle connection is just closed
+                from app.server.errors import ApiError
+
+                body = json.dumps(ApiError(408, "The request's head (its request line and headers) did not arrive "
+                                                f"within {limits.head_timeout_s:g} s.", code="request_timeout").body())
+                self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                                     b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+                                     % (len(body), body.encode()))
+            self.transport.close()
+
+    return LimitedProtocol
+
+
+async def _too_many_connections(scope, receive, send) -> None:
+    from app.server.anthropic_api import is_anthropic
+
+    error = busy_error("This server has too many open connections; try again in a moment.", "too_many_connections",
+                       close=True)
+    await error.response(is_anthropic(scope.get("path", "")))(scope, receive, send)
+
+
+class RequestQueue:
+    """ASGI middleware: at most `slots + max_queue` generation requests in the server at once; beyond
+    that a 503 with Retry-After, before the body is read."""
+
+    def __init__(self, app, slots: int, max_queue: int):
+        self.app, self.limit, self.max_queue = app, max(1, slots) + max(0, max_queue), max_queue
+        self.in_flight = 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in QUEUED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.limit:
+            from app.server.anthropic_api import is_anthropic
+
+            error = busy_error(f"This server is answering and queueing as many requests as it takes "
+                               f"({self.max_queue} waiting); try again in a moment.", "queue_full")
+            await error.response(is_anthropic(scope["path"]))(scope, receive, send)
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
