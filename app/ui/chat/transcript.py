@@ -29,6 +29,7 @@ arrives meanwhile (a new message, the answer's tokens) queues behind it.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import time
@@ -84,6 +85,14 @@ def chat_markdown(text: str) -> QTextDocumentFragment:
             cursor.removeSelectedText()
         found = doc.find(LINE_BREAK, found.position() if at_block_end else end)
     return QTextDocumentFragment(doc)
+
+
+@functools.cache
+def paragraph_gap() -> float:
+    """The space Qt's Markdown puts above a paragraph that follows another."""
+    doc = QTextDocument()
+    doc.setMarkdown("a\n\nb")
+    return doc.lastBlock().blockFormat().topMargin()
 
 
 def split_code(text: str) -> list[tuple[str, str, str]]:
@@ -352,7 +361,8 @@ class Transcript(QTextBrowser):
         chunk = "".join(self._pending)
         self._pending.clear()
         with self._moving_text():
-            self._end_cursor().insertText(chunk, self._plain)
+            # Line breaks, not blocks: the paragraph being written is one block, as its Markdown will be.
+            self._end_cursor().insertText(chunk.replace("\n", LINE_BREAK), self._plain)
             self._tail_text += chunk
             if "\n\n" in self._tail_text[-len(chunk) - 1:]:  # a blank line arrived (perhaps across two chunks)
                 self._render_finished_paragraphs()
@@ -374,9 +384,11 @@ class Transcript(QTextBrowser):
         cursor.removeSelectedText()
         self._render_body(cursor, done)
         cursor.movePosition(QTextCursor.End)
-        cursor.insertBlock(QTextBlockFormat(), self._plain)
+        gap = QTextBlockFormat()
+        gap.setTopMargin(paragraph_gap())  # where the paragraph's Markdown will put it: nothing moves at the end
+        cursor.insertBlock(gap, self._plain)
         self._tail_block = cursor.block()
-        cursor.insertText(rest, self._plain)
+        cursor.insertText(rest.replace("\n", LINE_BREAK), self._plain)
         self._tail_text = rest
 
     def stream_text(self) -> str:
