@@ -11,7 +11,7 @@ application would run Python for every event the window handles, tokens included
 
 from __future__ import annotations
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import (QAbstractScrollArea, QAbstractSlider, QAbstractSpinBox, QComboBox, QProxyStyle,
                                QScrollBar, QWidget)
@@ -32,7 +32,7 @@ class WheelToPane(QObject):
         pane = scroll_area_around(watched)
         if pane is not None:
             viewport = pane.viewport()
-            position = viewport.mapFromGlobal(event.globalPosition().toPoint())
+            position = QPointF(viewport.mapFromGlobal(event.globalPosition().toPoint()))
             forwarded = QWheelEvent(position, event.globalPosition(), event.pixelDelta(), event.angleDelta(),
                                     event.buttons(), event.modifiers(), event.phase(), event.inverted(),
                                     event.source())
