@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 keys = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "ttft_s", "prompt_tok_s",
                         "gen_tok_s", "peak_rss_mb", "prompt_evaluated", "prompt_dropped", "n_ctx", "spec", "prediction",
-                        "window")
+                        "window", "n_threads", "threads_reason")  # the threads the answer ended on, and why
                 out = {"model": info.get("model"), "model_path": info.get("path"),
                        # where it ran: the engine runtime and its devices, and the layers llama.cpp put on them
                        "runtime": info.get("runtime"), "gpu_layers": info.get("gpu_layers"),

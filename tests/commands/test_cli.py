@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -267,3 +268,12 @@ def test_a_context_above_the_trained_one_is_said_as_the_window_says_it():
     assert f"hearth: {above_trained_context(10000, 8192)}" in proc.stderr.splitlines()
     within = hearth("chat", "--ctx", "8192", "--prompt", "Hi", "--max-tokens", "2", "--temp", "0")
     assert within.returncode == 0 and "trained on" not in within.stderr
+
+
+def test_chat_json_says_which_thread_count_answered_and_why():
+    """#32: the README promises the thread count and the controller's reason in `hearth chat --json`."""
+    fixed = json.loads(hearth("chat", "--threads", "1", "--prompt", "Hi", "--max-tokens", "2", "--json").stdout)
+    assert fixed["n_threads"] == 1 and "threads_reason" not in fixed  # a count the user set is not the controller's
+    adaptive = json.loads(hearth("chat", "--prompt", "Hi", "--max-tokens", "2", "--json").stdout)
+    assert 1 <= adaptive["n_threads"] <= (os.cpu_count() or 1)
+    assert re.fullmatch(rf"{adaptive['n_threads']} of \d+ threads.*", adaptive["threads_reason"])
