@@ -319,11 +319,32 @@ def check_keyring() -> str:
     return f"API keys go to {name}"
 
 
+def check_runtimes() -> str:
+    """Each engine runtime this install ships loads in a child process (its libraries, their system Vulkan
+    loader) and lists its devices; a machine without a GPU lists none, which is no failure."""
+    from app.core.runtimes import list_runtimes, probe_runtime
+
+    shipped = [r for r in list_runtimes() if r.origin == "shipped"]
+    if not shipped:
+        return "no GPU runtime is shipped in this build (cpu only)"
+    said = []
+    for runtime in shipped:
+        probe = probe_runtime(runtime)
+        if not probe.ok:
+            raise HearthError(probe.error or f"the {runtime.name} runtime did not load")
+        devices = ", ".join(d.description or d.name for d in probe.devices) or "no GPU here"
+        hidden = [d.get("name") for d in probe.hidden_software_vulkan()]
+        said.append(f"{runtime.name} ({runtime.key}) loads; devices: {devices}"
+                    + (f" (software, not used unless named: {', '.join(map(str, hidden))})" if hidden else ""))
+    return "; ".join(said)
+
+
 CHECKS: list[tuple[str, Callable[[], str]]] = [
     ("resources", check_resources),
     ("model", check_model),
     ("gui", check_gui),
     ("engine", check_engine),
+    ("runtimes", check_runtimes),
     ("quantize", check_quantize),
     ("server", check_server),
     ("remote", check_remote),

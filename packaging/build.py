@@ -12,6 +12,7 @@ for the machine it runs on, with whatever llama-cpp-python is installed: install
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import shutil
 import subprocess
@@ -53,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the .deb's compression (default xz, what every dpkg reads; none builds fastest)")
     parser.add_argument("--deb-only", action="store_true",
                         help="package an existing --dist DIR/Hearth as a .deb without building it again")
+    parser.add_argument("--vulkan", choices=("auto", "build", "none"), default="auto",
+                        help="ship the portable Vulkan engine runtime: auto (default) when it is built already, "
+                        "build (build it first: about 6 minutes on 2 cores), none")
     args = parser.parse_args(argv)
     if (args.deb or args.deb_only) and not sys.platform.startswith("linux"):
         parser.error("--deb builds a Linux package; build it on Linux.")
@@ -65,10 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.deb_only:
         return _deb(args.dist / "Hearth", args.dist, __version__, args.deb_compression)
     started = time.monotonic()
+    env = dict(os.environ)
+    staged = _stage_vulkan(args.vulkan, args.work / "runtimes")
+    if staged is not None:
+        env["HEARTH_SHIP_RUNTIMES"] = str(staged)
     command = [sys.executable, "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
                "--distpath", str(args.dist), "--workpath", str(args.work), str(SPEC)]
     print("+", " ".join(command), flush=True)
-    if subprocess.call(command, cwd=ROOT) != 0:
+    if subprocess.call(command, cwd=ROOT, env=env) != 0:
         print("build.py: PyInstaller failed", file=sys.stderr)
         return 1
     bundle = args.dist / "Hearth"
@@ -80,6 +88,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.deb:
         return _deb(bundle, args.dist, __version__, args.deb_compression)
     return 0
+
+
+def _stage_vulkan(mode: str, into: Path) -> Path | None:
+    """The portable Vulkan runtime's files, staged under the names the loader opens, for the spec to ship;
+    None when it is not shipped (said in one line)."""
+    from app.core import runtime_build
+    from app.core.runtimes import files_to_ship
+
+    if mode == "none":
+        return None
+    spec = runtime_build.BuildSpec(name="vulkan", portable=True)
+    runtime = runtime_build.cached(spec)
+    if runtime is None and mode == "build":
+        print("+ python -m app.core.runtime_build vulkan --portable", flush=True)
+        if subprocess.call([sys.executable, "-m", "app.core.runtime_build", "vulkan", "--portable"], cwd=ROOT) != 0:
+            print("build.py: the Vulkan runtime did not build (the reason is above)", file=sys.stderr)
+            raise SystemExit(1)
+        runtime = runtime_build.cached(spec)
+    if runtime is None:
+        print("build.py: no portable Vulkan runtime is built, so this bundle offloads to no GPU "
+              "(--vulkan build builds it)", flush=True)
+        return None
+    shutil.rmtree(into, ignore_errors=True)
+    target = into / runtime.key
+    target.mkdir(parents=True)
+    for source, name in files_to_ship(runtime):
+        shutil.copy2(source, target / name)
+    print(f"vulkan runtime: {runtime.key} ({sum(p.stat().st_size for p in target.iterdir()) / 1e6:.0f} MB) "
+          "ships in the bundle", flush=True)
+    return into
 
 
 def _deb(bundle: Path, dist: Path, version: str, compression: str) -> int:

@@ -40,6 +40,7 @@ MAINTAINER = "Hearth maintainers <maintainers@users.noreply.a-seed-d69ad40c.exam
 # user's system), and two xcb helpers that Qt's xcb plugin needs were not on the build machine.
 SYSTEM_LIBRARIES = {
     "libEGL.so.1": "libegl1",
+    "libvulkan.so.1": "libvulkan1",  # the shipped Vulkan engine runtime (GPU drivers bring their own ICD)
     "libGL.so.1": "libgl1",
     "libxcb.so.1": "libxcb1",
     "libxcb-icccm.so.4": "libxcb-icccm4",

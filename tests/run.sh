@@ -29,10 +29,11 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
       cmake g++ glslc spirv-headers libvulkan-dev mesa-vulkan-drivers; } \
     >/dev/null 2>&1 || echo "run.sh: could not install the Vulkan build tools or lavapipe; the Vulkan tests skip" >&2
 fi
-# Built once per machine and CPU (352 s measured on the quiet 2-core machine), then found in the cache in about a second; the
-# tests use it from there and never build it themselves.
+# Built once per machine (352 s measured on the quiet 2-core machine), then found in the cache in about a second; the
+# tests use it from there and never build it themselves. Portable (x86-64-v3, not -march=native): the same build is
+# the one the bundle and the .deb ship (packaging/build.py), so CI builds one, not two.
 export HEARTH_RUNTIMES_DIR="${HEARTH_RUNTIMES_DIR:-$HOME/.cache/hearth-runtimes}"
-python3 -m app.core.runtime_build vulkan >/dev/null \
+python3 -m app.core.runtime_build vulkan --portable >/dev/null \
   || echo "run.sh: the Vulkan runtime could not be built (the reason is above); the Vulkan tests skip" >&2
 export QT_QPA_PLATFORM=offscreen
 # The 30 slowest tests are listed at the end, so that every CI log shows where the suite's time goes.

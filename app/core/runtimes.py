@@ -24,6 +24,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import platform
 import shutil
 import subprocess
@@ -176,6 +177,27 @@ def wheel_lib_dir() -> Path | None:
         if (folder / LIBLLAMA).exists():
             return folder
     return candidates[0] if candidates else None
+
+
+def files_to_ship(runtime: Runtime) -> list[tuple[Path, str]]:
+    """(source file, name in the shipped folder) for a runtime that a bundle or .deb carries: the manifest, the
+    library the binding opens (libllama.so) and every library under the name the loader asks for (its soname,
+    libggml.so.0), each a plain file. A build folder holds each library three times over as symlinks
+    (libggml.so -> .so.0 -> .so.0.25.3); a bundle copies files, so only the names something opens travel."""
+    if runtime.origin == "wheel":
+        raise RuntimeUnavailable("The cpu runtime is the binding's own; it ships with llama-cpp-python.")
+    if runtime.manifest.get("cpu_target") == "native":
+        raise RuntimeUnavailable(f"The {runtime.name} runtime {runtime.key} was built with -march=native, for this "
+                                 "CPU only; build one to ship with `--portable`.")
+    folder = runtime.folder
+    out = [(folder / MANIFEST, MANIFEST), ((folder / LIBLLAMA).resolve(), LIBLLAMA)]
+    soname = re.compile(r"^lib.+\.so\.\d+$") if sys.platform.startswith("linux") else None
+    for entry in sorted(folder.iterdir()):
+        if soname is not None and soname.match(entry.name) and not entry.name.startswith(LIBLLAMA + "."):
+            out.append((entry.resolve(), entry.name))
+        elif soname is None and entry.suffix in (".dll", ".dylib") and entry.name != LIBLLAMA:
+            out.append((entry.resolve(), entry.name))
+    return out
 
 
 def read_manifest(folder: Path) -> dict | None:

@@ -413,3 +413,26 @@ def test_a_device_index_that_does_not_exist_is_one_sentence(vulkan):
                                   "GGML_VK_VISIBLE_DEVICES=7 names Vulkan device 7, which does not exist "
                                   "(the devices here: "), probe.error
     assert probe.error.endswith(").") and "\n" not in probe.error
+
+
+def test_a_shipped_runtime_carries_each_library_once_under_the_name_the_loader_opens(runtimes_root, tmp_path):
+    """#28: the bundle copies files, so a build folder's symlink chains (libggml.so -> .so.0 -> .so.0.25.3) must not
+    become three copies of a 29 MB library; what the binding opens (libllama.so) and what each library's NEEDED
+    names (its soname, libggml.so.0) travel, once each. A -march=native build is this CPU's only: never shipped."""
+    folder = runtimes_root / "vulkan-0.3.36-ship"
+    folder.mkdir(parents=True)
+    for base, version in (("llama", "0.5.0"), ("ggml", "0.25.3"), ("ggml-base", "0.25.3"), ("ggml-vulkan", "0.25.3")):
+        real = folder / f"lib{base}.so.{version}"
+        real.write_bytes(base.encode())
+        soname = folder / f"lib{base}.so.{version.split('.')[0]}"
+        soname.symlink_to(real.name)
+        (folder / f"lib{base}.so").symlink_to(soname.name)
+    rt.write_manifest(folder, vulkan_manifest(cpu_target="portable"))
+    runtime = rt.runtime_from_folder(folder, "built")
+    shipped = {name: source.read_bytes() if name != rt.MANIFEST else None for source, name in rt.files_to_ship(runtime)}
+    assert shipped == {rt.MANIFEST: None, "libllama.so": b"llama", "libggml.so.0": b"ggml",
+                       "libggml-base.so.0": b"ggml-base", "libggml-vulkan.so.0": b"ggml-vulkan"}
+    rt.write_manifest(folder, vulkan_manifest(cpu_target="native"))
+    with pytest.raises(rt.RuntimeUnavailable, match="-march=native, for this CPU only; build one to ship with "
+                                                    "`--portable`"):
+        rt.files_to_ship(rt.runtime_from_folder(folder, "built"))
