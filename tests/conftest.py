@@ -76,6 +76,15 @@ def model_variant(tmp_path_factory, bundled_model):
 
 
 @pytest.fixture(scope="session")
+def gemma3_model(tmp_path_factory) -> Path:
+    """A random-weight model of another family than the bundled one: Gemma 3's shape (sliding-window attention, a
+    262k SentencePiece vocabulary with Gemma's turn markers, no chat template), 77 MB of F16, written in 6 s."""
+    from tests.helpers.tiny_gguf import write_random_gemma3
+
+    return write_random_gemma3(tmp_path_factory.mktemp("gemma3") / "random-gemma3-F16.gguf")
+
+
+@pytest.fixture(scope="session")
 def extra_bufts_work(bundled_model) -> bool:
     """Whether llama.cpp's extra buffer types run quantized models on this CPU (Hearth's own probe). On AMX
     machines they segfault (llama.cpp issue 20824): Hearth turns them off itself, other programs do not."""

@@ -279,20 +279,21 @@ def _rm(args: argparse.Namespace) -> int:
 
 def _fit(args: argparse.Namespace) -> int:
     from app.core.fit import estimate_fit
+    from app.core.units import mib_as_mb
     from app.core.library import resolve
 
     est = estimate_fit(resolve(args.model).path, n_ctx=args.ctx, kv_type=args.kv_type)
     if args.json:
         return _print_json(est.to_dict())
-    gpu = f"{est.gpu_free_mb:,.0f} MB free" if est.gpu_free_mb is not None else "none usable by this llama.cpp build"
+    gpu = f"{mib_as_mb(est.gpu_free_mb)} free" if est.gpu_free_mb is not None else "none usable by this llama.cpp build"
     print(f"Model:          {est.model}")
     print(f"Context:        {est.n_ctx:,} tokens, KV cache {est.kv_type}")
-    print(f"Weights:        {est.weights_mb:,.0f} MB")
-    print(f"KV cache:       {est.kv_cache_mb:,.0f} MB")
-    print(f"Compute:        {est.compute_mb:,.0f} MB (llama.cpp reserves {est.compute_reserved_mb:,.0f} MB)")
-    print(f"Runtime:        {est.overhead_mb:,.0f} MB")
-    print(f"Total:          {est.total_mb:,.0f} MB resident once loaded")
-    print(f"RAM available:  {est.ram_available_mb:,.0f} MB")
+    print(f"Weights:        {mib_as_mb(est.weights_mb)}")
+    print(f"KV cache:       {mib_as_mb(est.kv_cache_mb)}")
+    print(f"Compute:        {mib_as_mb(est.compute_mb)} (llama.cpp reserves {mib_as_mb(est.compute_reserved_mb)})")
+    print(f"Runtime:        {mib_as_mb(est.overhead_mb)}")
+    print(f"Total:          {mib_as_mb(est.total_mb)} resident once loaded")
+    print(f"RAM available:  {mib_as_mb(est.ram_available_mb)}")
     print(f"GPU:            {gpu}; suggested --gpu-layers {est.gpu_layers}")
     print(est.verdict)
     for hint in est.hints[1:]:

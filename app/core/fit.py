@@ -12,7 +12,9 @@ RAM. It is the sum of
 - the compute buffers: llama.cpp reserves room for a full batch's logits
   (n_ubatch x vocabulary floats) but a chat only ever reads the last token's,
   so those pages are never touched; what is touched are the activations of one
-  batch (and, without flash attention, the attention scores).
+  batch (and, without flash attention, the attention scores);
+- the vocabulary's tables in llama.cpp and the sampler's arrays, per token of
+  the vocabulary: small for 32k-49k vocabularies, 50 MB for a 262k one.
 Measured against the real engine in tests/engine/test_fit.py.
 """
 
@@ -29,11 +31,18 @@ from app.core import machine
 from app.core.errors import HearthError
 from app.core.gguf_info import GGUFInfo, read_gguf_info
 from app.core.quant_types import bits_per_weight
+from app.core.units import mib_as_mb
 
 MB = 2**20
 # Python + llama.cpp's libraries + numpy in an engine process before any model
 # (measured on Linux x86-64: 44 MB; the estimate is dominated by weights anyway).
 ENGINE_OVERHEAD_MB = 44.0
+# llama.cpp's vocabulary tables (each token's text, score and attributes, the text-to-id map, the piece cache):
+# 150 bytes per token, measured as the difference of two otherwise equal models of 32k and 262k tokens. A 262k
+# vocabulary (Gemma 3) costs 38 MB of it, which the estimate missed (#29: 6-20% low).
+VOCAB_BYTES_PER_TOKEN = 150
+# The sampler's per-answer arrays over the whole vocabulary (logits as numpy, candidates, their order).
+SAMPLING_BYTES_PER_TOKEN = 48
 # Bytes per KV element for the KV types the engine offers (q8_0 / q4_0 blocks of 32 with an f16 scale).
 KV_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
 # Room left for the desktop and other programs before a model counts as fitting.
@@ -87,7 +96,8 @@ def compute_bytes(info: GGUFInfo, n_ctx: int, n_ubatch: int = 512, flash_attn: b
         activations += n_ctx * n_ubatch * (info.heads or 1) * 4
     logits_reserved = n_ubatch * vocab * 4
     output = vocab * 4  # the last token's logits
-    return activations + output, activations + logits_reserved + output
+    tables = vocab * (VOCAB_BYTES_PER_TOKEN + SAMPLING_BYTES_PER_TOKEN)  # the vocabulary and the sampler's arrays
+    return activations + output + tables, activations + logits_reserved + output + tables
 
 
 def gpu_free_mb() -> float | None:
@@ -153,18 +163,18 @@ def _judge(est: FitEstimate, info: GGUFInfo) -> None:
     est.fits = est.ram_needed_mb <= room
     name = Path(est.model).name
     if est.fits and est.gpu_layers and est.gpu_layers >= est.n_layers:
-        est.verdict = (f"Fits: all {est.n_layers} layers on the GPU ({est.gpu_free_mb:,.0f} MB free there), "
-                       f"{est.ram_needed_mb:,.0f} MB of RAM for the rest.")
+        est.verdict = (f"Fits: all {est.n_layers} layers on the GPU ({mib_as_mb(est.gpu_free_mb)} free there), "
+                       f"{mib_as_mb(est.ram_needed_mb)} of RAM for the rest.")
     elif est.fits and est.gpu_layers:
         est.verdict = (f"Fits with {est.gpu_layers} of {est.n_layers} layers on the GPU and "
-                       f"{est.ram_needed_mb:,.0f} MB in RAM ({est.ram_available_mb:,.0f} MB available).")
+                       f"{mib_as_mb(est.ram_needed_mb)} in RAM ({mib_as_mb(est.ram_available_mb)} available).")
     elif est.fits:
-        est.verdict = (f"Fits in RAM: needs about {est.ram_needed_mb:,.0f} MB, {est.ram_available_mb:,.0f} MB "
+        est.verdict = (f"Fits in RAM: needs about {mib_as_mb(est.ram_needed_mb)}, {mib_as_mb(est.ram_available_mb)} "
                        "are available.")
     else:
         est.verdict = (f"Does not fit: {name} at {est.n_ctx:,} tokens of context needs about "
-                       f"{est.ram_needed_mb:,.0f} MB of RAM but only {est.ram_available_mb:,.0f} MB are available "
-                       f"(keeping {RAM_RESERVE_MB:.0f} MB for the system).")
+                       f"{mib_as_mb(est.ram_needed_mb)} of RAM but only {mib_as_mb(est.ram_available_mb)} are available "
+                       f"(keeping {mib_as_mb(RAM_RESERVE_MB)} for the system).")
         est.hints = _hints(est, info, room)
         if est.hints:
             est.verdict += " " + est.hints[0]
@@ -188,7 +198,7 @@ def _hints(est: FitEstimate, info: GGUFInfo, room: float) -> list[str]:
     bits = 8 * info.weights_bytes / max(info.parameters, 1)
     if bits > 5.5:
         smaller = info.parameters * bits_per_weight("Q4_K_M") / 8 / MB
-        hints.append(f"A Q4_K_M version of this model would need about {smaller:,.0f} MB for its weights "
+        hints.append(f"A Q4_K_M version of this model would need about {mib_as_mb(smaller)} for its weights "
                      "(hearth models quantize ... --type Q4_K_M).")
     return hints
 

@@ -12,3 +12,9 @@ def human_size(n: int | float | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return "?"
+
+
+def mib_as_mb(mib: float) -> str:
+    """A figure kept in MiB (memory, as the OS counts pages) said in the decimal MB that file sizes use, so that
+    "Weights" in a fit estimate reads against the file's size in the model list without a second unit."""
+    return f"{mib * 2**20 / 1e6:,.0f} MB"

@@ -10,21 +10,28 @@ from app.engine.protocol import LoadOptions, SamplingOptions
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("kind", ["Q4_1", "Q8_0", "F16", "Q4_K_M"])
-def test_estimate_within_15_percent_of_rss_after_load(engine, model_variant, kind):
-    path = model_variant(kind)
+@pytest.mark.parametrize("kind", ["Q4_1", "Q8_0", "F16", "Q4_K_M", "gemma3"])
+def test_estimate_within_10_percent_of_the_engines_peak_memory(model_variant, gemma3_model, kind):
+    """#29: 6-20% low for a 262k-vocabulary Gemma 3 (its vocabulary's tables were not counted). The measure is the
+    peak RSS of a fresh engine (a reused one keeps its last model's freed pages) once it has read a prompt and
+    answered, on the bundled model's quants and on a model of Gemma 3's shape."""
+    from app.backends.client import EngineClient
+
+    path = gemma3_model if kind == "gemma3" else model_variant(kind)
     measured = {}
     for n_ctx in (2048, 8192):
-        loaded = engine.load(LoadOptions(model_path=str(path), n_ctx=n_ctx, kv_type="f16"))
+        with EngineClient() as engine:
+            engine.load(LoadOptions(model_path=str(path), n_ctx=n_ctx, kv_type="f16"))
+            done = [e for e in engine.chat([{"role": "user", "content": "The quick brown fox. " * 30}],
+                                           SamplingOptions(max_tokens=4, temperature=0)) if e.get("ev") == "done"][0]
         est = estimate_fit(path, n_ctx=n_ctx, kv_type="f16", gpu_available_mb=None)
-        measured[n_ctx] = loaded["rss_mb"]
-        print(f"{kind} ctx={n_ctx}: estimate {est.total_mb:.0f} MB, engine RSS after load {loaded['rss_mb']:.0f} MB")
-        assert est.total_mb == pytest.approx(loaded["rss_mb"], rel=0.15)
-        engine.unload()
+        measured[n_ctx] = done["peak_rss_mb"]
+        print(f"{kind} ctx={n_ctx}: estimate {est.total_mb:.0f} MB, engine peak RSS {done['peak_rss_mb']:.0f} MB")
+        assert est.total_mb == pytest.approx(done["peak_rss_mb"], rel=0.10)
     # The KV cache is what grows with the context: the estimate must track the measured growth too.
     grown = estimate_fit(path, n_ctx=8192, gpu_available_mb=None).total_mb - \
         estimate_fit(path, n_ctx=2048, gpu_available_mb=None).total_mb
-    assert grown == pytest.approx(measured[8192] - measured[2048], rel=0.15)
+    assert grown == pytest.approx(measured[8192] - measured[2048], rel=0.15, abs=3)
 
 
 def test_estimate_holds_after_a_prompt_is_processed(engine, bundled_model):
@@ -35,7 +42,7 @@ def test_estimate_holds_after_a_prompt_is_processed(engine, bundled_model):
         done = event
     est = estimate_fit(bundled_model, n_ctx=2048, gpu_available_mb=None)
     print(f"after a 400-token prompt: estimate {est.total_mb:.0f} MB, RSS {done['rss_mb']:.0f} MB")
-    assert est.total_mb == pytest.approx(done["rss_mb"], rel=0.15)
+    assert est.total_mb == pytest.approx(done["rss_mb"], rel=0.10)
 
 
 def test_quantized_kv_cache_shrinks_the_estimate_like_the_engine(engine, bundled_model):

@@ -113,3 +113,71 @@ def write_tiny_bert(path: Path, n_embd: int = 32, n_layer: int = 2, n_ff: int = 
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def write_random_gemma3(path: Path, n_vocab: int = 262_144, n_embd: int = 128, n_layer: int = 6, n_ff: int = 512,
+                        n_head: int = 4, n_head_kv: int = 1, head_dim: int = 64, n_ctx_train: int = 32_768,
+                        sliding_window: int = 512) -> Path:
+    """A random-weight model of Gemma 3's shape (llama.cpp's `gemma3`: sliding-window attention on five layers of
+    six, q/k norms, a 262k SentencePiece vocabulary with Gemma's turn markers, no chat template): another family
+    than the bundled model, for the chat-format choice and the memory estimate. F16 weights, about 70 MB."""
+    import gguf
+
+    rng = np.random.default_rng(3)
+    w = gguf.GGUFWriter(str(path), "gemma3")
+    w.add_name("random gemma3-shaped test model")
+    w.add_context_length(n_ctx_train)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1_000_000.0)
+    w.add_sliding_window(sliding_window)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    special = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
+    byte_tokens = [f"<0x{i:02X}>" for i in range(256)]
+    pieces = [f"\u2581w{i}" for i in range(n_vocab - len(special) - len(byte_tokens))]
+    w.add_tokenizer_model("llama")
+    w.add_token_list(special + byte_tokens + pieces)
+    w.add_token_scores([0.0] * len(special) + [0.0] * 256 + [-float(i) for i in range(len(pieces))])
+    w.add_token_types([gguf.TokenType.CONTROL] * len(special) + [gguf.TokenType.BYTE] * 256
+                      + [gguf.TokenType.NORMAL] * len(pieces))
+    w.add_pad_token_id(0)
+    w.add_eos_token_id(1)
+    w.add_bos_token_id(2)
+    w.add_unk_token_id(3)
+    w.add_add_bos_token(True)
+
+    def tensor(name: str, *shape: int, f16: bool = True) -> None:
+        data = rng.standard_normal(shape).astype(np.float32) * 0.05
+        w.add_tensor(name, data.astype(np.float16) if f16 else data)
+
+    def norm(name: str, n: int = n_embd) -> None:
+        w.add_tensor(name, np.ones(n, dtype=np.float32))
+
+    tensor("token_embd.weight", n_vocab, n_embd)
+    norm("output_norm.weight")
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        norm(f"{b}.attn_norm.weight")
+        tensor(f"{b}.attn_q.weight", n_head * head_dim, n_embd)
+        tensor(f"{b}.attn_k.weight", n_head_kv * head_dim, n_embd)
+        tensor(f"{b}.attn_v.weight", n_head_kv * head_dim, n_embd)
+        norm(f"{b}.attn_q_norm.weight", head_dim)
+        norm(f"{b}.attn_k_norm.weight", head_dim)
+        tensor(f"{b}.attn_output.weight", n_embd, n_head * head_dim)
+        norm(f"{b}.post_attention_norm.weight")
+        norm(f"{b}.ffn_norm.weight")
+        tensor(f"{b}.ffn_gate.weight", n_ff, n_embd)
+        tensor(f"{b}.ffn_up.weight", n_ff, n_embd)
+        tensor(f"{b}.ffn_down.weight", n_embd, n_ff)
+        norm(f"{b}.post_ffw_norm.weight")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
