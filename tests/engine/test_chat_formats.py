@@ -175,3 +175,18 @@ def test_inspect_and_chat_say_which_format_and_why(edited):
                            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert wrong.returncode != 0 and "neither a chat template file nor a built-in" in wrong.stderr
     assert "Traceback" not in wrong.stderr
+
+
+def test_another_family_gets_its_own_builtin_template(gemma3_model):
+    """A model of Gemma 3's shape without a template (random weights, a 262k SentencePiece vocabulary): Gemma's
+    turn markers are control tokens in it, so llama.cpp's 'gemma' template is chosen, by the header alone
+    (inspect) as by the loaded vocabulary, and its prompt carries them as tokens."""
+    from app.core.chat_formats import format_for_file
+    from app.core.gguf_info import read_gguf_info
+
+    assert format_for_file(read_gguf_info(gemma3_model)).name == "gemma"
+    info, done, tokens = answer(gemma3_model, sampling=SamplingOptions(temperature=0.0, max_tokens=8))
+    assert (info["chat_format"]["kind"], info["chat_format"]["name"], info["chat_format"]["turn_stops"]) == \
+        ("builtin", "gemma", [])
+    assert tokens[:2] == [2, 4]  # BOS, then <start_of_turn> as its control token
+    assert "<start_of_turn>" not in done["text"] and "<end_of_turn>" not in done["text"]
