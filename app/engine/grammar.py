@@ -85,7 +85,10 @@ class GrammarSampling:
         if not self._allows(token):
             token, logit = self._pick(chain, logits, grammar_first=True)
             if not np.isfinite(logit):  # accepting a token the grammar refuses would abort the engine
-                raise GenerationError("The grammar allows no token at this point of the answer.")
+                # The request's grammar (or schema) is the cause, not the engine: the API's 400.
+                raise InvalidRequest("The grammar allows no token at this point of the answer: no token of this "
+                                     "model's vocabulary can continue it (a grammar that wants a character no "
+                                     "token has, such as a NUL).")
         llama_cpp.llama_sampler_accept(chain, token)
         self.accept(token)
         return token

@@ -100,7 +100,13 @@ class Session:
         if not truncate and len(messages) > self.rt.n_ctx:  # every message is at least a token: no need to render
             raise ContextTooLong(f"These {len(messages):,} messages cannot fit the model's context of "
                                  f"{self.rt.n_ctx} tokens (each takes at least one); send fewer.")
-        prompt = self.template.render(messages, add_generation_prompt=True, tools=tools, cancelled=cancelled)
+        if _prefill(messages) is not None:
+            # The last message is the start of the answer (assistant prefill, as Anthropic's API and llama-server
+            # take it): the answer continues that text rather than starting a new turn after it.
+            prompt = self.template.render(messages[:-1], add_generation_prompt=True, tools=tools,
+                                          cancelled=cancelled) + _prefill(messages)
+        else:
+            prompt = self.template.render(messages, add_generation_prompt=True, tools=tools, cancelled=cancelled)
         if self.turn_stops:
             sampling = replace(sampling, stop=[*sampling.stop, *(s for s in self.turn_stops if s not in sampling.stop)])
         literal = literal_spans(prompt, messages, self.rt.special_texts())
@@ -159,3 +165,12 @@ class Session:
             self.decoder.speculator = None
         self.decoder.close()
         self.rt.close()
+
+
+def _prefill(messages: list[dict]) -> str | None:
+    """The text of a final assistant message the answer continues; None when the conversation ends otherwise."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, dict) or last.get("role") != "assistant" or last.get("tool_calls") \
+            or not isinstance(last.get("content"), str) or len(messages) < 2:
+        return None
+    return last["content"]

@@ -22,7 +22,7 @@ from typing import Callable
 import llama_cpp
 import numpy as np
 
-from app.core.errors import GenerationError
+from app.core.errors import GenerationError, HearthError
 from app.engine.decode import STATS_INTERVAL_S, Answer, Decoder, decode_error
 from app.engine import protocol as P
 from app.engine.runtime import Runtime
@@ -147,20 +147,25 @@ class Slots:
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits(self.rt.ctx), shape=(n, self.rt.n_vocab))
         # Every answer samples before any hands out: making room in one slot's context may evaluate
         # tokens (a truncate-middle rebuild), which replaces the logits the others still need.
-        chosen = []
+        chosen, going = [], []
         for slot in running:
             decoder, draft = slot.decoder, slot.draft
             decoder.tokens += [slot.next_token] + draft
             slot.steps += 1
             slot.rows += len(running)
-            if not draft:
-                chosen.append([slot.answer.sampler.sample(slot.row)])
+            try:
+                if not draft:
+                    new = [slot.answer.sampler.sample(slot.row)]
+                else:
+                    new = target_choices(slot.answer.sampler, draft, logits, slot.row)
+                    if len(new) - 1 < len(draft):
+                        decoder.truncate(len(decoder.tokens) - (len(draft) - (len(new) - 1)))  # the rejected drafts
+            except HearthError as error:  # this answer's own (a grammar with no way on): the others go on
+                self._fail(slot, error)
                 continue
-            new = target_choices(slot.answer.sampler, draft, logits, slot.row)
-            if len(new) - 1 < len(draft):
-                decoder.truncate(len(decoder.tokens) - (len(draft) - (len(new) - 1)))  # the rejected drafts
+            going.append(slot)
             chosen.append(new)
-        self._advance(running, chosen)
+        self._advance(going, chosen)
 
     def _draft(self, slot: Slot, spare: int) -> list[int]:
         """This slot's draft for the coming batch: what its speculator proposes, as far as its context has room
@@ -227,12 +232,14 @@ class Slots:
     def fail_running(self, error: Exception) -> None:
         """A decode that failed takes its answers with it; each gets the error and keeps its partial text."""
         for slot in self.slots:
-            answer, slot.answer = slot.answer, None
-            if answer is None:
-                continue
-            answer.sampler.close()
-            slot.decoder.reset()
-            answer.emit(P.failed(P.ErrorKind.of(error), str(error), text=answer.stream.text))
+            if slot.answer is not None:
+                self._fail(slot, error)
+
+    def _fail(self, slot: Slot, error: Exception) -> None:
+        answer, slot.answer = slot.answer, None
+        answer.sampler.close()
+        slot.decoder.reset()
+        answer.emit(P.failed(P.ErrorKind.of(error), str(error), text=answer.stream.text))
 
     def batching(self) -> dict:
         """How full the shared batches were: answers decoded per step on average."""

@@ -21,6 +21,7 @@ from app.engine import protocol as P
 from app.server.answers import chain, compact_json, event_stream, open_answer, token_counts, whole_answer
 from app.server.errors import from_engine, invalid
 from app.server.requests import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming
+from app.server.structured import schema_grammar
 from app.server.tools import CallReader, ToolCall, answer_piece, tool_grammar, tool_use
 
 PATH = "/v1/messages"
@@ -53,9 +54,35 @@ class AnthropicMessages:
         return JSONResponse(shape.whole(text, done))
 
 
+    async def count_tokens(self, request: Request) -> Response:
+        """POST /v1/messages/count_tokens: the request's prompt as the model sees it (template, system, tools),
+        tokenized by the engine. It is evaluated as a request's prompt would be and the answer cancelled before
+        its first token; the cache keeps it for the request that usually follows."""
+        gen = messages_request(await self.api.body_of(request), counting=True)
+        model, backend = await self.api.serving(gen.model)
+        tools = gen.tools.tools if gen.tools else None
+        stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
+                                                                   tools=tools))
+        stream.disconnected = request.is_disconnected
+        events = stream.events()
+        try:
+            async for event in events:
+                if isinstance(event, P.Failed):
+                    raise from_engine(event.kind, event.message)
+                if isinstance(event, (P.Stats, P.Done)) and event.get("prompt_tokens") is not None:
+                    return JSONResponse({"input_tokens": int(event["prompt_tokens"])})
+        finally:
+            await events.aclose()  # cancels the answer in the engine
+        return Response(status_code=499)
+
+
 # --- requests -------------------------------------------------------------
-def messages_request(body: Any) -> Generation:
+def messages_request(body: Any, counting: bool = False) -> Generation:
+    """The Generation a Messages request asks for; counting: only its prompt (count_tokens), so no max_tokens
+    and no grammar."""
     model = model_of(body)
+    if counting:
+        body = {**body, "max_tokens": 1, "stream": False}
     if body.get("max_tokens") is None:
         raise invalid("'max_tokens' is required.", "max_tokens")
     stream = streaming(body)
@@ -73,8 +100,33 @@ def messages_request(body: Any) -> Generation:
     use = tool_use(_openai_tools(body))
     if use is not None and use.active:
         gen.tools = use
-        gen.sampling.grammar = tool_grammar(use)
+        gen.sampling.grammar = "" if counting else tool_grammar(use)
+    output = _output_grammar(body, counting)
+    if output:
+        if gen.tools:
+            raise invalid("'output_config.format' cannot be combined with 'tools' here; describe the answer's format "
+                          "in a tool instead.", "output_config.format")
+        gen.sampling.grammar = output
     return gen
+
+
+def _output_grammar(body: dict, counting: bool) -> str:
+    """Anthropic's structured output, output_config.format {"type": "json_schema", "schema": ...}, as a grammar
+    (the same converter and bounds as OpenAI's response_format); "" without one."""
+    config = body.get("output_config")
+    if config is None:
+        return ""
+    if not isinstance(config, dict):
+        raise invalid("'output_config' must be an object.", "output_config")
+    fmt = config.get("format")
+    if fmt is None:
+        return ""  # (effort: a hint for Anthropic's reasoning models, which a local model has no setting for)
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+        raise invalid("'output_config.format' must be {\"type\": \"json_schema\", \"schema\": {...}}.",
+                      "output_config.format")
+    if counting:
+        return ""
+    return schema_grammar(fmt["schema"], "output_config.format.schema")
 
 
 def _system(system: Any) -> list[dict]:

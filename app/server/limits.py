@@ -10,7 +10,7 @@ by never stopping: a deadline for a request's head, a cap on open connections, a
 - **The body** must arrive within `body_timeout_s` once the head has (app/server/guard.py reads it): 408.
 - **Open connections** beyond `max_connections` get a 503 with Retry-After to their request, then are
   closed (uvicorn's own limit_concurrency answers in plain text, without Retry-After).
-- **Generation requests** (chat, completions, messages, embeddings) beyond the model's slots plus
+- **Generation requests** (chat, completions, messages, count_tokens, embeddings) beyond the model's slots plus
   `max_queue` waiting get a 503 with Retry-After at once, as Ollama's OLLAMA_MAX_QUEUE does, instead of
   waiting without end. Official clients retry a 503 after Retry-After.
 """
@@ -24,8 +24,9 @@ from dataclasses import dataclass
 # Light at import: `hearth serve`'s flags take their defaults from Limits before anything heavy loads.
 
 RETRY_AFTER_S = 2
-# The endpoints that take an engine slot; the rest (models, health, count_tokens) answer at once.
-QUEUED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/embeddings")
+# The endpoints that take an engine slot (count_tokens evaluates its prompt); models and health answer at once.
+QUEUED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
+                "/v1/embeddings")
 
 
 @dataclass(frozen=True)

@@ -83,13 +83,16 @@ class OpenAIApi:
         self.on_request = on_request
         self.api_key = api_key
         self.default_max_tokens = default_max_tokens
+        messages = AnthropicMessages(self)
         routes = [
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/models", self.models, methods=["GET"]),
+            Route("/v1/models/{model_id:path}", self.model, methods=["GET"]),
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
             Route("/v1/embeddings", self.embeddings, methods=["POST"]),
-            Route("/v1/messages", AnthropicMessages(self).create, methods=["POST"]),
+            Route("/v1/messages", messages.create, methods=["POST"]),
+            Route("/v1/messages/count_tokens", messages.count_tokens, methods=["POST"]),
         ]
         middleware = []
         if cors:
@@ -212,6 +215,18 @@ class OpenAIApi:
         return ApiError(503, "The model is loading.", "unavailable_error", code="model_loading").response()
 
     async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": await self._model_list()})
+
+    async def model(self, request: Request) -> Response:
+        """GET /v1/models/{id} (the OpenAI client's models.retrieve): one entry of the list, by its exact id."""
+        wanted = request.path_params["model_id"]
+        for entry in await self._model_list():
+            if entry["id"] == wanted:
+                return JSONResponse(entry)
+        raise ApiError(404, f"The model '{wanted}' does not exist here; GET /v1/models lists the ids.", param="model",
+                       code="model_not_found")
+
+    async def _model_list(self) -> list[dict]:
         catalog = await asyncio.get_running_loop().run_in_executor(None, self.pool.catalog)
         loaded = {os.path.realpath(b.info["path"]): b.info for b in self.pool.loaded() if model_id(b.info)}
         data = []
@@ -226,7 +241,7 @@ class OpenAIApi:
                                                  "n_params": entry.parameters, "size": entry.size_bytes,
                                                  "loaded": False}))
         data.sort(key=lambda m: not m["meta"]["loaded"])  # the loaded models first, as before
-        return JSONResponse({"object": "list", "data": data})
+        return data
 
     async def chat_completions(self, request: Request) -> Response:
         gen = chat_request(await self.body_of(request), self.default_max_tokens)
@@ -333,8 +348,9 @@ class _Shape:
             message = {"role": "assistant", "content": text, "refusal": None}
             if self.calls is not None:
                 self.calls.feed(text)
+                message["content"] = self.calls.content  # markup never; a call cut off, as text
                 if self.calls.calls:
-                    message["content"] = self.calls.content or None
+                    message["content"] = message["content"] or None
                     message["tool_calls"] = [call.openai() for call in self.calls.calls]
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": self._reason(done)}
         else:

@@ -17,6 +17,7 @@ from app.server.structured import format_grammar
 from app.server.tools import ToolUse, tool_grammar, tool_use
 
 MAX_TOKENS_CAP = 1 << 20
+MAX_LOGIT_BIAS = 1024
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
@@ -123,6 +124,20 @@ def stop_list(body: dict, name: str = "stop") -> list[str]:
     return [s for s in stop if s]
 
 
+def _no_logprobs(body: dict, chat: bool) -> None:
+    """Log probabilities are refused, never silently left out: the engine does not report them."""
+    given = body.get("logprobs")
+    if chat:
+        top = body.get("top_logprobs")
+        if given not in (None, False) or top not in (None, 0):
+            name = "logprobs" if given not in (None, False) else "top_logprobs"
+            raise invalid("This server does not return log probabilities: send the request without 'logprobs' and "
+                          "'top_logprobs'.", name, code="logprobs_not_supported")
+    elif given is not None:
+        raise invalid("This server does not return log probabilities: send the request without 'logprobs'.",
+                      "logprobs", code="logprobs_not_supported")
+
+
 def _sampling(body: dict, default_max_tokens: int) -> SamplingOptions:
     d = SamplingOptions()
     n = number(body, "n", 1, 128, integer=True)
@@ -179,8 +194,11 @@ def _logit_bias(body: dict) -> dict[int, float]:
     bias = body.get("logit_bias")
     if bias is None:
         return {}
-    if not isinstance(bias, dict) or len(bias) > 1024:
+    if not isinstance(bias, dict):
         raise invalid("'logit_bias' must map token ids to numbers between -100 and 100.", "logit_bias")
+    if len(bias) > MAX_LOGIT_BIAS:
+        raise invalid(f"'logit_bias' may bias at most {MAX_LOGIT_BIAS} tokens (as OpenAI's API); it has {len(bias)}.",
+                      "logit_bias")
     out = {}
     for key, value in bias.items():
         try:
@@ -210,8 +228,9 @@ def streaming(body: dict) -> bool:
     return stream
 
 
-def _common(body: Any, default_max_tokens: int) -> Generation:
+def _common(body: Any, default_max_tokens: int, chat: bool) -> Generation:
     model = model_of(body)
+    _no_logprobs(body, chat)
     stream = streaming(body)
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
@@ -221,7 +240,7 @@ def _common(body: Any, default_max_tokens: int) -> Generation:
 
 
 def chat_request(body: Any, default_max_tokens: int) -> Generation:
-    request = _common(body, default_max_tokens)
+    request = _common(body, default_max_tokens, chat=True)
     request.messages = _messages(body)
     use = tool_use(body)
     if use is not None and use.active:
@@ -234,12 +253,17 @@ def chat_request(body: Any, default_max_tokens: int) -> Generation:
 
 
 def completion_request(body: Any, default_max_tokens: int) -> Generation:
-    request = _common(body, default_max_tokens)
+    request = _common(body, default_max_tokens, chat=False)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
+    if isinstance(prompt, list) and len(prompt) > 1 and all(isinstance(p, str) for p in prompt):
+        raise invalid(f"'prompt' may hold one prompt per request here; it has {len(prompt)}: send one request "
+                      "per prompt (they are answered in parallel up to the server's --parallel).", "prompt",
+                      code="too_many_prompts")
     if not isinstance(prompt, str):
-        raise invalid("'prompt' must be a string (one prompt per request).", "prompt")
+        raise invalid("'prompt' must be a string, or a list of one string (one prompt per request; token arrays "
+                      "are not taken).", "prompt")
     echo = body.get("echo", False)
     if not isinstance(echo, bool):
         raise invalid("'echo' must be true or false.", "echo")

@@ -132,13 +132,16 @@ class CallReader:
     """Splits an answer, as it streams, into text for the user and the tool calls it makes.
 
     The text before the first call is the answer's content; text that might be the start of a call is held
-    back until it is clearly not one."""
+    back until it is clearly not one. No markup reaches the user, and an answer is never left empty: a call
+    cut off (by max_tokens, a stop sequence) before any call was complete, and one that does not parse, come
+    back as text without their <tool_call> tags."""
 
     def __init__(self):
         self.text = ""
         self.shown = 0  # characters of content handed out
         self.calls: list[ToolCall] = []
         self._scanned = 0  # where the next call is looked for
+        self._loose: list[str] = []  # calls that did not parse, as content
 
     def feed(self, piece: str) -> tuple[str, list[ToolCall]]:
         """Content to show now, and the calls this piece completed."""
@@ -153,24 +156,41 @@ class CallReader:
             close = self.text.find(CALL_CLOSE, at) if at >= 0 else -1
             if close < 0:
                 break
-            call = _parse_call(self.text[at + len(CALL_OPEN):close])
+            inner = self.text[at + len(CALL_OPEN):close]
+            call = _parse_call(inner)
             if call is not None:
                 new.append(call)
+            elif inner.strip():
+                self._loose.append(inner.strip())
+                content += inner.strip()
             self._scanned = close + len(CALL_CLOSE)
         self.calls += new
         return content, new
 
     def finish(self) -> str:
-        """Content held back to the end (text that only looked like the start of a call)."""
+        """Content held back to the end: text that only looked like the start of a call, or the unfinished
+        call the answer ended in, as text."""
         if CALL_OPEN in self.text:
-            return ""
+            return self._unfinished()
         rest, self.shown = self.text[self.shown:], len(self.text)
         return rest
 
+    def _unfinished(self) -> str:
+        """What the model wrote of a call it did not finish, without the markup; "" after calls it did finish
+        (the answer has them, and a repeat cut short after them is no answer)."""
+        at = self.text.find(CALL_OPEN, self._scanned)
+        if at < 0 or self.calls:
+            return ""
+        inner = self.text[at + len(CALL_OPEN):]
+        return inner[:len(inner) - _held_back(inner, CALL_CLOSE)].strip()
+
     @property
     def content(self) -> str:
+        """The whole answer's content, once it is complete (see the class's docstring)."""
         start = self.text.find(CALL_OPEN)
-        return self.text if start < 0 else self.text[:start]
+        if start < 0:
+            return self.text
+        return self.text[:start] + "".join(self._loose) + self._unfinished()
 
 
 def answer_piece(reader: CallReader | None, text: str) -> tuple[str, list[ToolCall]]:

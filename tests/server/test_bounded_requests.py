@@ -284,7 +284,7 @@ def stream_request(base: str, max_tokens: int) -> socket.socket:
     sock = connect(base)
     body = json.dumps({"messages": USER, "max_tokens": max_tokens, "ignore_eos": True, "stream": True}).encode()
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                 b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     return sock
 
 
@@ -316,3 +316,19 @@ def test_requests_past_the_slots_and_the_queue_get_a_503_with_retry_after_at_onc
     # The clients left: their slots are freed within a token, and the next request is answered.
     r = post(base, "/chat/completions", {"messages": USER, "max_tokens": 2})
     assert r.status_code == 200, r.text
+
+
+def test_a_grammar_with_no_way_on_fails_its_own_answer_only(server):
+    """With --parallel, answers share each decode step: the one whose grammar allows no next token is a 400,
+    and the answer beside it goes on (it once took every running answer down as an internal error)."""
+    _, base = server
+    beside = stream_request(base, 60)
+    try:
+        assert beside.recv(65536).startswith(b"HTTP/1.1 200 ")
+        r = post(base, "/chat/completions", {"messages": USER, "max_tokens": 4, "grammar": r'root ::= "a" [\x00]'})
+        assert r.status_code == 400 and "allows no token" in r.json()["error"]["message"], r.text
+        beside.settimeout(60)
+        rest = answer_of(beside)
+    finally:
+        beside.close()
+    assert b'"finish_reason":"length"' in rest and b"data: [DONE]" in rest and b"error" not in rest, rest[-500:]

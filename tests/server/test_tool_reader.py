@@ -37,9 +37,24 @@ def test_calls_after_text_come_out_whole_and_once():
     assert calls[0].input == {"a": 1, "b": 2}
 
 
-def test_a_call_cut_off_by_max_tokens_is_not_a_call():
+def test_a_call_cut_off_by_max_tokens_is_not_a_call_but_its_text_without_markup():
+    # (#30: it was dropped, leaving an empty answer, or came back with its <tool_call> tag as the content)
     reader = CallReader()
-    assert feed_chars(reader, CALL[:-20]) == ("", []) and reader.content == ""
+    cut = CALL[:-20]
+    assert feed_chars(reader, cut) == ('{"name": "add", "arguments": {"a": 1, "', []) and reader.content == cut[12:]
+    reader = CallReader()  # cut inside the closing tag
+    assert feed_chars(reader, "Adding.\n" + CALL[:-4]) == ("Adding.\n" + CALL[12:-13], [])
+    assert reader.content == "Adding.\n" + CALL[12:-13]
+    reader = CallReader()  # after a complete call, one cut short is left out: the answer has its call
+    shown, calls = feed_chars(reader, CALL + "\n" + CALL[:30])
+    assert len(calls) == 1 and shown == "" == reader.content
+    assert feed_chars(CallReader(), "<tool_call>\n") == ("", [])  # nothing but the tag: nothing to show
+
+
+def test_a_call_that_does_not_parse_is_text():
+    reader = CallReader()
+    shown, calls = feed_chars(reader, 'Sure. <tool_call>\n{"name": "add", "arguments": [1, 2]}\n</tool_call>')
+    assert calls == [] and shown == 'Sure. {"name": "add", "arguments": [1, 2]}' == reader.content
 
 
 @pytest.mark.parametrize("body, param", [
