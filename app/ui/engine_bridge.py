@@ -20,6 +20,7 @@ from app.core.errors import HearthError
 from app.engine import protocol as P
 from app.backends.backend import Backend, BackendListener
 from app.backends.supervisor import Supervisor
+from app.ui.models.titles import path_title
 
 # Tokens arrive merged at most this often (app.engine.coalesce), matching the transcript's FLUSH_MS:
 # one event per token cost the window ~0.5 ms of CPU per token, CPU the engine's threads need.
@@ -27,8 +28,14 @@ STREAM_INTERVAL_MS = 80
 
 
 def model_title(info: dict | None) -> str:
-    """A loaded model's name for labels (a `loaded` event): its general.name, else its file; "" for none."""
-    return (info.get("name") or info.get("model", "")) if info else ""
+    """A loaded model's name for labels (a `loaded` event), where the library's title is not at hand: a local
+    model's file as the user knows it (general.name is no use: "Smollm2 135M 8k Lc100K Mix1 Ep2" for every copy
+    of the bundled model; the Models page's details show it), a remote model's name on its server; "" for none."""
+    if not info:
+        return ""
+    if info.get("remote") or not info.get("path"):
+        return info.get("name") or info.get("model", "")
+    return path_title(info["path"], [])
 
 
 class EngineBridge(QObject):

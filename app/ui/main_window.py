@@ -26,6 +26,7 @@ from app.ui.deferred_pages import DeferredPages
 from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.first_paint import after_first_paint
 from app.ui.models.models_view import ModelsView
+from app.ui.runtime_text import placement_text, placement_tip
 from app.ui import theme
 from app.ui.settings.settings_dialog import SettingsDialog, default_load_options
 from app.ui.widgets import ElidedLabel, LiveText
@@ -175,6 +176,7 @@ class MainWindow(QMainWindow):
         from app.ui.connections.connections_page import ConnectionsPage
 
         connections = ConnectionsPage(self.bridge, self.settings)
+        connections.title = self.models.title  # one name for a model on every page
         connections.error_reported.connect(self.show_message)
         connections.figures.figures_received.connect(self.monitor._on_stats)
         return connections
@@ -192,6 +194,7 @@ class MainWindow(QMainWindow):
         bar = self.statusBar()
         self.state_label = QLabel("Starting…")
         self.model_label = ElidedLabel("")  # a long file name ends in "…"; its tooltip is the path
+        self.runtime_label = ElidedLabel("")  # where it runs: "Vulkan · 31/31 layers on llvmpipe"
         # Changed by every stats event while an answer streams: LiveText repaints without a relayout.
         self.speed_label = LiveText()
         self.ctx_label = LiveText()
@@ -199,8 +202,8 @@ class MainWindow(QMainWindow):
         self.notice_label = QLabel("")
         self.notice_label.setStyleSheet("color: #f59e0b")
         # Permanent widgets: a message (showMessage, on the left) no longer hides the model and the speed.
-        for label in (self.state_label, self.model_label, self.speed_label, self.ctx_label, self.mem_label,
-                      self.notice_label):
+        for label in (self.state_label, self.model_label, self.runtime_label, self.speed_label, self.ctx_label,
+                      self.mem_label, self.notice_label):
             label.setContentsMargins(6, 0, 6, 0)
             bar.addPermanentWidget(label)
 
@@ -281,10 +284,8 @@ class MainWindow(QMainWindow):
     def _on_backend_changed(self, _backend) -> None:
         if not self.bridge.ready:  # a ready one reports model_loaded next, which sets every label
             self.state_label.setText("Connecting…" if self.bridge.remote else "No model loaded")
-            self.model_label.setText("")
-            self.speed_label.setText("")
-            self.ctx_label.setText("")
-            self.mem_label.setText("")
+            for label in (self.model_label, self.runtime_label, self.speed_label, self.ctx_label, self.mem_label):
+                label.setText("")
 
     def _on_model_loading(self, options: LoadOptions) -> None:
         if self.bridge.remote:
@@ -300,6 +301,8 @@ class MainWindow(QMainWindow):
         self.model_label.setText(f"{model_title(info)} · runs on {info['endpoint']}" if info.get("remote")
                                  else self.models.title(info))
         self.model_label.setToolTip(info.get("path", ""))
+        self.runtime_label.setText(placement_text(info))  # "" for a remote model: its server's business
+        self.runtime_label.setToolTip(placement_tip(info))
         self.speed_label.setText("")  # the last model's speed is not this one's
         self.ctx_label.setText(f"context {info.get('n_ctx') or '?'}")
         self.mem_label.setText(memory_text(info))
@@ -321,7 +324,7 @@ class MainWindow(QMainWindow):
 
     def _on_model_unloaded(self) -> None:
         self.state_label.setText("No model loaded")
-        for label in (self.model_label, self.speed_label, self.ctx_label, self.mem_label):
+        for label in (self.model_label, self.runtime_label, self.speed_label, self.ctx_label, self.mem_label):
             label.setText("")
         self.models.status.setText("The model was ejected; its memory is free.")
 
@@ -333,6 +336,8 @@ class MainWindow(QMainWindow):
         self.state_label.setText("Ready" if self.bridge.ready else "No model loaded")
         # The model the engine kept when it refused the new one before unloading; else none.
         self.model_label.setText(self.models.title(self.bridge.info))
+        self.runtime_label.setText(placement_text(self.bridge.info if self.bridge.ready else None))
+        self.runtime_label.setToolTip(placement_tip(self.bridge.info if self.bridge.ready else None))
         if self.bridge.remote:  # the Connections page shows it beside the server's address
             self.show_message(message)
         else:
@@ -391,6 +396,7 @@ class MainWindow(QMainWindow):
     def open_settings(self) -> SettingsDialog:
         """The Settings dialog (returned for tests, which accept it without a modal loop)."""
         dialog = SettingsDialog(self.settings, self)
+        dialog.load_defaults.set_runtime_choices(self.models.runtime_rows)  # the runtimes installed here
         dialog.accepted.connect(lambda: self.apply_settings(dialog.values()))
         dialog.open()
         return dialog

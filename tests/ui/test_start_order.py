@@ -32,9 +32,14 @@ def test_the_pages_built_after_the_first_load_know_the_loaded_model(qtbot, main_
     assert list(w.monitor.series["engine_mb"].v)  # the monitor drew the loaded model's memory
 
 
-def test_the_load_settings_learn_from_the_engine_whether_its_build_offloads(qtbot, main_window):
-    # The window's process does not import llama.cpp to ask; the engine says it with the loaded model.
+def test_the_load_settings_learn_which_runtimes_offload_without_loading_llama_cpp(qtbot, main_window):
+    # The window's process does not import llama.cpp to ask: the runtimes are probed in child processes (on a
+    # worker thread), and the engine says with the loaded model whether its runtime offloads.
     settings = main_window.models.load_settings
-    offloads = main_window.bridge.info["gpu_offload"]
+    qtbot.waitUntil(lambda: settings.runtimes_read, timeout=30_000)
+    offloads = bool(settings.runtime_row()["offloads"]) or (
+        main_window.bridge.info["gpu_offload"] and main_window.bridge.info["runtime"]["name"] == "cpu")
     assert settings.gpu_layers.isEnabled() is offloads
-    assert ("runs on the CPU only" in settings.gpu_reason.text()) is not offloads
+    # Where layers stay on the CPU, the note speaks of runtimes (#31.10), not of rebuilding llama-cpp-python.
+    assert ("hearth runtimes" in settings.gpu_reason.text()) is not offloads
+    assert "CMAKE_ARGS" not in settings.gpu_reason.text()

@@ -70,3 +70,23 @@ def test_the_chat_page_picks_loads_and_ejects_a_model(qtbot, main_window, model_
     with qtbot.waitSignal(w.bridge.model_loaded, timeout=LOAD_TIMEOUT_MS):
         qtbot.mouseClick(picker.load_button, Qt.LeftButton)
     assert w.bridge.ready and w.bridge.info["path"] == q8
+
+
+def test_a_local_model_is_named_by_its_file_and_general_name_stays_in_the_details(qtbot, main_window,
+                                                                                  bundled_model):
+    """#29: general.name ("Smollm2 135M 8k Lc100K Mix1 Ep2", the same for every copy) names no label."""
+    from app.ui.engine_bridge import model_title
+
+    w = main_window
+    general = "Smollm2 135M 8k Lc100K Mix1 Ep2"
+    assert w.bridge.info["name"] == general  # what the file says
+    assert model_title(w.bridge.info) == BUNDLED_TITLE
+    assert model_title({"path": "/models/smollm2-135m-Q4_0.gguf", "name": general}) == "smollm2-135m-Q4_0.gguf"
+    assert model_title({"remote": True, "path": "http://x/v1", "name": "qwen2.5-7b"}) == "qwen2.5-7b"
+    qtbot.waitUntil(lambda: w.pages.all_built(), timeout=30_000)
+    assert w.connections.current.text() == f"The window chats with {BUNDLED_TITLE} on this computer."
+    for text in (w.model_label.text(), w.chat.picker.combo.currentText(), w.bench.model_label.text()):
+        assert general not in text
+    w.tabs.setCurrentWidget(w.models)
+    qtbot.waitUntil(lambda: "Internal name" in w.models.details.text(), timeout=10_000)
+    assert w.models.details.text().startswith(f"<b>{BUNDLED_TITLE}</b>") and general in w.models.details.text()

@@ -156,17 +156,27 @@ class ChatView(QWidget):
     def generating(self) -> bool:
         return self._gen_conversation is not None
 
+    @property
+    def refusal(self) -> str | None:
+        """Why the loaded model cannot chat (an embedding or reranking model), said before anything is sent."""
+        info = self.bridge.info if self.bridge.ready else None
+        return (info or {}).get("cannot_generate") or None
+
     def _update_buttons(self, *_args) -> None:
         ready = self.bridge.ready
-        self.send_button.setEnabled(ready and not self.generating)
+        refusal = self.refusal
+        self.send_button.setEnabled(ready and not refusal and not self.generating)
+        self.send_button.setToolTip(refusal or "Send (Enter, or Ctrl+Enter)")
         self.stop_button.setEnabled(self.generating)
         has_turn = self.conversation_id is not None and self.store.has_message(self.conversation_id, "user")
-        self.regen_button.setEnabled(ready and not self.generating and has_turn)
+        self.regen_button.setEnabled(ready and not refusal and not self.generating and has_turn)
         self.edit_button.setEnabled(not self.generating and has_turn)
         if self.bridge.loading:
             self.hint.setText("Loading the model…")
         elif not ready:
             self.hint.setText("No model is loaded. Choose one above and press Load.")
+        elif refusal:
+            self.hint.setText(refusal)
         elif self._editing is not None:
             self.hint.setText("Editing a message: sending asks again from there; the old version stays "
                               "(‹ › in its header). Esc cancels the edit.")
@@ -267,7 +277,7 @@ class ChatView(QWidget):
     # --- sending ------------------------------------------------------------
     def send(self) -> None:
         text = self.input.toPlainText().strip()
-        if not text or self.generating or not self.bridge.ready:
+        if not text or self.generating or not self.bridge.ready or self.refusal:
             return
         if self.conversation_id is None:
             self.conversation_id = self.store.create(title_from(text), self.system_prompt.toPlainText())
@@ -347,7 +357,7 @@ class ChatView(QWidget):
     def regenerate(self, answer_id: int | None = None) -> None:
         """Ask again for an answer: `answer_id` (any answer, from its header), else the last question's.
         The old answer and whatever followed it stay as its previous version (a branch to page back to)."""
-        if self.generating or not self.bridge.ready or self.conversation_id is None:
+        if self.generating or not self.bridge.ready or self.refusal or self.conversation_id is None:
             return
         msgs = self.store.messages(self.conversation_id)
         if answer_id is not None:

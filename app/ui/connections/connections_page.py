@@ -51,6 +51,7 @@ class ConnectionsPage(QWidget):
         super().__init__(parent)
         self.bridge = bridge
         self.settings = settings
+        self.title = model_title  # what the window calls a model; the main window gives the library's titles
         self.keys = keys or KeyStore()
         self.tasks = Tasks(self)
         self.figures = ServerFigures(bridge, self)
@@ -300,10 +301,10 @@ class ConnectionsPage(QWidget):
         info = self.bridge.info
         if self.bridge.remote:
             where = self.bridge.backend.base_url
-            self.current.setText(f"The window chats with {model_title(info)} on {where}." if info else
+            self.current.setText(f"The window chats with {self.title(info)} on {where}." if info else
                                  f"The window is connecting to {where}.")
         else:
-            self.current.setText(f"The window chats with {model_title(info)} on this computer." if info else
+            self.current.setText(f"The window chats with {self.title(info)} on this computer." if info else
                                  "The window chats with this computer's model (none is loaded).")
         self._mark_in_use()
         self._update_buttons()

@@ -1,8 +1,15 @@
-"""How a model is loaded: GPU layers, threads, context, memory, KV type, speculation, context policy.
+"""How a model is loaded: engine runtime, GPU layers, threads, context, memory, KV type, speculation, context
+policy and chat template.
 
 The same panel edits the default load options in Settings (`defaults=True`): there every row has a button
-back to Hearth's own default, enabled where the row differs from it, and a draft model is not offered (it
-must share the vocabulary of one model, so it is chosen per model on the Models page).
+back to Hearth's own default, enabled where the row differs from it, and neither a draft model nor a chat
+template is offered (a draft must share the vocabulary of one model and a template suits one model's turn
+markers, so both are chosen per model on the Models page).
+
+The Runtime box offers the runtimes installed here (app/ui/models/manager.runtime_choices, read on a worker
+thread: choosing may probe a runtime in a child process), each with its device and free memory; the GPU
+layers slider is on where the chosen runtime has a device to offload to, and otherwise the note under it
+says why in one sentence (no GPU runtime installed: how to build one).
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from PySide6.QtGui import QColor, QPainter, QPolygonF
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
                                QPushButton, QSlider, QSpinBox, QStyle, QStyleOptionSlider, QToolButton, QWidget)
 
+from app.core.chat_formats import BUILTIN_NAMES, PLAIN
+from app.core.fit import above_trained_context
 from app.core.metrics import default_threads
 from app.engine.option_fields import LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
 from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
@@ -23,10 +32,12 @@ from app.ui.models.titles import row_title
 CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 # The LoadOptions fields this panel's controls set; the other remembered settings (batch size, longest draft,
 # window fraction) have no control here and are carried from set_options to options unchanged.
-SHOWN = {"n_gpu_layers", "n_threads", "n_ctx", "use_mmap", "use_mlock", "kv_type", "flash_attn", "draft_model",
-         "lookup", "context_policy", "sink_tokens", "keep_system"}
-# What a default can be set for (Settings): a draft model belongs to one model's vocabulary, not to all.
-DEFAULTABLE = SHOWN - {"draft_model"}
+SHOWN = {"runtime", "n_gpu_layers", "n_threads", "n_ctx", "use_mmap", "use_mlock", "kv_type", "flash_attn",
+         "draft_model", "lookup", "context_policy", "sink_tokens", "keep_system", "chat_template"}
+# What a default can be set for (Settings): a draft model belongs to one model's vocabulary and a chat template to
+# one model's turn markers, not to all.
+DEFAULTABLE = SHOWN - {"draft_model", "chat_template"}
+TEMPLATE_FILE = "Jinja file…"  # the Chat template box's entry that opens a file dialog
 HEARTH_DEFAULTS = LoadOptions()
 
 
@@ -36,8 +47,7 @@ def defaults_changed(options: LoadOptions) -> dict:
             if getattr(options, name) != getattr(HEARTH_DEFAULTS, name)}
 
 
-CPU_ONLY_BUILD = ("This build of llama.cpp runs on the CPU only; install llama-cpp-python built with GPU "
-                  "support (for example CMAKE_ARGS=\"-DGGML_CUDA=on\") to offload layers.")
+AUTO_ONLY = {"name": "auto", "label": "auto", "tip": "", "offloads": None, "note": ""}  # until the runtimes are read
 
 
 class MarkedSlider(QSlider):
@@ -104,7 +114,33 @@ class LoadSettings(QWidget):
         self.gpu_reason.setWordWrap(True)
         self.gpu_reason.setObjectName("hint")
         self.suggested_layers: int | None = None
-        self.gpu_reason.hide()  # until the engine says whether its build can offload (show_gpu_offload)
+        self.gpu_reason.hide()  # until the runtimes are read (set_runtime_choices)
+        self.runtime = QComboBox()
+        # A device's name and free memory make long entries: they elide rather than widen the pane.
+        self.runtime.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.runtime.setMinimumContentsLength(16)
+        self.runtime.setToolTip("The llama.cpp build the engine runs on: cpu, or a GPU runtime (vulkan, cuda) "
+                                "with the device it offloads layers to; auto takes the first that sees a real GPU")
+        self.runtime_rows: list[dict] = [AUTO_ONLY]
+        self.runtimes_read = False
+        self._loaded_offload: tuple[str, bool] | None = None  # (runtime, can offload) of the model loaded
+        self.set_runtime_choices([])
+        self.template = QComboBox()
+        self.template.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.template.setMinimumContentsLength(16)
+        self.template.addItem("auto: the model's own, else chosen by its vocabulary", "auto")
+        self.template.addItem("plain: 'User:' / 'Assistant:' text", PLAIN)
+        for name in sorted(BUILTIN_NAMES):
+            self.template.addItem(name, name)
+            self.template.setItemData(self.template.count() - 1, f"llama.cpp's built-in '{name}' template",
+                                      Qt.ToolTipRole)
+        self.template.addItem(TEMPLATE_FILE, None)
+        self.template.setItemData(self.template.count() - 1, "A Jinja chat template from a file", Qt.ToolTipRole)
+        self.template.setToolTip("How a chat is written for the model: auto uses the template in the model file, "
+                                 "else the llama.cpp built-in its vocabulary's turn markers name, else plain text; "
+                                 "choose another when answers show stray markers or never end")
+        self._template_before = 0  # the entry to go back to when the file dialog is cancelled
+        self.template.activated.connect(self._on_template_activated)
 
         self.threads = QSpinBox()
         # 0 shows as "Auto": the engine moves the count with the machine's load (app/engine/threads.py).
@@ -164,7 +200,8 @@ class LoadSettings(QWidget):
                               "StreamingLLM): the window slides over the rest without breaking the model")
 
         # (label, field, the option fields it sets, the widget whose tooltip the label repeats)
-        rows = (("GPU layers", gpu_row, ("n_gpu_layers",), self.gpu_layers), ("", self.gpu_reason, (), None),
+        rows = (("Runtime", self.runtime, ("runtime",), self.runtime),
+                ("GPU layers", gpu_row, ("n_gpu_layers",), self.gpu_layers), ("", self.gpu_reason, (), None),
                 ("CPU threads", self.threads, ("n_threads",), self.threads),
                 ("Context size", self.ctx, ("n_ctx",), self.ctx), ("", self.ctx_warning, (), None),
                 ("", self.mmap, ("use_mmap",), None), ("", self.mlock, ("use_mlock",), None),
@@ -174,9 +211,10 @@ class LoadSettings(QWidget):
                 ("Draft model", draft_row, (), self.draft_choice),
                 ("When context is full", self.policy, ("context_policy",), self.policy),
                 ("Attention sinks", self.sinks, ("sink_tokens",), self.sinks),
-                ("", self.keep_system, ("keep_system",), None))
+                ("", self.keep_system, ("keep_system",), None),
+                ("Chat template", self.template, ("chat_template",), self.template))
         for label, field, names, tipped in rows:
-            if defaults and field is draft_row:
+            if defaults and (field is draft_row or field is self.template):
                 continue
             caption = QLabel(label) if label else None
             if caption is not None and tipped is not None:
@@ -189,7 +227,9 @@ class LoadSettings(QWidget):
             self.spec_mode.setItemData(1, "A draft model is chosen per model, on the Models page", Qt.ToolTipRole)
         self.spec_mode.currentIndexChanged.connect(self._on_spec_mode_changed)
         self.policy.currentTextChanged.connect(lambda p: self.sinks.setEnabled(p == "window"))
-        for signal in (self.gpu_layers.valueChanged, self.threads.valueChanged, self.ctx.currentIndexChanged,
+        self.runtime.currentIndexChanged.connect(self._update_offload)
+        for signal in (self.runtime.currentIndexChanged, self.template.currentIndexChanged,
+                       self.gpu_layers.valueChanged, self.threads.valueChanged, self.ctx.currentIndexChanged,
                        self.mmap.toggled, self.mlock.toggled, self.kv_type.currentIndexChanged,
                        self.flash.currentIndexChanged, self.spec_mode.currentIndexChanged,
                        self.draft_choice.currentIndexChanged, self.policy.currentIndexChanged,
@@ -254,10 +294,78 @@ class LoadSettings(QWidget):
 
     def _check_context(self, *_args) -> None:
         n = self.ctx.currentData()
-        above = bool(self.trained_ctx) and n is not None and n > self.trained_ctx
-        self.ctx_warning.setText(f"This model was trained on {self.trained_ctx:,} tokens; beyond that its answers "
-                                 "usually fall apart, and the KV cache costs memory for nothing." if above else "")
-        self.ctx_warning.setVisible(above)
+        warning = above_trained_context(n, self.trained_ctx)  # hearth chat and serve say the same
+        self.ctx_warning.setText(warning or "")
+        self.ctx_warning.setVisible(bool(warning))
+
+    # --- runtime ---------------------------------------------------------------
+    def set_runtime_choices(self, rows: list[dict]) -> None:
+        """The runtimes installed here (app/ui/runtime_text.choice_row); the one chosen stays chosen, and one that
+        is chosen but no longer installed stays, said as such, so that loading says what happens to it."""
+        chosen = self.runtime.currentData() or "auto"
+        self.runtimes_read = bool(rows)
+        self.runtime_rows = list(rows) or [AUTO_ONLY]
+        self.runtime.blockSignals(True)
+        self.runtime.clear()
+        for row in self.runtime_rows:
+            self.runtime.addItem(row["label"], row["name"])
+            self.runtime.setItemData(self.runtime.count() - 1, row.get("tip") or None, Qt.ToolTipRole)
+        self.runtime.blockSignals(False)
+        self.set_runtime(chosen)
+        self._update_offload()
+
+    def set_runtime(self, name: str) -> None:
+        index = self.runtime.findData(name)
+        if index < 0:
+            self.runtime.addItem(f"{name} · not installed" if self.runtimes_read else name, name)
+            index = self.runtime.count() - 1
+            if self.runtimes_read:
+                self.runtime.setItemData(index, f"Loading with it runs the model on the CPU; `hearth runtimes "
+                                                f"build {name}` installs it", Qt.ToolTipRole)
+        self.runtime.setCurrentIndex(index)
+
+    def runtime_row(self) -> dict:
+        name = self.runtime.currentData() or "auto"
+        if not self.runtimes_read:
+            return {**AUTO_ONLY, "name": name}
+        return next((row for row in self.runtime_rows if row["name"] == name),
+                    {"name": name, "offloads": False, "note": f"The {name} runtime is not installed here, so the "
+                     f"model runs on the CPU; `hearth runtimes build {name}` builds it."})
+
+    def _update_offload(self, *_args) -> None:
+        """The GPU layers slider is on where the chosen runtime can offload; else the note says why not."""
+        row = self.runtime_row()
+        offloads, note = row.get("offloads"), row.get("note") or ""
+        if self._loaded_offload == ("cpu", True) and not offloads:
+            offloads, note = True, ""  # a llama-cpp-python built with GPU support offloads on its own
+        if offloads is None:  # the runtimes are not read yet: as the model loaded says, else on
+            offloads = self._loaded_offload[1] if self._loaded_offload else True
+        self.gpu_layers.setEnabled(bool(offloads))
+        self.gpu_reason.setText("" if offloads else note)
+        self.gpu_reason.setVisible(not offloads and bool(note))
+
+    # --- chat template -----------------------------------------------------------
+    def _on_template_activated(self, index: int) -> None:
+        if self.template.itemData(index) is not None:
+            self._template_before = index
+            return
+        path, _ = QFileDialog.getOpenFileName(self, "Chat template", "", "Jinja templates (*.jinja *.j2 *.txt);;"
+                                                                          "All files (*)")
+        if path:
+            self.set_template(path)
+        else:
+            self.template.setCurrentIndex(self._template_before)
+
+    def set_template(self, value: str | None) -> None:
+        """auto, plain, a built-in name, or a Jinja file's path (added as an entry named by its file)."""
+        value = value or "auto"
+        index = self.template.findData(value)
+        if index < 0:
+            index = self.template.count() - 1  # before "Jinja file…"
+            self.template.insertItem(index, Path(value).name, value)
+            self.template.setItemData(index, value, Qt.ToolTipRole)
+        self.template.setCurrentIndex(index)
+        self._template_before = index
 
     def _on_spec_mode_changed(self, index: int) -> None:
         self.draft_choice.setEnabled(index == 1)
@@ -301,23 +409,25 @@ class LoadSettings(QWidget):
             use_mmap=self.mmap.isChecked(), use_mlock=self.mlock.isChecked(), kv_type=self.kv_type.currentText(),
             flash_attn=self.flash.currentText(),
             draft_model=self.draft_path() if mode == 1 else None, lookup=mode == 2,
+            runtime=self.runtime.currentData() or "auto", chat_template=self.template.currentData() or "auto",
             context_policy=self.policy.currentText(), sink_tokens=self.sinks.value(),
             keep_system=self.keep_system.isChecked(),
         )
         return with_values(LoadOptions(model_path=model_path), {**self._kept, **shown})
 
     def show_gpu_offload(self, info: dict) -> None:
-        """Whether the engine's llama.cpp build can offload, from a loaded model's description: the window's
-        process does not import llama.cpp to ask (a third of a second before its first paint)."""
+        """Whether the loaded model's runtime can offload, from its description: until the runtimes are read
+        it decides the slider, and a llama-cpp-python built with GPU support offloads on the cpu runtime."""
         if "gpu_offload" not in info:  # a remote model: offloading is its server's business
             return
-        supported = bool(info["gpu_offload"])
-        self.gpu_layers.setEnabled(supported)
-        self.gpu_reason.setText("" if supported else CPU_ONLY_BUILD)
-        self.gpu_reason.setVisible(not supported)
+        runtime = (info.get("runtime") or {}).get("name") or "cpu"
+        self._loaded_offload = (runtime, bool(info["gpu_offload"]))
+        self._update_offload()
 
     def set_options(self, o: LoadOptions) -> None:
         self._kept = {name: getattr(o, name) for name in self._kept}
+        self.set_runtime(o.runtime)
+        self.set_template(o.chat_template)
         self.gpu_layers.setValue(self.gpu_layers.maximum() if o.n_gpu_layers < 0 else o.n_gpu_layers)
         self.threads.setValue(o.n_threads or 0)
         index = self.ctx.findData(o.n_ctx)

@@ -50,6 +50,21 @@ def fit(path: str, n_ctx: int, kv_type: str) -> dict:
     return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type).to_dict()
 
 
+def runtime_choices() -> list[dict]:
+    """The Runtime box's entries (app/ui/runtime_text.choice_row): auto with what it picks now, cpu, and each GPU
+    runtime installed here with its device and free memory. Only runtimes that exist are offered. Choosing
+    probes a runtime in a child process the first time on a machine (about a second); the answer is kept in
+    the machine facts, so later starts read it in milliseconds."""
+    from app.backends import runtime_choice
+    from app.core import runtimes
+    from app.ui.runtime_text import choice_row
+
+    installed = [n for n in runtimes.NAMES if n != "cpu" and runtimes.find_runtime(n) is not None]
+    chosen = {asked: runtime_choice.choose(asked).describe() for asked in ("auto", "cpu", *installed)}
+    offloading = [n for n in installed if chosen[n]["name"] != "cpu" and chosen[n]["devices"]]
+    return [choice_row(asked, choice, installed, offloading) for asked, choice in chosen.items()]
+
+
 def draft_candidates(target: str, rows: list[dict]) -> list[dict]:
     """The library's models that can draft for target: smaller, and with the same vocabulary by llama.cpp's
     own rule (only vocabularies are read: milliseconds each, nothing stays loaded)."""
@@ -135,10 +150,24 @@ def quant_types() -> list[tuple[str, str]]:
     return [(q, qt.label(q)) for q in qt.QUANTIZE_TYPES]
 
 
+# The core's sentence ends with the command line's way on; the window's is its button.
+_CLI_WAY_ON = ", or pass --allow-requantize to go on."
+_WINDOW_WAY_ON = "; Quantize anyway still makes the copy."
+
+
+def requantize_note(path: str, info: dict, qtype: str) -> str:
+    """What quantizing this file (inspect's dict) to qtype costs when it is already quantized; '' when it is not."""
+    from app.core.quantize import requantize_problem
+
+    problem = requantize_problem(Path(path).name, info.get("file_type"), qtype, info.get("file_size") or 0,
+                                 info.get("parameters") or 0)
+    return problem.replace(_CLI_WAY_ON, _WINDOW_WAY_ON) if problem else ""
+
+
 def quantize(path: str, qtype: str, progress: Callable[[int, int], None], cancel: threading.Event) -> str:
     from app.core.quantize import quantize as run
 
-    # The window quantizes what the user picked; it does not yet say that a source is already quantized (#29).
+    # The pane said what requantizing costs before the user pressed Quantize anyway (requantize_note).
     return run(path, qtype, progress=progress, cancel=cancel, allow_requantize=True).path
 
 

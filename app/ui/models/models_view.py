@@ -19,7 +19,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QHeaderView,
-                               QLabel, QMessageBox, QPushButton, QScrollArea, QSplitter, QTableWidget, QTableWidgetItem,
+                               QLabel, QMessageBox, QPushButton, QScrollArea, QSizePolicy, QSplitter, QTableWidget,
+                               QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
 
 from app.core.units import human_size
@@ -31,6 +32,7 @@ from app.ui.models.hub_panel import HubPanel
 from app.ui.models.load_settings import LoadSettings
 from app.ui.settings.settings_dialog import default_load_options
 from app.ui.models.titles import info_title, path_title
+from app.ui.runtime_text import format_text, placement_text
 from app.ui.speculation_text import loaded_text
 from app.ui.worker import Tasks
 from app.ui.widgets import JobBar
@@ -72,6 +74,12 @@ class ModelsView(QWidget):
         self.quant_type.setCurrentIndex(max(0, self.quant_type.findData("Q4_K_M")))
         self.quantize_button = QPushButton("Quantize")
         self.quantize_button.setToolTip("Make a smaller copy of the chosen model with llama.cpp's quantizer")
+        # Said before the user starts: a source that is already quantized loses twice (they may still go on).
+        self.requant_note = QLabel()
+        self.requant_note.setWordWrap(True)
+        self.requant_note.setStyleSheet("color: #f59e0b")
+        self.requant_note.hide()
+        self._inspected: tuple[str, dict] | None = None  # (path, its header) of the model described
         lib_page = QWidget()
         lib_layout = QVBoxLayout(lib_page)
         lib_layout.setContentsMargins(6, 6, 6, 6)
@@ -87,6 +95,7 @@ class ModelsView(QWidget):
         qrow.addWidget(self.quant_type, 1)
         qrow.addWidget(self.quantize_button)
         lib_layout.addLayout(qrow)
+        lib_layout.addWidget(self.requant_note)
         self.hub = HubPanel(self.tasks)
         self.converter = ConvertPanel()
         self.jobs = JobBar(self.tasks)
@@ -108,6 +117,13 @@ class ModelsView(QWidget):
         self.speculation.setWordWrap(True)
         self.speculation.setObjectName("hint")
         self.speculation.hide()
+        # Which chat format the loaded model got and why, a base model said as such, and where it runs (with the
+        # sentence when that is not the runtime asked for): under the details while the loaded model is chosen.
+        self.loaded_note = QLabel()
+        self.loaded_note.setWordWrap(True)
+        self.loaded_note.setObjectName("hint")
+        self.loaded_note.hide()
+        self.runtime_rows: list[dict] = []  # the Runtime box's entries, as last read (Settings shows them too)
         self.load_settings = LoadSettings()
         self.defaults = default_load_options(settings)
         kept = settings.get("model_load_options")
@@ -147,12 +163,18 @@ class ModelsView(QWidget):
         sl.addWidget(self.speculation)
         right_layout.addWidget(details_box)
         right_layout.addWidget(self.fit_label)
+        right_layout.addWidget(self.loaded_note)
         right_layout.addWidget(settings_box)
         buttons = QHBoxLayout()
         buttons.addWidget(self.status, 1)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.load_button)
         right_layout.addStretch(1)
+        # A wrapped label's minimum height is one line: where the pane is taller than the window, the layout
+        # squeezed the details to their title (the settings grew a runtime, a template and a longer GPU note).
+        # Each label keeps the height its text needs, and the pane scrolls instead.
+        for label in (self.details, self.fit_label, self.loaded_note, self.speculation):
+            label.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Minimum)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         # As needed, not off: with it off a narrow window cut the settings ("0 (sug", "CPU onl") unseen.
@@ -189,11 +211,14 @@ class ModelsView(QWidget):
         self.sources.currentChanged.connect(self._on_source_tab_changed)
         self.load_settings.ctx.currentIndexChanged.connect(self._update_fit)
         self.load_settings.kv_type.currentIndexChanged.connect(self._update_fit)
+        self.quant_type.currentIndexChanged.connect(self._check_requantize)
         bridge.model_loading.connect(self._on_model_loading)
         bridge.model_loaded.connect(self._on_model_loaded)
         bridge.model_loaded.connect(self.load_settings.show_gpu_offload)
         bridge.load_failed.connect(self._on_load_failed)
         bridge.load_progress.connect(self._on_load_progress)
+        bridge.model_unloaded.connect(self.speculation.hide)
+        bridge.model_unloaded.connect(self._show_loaded_note)
 
     def start(self) -> None:
         """Read the library (and whether conversion can run): the window asks once it has painted, since the
@@ -203,8 +228,14 @@ class ModelsView(QWidget):
 
     # --- library -----------------------------------------------------------------
     def refresh(self) -> None:
+        """The library and the runtimes installed (one built in a terminal meanwhile shows after Refresh)."""
         extra = list(self.imported)
         self.tasks.run(lambda: manager.list_models(extra), self._on_models_listed, self.show_error, "library")
+        self.tasks.run(manager.runtime_choices, self._on_runtimes_listed, self.show_error, "runtimes")
+
+    def _on_runtimes_listed(self, rows: list[dict]) -> None:
+        self.runtime_rows = rows
+        self.load_settings.set_runtime_choices(rows)
 
     def _on_models_listed(self, models: list[dict]) -> None:
         current = self.selected_path()
@@ -278,6 +309,8 @@ class ModelsView(QWidget):
         if self._anyway and self._anyway[0] != path:
             self._arm_anyway(None)
         self._described = path
+        self._check_requantize()  # the last model's note goes until this one's header is read
+        self._show_loaded_note()
         if not path:
             return
         self._show_options_for(path)
@@ -294,6 +327,8 @@ class ModelsView(QWidget):
     def _show_details(self, path: str, info: dict) -> None:
         if path != self.selected_path():
             return
+        self._inspected = (path, info)
+        self._check_requantize()
         entry_id = next((m.get("id") for m in self.models if m.get("path") == path), None)
         rows = [("Id", entry_id), ("Architecture", info.get("architecture")),
                 ("Parameters", f"{info['parameters'] / 1e6:,.0f} M" if info.get("parameters") else None),
@@ -311,6 +346,16 @@ class ModelsView(QWidget):
         self.details.setText(f"<b>{name}</b><table>{body}</table>")
         self.load_settings.set_layer_count(info.get("layers"), self.load_settings.suggested_layers)
         self.load_settings.set_trained_context(info.get("context_length"))
+
+    def _check_requantize(self, *_args) -> None:
+        """Whether the chosen model is already quantized, said under the quantize row before anything starts."""
+        path = self.selected_path()
+        note = ""
+        if path and self._inspected and self._inspected[0] == path:
+            note = manager.requantize_note(path, self._inspected[1], self.quant_type.currentData())
+        self.requant_note.setText(note)
+        self.requant_note.setVisible(bool(note))
+        self.quantize_button.setText("Quantize anyway" if note else "Quantize")
 
     def options_for(self, path: str) -> LoadOptions:
         """How `path` loads: the pane's settings when it is the chosen model, else its kept ones."""
@@ -426,6 +471,7 @@ class ModelsView(QWidget):
         self._set_loading(False)
         if info.get("remote"):
             self.speculation.hide()  # the server decides its own speculation
+            self._show_loaded_note()  # and its own chat format and devices: nothing to say here
             self.status.setText(f"The window chats with {model_title(info)} on {info['endpoint']}; "
                                 "loading a model here switches back to this computer.")
             return
@@ -435,6 +481,7 @@ class ModelsView(QWidget):
         text = loaded_text(info)
         self.speculation.setText(f"Loaded model: {text}" if text else "")
         self.speculation.setVisible(bool(text))
+        self._show_loaded_note()
         self.failed.pop(info.get("path"), None)
         self._mark_rows()
         self._update_fit()
@@ -449,6 +496,17 @@ class ModelsView(QWidget):
             text = f"Loading {html.escape(self._cancelled)} was cancelled; the model before it is back. {text}"
             self._cancelled = None
         self.status.setText(text)
+
+    def _show_loaded_note(self, *_args) -> None:
+        """What the engine decided for the loaded model (chat format, where it runs), shown with its details."""
+        info = self.bridge.info if self.bridge.ready and not self.bridge.remote else None
+        note = ""
+        if info and info.get("path") and info["path"] == self.selected_path():
+            where = placement_text(info)
+            note = " ".join(x for x in (format_text(info), f"Runs on {where}." if where else "",
+                                        (info.get("runtime") or {}).get("note") or "") if x)
+        self.loaded_note.setText(note)
+        self.loaded_note.setVisible(bool(note))
 
     def show_error(self, message: str) -> None:
         self.status.setText(f"<span style='color:#ef4444'>{html.escape(message)}</span>")

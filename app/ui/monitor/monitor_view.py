@@ -35,6 +35,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from app.core.metrics import system_memory_mb
 from app.engine import protocol as P
 from app.ui.monitor.live_plot import LivePlot, nice_step
+from app.ui.runtime_text import placement_text, short_device
 from app.ui.speculation_text import answer_text
 from app.ui.widgets import LiveText
 
@@ -46,7 +47,7 @@ PER_ANSWER = ("prompt_tok_s", "ttft_s")
 # Series that only have points while an answer runs: a gap (NaN) ends each answer, so no line is drawn
 # straight across the idle time between answers.
 DURING_ANSWERS = ("gen_tok_s", "kv_fill", "shifts", "acceptance")
-GPU_CURVE = ("#0ea5e9", "GPU used")  # only when layers are offloaded
+GPU_COLOR = "#0ea5e9"  # the GPU's memory: only when layers are offloaded, named by the device in use
 FOREGROUND = "#9ca3af"  # axes, ticks and titles, on light and dark alike
 NOTE_CHARS = 30  # a plot note's line at 8 pt fits the dock's narrowest (MONITOR_MIN_WIDTH)
 
@@ -121,6 +122,7 @@ class MonitorView(QWidget):
         self.notes: dict[str, str] = {}
         self.legends: dict[str, list[tuple[str, str, bool]]] = {}
         self.engine_mb: float | None = None  # carried forward each second while a model is loaded
+        self.gpu_label = "GPU used"  # the device in use, once a model on a GPU runtime says which
         layout_spec = [
             ("speed", "Tokens/s", [("gen_tok_s", "#10b981", "generation"), ("prompt_tok_s", "#3b82f6", "prompt")]),
             ("ttft", "Time to first token (s)", [("ttft_s", "#f59e0b", "per answer")]),
@@ -189,7 +191,7 @@ class MonitorView(QWidget):
             self.engine_mb = stats["rss_mb"]
         if stats.get("gpu_mb") is not None:
             if "gpu_mb" not in self.curves:  # its curve and legend entry appear with the first GPU figure
-                self._add_curve("memory", "gpu_mb", *GPU_CURVE)
+                self._add_curve("memory", "gpu_mb", GPU_COLOR, self.gpu_label)
             s["gpu_mb"].add(t, stats["gpu_mb"])
         if stats.get("n_ctx") and stats.get("n_past") is not None:  # a remote cannot know n_past
             s["kv_fill"].add(t, 100.0 * stats.get("n_past", 0) / stats["n_ctx"])
@@ -248,10 +250,12 @@ class MonitorView(QWidget):
         self.summary.setToolTip("Last answer: " + ", ".join(parts + extra))
 
     def _on_loaded(self, info: dict) -> None:
+        self._show_gpu_device(info)
         self._on_stats({k: info[k] for k in ("rss_mb", "gpu_mb") if k in info})
         # A remote model's memory is the server's; its KV fill comes from the server when it tells (llama-server).
         remote = bool(info.get("remote"))
-        self._set_title("memory", "the model's memory is on the server" if remote else "")
+        where = placement_text(info) if info.get("gpu_layers") else ""
+        self._set_title("memory", "the model's memory is on the server" if remote else where)
         self._set_title("kv", "from the server, where it reports it" if remote else "")
         if remote:
             self.engine_mb = None
@@ -263,6 +267,18 @@ class MonitorView(QWidget):
         self._set_title("draft", "" if remote else "speculative decoding off; regenerate drafts from the old "
                         "answer" if not drafter else
                         f"{drafter}, not used: {reason}" if reason else f"drafter: {drafter}")
+
+    def _show_gpu_device(self, info: dict) -> None:
+        """The GPU memory line is named by the device the model's layers are on ("llvmpipe used")."""
+        devices = ((info.get("runtime") or {}).get("devices") or []) if info.get("gpu_layers") else []
+        if not devices:
+            return
+        one = short_device(devices[0].get("description") or devices[0].get("name") or "GPU")
+        self.gpu_label = f"{one} used" if len(devices) == 1 else f"{len(devices)} GPUs used"
+        if "gpu_mb" in self.curves:
+            entries = self.legends["memory"]
+            entries[:] = [(self.gpu_label, c, d) if c == GPU_COLOR else (lab, c, d) for lab, c, d in entries]
+            self._set_title("memory")
 
     # --- drawing -----------------------------------------------------------
     def _on_tick(self) -> None:
