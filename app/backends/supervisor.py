@@ -13,7 +13,13 @@ state machine that used to live in the window:
 - a crash costs the running requests an error and one restart with the model
   (the last good one if the crash came while loading another); more than
   MAX_CRASHES within CRASH_WINDOW_S and it restarts without a model, so a
-  model that crashes on every load cannot keep the machine busy.
+  model that crashes on every load cannot keep the machine busy;
+- an engine stopped by SIGTERM, SIGINT or SIGHUP did not crash: most often the
+  whole process group is being stopped (Ctrl-C in a terminal, a service
+  manager's SIGTERM), this process with it. It restarts only if this process
+  is still running STOP_GRACE_S later and has not closed it (it once started a
+  second engine while `hearth serve` shut down); stop_restarting() says at once
+  that no engine is to start again.
 
 Threads: events arrive on the transport's reader thread and starts run on a
 short-lived worker thread; a lock keeps the state consistent, and listeners and
@@ -24,6 +30,7 @@ queued Qt signals). Listeners must not block.
 from __future__ import annotations
 
 import itertools
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -37,6 +44,9 @@ from app.backends.transport import EngineProcess
 
 MAX_CRASHES = 3  # within CRASH_WINDOW_S; then the engine restarts without a model
 CRASH_WINDOW_S = 60.0
+# An engine ended by one of these was told to stop, by someone stopping this process too most often.
+STOP_SIGNALS = (-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP)
+STOP_GRACE_S = 3.0
 
 Transport = Callable[[Callable[[P.Event], None], bool], EngineProcess]
 
@@ -88,6 +98,7 @@ class Supervisor:
         self._starting = False
         self._cancelling_load = False
         self._restarting = False
+        self._no_restart = False  # this process is shutting down (stop_restarting)
         self.closed = False
 
     # --- the Backend seam ------------------------------------------------
@@ -222,6 +233,12 @@ class Supervisor:
             rid = self.submit({"cmd": P.UNLOAD}, sink or (lambda event: None))
             self.options = self.info = None
             return rid
+
+    def stop_restarting(self) -> None:
+        """This process is shutting down: an engine that stops from now on is not started again (requests
+        already running go on; close() ends the engine)."""
+        with self._lock:
+            self._no_restart = True
 
     def close(self, timeout: float = 3.0) -> None:
         with self._lock:
@@ -375,6 +392,7 @@ class Supervisor:
             del self._requests[rid]
             request.sink(P.failed(P.ErrorKind.ENGINE_CRASHED, event.message, rid, log=event.get("log")))
         deliberate, self._cancelling_load = self._cancelling_load, False
+        stopped = not deliberate and event.get("code") in STOP_SIGNALS  # told to stop, not crashed
         self._restarting = True
         if self.process is not None:
             old = self.process
@@ -382,7 +400,7 @@ class Supervisor:
         note = ""
         if not deliberate and was_loading and self.runtime is not None and self.runtime.name != "cpu":
             note = self._fall_back_to_cpu(event)
-        if not deliberate:
+        if not deliberate and not stopped:
             now = time.monotonic()
             self._crash_times = [t for t in self._crash_times if now - t < CRASH_WINDOW_S] + [now]
             if was_loading and not note:
@@ -392,16 +410,34 @@ class Supervisor:
             self.options = None  # crashing in a loop: keep an empty engine and let the user choose
         if not deliberate:
             then = " and reloads the model." if self.options else " without a model."
+            if stopped:
+                then = f" in {STOP_GRACE_S:g} s if it is still running{then[:-1]} then."
             crashed = P.failed(P.ErrorKind.ENGINE_CRASHED, event.message + note + " Hearth restarts it" + then,
                                log=event.get("log"))
             self._tell(lambda listener: listener.engine_crashed(crashed))
             if was_loading:
                 self._tell(lambda listener: listener.load_failed(event))
         self.loading = self.options is not None
+        if self._no_restart:
+            self.loading = False
+            return
         if self.loading:
             options = self.options
             self._tell(lambda listener: listener.model_loading(options))
+        if stopped:
+            timer = threading.Timer(STOP_GRACE_S, self._restart_after_stop, args=(self._generation,))
+            timer.daemon = True
+            timer.start()
+            return
         self._run_worker()
+
+    def _restart_after_stop(self, generation: int) -> None:
+        """STOP_GRACE_S after a signal stopped the engine: this process is still here, so restart it, unless
+        it closed, is shutting down, or started an engine meanwhile (a load asked for one)."""
+        with self._lock:
+            if self.closed or self._no_restart or generation != self._generation or self.alive or self._starting:
+                return
+            self._run_worker()
 
     def _fall_back_to_cpu(self, event: P.Failed) -> str:
         """A GPU runtime that crashed on a load: remembered as broken on this machine, the load tried again on

@@ -194,6 +194,16 @@ class ModelPool:
             for slot in expired:
                 slot.backend.close()
 
+    def stop_restarting(self) -> None:
+        """The server is shutting down: no loaded model's engine is started again should it stop (a signal to
+        the process group stops the engines first; app/backends/supervisor.py)."""
+        with self._lock:
+            backends = [s.backend for s in self._slots]
+        for backend in backends:
+            stop = getattr(backend, "stop_restarting", None)  # a remote backend has no engine to restart
+            if stop is not None:
+                stop()
+
     def close(self) -> None:
         self._closed.set()
         with self._lock:

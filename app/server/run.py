@@ -6,8 +6,10 @@ the default; any other address exposes the model to the network and is refused w
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
+import threading
 from dataclasses import dataclass, field
 
 from app.core.errors import HearthError
@@ -47,6 +49,32 @@ def open_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Stopped(BaseException):
+    """SIGTERM, raised where uvicorn re-raises it after its graceful shutdown: so that serve() closes the engines
+    in order before the process ends by the signal (its default action would end it at once)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum, frame) -> None:
+    raise _Stopped(signum)
+
+
+def _server(config, pool: ModelPool):
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            # A signal to the whole process group (Ctrl-C, a service manager's SIGTERM) has stopped the engines
+            # too: none may start again while the server shuts down.
+            pool.stop_restarting()
+            super().handle_exit(sig, frame)
+
+    return Server(config)
+
+
 def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
     if not is_loopback(options.host) and not options.api_key:
         raise HearthError(f"Listening on {options.host} would let anyone on the network use this model; "
@@ -55,6 +83,7 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
 
     backend = Supervisor()
     pool = None
+    stopped_by = None
     try:
         info = EngineClient(backend).load(load)
         for notice in (above_trained_context(info.get("n_ctx"), info.get("n_ctx_train")),
@@ -66,17 +95,28 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
         api = OpenAIApi(pool, options.api_key, options.cors, options.max_tokens,
                         hosts=allowed_hosts(options.host, options.api_key, options.allowed_hosts),
                         limits=options.limits, slots=load.n_parallel)
-        server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False,
-                                               http=http_protocol(options.limits)))
+        server = _server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False,
+                                        http=http_protocol(options.limits)), pool)
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         say(f"Hearth serves {pool.acquire(None)[0]} at http://{shown}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)",
             flush=True)
-        server.run(sockets=[sock])
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _raise_stopped) if main else None
+        try:
+            server.run(sockets=[sock])
+        except _Stopped as exc:
+            stopped_by = exc.signum
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, previous)
         return 0
     finally:
         if pool is not None:
             pool.close()
         backend.close()  # (again, if the pool had it: closing twice is harmless)
+        if stopped_by is not None:  # end as a SIGTERM ends a program (a service manager reads it as a clean stop)
+            signal.signal(stopped_by, signal.SIG_DFL)
+            signal.raise_signal(stopped_by)
 
 

@@ -23,7 +23,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(*args: str, env: dict | None = None, ctx: int = CTX) -> tuple[subprocess.Popen, str]:
+def start_server(*args: str, env: dict | None = None, ctx: int = CTX, session: bool = False) -> tuple[subprocess.Popen, str]:
+    """session: in a process group of its own (with its engine), as a terminal or a service manager starts it.
+    The server's stderr is in the file proc.log_path."""
     port = free_port()
     # The library the server offers (GET /v1/models) must not include other apps' models on this machine.
     quiet = {"HEARTH_NO_DISCOVERY": "1"}
@@ -31,8 +33,9 @@ def start_server(*args: str, env: dict | None = None, ctx: int = CTX) -> tuple[s
     log = tempfile.NamedTemporaryFile(prefix="hearth-serve-", suffix=".log", delete=False)
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port), "--threads", "1",
                              "--ctx", str(ctx), *args], stdout=subprocess.PIPE, stderr=log, text=True,
-                            env={**os.environ, **quiet, **(env or {})})
+                            env={**os.environ, **quiet, **(env or {})}, start_new_session=session)
     log.close()
+    proc.log_path = log.name
     line = proc.stdout.readline()  # the one line, printed once the model is loaded and the socket listens
     if "serves" not in line:
         proc.kill()
