@@ -30,7 +30,7 @@ def register(sub) -> None:
                    help="with --endpoint: the server's API key (default: $HEARTH_API_KEY)")
     p.set_defaults(func=_run_basic)
     kinds = p.add_subparsers(dest="bench_kind", metavar="KIND")
-    for add in (_add_spec, _add_window, _add_matrix, _add_compare, _add_serve, _add_contention, _add_gui):
+    for add in (_add_spec, _add_window, _add_matrix, _add_quality, _add_compare, _add_serve, _add_contention, _add_gui):
         add(kinds)
     for parser in (p, *kinds.choices.values()):
         parser.set_defaults(func=_errors_only(parser.get_default("func")))
@@ -150,6 +150,31 @@ def _run_matrix(args) -> int:
         save_plot(result, path)
 
     return matrix.run(_options(matrix_plan.MatrixOptions, args), plot)
+
+
+# --- hearth bench quality ---------------------------------------------------------------------------------------
+def _add_quality(kinds) -> None:
+    from app.bench import quality
+
+    p = kinds.add_parser("quality", help="what each quant costs in quality against its base, on your own text",
+                         description=quality.__doc__.split("\n\n", 1)[0] + "\n\n" + quality.__doc__.split("\n\n", 1)[1],
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--text", required=True, metavar="FILE", help="the text to score (your own writing, code, chats)")
+    p.add_argument("--model", metavar="PATH|NAME", default=None,
+                   help="the base: an F16/BF16 file or library name (default: the bundled model's F16 copy)")
+    p.add_argument("--quants", metavar="TYPE,...", default=",".join(quality.DEFAULT_QUANTS),
+                   type=lambda value: [q.strip().upper() for q in value.split(",") if q.strip()],
+                   help=f"the types to measure (default {','.join(quality.DEFAULT_QUANTS)})")
+    p.add_argument("--ctx", type=int, default=256, metavar="N", help="tokens per scored chunk (default 256)")
+    p.add_argument("--threads", type=int, metavar="N", default=None, help="CPU threads (default: physical cores)")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.set_defaults(func=_run_quality)
+
+
+def _run_quality(args) -> int:
+    from app.bench import quality
+
+    return quality.run(_options(quality.QualityOptions, args))
 
 
 # --- hearth bench compare --------------------------------------------------------------------------------------

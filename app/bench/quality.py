@@ -1,0 +1,246 @@
+"""`hearth bench quality`: what each quant costs in quality against its base, measured on the user's own text.
+
+The definitions are llama-perplexity's (`--kl-divergence-base` / `--kl-divergence`), so every figure can be
+checked against it:
+- the text is tokenized once (with BOS where the model adds one) and cut into chunks of --ctx tokens; each
+  chunk is evaluated from an empty KV cache with its first token replaced by BOS, in one batch;
+- only the second half of a chunk is scored (its first half is context): the logits at position j, for j from
+  ctx/2 to ctx-2, predict token j+1;
+- per scored position: the KL divergence of the quant's next-token distribution from the base's,
+  sum p_base * (log p_base - log p_quant), and whether the two put the same token on top;
+- reported: mean and 99th-percentile KLD, the share of positions with the same top token, each model's
+  perplexity exp(mean -log p(next token)) and its ratio to the base's.
+
+The base's log-probabilities are kept on disk (a memory-mapped temporary file: positions x vocabulary floats),
+so one base pass serves every quant; models are loaded one at a time, in this process. A quant is made once
+from the base with llama.cpp's quantizer and kept (as `hearth bench matrix` keeps its variants). The report
+names the types a file really holds: where a width is not a multiple of 256 (the bundled model's 576), llama.cpp
+gives K and IQ types' tensors other types, so a "Q4_K_M" may be mostly Q5_0.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from app.bench.machine import load_average
+from app.core.errors import HearthError
+from app.core.gguf_info import read_gguf_info
+from app.core.metrics import default_threads
+from app.core.quantize import UNQUANTIZED
+from app.core.units import human_size
+
+DEFAULT_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
+
+
+class QualityError(HearthError):
+    pass
+
+
+@dataclass
+class QualityOptions:
+    text: str = ""  # the file whose text is scored
+    model: str | None = None  # the base: a path or a library name (default: the bundled model's F16 copy)
+    quants: list[str] = field(default_factory=lambda: list(DEFAULT_QUANTS))
+    ctx: int = 256
+    threads: int | None = None
+    json: bool = False
+
+
+def effective_mix(path: str | Path) -> str:
+    """The weight types a file really holds, by their share of the 2-D weights' bytes: 'Q5_0 62%, Q4_K 30%, ...'."""
+    info = read_gguf_info(path)
+    by_type: Counter = Counter()
+    for t in info.tensors:
+        if len(t.shape) >= 2:
+            by_type[t.type] += t.n_bytes
+    total = sum(by_type.values()) or 1
+    return ", ".join(f"{name} {100 * n / total:.0f}%" for name, n in by_type.most_common(3) if n / total >= 0.02)
+
+
+def chunks_of(tokens: list[int], ctx: int, bos: int | None) -> list[list[int]]:
+    if ctx < 16:
+        raise QualityError("The context for scoring must be at least 16 tokens (--ctx).")
+    n = len(tokens) // ctx
+    if n == 0:
+        raise QualityError(f"The text has {len(tokens):,} tokens; scoring needs at least one chunk of --ctx "
+                           f"{ctx} tokens. Give a longer text or a smaller --ctx.")
+    out = []
+    for i in range(n):
+        chunk = list(tokens[i * ctx:(i + 1) * ctx])
+        if bos is not None:
+            chunk[0] = bos
+        out.append(chunk)
+    return out
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
+    return (shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))).astype(np.float32)
+
+
+def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray | None, store: Path | None,
+          on_chunk=None) -> dict:
+    """One model over the text. With base None: its log-probs go to `store` (a new memory-mapped file) and the
+    result has its perplexity; with base (that file, mapped): the KLD and top-token figures against it too."""
+    import llama_cpp
+
+    from app.engine.decode import Decoder
+    from app.engine.protocol import LoadOptions
+    from app.engine.runtime import Runtime
+
+    # A fixed thread count for every model: the figures compare models, never two thread counts' rounding.
+    rt = Runtime(LoadOptions(model_path=path, n_ctx=ctx, n_batch=ctx, n_threads=threads or default_threads()),
+                 extra_bufts=False)  # never the crash some CPUs have with them (DESIGN.md); speed is not measured
+    try:
+        tokens = rt.tokenize(text, add_special=rt.add_bos(), parse_special=False)
+        bos = llama_cpp.llama_vocab_bos(rt.vocab) if rt.add_bos() else None
+        chunks = chunks_of(tokens, ctx, bos)
+        first = ctx // 2
+        per_chunk = ctx - 1 - first
+        rows = len(chunks) * per_chunk
+        kept = None
+        if base is None:
+            kept = np.lib.format.open_memmap(store, mode="w+", dtype=np.float32, shape=(rows, rt.n_vocab))
+        elif base.shape != (rows, rt.n_vocab):
+            raise QualityError(f"{Path(path).name} does not share the base's vocabulary or tokenization "
+                               f"({rt.n_vocab:,} tokens against {base.shape[1]:,}); compare quants of one model.")
+        nll = np.empty(rows, dtype=np.float64)
+        kld = np.empty(rows, dtype=np.float64) if base is not None else None
+        same = np.empty(rows, dtype=bool) if base is not None else None
+        decoder = Decoder(rt)
+        started = time.perf_counter()
+        for c, chunk in enumerate(chunks):
+            decoder.reset()
+            logp = _log_softmax(decoder.verify(chunk)[first:ctx - 1])
+            targets = np.asarray(chunk[first + 1:ctx])
+            at = slice(c * per_chunk, (c + 1) * per_chunk)
+            nll[at] = -logp[np.arange(per_chunk), targets]
+            if kept is not None:
+                kept[at] = logp
+            else:
+                ref = np.asarray(base[at])
+                kld[at] = (np.exp(ref) * (ref - logp)).sum(axis=1)
+                same[at] = ref.argmax(axis=1) == logp.argmax(axis=1)
+            if on_chunk:
+                on_chunk(c + 1, len(chunks))
+        decoder.close()
+        if kept is not None:
+            kept.flush()
+        out = {"positions": rows, "chunks": len(chunks), "tokens": len(tokens), "ppl": float(np.exp(nll.mean())),
+               "seconds": round(time.perf_counter() - started, 2)}
+        if kld is not None:
+            out.update(kld_mean=float(kld.mean()), kld_p99=float(np.percentile(kld, 99)),
+                       kld_max=float(kld.max()), same_top=float(same.mean()))
+        return out
+    finally:
+        rt.close()
+
+
+def measure(options: QualityOptions, progress=None) -> dict:
+    """Every quant against the base on the text: the result as a dict (rows in the quants' order)."""
+    from app.bench.matrix import prepare_variant
+    from app.core.bundled import bundled_model_path
+    from app.core.library import resolve
+
+    text = _read_text(options.text)
+    base_note = None
+    if options.model is None:
+        # The bundled model has no F16 of its own: its dequantized copy is the highest precision it has here.
+        base_path = Path(prepare_variant(bundled_model_path(), "F16")["path"])
+        base_note = "the bundled model's F16 copy (dequantized from its Q4_1, the highest precision it has)"
+    else:
+        base_path = Path(resolve(options.model).path)
+        base_type = (read_gguf_info(base_path).file_type or "").upper()
+        if base_type and base_type not in UNQUANTIZED:
+            base_note = (f"{base_path.name} is already quantized ({base_type}): the figures say what each quant "
+                         "loses against it, not against the original model")
+    say = progress or (lambda _fraction, _what: None)
+    with tempfile.TemporaryDirectory(prefix="hearth-quality-") as tmp:
+        store = Path(tmp) / "base-logprobs.npy"
+        say(0.0, f"scoring the base, {base_path.name}")
+        base = score(str(base_path), text, options.ctx, options.threads, None, store,
+                     lambda i, n: say(0.0, f"base chunk {i}/{n}"))
+        mapped = np.load(store, mmap_mode="r")
+        rows = []
+        for k, qtype in enumerate(options.quants):
+            what = f"{qtype} ({k + 1}/{len(options.quants)})"
+            say(k / max(len(options.quants), 1), f"quantizing to {what}")
+            try:
+                made = prepare_variant(base_path, qtype.upper())
+                path = made["path"]
+                figures = score(path, text, options.ctx, options.threads, mapped, None,
+                                lambda i, n, what=what: say(k / len(options.quants), f"{what}: chunk {i}/{n}"))
+            except HearthError as exc:
+                rows.append({"type": qtype.upper(), "ok": False, "reason": str(exc)})
+                continue
+            rows.append({"type": qtype.upper(), "ok": True, "path": path, "size_bytes": Path(path).stat().st_size,
+                         "mix": effective_mix(path), **figures, "ppl_ratio": figures["ppl"] / base["ppl"]})
+        del mapped
+    return {"kind": "quality", "text": str(Path(options.text).expanduser()), "ctx": options.ctx,
+            "base": {"path": str(base_path), "size_bytes": base_path.stat().st_size, "mix": effective_mix(base_path),
+                     "note": base_note, **base},
+            "rows": rows, "load_average": load_average()}
+
+
+def _read_text(path: str) -> str:
+    if not path:
+        raise QualityError("Name the text to score with --text FILE: your own writing, code or chats, the kind "
+                           "of text you will use the model for.")
+    file = Path(path).expanduser()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise QualityError(f"{file} does not exist.") from None
+    except UnicodeDecodeError:
+        raise QualityError(f"{file} is not UTF-8 text.") from None
+    except OSError as exc:
+        raise QualityError(f"{file} cannot be read ({exc.strerror or exc}).") from None
+    if not text.strip():
+        raise QualityError(f"{file} is empty: there is nothing to score.")
+    return text
+
+
+def format_table(result: dict) -> str:
+    base = result["base"]
+    lines = [f"Quality against {Path(base['path']).name} on {Path(result['text']).name}: {base['positions']:,} "
+             f"positions scored ({base['chunks']} chunks of {result['ctx']} tokens, the second half of each), "
+             f"llama-perplexity's definitions.",
+             f"Base: {human_size(base['size_bytes'])} ({base['mix']}), perplexity {base['ppl']:.3f}."]
+    if base.get("note"):
+        lines.append(f"Note: {base['note']}.")
+    header = f"{'quant':<8} {'file':>9}  {'mean KLD':>9} {'99% KLD':>9} {'same top':>9} {'PPL':>9} {'PPL/base':>9}  mix"
+    lines += ["", header, "-" * len(header)]
+    for row in result["rows"]:
+        if not row["ok"]:
+            lines.append(f"{row['type']:<8} failed: {row['reason']}")
+            continue
+        lines.append(f"{row['type']:<8} {human_size(row['size_bytes']):>9}  {row['kld_mean']:>9.5f} "
+                     f"{row['kld_p99']:>9.4f} {100 * row['same_top']:>8.2f}% {row['ppl']:>9.3f} "
+                     f"{row['ppl_ratio']:>9.4f}  {row['mix']}")
+    lines.append(f"\nLoad average while measuring: {result['load_average']}.")
+    return "\n".join(lines)
+
+
+def run(options: QualityOptions) -> int:
+    live = not options.json and sys.stderr.isatty()  # a line rewritten in place: only where someone watches
+
+    def progress(_fraction: float, what: str) -> None:
+        if live:
+            print(f"\r  {what:<60}", end="", file=sys.stderr, flush=True)
+
+    result = measure(options, progress)
+    if live:
+        print("\r" + " " * 64 + "\r", end="", file=sys.stderr)
+    if not options.json:
+        print(format_table(result))
+    else:
+        print(json.dumps(result, indent=2))
+    return 0 if all(row["ok"] for row in result["rows"]) else 1
