@@ -207,9 +207,14 @@ class OpenAIApi:
 
     # --- endpoints -------------------------------------------------------
     async def health(self, request: Request) -> Response:
+        """200 when a request would be answered, 503 while the model loads. Without the key (on a server that
+        has one) only that: a health check needs no more, and which model runs and when it is busy are the
+        key holder's to know. With the key, or on a server without one, also the model and whether it is busy."""
         loaded = self.pool.loaded()
         ready = [b for b in loaded if b.ready]
         if ready or (not loaded and self.pool.load_options is not None):  # none loaded: the next request loads
+            if self.api_key and self._auth_error(request.scope) is not None:
+                return JSONResponse({"status": "ok"})
             return JSONResponse({"status": "ok", "model": self.pool.id_of(ready[0]) if ready else None,
                                  "busy": any(b.busy for b in loaded)})
         return ApiError(503, "The model is loading.", "unavailable_error", code="model_loading").response()

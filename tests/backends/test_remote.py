@@ -149,11 +149,12 @@ def test_cancel_closes_the_stream_and_frees_the_server(hearth_server):
     assert isinstance(done, P.Done) and done["finish_reason"] == "cancelled" and time.monotonic() - t < 2
     assert done["text"] == tokens(seen) and not backend.busy
     # The server noticed the client leave and stopped generating.
-    health = httpx.get(hearth_server.removesuffix("/v1") + "/health", timeout=5)
+    auth = {"Authorization": f"Bearer {KEY}"}  # (without the key, /health says only whether the server is up)
+    health = httpx.get(hearth_server.removesuffix("/v1") + "/health", headers=auth, timeout=5)
     deadline = time.monotonic() + 10
     while health.json().get("busy") and time.monotonic() < deadline:
         time.sleep(0.2)
-        health = httpx.get(hearth_server.removesuffix("/v1") + "/health", timeout=5)
+        health = httpx.get(hearth_server.removesuffix("/v1") + "/health", headers=auth, timeout=5)
     assert health.json()["busy"] is False
     backend.close()
 

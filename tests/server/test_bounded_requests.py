@@ -179,6 +179,13 @@ def test_a_body_past_the_limit_is_a_413_before_it_is_parsed(server):
     assert server_rss_mb(proc) - before < 50
 
 
+def test_health_on_a_server_without_a_key_says_its_model(server):
+    _, base = server  # whoever can reach it may use it, so may see what it runs (and a foreign Host is refused)
+    health = httpx.get(base.removesuffix("/v1") + "/health", timeout=10).json()
+    assert health["status"] == "ok" and health["model"] == "SmolLM2-135M-Instruct.Q4_1" and "busy" in health
+    assert httpx.get(base.removesuffix("/v1") + "/health", headers={"Host": "attacker.example"}).status_code == 403
+
+
 def test_allowed_host_and_a_key_open_other_names(tmp_path):
     proc, base = start_server("--allowed-host", "hearth.lan", env={"HEARTH_HOME": str(tmp_path)})
     try:

@@ -71,7 +71,7 @@ def test_an_idle_model_is_unloaded_after_the_ttl_and_comes_back_when_asked_for(s
         while any(listing(http).values()) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert not any(listing(http).values()), "the idle model was not unloaded"
-        health = httpx.get(base.removesuffix("/v1") + "/health").json()
+        health = http.get(base.removesuffix("/v1") + "/health").json()
         assert health["status"] == "ok" and health["model"] is None
         r = ask(http, None)  # none loaded: the model the server started with comes back
         assert r.status_code == 200 and r.json()["model"] == BUNDLED

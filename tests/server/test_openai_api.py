@@ -49,7 +49,7 @@ def warm(client: OpenAI, model: str, messages: list[dict]) -> None:
 def test_models_and_health(server, client):
     models = client.models.list().data
     assert [m.id for m in models] == ["SmolLM2-135M-Instruct.Q4_1"] and models[0].owned_by == "hearth"
-    health = httpx.get(server.removesuffix("/v1") + "/health").json()
+    health = httpx.get(server.removesuffix("/v1") + "/health", headers={"Authorization": f"Bearer {KEY}"}).json()
     assert health == {"status": "ok", "model": "SmolLM2-135M-Instruct.Q4_1", "busy": False}
 
 
@@ -176,9 +176,10 @@ def test_a_client_that_disconnects_frees_the_engine_within_a_token(server, clien
     stream.close()
     health = server.removesuffix("/v1") + "/health"
     deadline = time.monotonic() + 10
-    while httpx.get(health).json()["busy"] and time.monotonic() < deadline:
+    auth = {"Authorization": f"Bearer {KEY}"}  # (without the key, /health says only whether the server is up)
+    while httpx.get(health, headers=auth).json()["busy"] and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not httpx.get(health).json()["busy"], "the engine kept generating for a client that left"
+    assert not httpx.get(health, headers=auth).json()["busy"], "the engine kept generating for a client that left"
     r = client.chat.completions.create(model=model, messages=QUESTION, temperature=0, max_tokens=5)
     assert r.usage.completion_tokens <= 5
 

@@ -112,3 +112,14 @@ def test_a_final_assistant_message_is_continued(api, model_name):
                    json={"model": model_name, "messages": counting, "max_tokens": 4, "temperature": 0})
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["content"].lstrip().startswith("7"), r.json()
+
+
+def test_health_without_the_key_says_only_whether_the_server_is_up(api, model_name):
+    root = api.removesuffix("/v1")
+    # A health check (a load balancer, a container's) needs no key, and learns no more than that.
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"x-api-key": "wrong"}):
+        r = httpx.get(f"{root}/health", headers=headers, timeout=10)
+        assert r.status_code == 200 and r.json() == {"status": "ok"}, (headers, r.text)
+    for headers in ({"Authorization": f"Bearer {KEY}"}, {"x-api-key": KEY}):
+        health = httpx.get(f"{root}/health", headers=headers, timeout=10).json()
+        assert health["model"] == model_name and health["busy"] in (True, False)
