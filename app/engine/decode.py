@@ -19,7 +19,7 @@ import numpy as np
 from app.core.errors import ContextTooLong, EmptyPrompt, GenerationError
 from app.core.metrics import peak_rss_mb
 from app.engine.detok import TextStream
-from app.engine.protocol import DONE, STATS, TOKEN, SamplingOptions
+from app.engine.protocol import DONE, PROGRESS, STATS, TOKEN, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.sampling import Sampler
 
@@ -151,8 +151,10 @@ class Decoder:
             keep = 0
         return keep
 
-    def eval_tokens(self, toks: list[int], cancelled: threading.Event | None = None) -> int:
-        """Evaluate tokens in batches, logits on the last one only. Returns how many were evaluated."""
+    def eval_tokens(self, toks: list[int], cancelled: threading.Event | None = None,
+                    progress: Callable[[int], None] | None = None) -> int:
+        """Evaluate tokens in batches, logits on the last one only. Returns how many were evaluated.
+        progress(done) after each batch."""
         batch = self._batch
         n_batch = self.rt.n_batch
         done = 0
@@ -164,6 +166,8 @@ class Decoder:
             self._decode(batch)
             self.tokens.extend(chunk)
             done += len(chunk)
+            if progress is not None:
+                progress(done)
         self.total_evaluated += done
         return done
 
@@ -256,7 +260,16 @@ class Decoder:
         keep = self.sync_prefix(prompt)
         self.cached_text = None
         rt.threads_for_answer()  # before the prompt: a busy machine stalls a full thread count at once
-        self.last_prompt_evaluated = self.eval_tokens(prompt[keep:], cancelled)
+        todo = prompt[keep:]
+        progress = None
+        if getattr(emit, "prompt_progress", False) and len(todo) > rt.n_batch:
+            # Reading a long prompt takes seconds to minutes: a client that draws (the window; see
+            # app/engine/host.py) hears after each batch how far it is.
+            def progress(done: int, total: int = len(todo)) -> None:
+                emit({"ev": PROGRESS, "prompt_done": done, "prompt_total": total, "fraction": round(done / total, 3)})
+
+            progress(0)
+        self.last_prompt_evaluated = self.eval_tokens(todo, cancelled, progress)
         t_prompt = time.perf_counter()
         answer = Answer(prompt_text, prompt, sampling, emit, cancelled, Sampler(rt.ctx, rt.n_vocab, sampling,
                         self.tokens, vocab=rt.vocab), TextStream(sampling.stop), t0, t_prompt, self.last_prompt_evaluated)

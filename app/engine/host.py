@@ -220,7 +220,12 @@ class Host:
                 self.niceness = None
             sampling = P.SamplingOptions.from_dict(msg.get("sampling"))
             check_options(sampling)
-            emit = coalescing(self.tagged(rid), float(msg.get("stream_interval_ms") or 0))
+            interval = float(msg.get("stream_interval_ms") or 0)
+            emit = coalescing(self.tagged(rid), interval)
+            if interval > 0:
+                # A client that draws (the window) also hears how far a long prompt's reading is (decode.begin's
+                # progress events). Others do not: an API stream begins with the prompt's figures.
+                emit.prompt_progress = True
             cancelled = self.cancelled(rid)
             try:
                 truncate = msg.get("truncate", True)

@@ -45,6 +45,10 @@ class EngineBridge(QObject):
     load_progress = Signal(float)  # 0..1, about ten a second while llama.cpp reads the weights
     load_failed = Signal(str)
     token_received = Signal(str)
+    # The window's answer before its first token: it waited for other requests (the API's) and its turn came;
+    # a long prompt's reading, (tokens read, tokens to read), after each batch.
+    turn_started = Signal()
+    prompt_progress = Signal(int, int)
     stats_received = Signal(object)
     generation_finished = Signal(object)
     generation_failed = Signal(str)
@@ -63,6 +67,7 @@ class EngineBridge(QObject):
         self._busy = False  # that answer is still coming
         self._switches = 0  # an answer's events count only while the backend it was asked of is in use
         self.failed_text = ""  # the partial answer of the latest failed request (a stream cut mid-answer)
+        self._waiting = False  # the window's answer waits behind other requests on the local engine
 
     # --- state, as the supervisor has it ----------------------------------
     @property
@@ -88,6 +93,12 @@ class EngineBridge(QObject):
     @property
     def info(self) -> dict | None:
         return self.backend.info
+
+    @property
+    def waiting_turn(self) -> bool:
+        """The window's answer was asked while other requests (the API server's, on the same engine) were being
+        answered: the engine takes them in turn, and nothing of this one has come yet."""
+        return self._busy and self._waiting
 
     # The local engine's load state (the Models page's business; a remote loads its own models).
     @property
@@ -146,6 +157,8 @@ class EngineBridge(QObject):
         """Start the window's answer; False when the engine cannot take it now."""
         if not self.ready or self._busy:
             return False
+        # Asked now, the engine answers the requests before it first (app/engine/host.py takes them in order).
+        self._waiting = not self.remote and bool(getattr(self.backend, "busy", False))
         self._busy = True  # before the request exists: its answer may end before chat() returns
         self.failed_text = ""
         try:
@@ -178,8 +191,13 @@ class EngineBridge(QObject):
 
     # --- the window's request (supervisor threads) -------------------------
     def _on_request_event(self, event: P.Event) -> None:
+        if self._waiting:  # the first news of this answer: its turn has come
+            self._waiting = False
+            self.turn_started.emit()
         if isinstance(event, P.Token):
             self.token_received.emit(event.text)
+        elif isinstance(event, P.Progress):
+            self.prompt_progress.emit(int(event.get("prompt_done") or 0), int(event.get("prompt_total") or 0))
         elif isinstance(event, P.Stats):
             self.stats_received.emit(event)
         elif isinstance(event, P.Done):

@@ -19,7 +19,7 @@ from app.core.bundled import bundled_model_path
 from app.core.chats import ChatStore
 from app.core.errors import HearthError
 from app.core.settings import THEMES, load_settings, problems, save_settings
-from app.engine.protocol import LoadOptions, SamplingOptions
+from app.engine.protocol import STATS, LoadOptions, SamplingOptions
 from app.backends.supervisor import Supervisor
 from app.ui.chat.chat_view import ChatView
 from app.ui.deferred_pages import DeferredPages
@@ -154,7 +154,9 @@ class MainWindow(QMainWindow):
         b.engine_crashed.connect(monitor._on_interrupted)
         b.model_loaded.connect(monitor._on_loaded)
         b.model_unloaded.connect(monitor._on_unloaded)
-        self.chat.generation_started.connect(monitor._on_started)
+        self.chat.generation_started.connect(lambda: monitor._on_started(b.waiting_turn))
+        b.turn_started.connect(monitor._on_started)
+        b.prompt_progress.connect(monitor._on_prompt_progress)
         if b.ready:
             monitor._on_loaded(b.info)
         return monitor
@@ -233,7 +235,10 @@ class MainWindow(QMainWindow):
         b.generation_finished.connect(self._on_generation_finished)
         b.engine_crashed.connect(self._on_engine_crashed)
         b.engine_restarted.connect(lambda: self.state_label.setText("Engine restarted"))
-        self.chat.generation_started.connect(lambda: self.state_label.setText("Generating…"))
+        self.chat.generation_started.connect(self._on_generation_started)
+        b.turn_started.connect(lambda: self.state_label.setText("Generating…"))
+        b.prompt_progress.connect(
+            lambda done, total: total and self.state_label.setText(f"Reading the prompt… {100 * done / total:.0f}%"))
         self.chat.conversation_changed.connect(self._on_conversation_changed)
         self.models.load_requested.connect(self.load_chosen_model)
         self.models.library_listed.connect(self.chat.picker.set_models)
@@ -348,8 +353,15 @@ class MainWindow(QMainWindow):
         self.show_message(message)
 
     # --- figures -----------------------------------------------------------------
+    def _on_generation_started(self) -> None:
+        self.state_label.setText("Waiting its turn…" if self.bridge.waiting_turn else "Generating…")
+        self.speed_label.setText("")  # the last answer's speed is not this one's
+
     def _on_stats_received(self, stats: dict) -> None:
-        self.speed_label.setText(f"{stats.get('gen_tok_s') or 0:.1f} tok/s")
+        if self.state_label.text().startswith("Reading the prompt"):
+            self.state_label.setText("Generating…")  # read: the answer's figures follow
+        if stats.get("completion_tokens") or stats.get("ev") != STATS:  # no "0.0 tok/s" before the first token
+            self.speed_label.setText(f"{stats.get('gen_tok_s') or 0:.1f} tok/s")
         if stats.get("n_ctx") and stats.get("n_past") is not None:
             self.ctx_label.setText(f"context {stats.get('n_past', 0)}/{stats['n_ctx']}")
         if stats.get("rss_mb"):

@@ -53,6 +53,10 @@ class PromptEdit(QPlainTextEdit):
         super().keyPressEvent(event)
 
 
+WAITING_TURN = ("Waiting its turn: the engine is answering API requests first (Server page); this answer starts "
+                "after them.")
+
+
 class ChatView(QWidget):
     generation_started = Signal()
     answer_saved = Signal(int)  # message id
@@ -68,6 +72,7 @@ class ChatView(QWidget):
         self._editing: int | None = None  # message id being edited (edit-and-resend)
         self._regenerating: int | None = None  # the answer the one in progress is a new version of
         self._failed = False  # the latest answer ended in an error: Regenerate retries it
+        self._reading = ""  # how far the engine has read a long prompt, until the answer's first figures
         self.sampling_overrides: dict = {}  # set by `hearth bench gui` (ignore_eos), not shown to users
 
         self.conversations = ConversationList(store)
@@ -136,6 +141,9 @@ class ChatView(QWidget):
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
         self.system_prompt.textChanged.connect(self._on_system_prompt_changed)
         bridge.token_received.connect(self._on_token_received)
+        bridge.turn_started.connect(self._update_buttons)
+        bridge.prompt_progress.connect(self._on_prompt_progress)
+        bridge.stats_received.connect(self._on_answer_started)
         bridge.generation_finished.connect(self._on_generation_finished)
         bridge.generation_failed.connect(self._on_generation_failed)
         bridge.engine_crashed.connect(self._on_generation_failed)
@@ -177,6 +185,10 @@ class ChatView(QWidget):
             self.hint.setText("No model is loaded. Choose one above and press Load.")
         elif refusal:
             self.hint.setText(refusal)
+        elif self.generating and not self._detached and self.bridge.waiting_turn:
+            self.hint.setText(WAITING_TURN)
+        elif self.generating and not self._detached and self._reading:
+            self.hint.setText(self._reading)
         elif self._editing is not None:
             self.hint.setText("Editing a message: sending asks again from there; the old version stays "
                               "(‹ › in its header). Esc cancels the edit.")
@@ -310,6 +322,7 @@ class ChatView(QWidget):
         """Ask for the next answer; `prediction`, the answer it replaces, lets the engine draft from it
         (predicted outputs: the same answer, sooner)."""
         self._failed = False
+        self._reading = ""
         # The answer being regenerated stays in the store (as a version) until the new one replaces it, but it
         # is not part of what the model is asked.
         before = self._regenerating
@@ -397,8 +410,21 @@ class ChatView(QWidget):
 
     # --- answers ------------------------------------------------------------
     def _on_token_received(self, text: str) -> None:
+        if self._reading:
+            self._on_answer_started()
         if self.generating and not self._detached:
             self.transcript.append_token(text)
+
+    def _on_prompt_progress(self, done: int, total: int) -> None:
+        """A long prompt is being read (the engine says after each batch): said under the transcript."""
+        if self.generating and total:
+            self._reading = f"Reading the prompt: {done:,} of {total:,} tokens ({100 * done / total:.0f}%)…"
+            self._update_buttons()
+
+    def _on_answer_started(self, *_args) -> None:
+        if self._reading:  # the prompt is read: the answer's figures follow
+            self._reading = ""
+            self._update_buttons()
 
     @staticmethod
     def _note(meta: dict) -> str:
@@ -420,6 +446,7 @@ class ChatView(QWidget):
         return " · ".join(parts)
 
     def _finish(self, text: str, meta: dict) -> None:
+        self._reading = ""
         conversation = self._gen_conversation
         regenerating, self._regenerating = self._regenerating, None
         self._gen_conversation = None

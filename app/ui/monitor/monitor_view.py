@@ -204,11 +204,18 @@ class MonitorView(QWidget):
         if stats.get("ev") == P.STATS and stats.get("gen_tok_s"):  # an answer's live figures, not its end
             speed = unbroken(f"{stats['gen_tok_s']:.1f} tok/s")
             self.summary.setText(f"Generating… {speed}")
+        elif stats.get("ev") == P.STATS and self.summary.text().startswith("Reading the prompt"):
+            self.summary.setText("Generating…")  # the prompt is read; a speed follows with the second token
         self._dirty = True
 
-    def _on_started(self) -> None:
-        """An answer was asked for: the summary says so instead of showing the last answer's figures."""
-        self.summary.setText("Generating…")
+    def _on_started(self, waiting: bool = False) -> None:
+        """An answer was asked for: the summary says so instead of showing the last answer's figures; waiting:
+        other requests (the API's) are answered first."""
+        self.summary.setText("Waiting its turn: API requests are answered first…" if waiting else "Generating…")
+
+    def _on_prompt_progress(self, done: int, total: int) -> None:
+        if total:
+            self.summary.setText(f"Reading the prompt… {unbroken(f'{done:,}/{total:,} tokens')}")
 
     def _on_interrupted(self, _message: str = "") -> None:
         """The answer failed or the engine crashed: no Done comes, and the live speed must not stay up."""
