@@ -45,6 +45,9 @@ SYSTEM_LIBRARIES = {
     "libxcb.so.1": "libxcb1",
     "libxcb-icccm.so.4": "libxcb-icccm4",
     "libxcb-keysyms.so.1": "libxcb-keysyms1",
+    # Qt 6.5+'s xcb plugin links it and Ubuntu's desktop does not install it (#31.9); the bundle usually carries a
+    # copy from the build machine, which a build machine without it cannot.
+    "libxcb-cursor.so.0": "libxcb-cursor0",
     "libwayland-client.so.0": "libwayland-client0",
     "libwayland-cursor.so.0": "libwayland-cursor0",
     "libwayland-egl.so.1": "libwayland-egl1",

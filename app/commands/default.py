@@ -18,9 +18,17 @@ def _gui_possible() -> bool:
 
 def run_default() -> int:
     if _gui_possible():
-        from app.commands.gui import open_window
+        from app.ui.display_check import display_problem
 
-        return open_window()
+        problem = display_problem()  # Qt's X11 plugin would not load: say what to install, then chat here
+        if problem is None:
+            from app.commands.gui import open_window
+
+            return open_window()
+        print(f"hearth: {problem}", file=sys.stderr)
+        if not sys.stdin.isatty():  # started from a menu: nobody to chat with in a terminal
+            return 1
+        print("hearth: starting the terminal chat instead.", file=sys.stderr)
     import argparse
 
     from app.commands import chat

@@ -24,7 +24,12 @@ def open_window() -> int:
     """The window until it closes (also `hearth` without a command). Its engine starts first, so the engine's
     start and the model's load overlap with Qt's imports and the window's building."""
     from app.backends.supervisor import Supervisor
+    from app.core.errors import DependencyMissing
+    from app.ui.display_check import display_problem
 
+    problem = display_problem()  # before the engine starts: Qt would abort the process without a word of ours
+    if problem:
+        raise DependencyMissing(problem)
     engine = Supervisor.for_window()
     from app.ui.app import run_gui
 

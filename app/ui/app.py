@@ -97,6 +97,12 @@ def run_gui(argv: list[str], engine: Supervisor | None = None) -> int:
 
 
 def main() -> int:
+    from app.ui.display_check import display_problem
+
+    problem = display_problem()  # Qt's own abort says nothing of Hearth's
+    if problem:
+        print(f"hearth: {problem}", file=sys.stderr)
+        return 1
     return run_gui(sys.argv[1:])
 
 
