@@ -8,7 +8,6 @@ import os
 from app.commands.options import add_load_args, load_options
 from app.core.errors import HearthError
 from app.core.modelfile import check_model_file
-from app.server.limits import Limits
 
 API_KEY_ENV = "HEARTH_API_KEY"
 
@@ -35,18 +34,19 @@ def register(sub) -> None:
                    help="models loaded at once; a request naming another library model loads it (default 1)")
     p.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
                    help="unload a model no request has used for this long (default: keep it)")
-    limits = Limits()
-    p.add_argument("--head-timeout", type=float, default=limits.head_timeout_s, metavar="SECONDS",
-                   help=f"close a connection whose request line and headers take longer than this; 408 "
-                        f"(default {limits.head_timeout_s:g})")
-    p.add_argument("--body-timeout", type=float, default=limits.body_timeout_s, metavar="SECONDS",
-                   help=f"refuse a request whose body takes longer than this to arrive; 408 "
-                        f"(default {limits.body_timeout_s:g})")
-    p.add_argument("--max-connections", type=int, default=limits.max_connections, metavar="N",
-                   help=f"open connections at most; beyond, a 503 with Retry-After (default {limits.max_connections})")
-    p.add_argument("--max-queue", type=int, default=limits.max_queue, metavar="N",
+    # The API's limits (app/server/limits.py's Limits, not imported here: no CLI start may import the server);
+    # None takes its default, which the help says (tests/server/test_limits_cli.py holds the two together).
+    p.add_argument("--head-timeout", type=float, default=None, metavar="SECONDS",
+                   help="close a connection whose request line and headers take longer than this; 408 (default 10)")
+    p.add_argument("--body-timeout", type=float, default=None, metavar="SECONDS",
+                   help="refuse a request whose body takes longer than this to arrive; 408 (default 60)")
+    p.add_argument("--max-body-mb", type=float, default=None, metavar="MB",
+                   help="refuse a request body larger than this; 413 (default 10)")
+    p.add_argument("--max-connections", type=int, default=None, metavar="N",
+                   help="open connections at most; beyond, a 503 with Retry-After (default 256)")
+    p.add_argument("--max-queue", type=int, default=None, metavar="N",
                    help="requests waiting for a slot at most, beyond the --parallel answering; beyond, a 503 with "
-                        f"Retry-After (default {limits.max_queue})")
+                        "Retry-After (default 128)")
     p.set_defaults(func=run)
 
 
@@ -63,11 +63,21 @@ def run(args: argparse.Namespace) -> int:
     check_model_file(options.model_path)
     if args.max_models < 1 or (args.ttl is not None and args.ttl <= 0):
         raise HearthError("--max-models must be at least 1 and --ttl more than 0 seconds.")
-    if not (args.head_timeout > 0 and args.body_timeout > 0 and args.max_connections >= 1 and args.max_queue >= 0):
-        raise HearthError("--head-timeout and --body-timeout must be more than 0 seconds, --max-connections at "
-                          "least 1 and --max-queue at least 0.")
-    limits = Limits(head_timeout_s=args.head_timeout, body_timeout_s=args.body_timeout,
-                    max_connections=args.max_connections, max_queue=args.max_queue)
+    limits = _limits(args)
     return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors),
                                        allowed_hosts=list(args.allowed_host), max_models=args.max_models, ttl_s=args.ttl,
                                        limits=limits))
+
+
+def _limits(args: argparse.Namespace):
+    from app.server.limits import Limits
+
+    given = {"head_timeout_s": args.head_timeout, "body_timeout_s": args.body_timeout,
+             "max_body_bytes": None if args.max_body_mb is None else int(args.max_body_mb * 2**20),
+             "max_connections": args.max_connections, "max_queue": args.max_queue}
+    limits = Limits(**{name: value for name, value in given.items() if value is not None})
+    if not (limits.head_timeout_s > 0 and limits.body_timeout_s > 0 and limits.max_body_bytes > 0
+            and limits.max_connections >= 1 and limits.max_queue >= 0):
+        raise HearthError("--head-timeout and --body-timeout must be more than 0 seconds, --max-body-mb more than "
+                          "0, --max-connections at least 1 and --max-queue at least 0.")
+    return limits

@@ -25,7 +25,7 @@ import time
 from app.server.anthropic_api import is_anthropic
 from app.server.errors import ApiError
 
-MAX_BODY_BYTES = 10 * 2**20
+MAX_BODY_BYTES = 10 * 2**20  # (Limits.max_body_bytes: `hearth serve --max-body-mb`)
 BODY_TIMEOUT_S = 60.0
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -99,7 +99,7 @@ class RequestGuard:
         return None
 
     def _too_big(self) -> ApiError:
-        return ApiError(413, f"The request body is larger than this server takes ({self.max_body_bytes // 2**20} MB).",
+        return ApiError(413, f"The request body is larger than this server takes ({self.max_body_bytes / 2**20:g} MB).",
                         code="request_too_large")
 
     async def _read_body(self, receive, headers) -> tuple[bytes, ApiError | None]:

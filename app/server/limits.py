@@ -33,6 +33,7 @@ QUEUED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/
 class Limits:
     head_timeout_s: float = 10.0
     body_timeout_s: float = 60.0
+    max_body_bytes: int = 10 * 2**20  # app/server/guard.py: a 413 before the body is parsed
     max_connections: int = 256
     max_queue: int = 128  # requests waiting for a slot, beyond those answering
 

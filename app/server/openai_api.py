@@ -36,7 +36,7 @@ from app.server.anthropic_api import AnthropicMessages, is_anthropic
 from app.server.answers import (compact_json, event_stream, open_answer, prediction_counts, token_counts,
                                 whole_answer)
 from app.server.errors import ApiError, from_engine, invalid
-from app.server.guard import MAX_BODY_BYTES, RequestGuard, allowed_hosts
+from app.server.guard import RequestGuard, allowed_hosts
 from app.server.limits import Limits, RequestQueue
 from app.server.models import ModelPool, model_id
 from app.server.requests import Generation, chat_request, completion_request, embedding_request
@@ -71,14 +71,13 @@ class OpenAIApi:
     def __init__(self, models: ModelPool | Backend, api_key: str | None = None, cors: list[str] | None = None,
                  default_max_tokens: int = DEFAULT_MAX_TOKENS,
                  on_request: Callable[[RequestRecord], None] | None = None,
-                 hosts: tuple[str, ...] | None | str = "loopback", max_body_bytes: int = MAX_BODY_BYTES,
-                 limits: Limits = Limits(), slots: int = 1):
+                 hosts: tuple[str, ...] | None | str = "loopback", limits: Limits = Limits(), slots: int = 1):
         """models: the pool of models to serve (app/server/models.py), or one backend to serve alone.
         on_request, if given, is called once per finished HTTP request, on the server's thread.
         hosts: the Host names answered (None: any; app/server/guard.py decides from the address and key);
         "loopback": as for a server bound to loopback with this key.
-        limits: the body deadline and the queue (app/server/limits.py; the head deadline and the connection
-        cap are uvicorn's protocol's, limits.http_protocol); slots: requests the model answers at once."""
+        limits: the body's size and deadline and the queue (app/server/limits.py; the head deadline and the
+        connection cap are uvicorn's protocol's, limits.http_protocol); slots: requests the model answers at once."""
         self.pool = models if isinstance(models, ModelPool) else ModelPool(models)
         self.on_request = on_request
         self.api_key = api_key
@@ -104,7 +103,8 @@ class OpenAIApi:
         self.app.router.redirect_slashes = False
         if hosts == "loopback":
             hosts = allowed_hosts("127.0.0.1", api_key)
-        self._guarded = RequestQueue(RequestGuard(self._handle_checked, hosts, max_body_bytes, limits.body_timeout_s),
+        self._guarded = RequestQueue(RequestGuard(self._handle_checked, hosts, limits.max_body_bytes,
+                                                  limits.body_timeout_s),
                                      slots * self.pool.max_models, limits.max_queue)
 
     # --- plumbing --------------------------------------------------------

@@ -187,10 +187,12 @@ def test_health_on_a_server_without_a_key_says_its_model(server):
 
 
 def test_allowed_host_and_a_key_open_other_names(tmp_path):
-    proc, base = start_server("--allowed-host", "hearth.lan", env={"HEARTH_HOME": str(tmp_path)})
+    proc, base = start_server("--allowed-host", "hearth.lan", "--max-body-mb", "0.5", env={"HEARTH_HOME": str(tmp_path)})
     try:
         assert httpx.get(f"{base}/models", headers={"Host": "hearth.lan:80"}).status_code == 200
         assert httpx.get(f"{base}/models", headers={"Host": "other.lan"}).status_code == 403
+        r = post(base, "/chat/completions", {"messages": [{"role": "user", "content": "a" * 600_000}]})
+        assert r.status_code == 413 and "(0.5 MB)" in r.json()["error"]["message"]  # the body limit is a flag
     finally:
         stop_server(proc)
     proc, base = start_server("--api-key", "k", env={"HEARTH_HOME": str(tmp_path)})
