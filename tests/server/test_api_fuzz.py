@@ -25,17 +25,19 @@ VALID = {
     "/completions": {"prompt": "hi", "max_tokens": 1},
     "/embeddings": {"input": "hi"},
     "/messages": {"messages": USER, "max_tokens": 1},
+    "/messages/count_tokens": {"messages": USER},
 }
 FIELDS = {
     "/chat/completions": ["model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
                           "min_p", "n", "seed", "stop", "stream", "stream_options", "frequency_penalty",
                           "presence_penalty", "repeat_penalty", "logit_bias", "response_format", "grammar", "tools",
-                          "tool_choice", "parallel_tool_calls"],
+                          "tool_choice", "parallel_tool_calls", "logprobs", "top_logprobs"],
     "/completions": ["model", "prompt", "max_tokens", "temperature", "echo", "stop", "seed", "logit_bias",
-                     "response_format", "grammar", "stream"],
+                     "response_format", "grammar", "stream", "logprobs"],
     "/embeddings": ["model", "input", "encoding_format", "dimensions"],
     "/messages": ["model", "messages", "max_tokens", "system", "temperature", "top_p", "top_k", "stop_sequences",
-                  "stream", "tools", "tool_choice"],
+                  "stream", "tools", "tool_choice", "output_config"],
+    "/messages/count_tokens": ["model", "messages", "system", "tools", "tool_choice", "output_config"],
 }
 # Values inside the structures: messages, content blocks, formats, tools.
 NESTED = {
@@ -72,6 +74,15 @@ NESTED = {
         {"tools": [{"name": "f", "input_schema": {"type": "wizard"}}]},
         {"tools": [{"name": "f", "input_schema": {}}], "tool_choice": {"type": "tool", "name": "g"}},
         {"tools": [5]},
+        {"output_config": {"format": {"type": "json_schema"}}},
+        {"output_config": {"format": {"type": "json_schema", "schema": {"type": "array", "minItems": 10**9}}}},
+        {"output_config": {"format": {"type": "text"}}},
+        {"output_config": {"format": {"type": "json_schema", "schema": {}}}, "tools": [{"name": "f"}]},
+    ],
+    "/messages/count_tokens": [
+        {"messages": [{"role": "user", "content": [{"type": "image"}]}]},
+        {"tools": [{"name": "f", "input_schema": DEEP}]},
+        {"messages": USER * 5000},
     ],
     "/embeddings": [{"input": [[1, "a"]]}, {"input": [["a"]]}, {"input": [[]]}, {"input": [""] * 3000},
                     {"input": [[0] * 5000]}],
@@ -100,7 +111,7 @@ def check_answer(path: str, response: httpx.Response) -> str | None:
         body = response.json()
     except ValueError:
         return f"status {response.status_code} without a JSON body: {response.text[:100]!r}"
-    if path == "/messages":
+    if path.startswith("/messages"):
         ok = body.get("type") == "error" and set(body.get("error", {})) == {"type", "message"}
     else:
         ok = set(body.get("error", {})) == {"message", "type", "param", "code"}
