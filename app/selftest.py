@@ -332,7 +332,7 @@ def check_runtimes() -> str:
         probe = probe_runtime(runtime)
         if not probe.ok:
             raise HearthError(probe.error or f"the {runtime.name} runtime did not load")
-        devices = ", ".join(d.description or d.name for d in probe.devices) or "no GPU here"
+        devices = ", ".join(d.description or d.name for d in probe.gpus) or "no GPU here"
         hidden = [d.get("name") for d in probe.hidden_software_vulkan()]
         said.append(f"{runtime.name} ({runtime.key}) loads; devices: {devices}"
                     + (f" (software, not used unless named: {', '.join(map(str, hidden))})" if hidden else ""))
