@@ -211,11 +211,3 @@ def max_context(info: GGUFInfo, ram_mb: float, kv_type: str = "f16") -> int:
         return 0
     return int(math.floor((ram_mb - fixed) / per_token / 256) * 256)
 
-
-def above_trained_context(n_ctx: int | None, n_ctx_train: int | None) -> str | None:
-    """The warning for a context above the one the model was trained on (the window, hearth chat and serve say
-    the same); None within it."""
-    if not (n_ctx and n_ctx_train) or n_ctx <= n_ctx_train:
-        return None
-    return (f"This model was trained on {n_ctx_train:,} tokens; beyond that its answers usually fall apart, and the "
-            "KV cache costs memory for nothing.")

@@ -1,7 +1,8 @@
-"""Cheap checks on a model path before llama.cpp sees it.
+"""Cheap checks on a model path before llama.cpp sees it, and on what it is loaded with.
 
 llama.cpp prints its reason for refusing a file to its log and returns NULL;
 these checks catch the common cases first with a sentence naming the file.
+Light on purpose (no gguf, no numpy): the window imports it before its first paint.
 """
 
 from __future__ import annotations
@@ -49,3 +50,12 @@ def check_model_file(path: str | Path) -> Path:
     if version not in SUPPORTED_VERSIONS:
         raise ModelFileError(version_problem(p.name, version))
     return p.resolve()
+
+
+def above_trained_context(n_ctx: int | None, n_ctx_train: int | None) -> str | None:
+    """The warning for a context above the one the model was trained on (the window, hearth chat and serve say
+    the same); None within it."""
+    if not (n_ctx and n_ctx_train) or n_ctx <= n_ctx_train:
+        return None
+    return (f"This model was trained on {n_ctx_train:,} tokens; beyond that its answers usually fall apart, and the "
+            "KV cache costs memory for nothing.")

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 
 from app.core.errors import HearthError
-from app.core.fit import above_trained_context
+from app.core.modelfile import above_trained_context
 from app.backends.client import EngineClient
 from app.engine.protocol import LoadOptions
 from app.backends.supervisor import Supervisor

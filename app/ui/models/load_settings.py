@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
                                QPushButton, QSlider, QSpinBox, QStyle, QStyleOptionSlider, QToolButton, QWidget)
 
 from app.core.chat_formats import BUILTIN_NAMES, PLAIN
-from app.core.fit import above_trained_context
+from app.core.modelfile import above_trained_context
 from app.core.metrics import default_threads
 from app.engine.option_fields import LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
 from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
