@@ -23,6 +23,7 @@ from app.engine.threads import runnable_others
 
 CALIBRATION_SIZES = (1, 2, 3, 5, 9, 17, 33)  # a plain step, and verify batches of 1..32 drafts
 ENTRY = "spec_calibration"
+BUDGET_S = 3.0  # seconds of measuring after which no further round is taken (at least one measured round)
 METHOD = 3  # in the key: a calibration measured another way is measured again
 # Calibrations measured in this process, by key: a file that cannot be written still saves the work twice.
 _MEASURED: dict[str, dict] = {}
@@ -136,6 +137,7 @@ def measure_target(decoder, threads: int, reps: int = 3, sizes: tuple[int, ...] 
     if threads != was:
         rt.set_threads(threads)
     try:
+        began = clock()
         for rep in range(reps + 1):
             for n in sizes:
                 started = clock()
@@ -143,6 +145,10 @@ def measure_target(decoder, threads: int, reps: int = 3, sizes: tuple[int, ...] 
                 if rep:
                     times[n].append(clock() - started)
                 decoder.truncate(base)
+            # A slow model (a big one on the CPU, a software GPU) gets one measured round: its steps are long
+            # enough that one try is precise, and three would keep its first answer waiting for a minute or more.
+            if rep and clock() - began > BUDGET_S:
+                break
     finally:
         if not decoder.truncate(kept):
             decoder.reset()

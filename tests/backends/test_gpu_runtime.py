@@ -76,6 +76,7 @@ def hearth(*args: str, env: dict | None = None, timeout: float = 600) -> subproc
     return proc
 
 
+@pytest.mark.timeout(600)  # lookup's first load calibrates its steps: on lavapipe, 10-40 s per batch size
 def test_chat_with_every_layer_on_the_device_and_lookup(vulkan_runtime):
     proc = hearth("chat", "--runtime", "vulkan", "--gpu-layers", "-1", "--lookup", "--prompt",
                   "Repeat: one two three one two three", "--max-tokens", "3", "--temp", "0", "--ctx", "256",
