@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from app.core import runtimes as rt
-from tests.core.test_runtimes import CACHE, NOT_BUILT, make_runtime_folder, vulkan_manifest
+from tests.core.test_runtimes import CACHE, lavapipe_runtime, make_runtime_folder, vulkan_manifest
 from tests.server.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.slow
@@ -33,13 +33,7 @@ N_LAYER = 30  # the bundled model's; llama.cpp counts its output layer as one mo
 @pytest.fixture(scope="module")
 def vulkan_runtime() -> rt.Runtime:
     os.environ[rt.RUNTIMES_DIR_ENV] = str(CACHE)  # the child processes below find it through their env too
-    runtime = rt.find_runtime("vulkan") if CACHE.is_dir() else None
-    if runtime is None:
-        pytest.skip(NOT_BUILT)
-    probe = rt.probe_runtime(runtime, visible_devices="0")
-    if not (probe.ok and probe.software_devices):
-        pytest.skip(f"no lavapipe device here ({probe.error or 'mesa-vulkan-drivers is not installed'})")
-    return runtime
+    return lavapipe_runtime()
 
 
 def teacher_forced(runtime: rt.Runtime, model: Path, layers: int) -> dict:

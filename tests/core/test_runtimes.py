@@ -28,6 +28,17 @@ NOT_BUILT = ("the Vulkan runtime is not built; `python -m app.core.runtime_build
              "(tests/run.sh does, into $HEARTH_RUNTIMES_DIR)")
 
 
+def lavapipe_runtime() -> rt.Runtime:
+    """The Vulkan runtime tests/run.sh builds into CACHE, where lavapipe is there to run it; else the test skips."""
+    runtime = rt.find_runtime("vulkan") if CACHE.is_dir() else None
+    if runtime is None:
+        pytest.skip(NOT_BUILT)
+    probe = rt.probe_runtime(runtime, visible_devices="0")
+    if not (probe.ok and probe.software_devices):
+        pytest.skip(f"no lavapipe device here ({probe.error or 'mesa-vulkan-drivers is not installed'})")
+    return runtime
+
+
 @pytest.fixture
 def runtimes_root(tmp_path, monkeypatch) -> Path:
     root = tmp_path / "runtimes"

@@ -11,7 +11,7 @@ import pytest
 
 from app.core import runtimes as rt
 from app.ui.runtime_text import NO_GPU_RUNTIME
-from tests.core.test_runtimes import CACHE, NOT_BUILT
+from tests.core.test_runtimes import CACHE, lavapipe_runtime
 from tests.ui.conftest import shot
 
 LOAD_TIMEOUT_MS = 120_000
@@ -41,13 +41,7 @@ def lavapipe(monkeypatch) -> rt.Runtime:
     """The Vulkan runtime built by tests/run.sh, with lavapipe named as its device."""
     monkeypatch.setenv(rt.RUNTIMES_DIR_ENV, str(CACHE))
     monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "0")
-    runtime = rt.find_runtime("vulkan") if CACHE.is_dir() else None
-    if runtime is None:
-        pytest.skip(NOT_BUILT)
-    probe = rt.probe_runtime(runtime, visible_devices="0")
-    if not (probe.ok and probe.software_devices):
-        pytest.skip(f"no lavapipe device here ({probe.error or 'mesa-vulkan-drivers is not installed'})")
-    return runtime
+    return lavapipe_runtime()
 
 
 def test_without_a_gpu_runtime_only_auto_and_cpu_are_offered_and_the_note_says_how_to_get_one(
