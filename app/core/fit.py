@@ -67,6 +67,7 @@ class FitEstimate:
     ram_available_mb: float
     gpu_free_mb: float | None
     gpu_layers: int  # suggested --gpu-layers (0: CPU only, -1 would mean all; we give the count)
+    gpu_device: str | None
     n_layers: int
     ram_needed_mb: float  # with the suggested offload
     fits: bool
@@ -122,11 +123,12 @@ def gpu_free_mb() -> float | None:
 
 def estimate_fit(model: str | Path | GGUFInfo, n_ctx: int | None = None, kv_type: str = "f16",
                  n_ubatch: int = 512, flash_attn: bool = True, ram_available_mb: float | None = None,
-                 gpu_available_mb: float | None | bool = True) -> FitEstimate:
+                 gpu_available_mb: float | None | bool = True, gpu_device: str | None = None) -> FitEstimate:
     """Estimate memory for a model file at a context size and KV type.
 
     n_ctx None: the engine's default context (4096), or the trained context when that is smaller.
-    gpu_available_mb True: ask the machine; None: no GPU; a number: use it (tests, what-if).
+    gpu_available_mb True: ask the machine; None: no GPU; a number: use it (the chosen runtime's device, as its
+    probe read it; tests, what-if). gpu_device: that device's name, for the verdict.
     """
     info = model if isinstance(model, GGUFInfo) else read_gguf_info(model)
     if n_ctx is None:
@@ -152,7 +154,8 @@ def estimate_fit(model: str | Path | GGUFInfo, n_ctx: int | None = None, kv_type
     est = FitEstimate(model=info.path, n_ctx=n_ctx, kv_type=kv_type, weights_mb=round(weights, 1),
                       kv_cache_mb=round(kv, 1), compute_mb=round(touched, 1), compute_reserved_mb=round(reserved, 1),
                       overhead_mb=ENGINE_OVERHEAD_MB, total_mb=round(total, 1), ram_available_mb=round(ram),
-                      gpu_free_mb=None if gpu is None else round(gpu), gpu_layers=gpu_layers, n_layers=n_layers,
+                      gpu_free_mb=None if gpu is None else round(gpu), gpu_layers=gpu_layers,
+                      gpu_device=gpu_device if gpu else None, n_layers=n_layers,
                       ram_needed_mb=round(ram_needed, 1), fits=False, verdict="")
     _judge(est, info)
     return est
@@ -162,11 +165,12 @@ def _judge(est: FitEstimate, info: GGUFInfo) -> None:
     room = est.ram_available_mb - RAM_RESERVE_MB
     est.fits = est.ram_needed_mb <= room
     name = Path(est.model).name
+    device = est.gpu_device or "the GPU"
     if est.fits and est.gpu_layers and est.gpu_layers >= est.n_layers:
-        est.verdict = (f"Fits: all {est.n_layers} layers on the GPU ({mib_as_mb(est.gpu_free_mb)} free there), "
+        est.verdict = (f"Fits: all {est.n_layers} layers on {device} ({mib_as_mb(est.gpu_free_mb)} free there), "
                        f"{mib_as_mb(est.ram_needed_mb)} of RAM for the rest.")
     elif est.fits and est.gpu_layers:
-        est.verdict = (f"Fits with {est.gpu_layers} of {est.n_layers} layers on the GPU and "
+        est.verdict = (f"Fits with {est.gpu_layers} of {est.n_layers} layers on {device} and "
                        f"{mib_as_mb(est.ram_needed_mb)} in RAM ({mib_as_mb(est.ram_available_mb)} available).")
     elif est.fits:
         est.verdict = (f"Fits in RAM: needs about {mib_as_mb(est.ram_needed_mb)}, {mib_as_mb(est.ram_available_mb)} "

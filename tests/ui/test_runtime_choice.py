@@ -76,6 +76,9 @@ def test_a_model_loaded_on_the_vulkan_runtime_says_where_it_runs(qtbot, lavapipe
     assert settings.gpu_reason.text().startswith("The cpu runtime computes every layer on the CPU; choose vulkan")
     settings.runtime.setCurrentIndex(settings.runtime.findData("vulkan"))
     assert settings.gpu_layers.isEnabled() and not settings.gpu_reason.isVisibleTo(w)
+    # The fit verdict takes the chosen runtime's device and its free memory (#28: it said "Fits in RAM" and
+    # suggested 0 layers with Vulkan chosen), and names it.
+    qtbot.waitUntil(lambda: "layers on llvmpipe" in w.models.fit_label.text(), timeout=30_000)
     settings.gpu_layers.setValue(settings.gpu_layers.maximum())  # all
     assert w.models.selected_path() == str(bundled_model)
     with qtbot.waitSignal(w.bridge.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:

@@ -43,11 +43,19 @@ def inspect(path: str) -> dict:
     return read_gguf_info(path).to_dict()
 
 
-def fit(path: str, n_ctx: int, kv_type: str) -> dict:
-    """The memory-fit verdict (FitEstimate as a dict: verdict, fits, gpu_layers, n_layers, ...)."""
+def fit(path: str, n_ctx: int, kv_type: str, runtime: str = "auto") -> dict:
+    """The memory-fit verdict (FitEstimate as a dict: verdict, fits, gpu_layers, n_layers, ...) on the runtime
+    the load settings chose: its device's free memory as the runtime's probe read it (any vendor's Vulkan device,
+    not only what nvidia-smi sees), named in the verdict; the cpu runtime has none."""
+    from app.backends import runtime_choice
     from app.core.fit import estimate_fit
 
-    return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type).to_dict()
+    devices = runtime_choice.choose(runtime).devices
+    best = max(devices, key=lambda d: d.memory_free_mb, default=None)
+    if best is None or not best.memory_free_mb:
+        return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type, gpu_available_mb=None).to_dict()
+    return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type, gpu_available_mb=float(best.memory_free_mb),
+                        gpu_device=best.description or best.name).to_dict()
 
 
 def runtime_choices() -> list[dict]:

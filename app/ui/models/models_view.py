@@ -211,6 +211,7 @@ class ModelsView(QWidget):
         self.sources.currentChanged.connect(self._on_source_tab_changed)
         self.load_settings.ctx.currentIndexChanged.connect(self._update_fit)
         self.load_settings.kv_type.currentIndexChanged.connect(self._update_fit)
+        self.load_settings.runtime.currentIndexChanged.connect(self._update_fit)
         self.quant_type.currentIndexChanged.connect(self._check_requantize)
         bridge.model_loading.connect(self._on_model_loading)
         bridge.model_loaded.connect(self._on_model_loaded)
@@ -395,7 +396,8 @@ class ModelsView(QWidget):
         if not path:
             return
         n_ctx, kv = self.load_settings.ctx.currentData(), self.load_settings.kv_type.currentText()
-        self.tasks.run(lambda: manager.fit(path, n_ctx, kv), self._show_fit, self.fit_label.setText, "fit")
+        runtime = self.load_settings.runtime.currentData() or "auto"
+        self.tasks.run(lambda: manager.fit(path, n_ctx, kv, runtime), self._show_fit, self.fit_label.setText, "fit")
 
     def _show_fit(self, verdict: dict) -> None:
         if verdict.get("model") != self.selected_path():
