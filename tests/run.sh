@@ -17,6 +17,11 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
       desktop-file-utils gnome-keyring dbus-daemon appstream xvfb x11-utils libxcb-icccm4 libxcb-keysyms1; } \
     >/dev/null 2>&1 || echo "run.sh: could not install the package tests' tools; those checks fall back" >&2
 fi
+# The API's browser test (tests/server/test_browser.py) runs a web page's attacks in Debian's headless Chromium.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v chromium >/dev/null; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+    >/dev/null 2>&1 || echo "run.sh: could not install Chromium; the browser test skips" >&2
+fi
 # GPU offload is tested on Mesa's lavapipe, a Vulkan device on the CPU, with the Vulkan engine runtime built from
 # the pinned sdist's llama.cpp (app/core/runtime_build.py). The build needs cmake, a compiler, glslc, spirv-headers
 # and the Vulkan loader's development files; Debian 12's Vulkan headers are too old, so the build fetches
