@@ -47,6 +47,9 @@ def register(sub) -> None:
     p.add_argument("--max-queue", type=int, default=None, metavar="N",
                    help="requests waiting for a slot at most, beyond the --parallel answering; beyond, a 503 with "
                         "Retry-After (default 128)")
+    p.add_argument("--reasoning-format", choices=("auto", "none"), default="auto",
+                   help="auto: a reasoning model's <think>...</think> comes back as reasoning_content, apart from "
+                        "content; none: it stays in content (a request's own reasoning_format wins; default auto)")
     p.set_defaults(func=run)
 
 
@@ -66,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     limits = _limits(args)
     return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors),
                                        allowed_hosts=list(args.allowed_host), max_models=args.max_models, ttl_s=args.ttl,
-                                       limits=limits))
+                                       limits=limits, reasoning_format=args.reasoning_format))
 
 
 def _limits(args: argparse.Namespace):

@@ -17,7 +17,7 @@ from app.engine.protocol import LoadOptions, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.slots import Slots
 from app.engine.speculative import check_speculation_options, make_speculator
-from app.engine.template import template_for, turn_stops
+from app.engine.template import opens_thinking, template_for, turn_stops
 from app.engine.window import make_policy, system_prefix
 
 
@@ -33,6 +33,7 @@ class Session:
         o = runtime.options
         try:
             self.chat_format, self.template = template_for(runtime, o.chat_template)
+            self.opens_thinking = opens_thinking(self.template)
         except BaseException:
             runtime.close()
             raise
@@ -82,6 +83,7 @@ class Session:
         if self.probe is not None:
             info["extra_bufts_probe"] = self.probe
         info["chat_template"] = self.template.source[:2000]
+        info["opens_thinking"] = self.opens_thinking  # answers start inside <think> (app/core/reasoning.py)
         info["cannot_generate"] = self.refusal
         info["chat_format"] = {**self.chat_format.to_dict(), "turn_stops": self.turn_stops}
         info["window"] = self.decoder.context_policy.state(self.decoder)

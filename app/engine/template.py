@@ -28,6 +28,7 @@ from jinja2 import TemplateError
 
 from app.core.chat_formats import ChatFormat, choose_format
 from app.core.errors import HearthError, InvalidRequest
+from app.core.reasoning import prompt_opens_thinking
 from app.engine.template_budget import BudgetedSandbox, TemplateBudgetError
 from app.engine.tool_format import as_plain_messages
 
@@ -87,6 +88,16 @@ class ChatTemplate:
             raise
         except Exception as exc:  # any error inside a foreign template, most often data it did not expect
             raise ConversationRefused(f"The model's chat template failed on this conversation: {exc}") from None
+
+
+def opens_thinking(template) -> bool:
+    """Whether the template's generation prompt ends inside an opened `<think>` (DeepSeek-R1's, QwQ's): the
+    answer then starts in its thinking, without the tag (app/core/reasoning.py)."""
+    try:
+        prompt = template.render([{"role": "user", "content": "Hi"}])
+    except Exception:  # a template that needs more than one user turn: no thinking known to be opened
+        return False
+    return prompt_opens_thinking(prompt)
 
 
 def _arguments_as_objects(message: dict) -> dict:

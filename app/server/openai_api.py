@@ -4,6 +4,8 @@ Anthropic's /v1/messages (app/server/anthropic_api.py), and /health.
 A Starlette app over the backends of a model pool (app/server/models.py); uvicorn serves it (app/server/run.py).
 Responses follow OpenAI's shapes, streaming as server-sent events with a last usage chunk when
 `stream_options.include_usage` asks for it; tool calls come back as `tool_calls` (app/server/tools.py).
+A reasoning model's <think>…</think> comes back as `reasoning_content`, as llama-server returns it, unless
+the request's `reasoning_format` (or the server's) is "none" (app/core/reasoning.py splits it).
 An error is the dialect's envelope with its status; a request whose engine error comes before its first
 token gets that status even when streaming.
 """
@@ -30,6 +32,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.core.errors import HearthError
+from app.core.reasoning import ReasoningSplitter, split
 from app.engine import protocol as P
 from app.backends.backend import Backend
 from app.server.anthropic_api import AnthropicMessages, is_anthropic
@@ -71,13 +74,17 @@ class OpenAIApi:
     def __init__(self, models: ModelPool | Backend, api_key: str | None = None, cors: list[str] | None = None,
                  default_max_tokens: int = DEFAULT_MAX_TOKENS,
                  on_request: Callable[[RequestRecord], None] | None = None,
-                 hosts: tuple[str, ...] | None | str = "loopback", limits: Limits = Limits(), slots: int = 1):
+                 hosts: tuple[str, ...] | None | str = "loopback", limits: Limits = Limits(), slots: int = 1,
+                 reasoning_format: str = "auto"):
         """models: the pool of models to serve (app/server/models.py), or one backend to serve alone.
         on_request, if given, is called once per finished HTTP request, on the server's thread.
         hosts: the Host names answered (None: any; app/server/guard.py decides from the address and key);
         "loopback": as for a server bound to loopback with this key.
         limits: the body's size and deadline and the queue (app/server/limits.py; the head deadline and the
-        connection cap are uvicorn's protocol's, limits.http_protocol); slots: requests the model answers at once."""
+        connection cap are uvicorn's protocol's, limits.http_protocol); slots: requests the model answers at once.
+        reasoning_format: "auto" returns a reasoning model's thinking as `reasoning_content`, "none" leaves it in
+        `content`; a request's own `reasoning_format` wins."""
+        self.reasoning_format = reasoning_format
         self.pool = models if isinstance(models, ModelPool) else ModelPool(models)
         self.on_request = on_request
         self.api_key = api_key
@@ -254,7 +261,10 @@ class OpenAIApi:
         tools = gen.tools.tools if gen.tools else None
         stream = self.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
                                                                tools=tools))
-        return await self._respond(request, stream, gen, model, chat=True)
+        thinking = None
+        if (gen.reasoning_format or self.reasoning_format) != "none":
+            thinking = bool((backend.info or {}).get("opens_thinking"))  # the template opened <think> already
+        return await self._respond(request, stream, gen, model, chat=True, thinking=thinking)
 
     async def completions(self, request: Request) -> Response:
         gen = completion_request(await self.body_of(request), self.default_max_tokens)
@@ -278,11 +288,13 @@ class OpenAIApi:
 
     # --- answers ---------------------------------------------------------
     async def _respond(self, request: Request, stream: EngineStream, gen: Generation, model: str,
-                       chat: bool) -> Response:
+                       chat: bool, thinking: bool | None = None) -> Response:
+        """thinking: None keeps a reasoning model's thinking in the text; True/False split it off, the answer
+        starting inside it or not."""
         events = await open_answer(request, stream, gen.stream)
         if events is None:  # the client left before anything came
             return Response(status_code=499)
-        shape = _Shape(model, chat, gen)
+        shape = _Shape(model, chat, gen, thinking)
         if gen.stream:
             return event_stream(shape.sse(events))
         text, done = await whole_answer(events)
@@ -323,8 +335,11 @@ def _encoded(vector: list[float], encoding: str):
 class _Shape:
     """OpenAI's response objects for one request."""
 
-    def __init__(self, model: str, chat: bool, gen: Generation):
+    def __init__(self, model: str, chat: bool, gen: Generation, thinking: bool | None = None):
         self.model, self.chat, self.gen = model, chat, gen
+        # The answer's thinking, split off as reasoning_content (None: left in content).
+        self.opened = thinking
+        self.thinking = ReasoningSplitter(thinking) if chat and thinking is not None else None
         self.id = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
         self.created = int(time.time())
         self.object = "chat.completion" if chat else "text_completion"
@@ -350,7 +365,14 @@ class _Shape:
 
     def whole(self, text: str, done: P.Done) -> dict:
         if self.chat:
+            reasoning = ""
+            if self.thinking is not None:
+                # Not told that the prompt opened it, an answer that closes a thinking first started in one.
+                parts = split(text, True if self.opened else None)
+                reasoning, text = parts.reasoning, parts.content
             message = {"role": "assistant", "content": text, "refusal": None}
+            if reasoning:
+                message["reasoning_content"] = reasoning
             if self.calls is not None:
                 self.calls.feed(text)
                 message["content"] = self.calls.content  # markup never; a call cut off, as text
@@ -374,8 +396,22 @@ class _Shape:
         if not self.chat:
             return [self._chunk(text=text)] if text else []
         known = len(self.calls.calls) if self.calls is not None else 0
+        chunks = []
+        if self.thinking is not None:
+            end = not text
+            reasoning, text = self.thinking.finish() if end else self.thinking.feed(text)
+            if reasoning:
+                chunks.append(self._chunk({"reasoning_content": reasoning}))
+            if end and text:  # held back as a possible tag's start, then the answer ended: content, then the end
+                piece, calls = answer_piece(self.calls, text)
+                chunks += [self._chunk({"content": piece})] if piece else []
+                chunks += [self._chunk({"tool_calls": [call.openai(index=known + i)]}) for i, call in enumerate(calls)]
+                known += len(calls)
+                text = ""
+            elif not end and not text:
+                return chunks
         text, calls = answer_piece(self.calls, text)
-        chunks = [self._chunk({"content": text})] if text else []
+        chunks += [self._chunk({"content": text})] if text else []
         return chunks + [self._chunk({"tool_calls": [call.openai(index=known + i)]}) for i, call in enumerate(calls)]
 
     async def sse(self, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:

@@ -33,6 +33,22 @@ class Generation:
     tools: ToolUse | None = None  # chat: the tools the model may call
     prompt: str | None = None  # completions
     echo: bool = False
+    reasoning_format: str | None = None  # chat: "none" keeps <think>… inline, "auto" splits it; None: the server's
+
+
+REASONING_FORMATS = ("auto", "deepseek", "none")  # llama-server's names; "deepseek" is its name for the split
+
+
+def reasoning_format(body: dict) -> str | None:
+    """llama-server's `reasoning_format`: "none" keeps a reasoning model's <think>…</think> in `content`;
+    "auto" (or "deepseek") returns it as `reasoning_content`."""
+    value = body.get("reasoning_format")
+    if value is None:
+        return None
+    if value not in REASONING_FORMATS:
+        raise invalid(f"'reasoning_format' must be one of {', '.join(REASONING_FORMATS)}; got {value!r}.",
+                      "reasoning_format")
+    return "auto" if value == "deepseek" else value
 
 
 def number(body: dict, name: str, low: float, high: float, integer: bool = False) -> float | int | None:
@@ -242,6 +258,7 @@ def _common(body: Any, default_max_tokens: int, chat: bool) -> Generation:
 def chat_request(body: Any, default_max_tokens: int) -> Generation:
     request = _common(body, default_max_tokens, chat=True)
     request.messages = _messages(body)
+    request.reasoning_format = reasoning_format(body)
     use = tool_use(body)
     if use is not None and use.active:
         if request.sampling.grammar:

@@ -34,6 +34,7 @@ class ServeOptions:
     max_models: int = 1  # loaded at once; a request naming another library model loads it (app/server/models.py)
     ttl_s: float | None = None  # unload a model unused for this long
     limits: Limits = field(default_factory=Limits)  # head and body deadlines, connections, queue (app/server/limits.py)
+    reasoning_format: str = "auto"  # "none": a reasoning model's <think>… stays in content (a request may say)
 
 
 def open_socket(host: str, port: int) -> socket.socket:
@@ -94,7 +95,7 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
         pool = ModelPool(backend, load, options.max_models, options.ttl_s)
         api = OpenAIApi(pool, options.api_key, options.cors, options.max_tokens,
                         hosts=allowed_hosts(options.host, options.api_key, options.allowed_hosts),
-                        limits=options.limits, slots=load.n_parallel)
+                        limits=options.limits, slots=load.n_parallel, reasoning_format=options.reasoning_format)
         server = _server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False,
                                         http=http_protocol(options.limits)), pool)
         host, port = sock.getsockname()[:2]
