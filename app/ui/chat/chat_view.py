@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, Q
                                QVBoxLayout, QWidget)
 
 from app.core.chats import DEFAULT_TITLE, ChatStore, title_from
+from app.core.reasoning import without_reasoning
 from app.ui.chat.conversation_list import ConversationList
 from app.ui.chat.model_picker import ModelPicker
 from app.ui.chat.sampling_panel import SamplingPanel
@@ -237,7 +238,7 @@ class ChatView(QWidget):
         for msg in self.store.messages(self.conversation_id):
             if before is not None and msg.id >= before:
                 break
-            shown.append((msg.role, msg.content, self._note(msg.meta), self._links(msg)))
+            shown.append((msg.role, msg.content, self._note(msg.meta), self._links(msg), msg.meta.get("thought_s")))
             if msg.meta.get("error"):
                 shown.append(("error", msg.meta["error"], ""))
         self.transcript.show_messages(shown)
@@ -326,7 +327,8 @@ class ChatView(QWidget):
         # The answer being regenerated stays in the store (as a version) until the new one replaces it, but it
         # is not part of what the model is asked.
         before = self._regenerating
-        messages = [{"role": m.role, "content": m.content}
+        # Earlier answers without their thinking, as reasoning models want them (the store keeps it all).
+        messages = [{"role": m.role, "content": without_reasoning(m.content) if m.role == "assistant" else m.content}
                     for m in self.store.messages(self.conversation_id)
                     if m.role in ("user", "assistant") and (before is None or m.id < before)]
         system = self.system_prompt.toPlainText().strip()
@@ -447,6 +449,8 @@ class ChatView(QWidget):
 
     def _finish(self, text: str, meta: dict) -> None:
         self._reading = ""
+        if self.transcript.stream_thought_s is not None and not self._detached:
+            meta = {**meta, "thought_s": round(self.transcript.stream_thought_s, 1)}
         conversation = self._gen_conversation
         regenerating, self._regenerating = self._regenerating, None
         self._gen_conversation = None

@@ -20,6 +20,10 @@ is followed too.
 Answers are chat Markdown: a single line break is a line break, as LM Studio and ChatGPT show it, not the
 space of CommonMark. The user's own messages are shown as they were typed, not as Markdown.
 
+A reasoning model's thinking (`<think>…</think>`, split by app/core/reasoning.py, the API's parser) is
+shown apart from the answer: in grey while it streams, then as a collapsed "Thinking" block that says how long
+it took; its link opens and closes it in place (a frame of its own, rewritten alone).
+
 Opening a conversation (`show_messages`) renders its messages a few at a time
 between events (RENDER_BUDGET_MS of work per turn), always appending at the end
 (which keeps Qt's layout incremental; inserting above costs a relayout of all
@@ -37,8 +41,10 @@ from contextlib import contextmanager
 
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (QColor, QFont, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor,
-                           QTextDocument, QTextDocumentFragment, QTextTable)
+                           QTextDocument, QTextDocumentFragment, QTextFrameFormat, QTextTable)
 from PySide6.QtWidgets import QPushButton, QTextBrowser
+
+from app.core.reasoning import ReasoningSplitter, split
 
 # About 12 appends a second: smooth to read, and each append costs the window ~1.5 ms of CPU (inserting and
 # laying out the growing paragraph), CPU the engine's threads need; at 40 ms the window cost generation about
@@ -52,6 +58,19 @@ ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System", "erro
 AT_BOTTOM_PX = 4  # this close to the end counts as at the end: following
 LINE_BREAK = "\u2028"  # Qt's line separator: a line break inside a paragraph (or list item)
 RULE_LINE = re.compile(r"^[ \t]*([=*_-])(?:[ \t]*\1)*[ \t]*$")  # "===", "---", "* * *"
+THOUGHT_GREY = "#9ca3af"
+
+
+def thinking_label(seconds: float | None, expanded: bool, still: bool = False) -> str:
+    took = f" for {seconds:.1f} s" if seconds is not None else ""
+    return f"{'▾' if expanded else '▸'} {'Thinking…' if still else 'Thought' + took}"
+
+
+class Thought:
+    """One answer's thinking block: its frame in the document, and whether it is open."""
+
+    def __init__(self, frame, text: str, seconds: float | None, expanded: bool = False):
+        self.frame, self.text, self.seconds, self.expanded = frame, text, seconds, expanded
 
 
 def chat_markdown(text: str) -> QTextDocumentFragment:
@@ -131,6 +150,11 @@ class Transcript(QTextBrowser):
         self.setUndoRedoEnabled(False)
         self.document().setDocumentMargin(12)
         self._code: list[str] = []
+        self.thoughts: list[Thought] = []  # the thinking blocks shown, by the index their link names
+        self._splitter: ReasoningSplitter | None = None  # the answer in progress's thinking and content
+        self._think_started: float | None = None
+        self._first_token_at: float | None = None
+        self.stream_thought_s: float | None = None  # how long the answer in progress thought
         self._pending: list[str] = []
         self._stream_block = None  # the answer's first block (a handle: it follows edits above it)
         self._stream_header = None  # the block of the answer's header
@@ -144,6 +168,7 @@ class Transcript(QTextBrowser):
         self._backlog_timer.setInterval(0)
         self._backlog_timer.timeout.connect(self._render_backlog)
         self._stream_text: list[str] = []
+        self._stream_thoughts = 0
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_MS)
@@ -178,6 +203,8 @@ class Transcript(QTextBrowser):
         self._tail_text = ""
         self._stream_queued = False
         self._code.clear()
+        self.thoughts.clear()
+        self._splitter = None
         self.clear()
         self.jump_to_latest()  # a conversation opens at its end
 
@@ -223,6 +250,45 @@ class Transcript(QTextBrowser):
         cursor.insertHtml(f"<b style='color:{color}'>{ROLE_NAMES.get(role, role)}</b>{extra}{actions}")
         # A fresh block with plain formats: the body must not inherit the header's bold colour.
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+
+    def _render_answer(self, cursor: QTextCursor, text: str, thought_s: float | None = None) -> None:
+        """An answer: its thinking as a closed block (how long it took, when known), then its content."""
+        parts = split(text)
+        if parts.reasoning or parts.thinking:
+            self._thought_block(cursor, parts.reasoning, thought_s)
+        self._render_body(cursor, parts.content)
+
+    def _thought_block(self, cursor: QTextCursor, text: str, seconds: float | None) -> None:
+        frame_format = QTextFrameFormat()
+        frame_format.setBottomMargin(paragraph_gap())
+        frame = cursor.insertFrame(frame_format)
+        thought = Thought(frame, text, seconds)
+        self.thoughts.append(thought)
+        self._write_thought(cursor, len(self.thoughts) - 1)
+        cursor.movePosition(QTextCursor.End)
+
+    def _write_thought(self, cursor: QTextCursor, index: int) -> None:
+        """The block's link (and, open, its text) at cursor, inside its frame."""
+        thought = self.thoughts[index]
+        cursor.insertHtml(f"<a href='thought:{index}' style='color:{THOUGHT_GREY}'>"
+                          f"{html.escape(thinking_label(thought.seconds, thought.expanded))}</a>")
+        if thought.expanded:
+            grey = QTextCharFormat()
+            grey.setForeground(QColor(THOUGHT_GREY))
+            cursor.insertBlock(QTextBlockFormat(), grey)
+            cursor.insertText(thought.text.strip("\n").replace("\n", LINE_BREAK), grey)
+
+    def toggle_thought(self, index: int) -> None:
+        """Open or close a thinking block in place: only its frame is rewritten."""
+        thought = self.thoughts[index]
+        thought.expanded = not thought.expanded
+        with self._moving_text():
+            cursor = QTextCursor(self.document())
+            cursor.setPosition(thought.frame.firstPosition())
+            cursor.setPosition(thought.frame.lastPosition(), QTextCursor.KeepAnchor)
+            cursor.removeSelectedText()
+            cursor.setCharFormat(QTextCharFormat())
+            self._write_thought(cursor, index)
 
     def _render_body(self, cursor: QTextCursor, text: str) -> None:
         for kind, lang, body in split_code(text):
@@ -303,31 +369,38 @@ class Transcript(QTextBrowser):
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
 
-    def _write_message(self, cursor: QTextCursor, role: str, text: str, note: str, links=None) -> None:
+    def _write_message(self, cursor: QTextCursor, role: str, text: str, note: str, links=None,
+                       thought_s: float | None = None) -> None:
         self._header(cursor, role, note, links)
         if role == "error":
             cursor.insertHtml(f"<span style='color:#ef4444'>{html.escape(text)}</span>")
         elif role == "user":  # as typed: its line breaks, its "1." and its asterisks
             cursor.insertText(text.strip("\n"), self._plain)
+        elif role == "assistant":
+            self._render_answer(cursor, text, thought_s)
         else:
             self._render_body(cursor, text)
 
-    def append_message(self, role: str, text: str, note: str = "", links: list | None = None) -> None:
+    def append_message(self, role: str, text: str, note: str = "", links: list | None = None,
+                       thought_s: float | None = None) -> None:
         if self._backlog:
-            self._backlog.append((role, text, note, links))
+            self._backlog.append((role, text, note, links, thought_s))
         else:
             with self._moving_text():
-                self._append(role, text, note, links)
+                self._append(role, text, note, links, thought_s)
             self.jump_to_latest()  # a new message: the user sent it, or needs to read it
 
-    def _append(self, role: str, text: str, note: str, links: list | None = None) -> None:
+    def _append(self, role: str, text: str, note: str, links: list | None = None,
+                thought_s: float | None = None) -> None:
         cursor = self._end_cursor()
         self._separate(cursor)
-        self._write_message(cursor, role, text, note, links)
+        self._write_message(cursor, role, text, note, links, thought_s)
 
     # --- the answer in progress -----------------------------------------
     def begin_stream(self) -> None:
         self._stream_text = []
+        self._splitter = ReasoningSplitter()
+        self._think_started = self.stream_thought_s = self._first_token_at = None
         if self._backlog:
             self._backlog.append(STREAM)
             self._stream_queued = True
@@ -340,6 +413,7 @@ class Transcript(QTextBrowser):
         cursor = self._end_cursor()
         self._separate(cursor)
         self._stream_header = cursor.block()  # rewritten with the message's links when the answer ends
+        self._stream_thoughts = len(self.thoughts)  # the answer's own thinking block comes after these
         self._header(cursor, "assistant")
         self._stream_block = cursor.block()
         self._tail_block = cursor.block()
@@ -350,6 +424,8 @@ class Transcript(QTextBrowser):
         return self._stream_block is not None or self._stream_queued
 
     def append_token(self, text: str) -> None:
+        if self._first_token_at is None:
+            self._first_token_at = time.monotonic()
         self._pending.append(text)
         self._stream_text.append(text)
         if not self._flush_timer.isActive():
@@ -361,12 +437,51 @@ class Transcript(QTextBrowser):
         chunk = "".join(self._pending)
         self._pending.clear()
         with self._moving_text():
-            # Line breaks, not blocks: the paragraph being written is one block, as its Markdown will be.
-            self._end_cursor().insertText(chunk.replace("\n", LINE_BREAK), self._plain)
-            self._tail_text += chunk
-            if "\n\n" in self._tail_text[-len(chunk) - 1:]:  # a blank line arrived (perhaps across two chunks)
-                self._render_finished_paragraphs()
+            chunk = self._thinking_part(chunk)
+            if chunk:
+                # Line breaks, not blocks: the paragraph being written is one block, as its Markdown will be.
+                self._end_cursor().insertText(chunk.replace("\n", LINE_BREAK), self._plain)
+                self._tail_text += chunk
+                if "\n\n" in self._tail_text[-len(chunk) - 1:]:  # a blank line arrived (perhaps across two chunks)
+                    self._render_finished_paragraphs()
         self.flushes += 1
+
+    def _thinking_part(self, chunk: str) -> str:
+        """Show a chunk's thinking (grey, plain, while it streams; a closed block once it ends); returns the
+        chunk's content, for the answer's own text."""
+        splitter = self._splitter
+        if splitter is None or self._tail_block is None:
+            return chunk
+        was_thinking = splitter.thinking
+        reasoning, content = splitter.feed(chunk)
+        began = splitter.seen_thinking and self._think_started is None
+        if began:  # timed from the answer's first token: a reasoning model thinks first
+            self._think_started = self._first_token_at or time.monotonic()
+        if not (was_thinking or began):
+            return content
+        if splitter.thinking:  # still thinking: shown as it comes
+            cursor = self._end_cursor()
+            if began:
+                cursor.insertHtml(f"<span style='color:{THOUGHT_GREY}'><i>"
+                                  f"{html.escape(thinking_label(None, True, True))}</i></span>")
+                cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+            if reasoning:
+                grey = QTextCharFormat()
+                grey.setForeground(QColor(THOUGHT_GREY))
+                cursor.insertText(reasoning.replace("\n", LINE_BREAK), grey)
+            return ""
+        # It ended: a closed block in place of what streamed, and the answer after it.
+        self.stream_thought_s = time.monotonic() - self._think_started
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(self._stream_block.position())
+        cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
+        cursor.removeSelectedText()
+        cursor.setCharFormat(QTextCharFormat())
+        self._thought_block(cursor, splitter.reasoning, self.stream_thought_s)
+        cursor.movePosition(QTextCursor.End)
+        self._tail_block = cursor.block()
+        self._tail_text = ""
+        return splitter.content  # what came before the thinking, and after it so far
 
     def _render_finished_paragraphs(self) -> None:
         """Render the answer's complete paragraphs as Markdown (once each, when a blank line ends them),
@@ -400,7 +515,7 @@ class Transcript(QTextBrowser):
         self._pending.clear()
         text = self.stream_text()
         if self._stream_queued:  # still behind the backlog: it becomes an ordinary message there
-            self._backlog[self._backlog.index(STREAM)] = ("assistant", text, note, links)
+            self._backlog[self._backlog.index(STREAM)] = ("assistant", text, note, links, self.stream_thought_s)
             self._stream_queued = False
             self._stream_text = []
             return text
@@ -411,9 +526,13 @@ class Transcript(QTextBrowser):
             cursor.setPosition(self._stream_header.position())
             cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
             cursor.removeSelectedText()
+            del self.thoughts[self._stream_thoughts:]  # its block was in what was just removed
             # The note (tokens, speed, why it stopped) in the header, where a reopened conversation shows it.
             self._header(cursor, "assistant", note, links)
-            self._render_body(cursor, text)
+            if self._think_started is not None and self.stream_thought_s is None:  # it ended still thinking
+                self.stream_thought_s = time.monotonic() - self._think_started
+            self._render_answer(cursor, text, self.stream_thought_s)
+        self._splitter = None
         self._stream_block = self._tail_block = None
         self._tail_text = ""
         self._stream_text = []
@@ -479,6 +598,9 @@ class Transcript(QTextBrowser):
 
     def _on_anchor(self, url: QUrl) -> None:
         action, _, target = url.toString().partition(":")
+        if action == "thought" and target.isdigit() and int(target) < len(self.thoughts):
+            self.toggle_thought(int(target))
+            return
         if action in ("message-copy", "edit", "regenerate", "prev", "next") and target.isdigit():
             self.action_requested.emit(action.replace("message-", ""), int(target))
             return
