@@ -60,6 +60,11 @@ def test_thinking_in_the_real_window_is_collapsed_timed_and_left_out_of_the_next
     store = ChatStore()
     saved = store.messages(w.chat.conversation_id)[-1]
     assert saved.content == done["text"] and saved.meta.get("thought_s") is not None
+    # Copy takes the answer as shown, without its thinking.
+    from PySide6.QtGui import QGuiApplication
+
+    w.chat._on_message_action("copy", saved.id)
+    assert QGuiApplication.clipboard().text() == answer.strip()
     # The next turn's prompt has the earlier answer without its thinking.
     sent: list[list[dict]] = []
     chat = w.bridge.chat
@@ -78,3 +83,22 @@ def test_thinking_in_the_real_window_is_collapsed_timed_and_left_out_of_the_next
     qtbot.waitUntil(lambda: not w.chat.transcript.loading, timeout=5_000)
     reopened = w.chat.transcript.plain_text()
     assert f"Thought for {saved.meta['thought_s']:.1f} s" in reopened and "<think>" not in reopened
+
+
+def test_an_answer_that_starts_inside_a_thinking_the_prompt_opened(qtbot):
+    from app.ui.app import make_app
+    from app.ui.chat.transcript import Transcript
+
+    make_app([])
+    t = Transcript()
+    qtbot.addWidget(t)
+    t.begin_stream(opened=True)  # as chat_view does for a model whose info says opens_thinking
+    t.append_token("hmm, the sky")
+    t.flush()
+    assert "Thinking…" in t.plain_text() and "hmm, the sky" in t.plain_text()
+    t.append_token("</think>\n\nBlue.")
+    t.flush()
+    assert "Thought for" in t.plain_text() and "hmm" not in t.plain_text() and "Blue." in t.plain_text()
+    t.end_stream()
+    shown = t.plain_text()
+    assert "Thought for" in shown and "</think>" not in shown and "hmm" not in shown and "Blue." in shown

@@ -259,9 +259,10 @@ class ChatView(QWidget):
         msg = self.store.message(message_id)
         if msg is None:
             return
-        if action == "copy":
-            QGuiApplication.clipboard().setText(msg.content)
-            self.transcript.message_copied.emit(msg.content)
+        if action == "copy":  # an answer without its thinking, as it is shown
+            text = without_reasoning(msg.content) if msg.role == "assistant" else msg.content
+            QGuiApplication.clipboard().setText(text)
+            self.transcript.message_copied.emit(text)
         elif action == "edit":
             self.edit_message(message_id)
         elif action == "regenerate":
@@ -346,7 +347,8 @@ class ChatView(QWidget):
             return
         self._gen_conversation = self.conversation_id
         self._detached = False
-        self.transcript.begin_stream()
+        # A template that opens <think> in the prompt (DeepSeek-R1's): the answer starts inside its thinking.
+        self.transcript.begin_stream(opened=bool((self.bridge.info or {}).get("opens_thinking")))
         self._update_buttons()
         self.generation_started.emit()
 

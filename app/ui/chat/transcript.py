@@ -397,9 +397,10 @@ class Transcript(QTextBrowser):
         self._write_message(cursor, role, text, note, links, thought_s)
 
     # --- the answer in progress -----------------------------------------
-    def begin_stream(self) -> None:
+    def begin_stream(self, opened: bool = False) -> None:
+        """opened: the prompt opened the thinking, so the answer starts inside it, without its <think>."""
         self._stream_text = []
-        self._splitter = ReasoningSplitter()
+        self._splitter = ReasoningSplitter(opened)
         self._think_started = self.stream_thought_s = self._first_token_at = None
         if self._backlog:
             self._backlog.append(STREAM)
