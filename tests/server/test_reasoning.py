@@ -1,7 +1,7 @@
 """A reasoning model's <think>…</think> through the official OpenAI client against a real `hearth serve`:
 `reasoning_content` apart from `content`, streamed and not, as llama-server returns it; `reasoning_format:
 none` keeps it inline; a model whose template opens <think> in the prompt (made with app/devtools/gguf_edit)
-answers from inside its thinking. A grammar makes the bundled SmolLM2 write the tags every time."""
+answers from inside its thinking; `--reasoning-format none` keeps it inline unless a request asks. A grammar makes the bundled SmolLM2 write the tags every time."""
 
 from __future__ import annotations
 
@@ -70,7 +70,9 @@ def test_an_unknown_reasoning_format_is_a_400(oai, model_name):
 def opening_server(tmp_path_factory, bundled_model):
     folder = tmp_path_factory.mktemp("opens_thinking")
     model = copy_with_template(bundled_model, folder / "opens-thinking.gguf", OPENING)
-    proc, base = start_server("--model", str(model), "--api-key", KEY, env={"HEARTH_HOME": str(folder / "home")})
+    # The server keeps thinking inline unless a request asks for it apart: the flag, and a request's own field.
+    proc, base = start_server("--model", str(model), "--api-key", KEY, "--reasoning-format", "none",
+                              env={"HEARTH_HOME": str(folder / "home")})
     yield base
     assert stop_server(proc)
 
@@ -81,8 +83,12 @@ def test_a_template_that_opens_the_thinking_answers_from_inside_it(opening_serve
     oai = OpenAI(base_url=opening_server, api_key=KEY, max_retries=0, timeout=120)
     model = oai.models.list().data[0].id
     grammar = 'root ::= [a-z ]{3,20} "</think>" [a-z ]{3,20}'  # no <think>: the prompt has it
-    message = ask(oai, model, grammar).choices[0].message
+    inline = ask(oai, model, grammar).choices[0].message
+    assert "</think>" in inline.content and getattr(inline, "reasoning_content", None) is None
+    message = ask(oai, model, grammar, reasoning_format="auto").choices[0].message
     assert message.reasoning_content and "</think>" not in message.content and message.content
-    reasoning, content = streamed(oai, model, grammar)
+    thought, answer = inline.content.split("</think>")
+    assert (thought.strip(), answer.lstrip()) == (message.reasoning_content, message.content)
+    reasoning, content = streamed(oai, model, grammar, reasoning_format="auto")
     assert reasoning.strip() == message.reasoning_content
     assert content == message.content
