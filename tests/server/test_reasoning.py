@@ -12,7 +12,7 @@ from tests.server.conftest import KEY, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 
-THINKS = 'root ::= "<think>" [a-z ]{3,20} "</think>" [a-z ]{3,20}'
+THINKS = 'root ::= "<think>" [a-z] [a-z ]{2,20} "</think>" [a-z] [a-z ]{2,20}'
 ASK = [{"role": "user", "content": "What is the colour of the sky?"}]
 # ChatML, as SmolLM2's, with DeepSeek-R1's habit: the generation prompt opens the thinking.
 OPENING = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -82,7 +82,7 @@ def test_a_template_that_opens_the_thinking_answers_from_inside_it(opening_serve
 
     oai = OpenAI(base_url=opening_server, api_key=KEY, max_retries=0, timeout=120)
     model = oai.models.list().data[0].id
-    grammar = 'root ::= [a-z ]{3,20} "</think>" [a-z ]{3,20}'  # no <think>: the prompt has it
+    grammar = 'root ::= [a-z] [a-z ]{2,20} "</think>" [a-z] [a-z ]{2,20}'  # no <think>: the prompt has it
     inline = ask(oai, model, grammar).choices[0].message
     assert "</think>" in inline.content and getattr(inline, "reasoning_content", None) is None
     message = ask(oai, model, grammar, reasoning_format="auto").choices[0].message
