@@ -367,8 +367,8 @@ class _Shape:
         if self.chat:
             reasoning = ""
             if self.thinking is not None:
-                # Not told that the prompt opened it, an answer that closes a thinking first started in one.
-                parts = split(text, True if self.opened else None)
+                # As the stream splits it: a request gets the same answer streamed or not.
+                parts = split(text, bool(self.opened))
                 reasoning, text = parts.reasoning, parts.content
             message = {"role": "assistant", "content": text, "refusal": None}
             if reasoning:
