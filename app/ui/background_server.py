@@ -15,6 +15,7 @@ from app.core.errors import HearthError
 from app.backends.backend import Backend
 from app.server.openai_api import OpenAIApi, RequestRecord
 from app.server.guard import allowed_hosts, is_loopback
+from app.server.limits import http_protocol
 from app.server.run import ServeOptions, open_socket
 
 STOP_TIMEOUT_S = 5.0
@@ -49,10 +50,12 @@ class BackgroundServer:
                               "set an API key first.")
         sock = open_socket(settings.host, settings.port)
         api = OpenAIApi(self.backend, settings.api_key, settings.cors, settings.max_tokens, on_request=self.on_request,
-                        hosts=allowed_hosts(settings.host, settings.api_key, settings.allowed_hosts))
-        # log_config=None: uvicorn must not reconfigure the window's logging.
+                        hosts=allowed_hosts(settings.host, settings.api_key, settings.allowed_hosts),
+                        limits=settings.limits, reasoning_format=settings.reasoning_format)
+        # log_config=None: uvicorn must not reconfigure the window's logging. The same limits as hearth serve: a
+        # request head's deadline and the connection cap live in uvicorn's HTTP protocol (app/server/limits.py).
         server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False,
-                                               log_config=None))
+                                               log_config=None, http=http_protocol(settings.limits)))
         host, port = sock.getsockname()[:2]
 
         def serve() -> None:

@@ -117,3 +117,26 @@ def test_refusals_are_one_sentence(qtbot, idle_window):
     assert not page.server.running and page.status.text() and "\n" not in reported[-1]
     # Without a model the snippets still show the address; the model name is a placeholder.
     assert "MODEL" in page.curl.toPlainText()
+
+
+def test_the_windows_server_has_hearth_serves_limits(tmp_path):
+    """The Server page's API is hearth serve's, limits included: a request head that never ends (a slowloris
+    socket) is closed at the head deadline, as in `hearth serve` (#30 item 4)."""
+    import time
+
+    from app.backends.supervisor import Supervisor
+    from app.server.limits import Limits
+    from app.server.run import ServeOptions
+    from app.ui.background_server import BackgroundServer
+
+    server = BackgroundServer(Supervisor())
+    port = free_port()
+    server.start(ServeOptions(port=port, limits=Limits(head_timeout_s=1.0)))
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and then nothing more
+            started = time.monotonic()
+            answer = sock.recv(4096)  # the 408, then the close (b"" alone: closed without a word)
+            assert time.monotonic() - started < 5 and (answer == b"" or b" 408 " in answer.split(b"\r\n")[0])
+    finally:
+        server.stop()
