@@ -154,7 +154,7 @@ def test_import_copy_and_rm(tmp_path):
 
 @pytest.mark.slow
 def test_quantize_then_list(hearth_home):
-    proc = hearth("quantize", "bundled", "--type", "q8_0")
+    proc = hearth("quantize", "bundled", "--type", "q8_0", "--allow-requantize")  # the bundled model is Q4_1
     assert proc.returncode == 0, proc.stderr
     assert "Q8_0 (INT8)" in proc.stdout
     listed = {e["name"]: e for e in json.loads(hearth("list", "--json").stdout)}
