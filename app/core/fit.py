@@ -214,4 +214,3 @@ def max_context(info: GGUFInfo, ram_mb: float, kv_type: str = "f16") -> int:
     if per_token <= 0 or fixed >= ram_mb:
         return 0
     return int(math.floor((ram_mb - fixed) / per_token / 256) * 256)
-

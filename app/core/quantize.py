@@ -50,9 +50,13 @@ class QuantizeResult:
 UNQUANTIZED = frozenset({"F32", "F16", "BF16"})
 
 
+CLI_WAY_ON = ", or pass --allow-requantize to go on"
+
+
 def requantize_problem(source_name: str, source_type: str | None, qtype: str, source_bytes: int,
-                       n_params: int) -> str | None:
-    """The sentence that says why quantizing an already quantized file is a loss; None for an F16/BF16/F32 one."""
+                       n_params: int, way_on: str = CLI_WAY_ON) -> str | None:
+    """The sentence that says why quantizing an already quantized file is a loss; None for an F16/BF16/F32 one.
+    way_on: how this client goes on all the same (the command line's flag; the window's button)."""
     if not source_type or source_type.upper() in UNQUANTIZED:
         return None
     bigger = ""
@@ -62,7 +66,7 @@ def requantize_problem(source_name: str, source_type: str | None, qtype: str, so
                   f"{human_size(source_bytes)}) has more bits but no more of the original model in them")
     return (f"{source_name} is already quantized ({source_type}): quantizing it again to {qtype} keeps the first "
             f"quantization's loss and adds its own{bigger}. Quantize the original (F16, BF16 or the checkpoint) "
-            "instead, or pass --allow-requantize to go on.")
+            f"instead{way_on}.")
 
 
 def default_output(source: Path, qtype: str) -> Path:

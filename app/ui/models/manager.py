@@ -159,8 +159,7 @@ def quant_types() -> list[tuple[str, str]]:
 
 
 # The core's sentence ends with the command line's way on; the window's is its button.
-_CLI_WAY_ON = ", or pass --allow-requantize to go on."
-_WINDOW_WAY_ON = "; Quantize anyway still makes the copy."
+_WINDOW_WAY_ON = "; Quantize anyway still makes the copy"
 
 
 def requantize_note(path: str, info: dict, qtype: str) -> str:
@@ -168,8 +167,8 @@ def requantize_note(path: str, info: dict, qtype: str) -> str:
     from app.core.quantize import requantize_problem
 
     problem = requantize_problem(Path(path).name, info.get("file_type"), qtype, info.get("file_size") or 0,
-                                 info.get("parameters") or 0)
-    return problem.replace(_CLI_WAY_ON, _WINDOW_WAY_ON) if problem else ""
+                                 info.get("parameters") or 0, way_on=_WINDOW_WAY_ON)
+    return problem or ""
 
 
 def quantize(path: str, qtype: str, progress: Callable[[int, int], None], cancel: threading.Event) -> str:
