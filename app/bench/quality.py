@@ -24,7 +24,6 @@ import json
 import sys
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,12 +31,13 @@ import numpy as np
 
 from app.bench.machine import load_average
 from app.core.errors import HearthError
-from app.core.gguf_info import read_gguf_info
+from app.core.gguf_info import read_gguf_info, weight_bytes_by_type
 from app.core.metrics import default_threads
 from app.core.quantize import UNQUANTIZED
 from app.core.units import human_size
 
 DEFAULT_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
+STORE_BYTES = 2 * 2**30  # at most this much disk for the base's log-probs (2,000+ chunks of 256 for a 49k vocabulary)
 
 
 class QualityError(HearthError):
@@ -56,11 +56,7 @@ class QualityOptions:
 
 def effective_mix(path: str | Path) -> str:
     """The weight types a file really holds, by their share of the 2-D weights' bytes: 'Q5_0 62%, Q4_K 30%, ...'."""
-    info = read_gguf_info(path)
-    by_type: Counter = Counter()
-    for t in info.tensors:
-        if len(t.shape) >= 2:
-            by_type[t.type] += t.n_bytes
+    by_type = weight_bytes_by_type(read_gguf_info(path).tensors)
     total = sum(by_type.values()) or 1
     return ", ".join(f"{name} {100 * n / total:.0f}%" for name, n in by_type.most_common(3) if n / total >= 0.02)
 
@@ -105,6 +101,10 @@ def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray 
         chunks = chunks_of(tokens, ctx, bos)
         first = ctx // 2
         per_chunk = ctx - 1 - first
+        # The base's log-probs take positions x vocabulary floats on disk: a long text is scored up to a bound
+        # (its first chunks), and every quant then scores the chunks the base did.
+        fit = max(1, STORE_BYTES // (per_chunk * rt.n_vocab * 4)) if base is None else base.shape[0] // per_chunk
+        chunks = chunks[:fit]
         rows = len(chunks) * per_chunk
         kept = None
         if base is None:
@@ -134,7 +134,8 @@ def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray 
         decoder.close()
         if kept is not None:
             kept.flush()
-        out = {"positions": rows, "chunks": len(chunks), "tokens": len(tokens), "ppl": float(np.exp(nll.mean())),
+        out = {"positions": rows, "chunks": len(chunks), "tokens": len(tokens),
+               "text_chunks": len(tokens) // ctx, "ppl": float(np.exp(nll.mean())),
                "seconds": round(time.perf_counter() - started, 2)}
         if kld is not None:
             out.update(kld_mean=float(kld.mean()), kld_p99=float(np.percentile(kld, 99)),
@@ -216,6 +217,9 @@ def format_table(result: dict) -> str:
              f"Base: {human_size(base['size_bytes'])} ({base['mix']}), perplexity {base['ppl']:.3f}."]
     if base.get("note"):
         lines.append(f"Note: {base['note']}.")
+    if base["chunks"] < base["text_chunks"]:
+        lines.append(f"Scored the first {base['chunks']} of the text's {base['text_chunks']} chunks (the base's "
+                     f"figures are kept on disk, at most {STORE_BYTES / 2**30:.0f} GiB).")
     header = f"{'quant':<8} {'file':>9}  {'mean KLD':>9} {'99% KLD':>9} {'same top':>9} {'PPL':>9} {'PPL/base':>9}  mix"
     lines += ["", header, "-" * len(header)]
     for row in result["rows"]:

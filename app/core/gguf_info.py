@@ -414,10 +414,16 @@ def _fill_from_metadata(info: GGUFInfo, meta: dict[str, Any]) -> None:
                      if k != "tokenizer.chat_template"}
 
 
-def _dominant_type(tensors: list[TensorInfo]) -> str | None:
-    # Without general.file_type, name the file after the type holding most of the 2-D weights' bytes.
+def weight_bytes_by_type(tensors: list[TensorInfo]) -> Counter:
+    """Bytes of the 2-D weights per ggml type: what a file really holds, whatever its name says."""
     weights = Counter()
     for t in tensors:
         if len(t.shape) >= 2:
             weights[t.type] += t.n_bytes
+    return weights
+
+
+def _dominant_type(tensors: list[TensorInfo]) -> str | None:
+    # Without general.file_type, name the file after the type holding most of the 2-D weights' bytes.
+    weights = weight_bytes_by_type(tensors)
     return weights.most_common(1)[0][0] if weights else None

@@ -65,3 +65,15 @@ def test_a_quantized_base_is_said_and_compared_against_all_the_same(bundled_mode
     assert row["ok"] and row["path"] == str(bundled_model)
     # The base against itself: the same model, threads and batches give the same logits, exactly.
     assert row["kld_mean"] == 0.0 and row["same_top"] == 1.0 and row["ppl_ratio"] == 1.0
+
+
+def test_a_long_text_is_scored_within_the_disk_bound(monkeypatch, bundled_model, text):
+    """The base's log-probs are positions x vocabulary floats on disk: a long text is cut to its first chunks,
+    the quants score the same ones, and the table says so."""
+    from app.bench import quality
+
+    monkeypatch.setattr(quality, "STORE_BYTES", 3 * 2**20)  # one chunk of 32 (15 positions x 49,152 floats)
+    result = measure(QualityOptions(text=str(text), model=str(bundled_model), quants=["Q4_1"], ctx=32))
+    base, row = result["base"], result["rows"][0]
+    assert base["chunks"] == row["chunks"] == 1 < base["text_chunks"] and row["positions"] == 15
+    assert "Scored the first 1 of the text's" in quality.format_table(result)
