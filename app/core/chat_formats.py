@@ -129,10 +129,14 @@ def _chosen_by_user(override: str, base: bool) -> ChatFormat:
     return ChatFormat("file", str(path), f"Chosen by you: the Jinja template in {path}.", base, source)
 
 
+def model_names(meta, path: str | Path) -> tuple[str | None, ...]:
+    """What a model is called, for the base-model label: meta(key) -> a metadata value (any type, or None)."""
+    names = (meta("general.name"), meta("general.finetune"), meta("general.basename"), Path(path).stem)
+    return tuple(n if isinstance(n, str) else None for n in names)
+
+
 def format_for_file(info, override: str | None = None) -> ChatFormat:
     """The format a model file gets, from its header alone (an app.core.gguf_info.GGUFInfo): what
     `models inspect` says before the model is ever loaded, decided as the engine decides it."""
-    meta = info.metadata or {}
-    names = (info.name, meta.get("general.finetune"), meta.get("general.basename"), Path(info.path).stem)
     return choose_format(info.chat_template, info.vocab_markers, info.architecture,
-                         tuple(n if isinstance(n, str) else None for n in names), override)
+                         model_names((info.metadata or {}).get, info.path), override)

@@ -40,7 +40,8 @@ class Session:
         # An embedding or reranking model is refused for chat with this sentence (app/core/model_purpose.py).
         self.refusal = cannot_generate(runtime.path.name, runtime.meta("general.architecture"), runtime.meta)
         # Where the template's turn marker is plain text in this vocabulary, it ends the answer as a stop string.
-        self.turn_stops = runtime.turn_stops = turn_stops(self.template, runtime.special_texts())
+        # (Kept on the runtime: every slot's decoder reports such a stop as the turn's end, not a client's stop.)
+        runtime.turn_stops = turn_stops(self.template, runtime.special_texts())
 
         def policy():
             return make_policy(o.context_policy, runtime, o.sink_tokens, o.keep_system, o.window_fraction)
@@ -85,7 +86,7 @@ class Session:
         info["chat_template"] = self.template.source[:2000]
         info["opens_thinking"] = self.opens_thinking  # answers start inside <think> (app/core/reasoning.py)
         info["cannot_generate"] = self.refusal
-        info["chat_format"] = {**self.chat_format.to_dict(), "turn_stops": self.turn_stops}
+        info["chat_format"] = {**self.chat_format.to_dict(), "turn_stops": self.rt.turn_stops}
         info["window"] = self.decoder.context_policy.state(self.decoder)
         speculator = self.decoder.speculator
         info["drafter"] = speculator.drafter.name if speculator is not None else None
@@ -102,15 +103,17 @@ class Session:
         if not truncate and len(messages) > self.rt.n_ctx:  # every message is at least a token: no need to render
             raise ContextTooLong(f"These {len(messages):,} messages cannot fit the model's context of "
                                  f"{self.rt.n_ctx} tokens (each takes at least one); send fewer.")
-        if _prefill(messages) is not None:
+        prefill = _prefill(messages)
+        if prefill is not None:
             # The last message is the start of the answer (assistant prefill, as Anthropic's API and llama-server
             # take it): the answer continues that text rather than starting a new turn after it.
             prompt = self.template.render(messages[:-1], add_generation_prompt=True, tools=tools,
-                                          cancelled=cancelled) + _prefill(messages)
+                                          cancelled=cancelled) + prefill
         else:
             prompt = self.template.render(messages, add_generation_prompt=True, tools=tools, cancelled=cancelled)
-        if self.turn_stops:
-            sampling = replace(sampling, stop=[*sampling.stop, *(s for s in self.turn_stops if s not in sampling.stop)])
+        stops = self.rt.turn_stops
+        if stops:
+            sampling = replace(sampling, stop=[*sampling.stop, *(s for s in stops if s not in sampling.stop)])
         literal = literal_spans(prompt, messages, self.rt.special_texts())
         return self._generate(prompt, system_prefix(self.template, messages, prompt), sampling, emit, cancelled,
                               truncate, literal)

@@ -26,7 +26,7 @@ import threading
 import llama_cpp
 from jinja2 import TemplateError
 
-from app.core.chat_formats import ChatFormat, choose_format
+from app.core.chat_formats import ChatFormat, choose_format, model_names
 from app.core.errors import HearthError, InvalidRequest
 from app.core.reasoning import prompt_opens_thinking
 from app.engine.template_budget import BudgetedSandbox, TemplateBudgetError
@@ -170,10 +170,8 @@ def make_template(fmt: ChatFormat, bos_token: str = "", eos_token: str = ""):
 
 def chat_format(runtime, override: str | None = None) -> ChatFormat:
     """A loaded model's chat format (app/core/chat_formats.py), from its vocabulary and metadata."""
-    meta = runtime.meta
-    names = (meta("general.name"), meta("general.finetune"), meta("general.basename"), runtime.path.stem)
-    return choose_format(runtime.chat_template(), runtime.special_texts(), meta("general.architecture"),
-                         names, override)
+    return choose_format(runtime.chat_template(), runtime.special_texts(), runtime.meta("general.architecture"),
+                         model_names(runtime.meta, runtime.path), override)
 
 
 def template_for(runtime, override: str | None = None):
