@@ -72,7 +72,7 @@ class ChatTemplate:
             messages = [_arguments_as_objects(m) for m in messages]
             if tools:
                 extra["tools"] = tools
-        elif tools or any(m.get("role") == "tool" or m.get("tool_calls") for m in messages):
+        elif _has_tools(messages, tools):
             messages = as_plain_messages(messages, tools)
         try:
             return self._env.render(
@@ -98,6 +98,11 @@ def opens_thinking(template) -> bool:
     except Exception:  # a template that needs more than one user turn: no thinking known to be opened
         return False
     return prompt_opens_thinking(prompt)
+
+
+def _has_tools(messages: list[dict], tools: list[dict] | None) -> bool:
+    """Tools offered, called or answered: a template that knows none gets them as text."""
+    return bool(tools) or any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
 
 
 def _arguments_as_objects(message: dict) -> dict:
@@ -131,7 +136,7 @@ class BuiltinTemplate:
 
     def render(self, messages: list[dict], add_generation_prompt: bool = True, tools: list[dict] | None = None,
                cancelled: threading.Event | None = None) -> str:
-        if tools or any(m.get("role") == "tool" or m.get("tool_calls") for m in messages):
+        if _has_tools(messages, tools):
             messages = as_plain_messages(messages, tools)
         pairs = [(str(m.get("role") or "user"), _text(m.get("content"))) for m in messages]
         out = self._apply(pairs, add_generation_prompt)
