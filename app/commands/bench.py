@@ -157,7 +157,7 @@ def _add_quality(kinds) -> None:
     from app.bench import quality
 
     p = kinds.add_parser("quality", help="what each quant costs in quality against its base, on your own text",
-                         description=quality.__doc__.split("\n\n", 1)[0] + "\n\n" + quality.__doc__.split("\n\n", 1)[1],
+                         description=quality.__doc__,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--text", required=True, metavar="FILE", help="the text to score (your own writing, code, chats)")
     p.add_argument("--model", metavar="PATH|NAME", default=None,

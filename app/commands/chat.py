@@ -13,8 +13,7 @@ from pathlib import Path
 from app.commands.options import add_load_args, add_sampling_args, load_options, sampling_options
 from app.commands.serve import API_KEY_ENV
 from app.core.errors import EngineCrashed, HearthError
-from app.core.modelfile import above_trained_context
-from app.core.modelfile import check_model_file
+from app.core.modelfile import above_trained_context, check_model_file
 from app.backends.client import EngineClient
 from app.engine.option_fields import LOAD_FIELDS
 from app.engine.protocol import Done, LoadOptions, Token
