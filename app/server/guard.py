@@ -24,9 +24,8 @@ import time
 
 from app.server.anthropic_api import is_anthropic
 from app.server.errors import ApiError
+from app.server.limits import Limits
 
-MAX_BODY_BYTES = 10 * 2**20  # (Limits.max_body_bytes: `hearth serve --max-body-mb`)
-BODY_TIMEOUT_S = 60.0
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -60,8 +59,8 @@ class RequestGuard:
     """ASGI middleware: refuses a foreign Host (403), a body that is not JSON (415), one too big (413) and
     one that does not arrive within body_timeout_s (408)."""
 
-    def __init__(self, app, hosts: tuple[str, ...] | None, max_body_bytes: int = MAX_BODY_BYTES,
-                 body_timeout_s: float = BODY_TIMEOUT_S):
+    def __init__(self, app, hosts: tuple[str, ...] | None, max_body_bytes: int = Limits.max_body_bytes,
+                 body_timeout_s: float = Limits.body_timeout_s):
         self.app, self.hosts, self.max_body_bytes = app, hosts, max_body_bytes
         self.body_timeout_s = body_timeout_s
 
