@@ -134,6 +134,20 @@ def _without_version(meta: dict) -> dict:
     return {k: v for k, v in meta.items() if k != "version"}
 
 
+def answer_model(meta: dict) -> dict:
+    """Which model wrote an answer, from its meta: {"model": its name, "model_path": the local file} or
+    {"model": ..., "endpoint": the server it ran on}; {} for an answer saved before answers were signed."""
+    return {k: meta[k] for k in ("model", "model_path", "endpoint") if isinstance(meta.get(k), str) and meta[k]}
+
+
+def remembered_model(messages: list[Message]) -> dict:
+    """The model of a conversation: the one that wrote its latest signed answer ({} if none did)."""
+    for msg in reversed(messages):
+        if msg.role == "assistant" and answer_model(msg.meta).get("model"):
+            return answer_model(msg.meta)
+    return {}
+
+
 def title_from(text: str) -> str:
     """A conversation title from its first user message: the first line, shortened at a word."""
     line = " ".join(text.strip().split())

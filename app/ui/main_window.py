@@ -245,6 +245,9 @@ class MainWindow(QMainWindow):
         self.chat.picker.load_requested.connect(
             lambda path: self.load_chosen_model(self.models.options_for(path)))
         self.chat.picker.eject_requested.connect(self.bridge.unload)
+        self.chat.model_title = self.models.title  # one name for a model on every page
+        self.chat.model_load_requested.connect(lambda path: self.load_chosen_model(self.models.options_for(path)))
+        self.models.library_listed.connect(self.chat._update_model_banner)  # the library's names, once read
         for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
             signal.connect(self._show_picker_state)
         b.model_unloaded.connect(self._on_model_unloaded)

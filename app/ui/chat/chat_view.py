@@ -9,22 +9,32 @@ Nothing a user wrote or was answered is thrown away: regenerating any answer
 version of it, and editing any question adds a version of it. The store keeps
 each version with what followed it, so regenerating an earlier answer starts a
 new branch there and the header's < 2/3 > pages back to the old branch whole.
+
+Each answer is signed with the model (and the server, for a remote one) that wrote it, in its meta and its
+header. A conversation remembers the model of its latest answer: opened while another model answers, a line
+above the transcript says so and offers to load it (or says why it cannot). An answer cut off by the length
+limit (or stopped) has Continue in its header: the model goes on from where it stopped, as a prefill of the
+same answer, which the store keeps as one message.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSplitter,
                                QVBoxLayout, QWidget)
 
-from app.core.chats import DEFAULT_TITLE, ChatStore, title_from
+from app.core.chats import DEFAULT_TITLE, ChatStore, answer_model, remembered_model, title_from
 from app.core.reasoning import without_reasoning
 from app.ui.chat.conversation_list import ConversationList
 from app.ui.chat.model_picker import ModelPicker
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.chat.transcript import Transcript
-from app.ui.engine_bridge import EngineBridge
+from app.ui.engine_bridge import EngineBridge, model_title
+from app.ui.models.titles import path_title
+from app.ui.widgets import ElidedLabel
 
 
 class PromptEdit(QPlainTextEdit):
@@ -62,6 +72,7 @@ class ChatView(QWidget):
     generation_started = Signal()
     answer_saved = Signal(int)  # message id
     conversation_changed = Signal()  # another conversation (or a new one) is open
+    model_load_requested = Signal(str)  # the remembered model's path: the chat's "Load it"
 
     def __init__(self, bridge: EngineBridge, store: ChatStore, parent=None):
         super().__init__(parent)
@@ -75,6 +86,11 @@ class ChatView(QWidget):
         self._failed = False  # the latest answer ended in an error: Regenerate retries it
         self._reading = ""  # how far the engine has read a long prompt, until the answer's first figures
         self.sampling_overrides: dict = {}  # set by `hearth bench gui` (ignore_eos), not shown to users
+        self._continuing = None  # the answer (a Message) the one in progress continues
+        self._answer_model: dict = {}  # which model the answer in progress was asked of
+        self.remembered: dict = {}  # the open conversation's model (its latest answer's), see remembered_model
+        # What the window calls a model file; the main window gives the library's names (Models page).
+        self.model_title = lambda path: path_title(path, [])
 
         self.conversations = ConversationList(store)
         self.picker = ModelPicker()
@@ -99,12 +115,25 @@ class ChatView(QWidget):
         self.hint.setObjectName("chatHint")
         self.hint.setWordWrap(True)  # a long hint (editing a message) must not widen the window past the screen
         self.sampling = SamplingPanel()
+        # The conversation's own model, when another one answers now: said above the transcript, with Load.
+        self.model_banner = QWidget()
+        self.model_banner.setObjectName("modelBanner")
+        banner_row = QHBoxLayout(self.model_banner)
+        banner_row.setContentsMargins(0, 0, 0, 0)
+        self.model_note = QLabel()
+        self.model_note.setObjectName("hint")
+        self.model_note.setWordWrap(True)  # a long model name or path must not widen the page
+        self.model_load_button = QPushButton("Load it")
+        banner_row.addWidget(self.model_note, 1)
+        banner_row.addWidget(self.model_load_button)
+        self.model_banner.hide()
 
         center = QWidget()
         col = QVBoxLayout(center)
         col.setContentsMargins(0, 0, 0, 0)
         col.addWidget(self.picker)
         col.addWidget(self.system_prompt)
+        col.addWidget(self.model_banner)
         col.addWidget(self.transcript, 1)
         col.addWidget(self.hint)
         col.addWidget(self.input)
@@ -137,6 +166,7 @@ class ChatView(QWidget):
         self.regen_button.clicked.connect(lambda: self.regenerate())  # not clicked(False) as the answer id
         self.edit_button.clicked.connect(self.edit_last)
         self.transcript.action_requested.connect(self._on_message_action)
+        self.model_load_button.clicked.connect(self._on_load_remembered)
         self.conversations.conversation_chosen.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_conversation)
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
@@ -149,10 +179,16 @@ class ChatView(QWidget):
         bridge.generation_failed.connect(self._on_generation_failed)
         bridge.engine_crashed.connect(self._on_generation_failed)
         bridge.model_loaded.connect(self._update_buttons)
+        # The settings the user has not set show the loaded model's own recommendation (general.sampling.*).
+        bridge.model_loaded.connect(lambda *_: self.sampling.show_recommended(
+            (self.bridge.info or {}).get("recommended_sampling") or {}))
         bridge.model_loading.connect(self._update_buttons)
         bridge.load_failed.connect(self._update_buttons)
         bridge.backend_changed.connect(self._update_buttons)
         bridge.model_unloaded.connect(self._update_buttons)
+        for signal in (bridge.model_loaded, bridge.model_loading, bridge.load_failed, bridge.backend_changed,
+                       bridge.model_unloaded):
+            signal.connect(self._update_model_banner)
 
         first = store.list()
         if first:
@@ -199,6 +235,45 @@ class ChatView(QWidget):
             self.hint.setText("")
         self.hint.setVisible(bool(self.hint.text()))
 
+    # --- which model ----------------------------------------------------------
+    def current_model(self) -> dict:
+        """The model that answers now, as an answer is signed with it ({} when none is loaded)."""
+        info = self.bridge.info if self.bridge.ready else None
+        if not info:
+            return {}
+        if self.bridge.remote:
+            return {"model": model_title(info), "endpoint": info.get("endpoint") or self.bridge.backend.base_url}
+        return {"model": self.model_title(info.get("path")), "model_path": info.get("path", "")}
+
+    def _update_model_banner(self, *_args) -> None:
+        """Say when the open conversation's own model is not the one that answers now, and offer to load it."""
+        want, now = self.remembered, self.current_model()
+        text, offer = "", None
+        same = want and ((want.get("model_path") and want.get("model_path") == now.get("model_path")) or (
+            want.get("endpoint") and want.get("endpoint") == now.get("endpoint") and want["model"] == now["model"]))
+        if want and not same and not self.bridge.loading:
+            current = f"{now['model']} answers now" if now else "no model is loaded"
+            if want.get("model_path"):
+                path = Path(want["model_path"])
+                if path.is_file():
+                    text = f"This chat was with {self.model_title(str(path))}; {current}."
+                    offer = str(path)
+                else:
+                    text = (f"This chat was with {want['model']}, which is no longer at {path.parent}; {current}. "
+                            "Choose a model above, or import the file again on the Models page.")
+            elif want.get("endpoint"):
+                text = (f"This chat was with {want['model']} on {want['endpoint']}; {current}. Connect to it on "
+                        "the Connections page to go on with it.")
+        self.model_note.setText(text)
+        self._offered = offer
+        self.model_load_button.setVisible(offer is not None)
+        self.model_load_button.setToolTip(f"Load {self.model_title(offer)} with its own load settings" if offer else "")
+        self.model_banner.setVisible(bool(text))
+
+    def _on_load_remembered(self) -> None:
+        if getattr(self, "_offered", None):
+            self.model_load_requested.emit(self._offered)
+
     # --- conversations ------------------------------------------------------
     def new_conversation(self) -> None:
         self._leave_current()
@@ -211,6 +286,8 @@ class ChatView(QWidget):
         self.conversations.list.clearSelection()
         self.conversations.list.setCurrentItem(None)
         self.input.setFocus()
+        self.remembered = {}
+        self._update_model_banner()
         self._update_buttons()
         self.conversation_changed.emit()
 
@@ -228,6 +305,7 @@ class ChatView(QWidget):
         self.system_prompt.setPlainText(conv.system_prompt)
         self.system_prompt.blockSignals(False)
         self._render_conversation()
+        self._update_model_banner()
         self._update_buttons()
         self.conversation_changed.emit()
 
@@ -235,21 +313,27 @@ class ChatView(QWidget):
         """Show the open conversation; before: only the messages before this one (the answer being
         regenerated: its new version streams after them, and what followed it waits in the store)."""
         shown: list[tuple] = []
-        for msg in self.store.messages(self.conversation_id):
+        msgs = self.store.messages(self.conversation_id)
+        self.remembered = remembered_model(msgs)
+        for msg in msgs:
             if before is not None and msg.id >= before:
                 break
-            shown.append((msg.role, msg.content, self._note(msg.meta), self._links(msg), msg.meta.get("thought_s")))
+            shown.append((msg.role, msg.content, self._note(msg.meta), self._links(msg, msg is msgs[-1]),
+                          msg.meta.get("thought_s")))
             if msg.meta.get("error"):
                 shown.append(("error", msg.meta["error"], ""))
         self.transcript.show_messages(shown)
 
     @staticmethod
-    def _links(msg) -> list[tuple[str, str | None]]:
+    def _links(msg, last: bool = False) -> list[tuple[str, str | None]]:
+        """last: the conversation's last message, which alone can be continued (what follows would not fit)."""
         links: list[tuple[str, str | None]] = [("Copy", f"message-copy:{msg.id}")]
         if msg.role == "user":
             links.append(("Edit", f"edit:{msg.id}"))
         elif msg.role == "assistant":
             links.append(("Regenerate", f"regenerate:{msg.id}"))
+            if last and msg.content and msg.meta.get("finish_reason") in ("length", "cancelled"):
+                links.append(("Continue", f"continue:{msg.id}"))
         if msg.versions > 1:
             links += [("‹", f"prev:{msg.id}" if msg.version > 1 else None), (f"{msg.version}/{msg.versions}", None),
                       ("›", f"next:{msg.id}" if msg.version < msg.versions else None)]
@@ -267,6 +351,8 @@ class ChatView(QWidget):
             self.edit_message(message_id)
         elif action == "regenerate":
             self.regenerate(message_id)
+        elif action == "continue":
+            self.continue_answer(message_id)
         elif action in ("prev", "next") and not self.generating:
             self.store.show_version(message_id, msg.version + (1 if action == "next" else -1))
             self._editing = None
@@ -328,8 +414,11 @@ class ChatView(QWidget):
         # The answer being regenerated stays in the store (as a version) until the new one replaces it, but it
         # is not part of what the model is asked.
         before = self._regenerating
-        # Earlier answers without their thinking, as reasoning models want them (the store keeps it all).
-        messages = [{"role": m.role, "content": without_reasoning(m.content) if m.role == "assistant" else m.content}
+        continued = self._continuing.id if self._continuing is not None else None
+        # Earlier answers without their thinking, as reasoning models want them (the store keeps it all); an
+        # answer being continued goes whole, thinking and all: it is this turn's, and the model goes on with it.
+        messages = [{"role": m.role, "content": without_reasoning(m.content)
+                     if m.role == "assistant" and m.id != continued else m.content}
                     for m in self.store.messages(self.conversation_id)
                     if m.role in ("user", "assistant") and (before is None or m.id < before)]
         system = self.system_prompt.toPlainText().strip()
@@ -339,9 +428,10 @@ class ChatView(QWidget):
         sampling.prediction = prediction
         for key, value in self.sampling_overrides.items():
             setattr(sampling, key, value)
+        self._answer_model = self.current_model()
         if not self.bridge.chat(messages, sampling):
-            if self._regenerating is not None:
-                self._regenerating = None
+            if self._regenerating is not None or self._continuing is not None:
+                self._regenerating = self._continuing = None
                 self._render_conversation()
             self.transcript.append_message("error", "The engine is not ready; try again in a moment.")
             return
@@ -349,6 +439,8 @@ class ChatView(QWidget):
         self._detached = False
         # A template that opens <think> in the prompt (DeepSeek-R1's): the answer starts inside its thinking.
         self.transcript.begin_stream(opened=bool((self.bridge.info or {}).get("opens_thinking")))
+        if self._continuing is not None:  # the answer so far, shown again as the start of this one
+            self.transcript.append_token(self._continuing.content)
         self._update_buttons()
         self.generation_started.emit()
 
@@ -368,8 +460,25 @@ class ChatView(QWidget):
         if not self.generating:
             return
         self.bridge.cancel()
-        text = "" if self._detached else self.transcript.stream_text()
+        text = "" if self._detached else self._streamed()
         self._finish(text, {"finish_reason": "cancelled", "stopped_by": "quit"})
+
+    def _streamed(self) -> str:
+        """What the answer in progress has shown of its own (without the answer it continues)."""
+        return self.transcript.stream_text()[len(self._continuing.content) if self._continuing is not None else 0:]
+
+    def continue_answer(self, answer_id: int | None = None) -> None:
+        """Go on with the conversation's last answer (cut off by the length limit, or stopped) from where it
+        stopped: the model is asked with that answer as the start of its reply, and what it adds joins it."""
+        if self.generating or not self.bridge.ready or self.refusal or self.conversation_id is None:
+            return
+        msgs = self.store.messages(self.conversation_id)
+        last = msgs[-1] if msgs else None
+        if last is None or last.role != "assistant" or not last.content or answer_id not in (None, last.id):
+            return
+        self._continuing = last
+        self._render_conversation(before=last.id)
+        self._ask()
 
     def regenerate(self, answer_id: int | None = None) -> None:
         """Ask again for an answer: `answer_id` (any answer, from its header), else the last question's.
@@ -432,12 +541,15 @@ class ChatView(QWidget):
 
     @staticmethod
     def _note(meta: dict) -> str:
+        # Which model wrote it, and where, first: the rest is how it went.
+        signed = [meta["model"] + (f" on {meta['endpoint']}" if meta.get("endpoint") else "")] \
+            if meta.get("model") else []
         if meta.get("partial"):
-            return "partial answer: cut off by an error"
+            return " · ".join([*signed, "partial answer: cut off by an error"])
         # A server that sends no token counts (llama-cpp-python's) still streamed its chunks: count those.
         count = f"{meta['completion_tokens']} tokens" if meta.get("completion_tokens") else (
             f"{meta['stream_chunks']} chunks" if meta.get("stream_chunks") else "")
-        parts = [count, f"{meta.get('gen_tok_s') or 0:.1f} tok/s"] if count else []
+        parts = [*signed, *([count, f"{meta.get('gen_tok_s') or 0:.1f} tok/s"] if count else [])]
         if meta.get("finish_reason") == "cancelled":
             parts.append("stopped when Hearth was closed" if meta.get("stopped_by") == "quit" else "stopped")
         elif meta.get("finish_reason") == "length":
@@ -450,15 +562,28 @@ class ChatView(QWidget):
         return " · ".join(parts)
 
     def _finish(self, text: str, meta: dict) -> None:
+        """text: what this answer added (a continued one's earlier text is not in it)."""
         self._reading = ""
         if self.transcript.stream_thought_s is not None and not self._detached:
             meta = {**meta, "thought_s": round(self.transcript.stream_thought_s, 1)}
+        meta = {**self._answer_model, **meta}  # signed with the model that wrote it
         conversation = self._gen_conversation
         regenerating, self._regenerating = self._regenerating, None
+        continuing, self._continuing = self._continuing, None
         self._gen_conversation = None
         saved = None
+        if continuing is not None:
+            old = continuing.meta
+            tokens = (old.get("completion_tokens") or 0) + (meta.get("completion_tokens") or 0)
+            # The earlier part's thinking time stands: the continuation would time a thinking it only finished.
+            meta = {**old, **meta, **({"completion_tokens": tokens} if tokens else {}),
+                    **({"thought_s": old["thought_s"]} if "thought_s" in old else {}), "continued": True}
+            text = continuing.content + text
         if conversation is not None and self.store.get(conversation) is not None:
-            if regenerating is not None and self.store.message(regenerating) is not None:
+            if continuing is not None and self.store.message(continuing.id) is not None:
+                self.store.update_message(continuing.id, text, meta)
+                saved = self.store.message(continuing.id)
+            elif regenerating is not None and self.store.message(regenerating) is not None:
                 if text:  # a new version; a retry that failed before its first token leaves the old answer
                     self.store.add_version(regenerating, text, meta)
                 saved = self.store.message(regenerating)
@@ -470,8 +595,11 @@ class ChatView(QWidget):
             self.transcript.end_stream()
             self._render_conversation()  # the answer kept is shown again
         else:
-            self.transcript.end_stream(self._note(meta), self._links(saved) if saved is not None else None)
+            self.transcript.end_stream(self._note(meta), self._links(saved, True) if saved is not None else None)
         if saved is not None:
+            if conversation == self.conversation_id and answer_model(saved.meta):
+                self.remembered = answer_model(saved.meta)
+                self._update_model_banner()
             self.answer_saved.emit(saved.id)
         self._update_buttons()
 
@@ -488,7 +616,7 @@ class ChatView(QWidget):
         shown = not self._detached
         # The backend's partial answer (a remote's stream cut mid-answer) is what arrived; the
         # transcript's is what was shown, which is the same unless the user switched away.
-        text = self.bridge.failed_text or (self.transcript.stream_text() if shown else "")
+        text = self.bridge.failed_text or (self._streamed() if shown else "")
         self._failed = True
         self._finish(text, {"error": message, "finish_reason": "error", **({"partial": True} if text else {})})
         if shown:

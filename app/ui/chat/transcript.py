@@ -140,7 +140,7 @@ def header_links(links: list[tuple[str, str | None]]) -> str:
 
 class Transcript(QTextBrowser):
     message_copied = Signal(str)
-    action_requested = Signal(str, int)  # action ("copy", "edit", "regenerate", "prev", "next"), message id
+    action_requested = Signal(str, int)  # action ("copy", "edit", "regenerate", "continue", "prev", "next"), message id
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -602,7 +602,7 @@ class Transcript(QTextBrowser):
         if action == "thought" and target.isdigit() and int(target) < len(self.thoughts):
             self.toggle_thought(int(target))
             return
-        if action in ("message-copy", "edit", "regenerate", "prev", "next") and target.isdigit():
+        if action in ("message-copy", "edit", "regenerate", "continue", "prev", "next") and target.isdigit():
             self.action_requested.emit(action.replace("message-", ""), int(target))
             return
         if url.scheme() == "copy":
