@@ -645,6 +645,13 @@ def _sampling_body(s: P.SamplingOptions) -> dict:
         "min_p": s.min_p, "repeat_penalty": s.repeat_penalty, "frequency_penalty": s.frequency_penalty,
         "presence_penalty": s.presence_penalty,
     }
+    if s.given is not None:
+        # A setting the user did not give is left to the server: its model's recommendation (general.sampling.*,
+        # which Hearth and llama-server both apply) or its own default, as for any other client of that server.
+        for name, field in (("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"),
+                            ("min_p", "min_p"), ("repeat_penalty", "repeat_penalty")):
+            if name not in s.given:
+                del body[field]
     if s.stop:
         body["stop"] = list(s.stop)
     if s.seed >= 0:

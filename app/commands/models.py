@@ -155,6 +155,8 @@ def _list(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from app.core.chat_formats import format_for_file
     from app.core.model_purpose import cannot_generate
+    from app.core.model_sampling import describe as describe_sampling
+    from app.core.model_sampling import recommended_sampling, unapplied_keys
     from app.core.gguf_info import read_gguf_info
     from app.core.library import resolve
 
@@ -162,9 +164,12 @@ def _inspect(args: argparse.Namespace) -> int:
     info = read_gguf_info(entry.path)
     fmt = format_for_file(info)
     refusal = cannot_generate(Path(info.path).name, info.architecture, info.metadata.get)
+    recommended = recommended_sampling(info.metadata.get)
+    unapplied = unapplied_keys(info.metadata.get)
     if args.json:
         return _print_json({"id": entry.id, **info.to_dict(tensors=args.tensors), "chat_format": fmt.to_dict(),
-                            "cannot_generate": refusal})
+                            "cannot_generate": refusal, "recommended_sampling": recommended,
+                            "sampling_keys_not_applied": unapplied})
     kv = (f"{info.kv_heads} (per layer: {sorted(set(info.kv_heads_per_layer))})" if info.kv_heads_per_layer
           else str(info.kv_heads))
     lines = [
@@ -184,6 +189,9 @@ def _inspect(args: argparse.Namespace) -> int:
         f"Purpose:        {'chat and completion' if refusal is None else refusal}",
         f"Chat format:    " + (f"{fmt.name}{' (a base model)' if fmt.base_model else ''} — {fmt.why}" if refusal is None
                                else "none: it cannot chat"),
+        "Sampling:       " + (f"the model recommends {describe_sampling(recommended)} (used where you set none)"
+                               if recommended else "no recommendation in the file (Hearth's defaults)")
+        + (f"; not applied: {', '.join(unapplied)}" if unapplied else ""),
         "Tensor types by kind:",
     ]
     for kind, types in info.quant_by_kind.items():

@@ -18,10 +18,21 @@ _TYPES = {"int": int, "float": float, "str": str}
 _MODEL_FIELDS = ("n_threads", "n_gpu_layers")  # with --model: what every command that loads a model takes
 
 
+class _Given(argparse.Action):
+    """Stores a flag's value and remembers that the user gave it (SamplingOptions.given): a setting left out takes
+    the model's recommendation, never the flag's default in its place."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, "given_settings", {*getattr(namespace, "given_settings", ()), self.dest})
+
+
 def _add(p: argparse.ArgumentParser, field: OptionField, cls) -> None:
     declared = {f.name: f for f in fields(cls)}[field.name]
     default = getattr(cls(), field.name)
     kwargs: dict = {"dest": field.arg}
+    if cls is SamplingOptions and not field.repeat and not isinstance(default, bool):
+        kwargs["action"] = _Given
     if field.help:
         kwargs["help"] = field.help
     if field.negate:
@@ -99,6 +110,8 @@ def _say_runtime(options: LoadOptions) -> None:
 
 
 def sampling_options(args: argparse.Namespace) -> SamplingOptions:
-    options = SamplingOptions(**_values(args, SAMPLING_FIELDS))
+    given = getattr(args, "given_settings", set())
+    options = SamplingOptions(**_values(args, SAMPLING_FIELDS),
+                              given=[f.name for f in SAMPLING_FIELDS if f.arg in given or f.repeat])
     check_options(options)
     return options

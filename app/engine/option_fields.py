@@ -111,6 +111,7 @@ NOT_SET_BY_USERS = {
     "logit_bias": "an OpenAI request parameter (token ids), set per request by API clients (app/server)",
     "grammar": "built per request by the API server from response_format or tools (app/server)",
     "prediction": "a request's own text (API 'prediction', hearth chat --predict, the window's regenerate)",
+    "given": "which settings the user gave, filled in by each surface (flags given, fields sent, boxes changed)",
 }
 
 

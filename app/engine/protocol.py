@@ -137,6 +137,10 @@ class SamplingOptions(_Options):
     # Text the answer is expected to mostly repeat (OpenAI's predicted outputs): drafts for speculative
     # decoding (app/engine/prediction.py); "" for none. It changes the speed, never the answer.
     prediction: str = ""
+    # The settings the user gave (field names). The others take the model's own recommendation where its file
+    # has one (GGUF general.sampling.*, app/core/model_sampling.py), else the defaults above. None: every field
+    # is the caller's as it stands (benchmarks, probes, anything that must not change with the model).
+    given: list[str] | None = None
 
     def __post_init__(self):
         # Over JSON the token ids arrive as strings.

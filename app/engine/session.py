@@ -9,6 +9,7 @@ from dataclasses import replace
 from app.core.chat_formats import check_override
 from app.core.errors import ContextTooLong, HearthError, InvalidRequest
 from app.core.model_purpose import cannot_generate
+from app.core.model_sampling import recommended_sampling
 from app.engine.decode import Decoder
 from app.engine.literal import literal_spans
 from app.engine.prediction import prediction_speculator
@@ -39,6 +40,8 @@ class Session:
             raise
         # An embedding or reranking model is refused for chat with this sentence (app/core/model_purpose.py).
         self.refusal = cannot_generate(runtime.path.name, runtime.meta("general.architecture"), runtime.meta)
+        # The model's own recommended sampling (general.sampling.*), for the settings a request leaves to it.
+        self.recommended = recommended_sampling(runtime.meta)
         # Where the template's turn marker is plain text in this vocabulary, it ends the answer as a stop string.
         # (Kept on the runtime: every slot's decoder reports such a stop as the turn's end, not a client's stop.)
         runtime.turn_stops = turn_stops(self.template, runtime.special_texts())
@@ -86,6 +89,7 @@ class Session:
         info["chat_template"] = self.template.source[:2000]
         info["opens_thinking"] = self.opens_thinking  # answers start inside <think> (app/core/reasoning.py)
         info["cannot_generate"] = self.refusal
+        info["recommended_sampling"] = self.recommended
         info["chat_format"] = {**self.chat_format.to_dict(), "turn_stops": self.rt.turn_stops}
         info["window"] = self.decoder.context_policy.state(self.decoder)
         speculator = self.decoder.speculator
@@ -129,6 +133,7 @@ class Session:
 
     def _generate(self, prompt: str, system_text: str | None, sampling, emit, cancelled, truncate,
                   literal=()) -> dict | None:
+        sampling = self.with_recommended(sampling)
         if self.slots is not None:
             make = None  # each answer drafts on its own: a prediction, or the model's prompt lookup
             if sampling.prediction:
@@ -140,6 +145,13 @@ class Session:
         self.decoder.context_policy.system_text = system_text
         speculator = prediction_speculator(self.decoder, sampling.prediction) if sampling.prediction else None
         return self.decoder.generate(prompt, sampling, emit, cancelled, truncate, literal, speculator)
+
+    def with_recommended(self, sampling: SamplingOptions) -> SamplingOptions:
+        """The request's settings, with the model's recommendation for each one the user did not give."""
+        if sampling.given is None or not self.recommended:
+            return sampling
+        taken = {name: value for name, value in self.recommended.items() if name not in sampling.given}
+        return replace(sampling, **taken) if taken else sampling
 
     def embed(self, inputs: list) -> dict:
         """Unit-length embeddings of texts or token lists (see app/engine/embedding.py)."""

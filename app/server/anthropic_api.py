@@ -94,7 +94,10 @@ def messages_request(body: Any, counting: bool = False) -> Generation:
         max_tokens=number(body, "max_tokens", 1, MAX_TOKENS_CAP, integer=True),
         temperature=d.temperature if temperature is None else float(temperature),
         top_p=d.top_p if top_p is None else float(top_p), top_k=d.top_k if top_k is None else top_k,
-        stop=stop_list(body, "stop_sequences"))
+        stop=stop_list(body, "stop_sequences"),
+        # What the request leaves out takes the model's recommendation where its file has one.
+        given=[name for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k))
+               if value is not None])
     gen = Generation(model=model, sampling=sampling, stream=stream,
                      messages=_system(body.get("system")) + _messages(body.get("messages")))
     use = tool_use(_openai_tools(body))

@@ -192,6 +192,9 @@ def _sampling(body: dict, default_max_tokens: int) -> SamplingOptions:
         ignore_eos=ignore_eos,
         grammar=format_grammar(body),
         prediction=_prediction(body),
+        # The settings this request leaves out take the model's recommendation where its file has one.
+        given=[name for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k),
+                                        ("min_p", min_p), ("repeat_penalty", repeat)) if value is not None],
     )
 
 

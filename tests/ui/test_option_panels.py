@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from app.engine.protocol import LoadOptions, SamplingOptions
 
 
@@ -13,9 +15,28 @@ def test_sampling_panel_keeps_stop_strings_and_the_repeat_window(qtbot):
     wanted = SamplingOptions(max_tokens=77, temperature=0.4, top_k=12, top_p=0.8, min_p=0.02, repeat_penalty=1.2,
                              repeat_last_n=128, seed=7, stop=["###", "</s>"])
     panel.set_options(wanted)
-    assert panel.options() == wanted
+    # Settings saved before Hearth recorded which were given: every one is the user's.
+    assert replace(panel.options(), given=None) == wanted
+    assert set(panel.options().given) >= {"temperature", "top_k", "top_p", "min_p", "repeat_penalty"}
     panel.temperature.setValue(0.9)  # the user changes a box: the rest stays
-    assert panel.options() == SamplingOptions(**{**wanted.to_dict(), "temperature": 0.9})
+    assert replace(panel.options(), given=None) == SamplingOptions(**{**wanted.to_dict(), "temperature": 0.9})
+
+
+def test_sampling_panel_shows_the_models_recommendation_where_the_user_set_nothing(qtbot):
+    from app.ui.chat.sampling_panel import SamplingPanel
+
+    panel = SamplingPanel()
+    qtbot.addWidget(panel)
+    panel.set_options(SamplingOptions(given=[]))  # a fresh install: nothing set
+    panel.show_recommended({"temperature": 0.6, "top_p": 0.9})
+    assert (panel.temperature.value(), panel.top_p.value()) == (0.6, 0.9)
+    assert "recommendation" in panel.temperature.toolTip()
+    assert "temperature" not in panel.options().given  # the engine applies the model's, on every surface alike
+    panel.temperature.setValue(1.1)  # the user's own choice wins, and is kept past the next model
+    panel.show_recommended({"temperature": 0.2})
+    assert panel.temperature.value() == 1.1 and "temperature" in panel.options().given
+    assert panel.top_p.value() == SamplingOptions().top_p  # that model recommends no top_p: Hearth's default
+    assert "recommendation" not in panel.temperature.toolTip()
 
 
 def test_sampling_panel_does_not_keep_benchmark_only_fields(qtbot):

@@ -37,7 +37,11 @@ class SamplingPanel(QWidget):
             form.addRow(field.label, box)
         # The user's settings without a box here (stop strings, the repeat window), kept as they were set.
         self._kept = {name: getattr(SamplingOptions(), name) for name in kept_fields(SAMPLING_FIELDS, set(self._boxes))}
-        self.set_options(SamplingOptions())
+        # The settings the user set (a box changed, a preset chosen); the others show and take the loaded model's
+        # recommendation where its file has one (general.sampling.*), as on every other surface.
+        self._given: set[str] = set()
+        self._recommended: dict = {}
+        self.set_options(SamplingOptions(given=[]))
         self.preset.currentTextChanged.connect(self._on_preset_chosen)
 
     def _double(self, field) -> QDoubleSpinBox:
@@ -63,6 +67,7 @@ class SamplingPanel(QWidget):
         values = PRESETS.get(name)
         if values is None:
             return
+        self._given |= set(values)
         for key, value in values.items():
             box = self._fields()[key]
             box.blockSignals(True)
@@ -71,6 +76,7 @@ class SamplingPanel(QWidget):
         self.changed.emit()
 
     def _on_value_changed(self, *_):
+        self._given |= {name for name, box in self._boxes.items() if box is self.sender()}
         self.preset.blockSignals(True)
         self.preset.setCurrentText(self._matching_preset())
         self.preset.blockSignals(False)
@@ -88,14 +94,40 @@ class SamplingPanel(QWidget):
         (ignore_eos, for benchmarks) are left at their defaults, so that they are never saved as a preference."""
         values = {name: box.value() for name, box in self._boxes.items()}
         kept = {name: list(v) if isinstance(v, list) else v for name, v in self._kept.items()}
-        return with_values(SamplingOptions(), {**kept, **values})
+        given = sorted(self._given | set(self._kept))  # the settings without a box are the user's as kept
+        return with_values(SamplingOptions(), {**kept, **values, "given": given})
 
     def set_options(self, options: SamplingOptions) -> None:
         self._kept = {name: getattr(options, name) for name in self._kept}
+        # Settings saved before Hearth knew which were given are all the user's.
+        self._given = set(self._boxes) if options.given is None else set(options.given) & set(self._boxes)
         for key, box in self._fields().items():
             box.blockSignals(True)
-            box.setValue(getattr(options, key))
+            box.setValue(getattr(options, key) if key in self._given else
+                         self._recommended.get(key, getattr(SamplingOptions(), key)))
             box.blockSignals(False)
+        self._mark_recommended()
         self.preset.blockSignals(True)
         self.preset.setCurrentText(self._matching_preset())
         self.preset.blockSignals(False)
+
+    def show_recommended(self, recommended: dict) -> None:
+        """A model was loaded: the settings the user has not set show (and take) its recommendation, or Hearth's
+        defaults for a model without one."""
+        self._recommended = {k: v for k, v in recommended.items() if k in self._boxes}
+        for key, box in self._boxes.items():
+            if key not in self._given:
+                box.blockSignals(True)
+                box.setValue(self._recommended.get(key, getattr(SamplingOptions(), key)))
+                box.blockSignals(False)
+        self.preset.blockSignals(True)
+        self.preset.setCurrentText(self._matching_preset())
+        self.preset.blockSignals(False)
+        self._mark_recommended()
+
+    def _mark_recommended(self) -> None:
+        for field in SAMPLING_FIELDS:
+            box = self._boxes.get(field.name)
+            if box is not None:
+                from_model = field.name in self._recommended and field.name not in self._given
+                box.setToolTip(f"{field.tip} (the model's recommendation, from its file)" if from_model else field.tip)
