@@ -248,6 +248,8 @@ class MainWindow(QMainWindow):
         self.chat.model_title = self.models.title  # one name for a model on every page
         self.chat.model_load_requested.connect(lambda path: self.load_chosen_model(self.models.options_for(path)))
         self.models.library_listed.connect(self.chat._update_model_banner)  # the library's names, once read
+        self.chat.prompt_presets.error_reported.connect(self.show_message)
+        self.chat.prompt_presets.saved.connect(lambda text: self.statusBar().showMessage(text, 5000))
         for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
             signal.connect(self._show_picker_state)
         b.model_unloaded.connect(self._on_model_unloaded)

@@ -30,6 +30,7 @@ from app.core.chats import DEFAULT_TITLE, ChatStore, answer_model, remembered_mo
 from app.core.reasoning import without_reasoning
 from app.ui.chat.conversation_list import ConversationList
 from app.ui.chat.model_picker import ModelPicker
+from app.ui.chat.prompt_presets import PromptPresets
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.chat.transcript import Transcript
 from app.ui.engine_bridge import EngineBridge, model_title
@@ -115,6 +116,7 @@ class ChatView(QWidget):
         self.hint.setObjectName("chatHint")
         self.hint.setWordWrap(True)  # a long hint (editing a message) must not widen the window past the screen
         self.sampling = SamplingPanel()
+        self.prompt_presets = PromptPresets()
         # The conversation's own model, when another one answers now: said above the transcript, with Load.
         self.model_banner = QWidget()
         self.model_banner.setObjectName("modelBanner")
@@ -145,9 +147,15 @@ class ChatView(QWidget):
         row.addWidget(self.send_button)
         col.addLayout(row)
 
-        side = QGroupBox("Sampling")
+        side = QWidget()
         side_layout = QVBoxLayout(side)
-        side_layout.addWidget(self.sampling)
+        side_layout.setContentsMargins(0, 0, 0, 0)
+        prompts = QGroupBox("System prompt")
+        QVBoxLayout(prompts).addWidget(self.prompt_presets)
+        sampling = QGroupBox("Sampling")
+        QVBoxLayout(sampling).addWidget(self.sampling)
+        side_layout.addWidget(prompts)
+        side_layout.addWidget(sampling)
         side_layout.addStretch(1)
 
         splitter = QSplitter()
@@ -171,6 +179,7 @@ class ChatView(QWidget):
         self.conversations.new_requested.connect(self.new_conversation)
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
         self.system_prompt.textChanged.connect(self._on_system_prompt_changed)
+        self.prompt_presets.chosen.connect(self.system_prompt.setPlainText)
         bridge.token_received.connect(self._on_token_received)
         bridge.turn_started.connect(self._update_buttons)
         bridge.prompt_progress.connect(self._on_prompt_progress)
@@ -283,6 +292,7 @@ class ChatView(QWidget):
         self.system_prompt.blockSignals(True)
         self.system_prompt.setPlainText("")
         self.system_prompt.blockSignals(False)
+        self.prompt_presets.show_text("")
         self.conversations.list.clearSelection()
         self.conversations.list.setCurrentItem(None)
         self.input.setFocus()
@@ -304,6 +314,7 @@ class ChatView(QWidget):
         self.system_prompt.blockSignals(True)
         self.system_prompt.setPlainText(conv.system_prompt)
         self.system_prompt.blockSignals(False)
+        self.prompt_presets.show_text(conv.system_prompt)
         self._render_conversation()
         self._update_model_banner()
         self._update_buttons()
@@ -371,6 +382,7 @@ class ChatView(QWidget):
             self.new_conversation()
 
     def _on_system_prompt_changed(self) -> None:
+        self.prompt_presets.show_text(self.system_prompt.toPlainText())
         if self.conversation_id is not None:
             self.store.set_system_prompt(self.conversation_id, self.system_prompt.toPlainText())
 

@@ -140,7 +140,8 @@ def header_links(links: list[tuple[str, str | None]]) -> str:
 
 class Transcript(QTextBrowser):
     message_copied = Signal(str)
-    action_requested = Signal(str, int)  # action ("copy", "edit", "regenerate", "continue", "prev", "next"), message id
+    # (action, message id): "copy", "edit", "regenerate", "continue", "prev", "next"
+    action_requested = Signal(str, int)
 
     def __init__(self, parent=None):
         super().__init__(parent)

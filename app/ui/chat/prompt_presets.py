@@ -1,0 +1,115 @@
+"""System-prompt presets beside the sampling presets: pick one (it fills the chat's system prompt), save the
+system prompt as a preset, or edit one (pick it, change the text, Save… keeps its name). The store is
+app/core/prompt_presets.py."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QInputDialog, QMessageBox, QPushButton, QVBoxLayout,
+                               QWidget)
+
+from app.core.errors import HearthError
+from app.core.prompt_presets import delete_preset, find_preset, load_presets, save_preset
+
+NONE = "None"
+CUSTOM = "Custom"
+
+
+class PromptPresets(QWidget):
+    chosen = Signal(str)  # the system prompt of the preset picked ("" for None)
+    error_reported = Signal(str)
+    saved = Signal(str)  # a sentence on what was saved or deleted
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.combo = QComboBox()
+        self.combo.setToolTip("A saved system prompt for this chat; pick one, or write your own above and Save… it")
+        self.save_button = QPushButton("Save…")
+        self.save_button.setToolTip("Save the chat's system prompt as a preset; under a preset's name it replaces "
+                                    "that preset's text (that is how a preset is edited)")
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.setToolTip("Delete the chosen preset (chats that use its text keep it)")
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.combo)
+        row = QHBoxLayout()
+        row.addWidget(self.save_button)
+        row.addWidget(self.delete_button)
+        column.addLayout(row)
+        self.presets: list[dict] = []
+        self.text = ""  # the chat's system prompt, as last shown
+        self.picked: str | None = None  # the preset last picked: Save… offers its name, to edit it
+        self.combo.activated.connect(self._on_activated)
+        self.save_button.clicked.connect(lambda: self.save())  # not clicked(False) as the name
+        self.delete_button.clicked.connect(lambda: self.delete())
+        self.reload()
+
+    def reload(self) -> None:
+        self.presets = load_presets()
+        self.show_text(self.text)
+
+    def show_text(self, text: str) -> None:
+        """The chat's system prompt changed (typed, or another chat opened): the box names its preset."""
+        self.text = text
+        name = find_preset(text, self.presets)
+        self.combo.blockSignals(True)
+        self.combo.clear()
+        self.combo.addItem(NONE)
+        self.combo.addItems([p["name"] for p in self.presets])
+        if text.strip() and name is None:
+            self.combo.addItem(CUSTOM)  # only while the text is no preset's: it cannot be picked otherwise
+        self.combo.setCurrentText(name or (CUSTOM if text.strip() else NONE))
+        self.combo.blockSignals(False)
+        self.delete_button.setEnabled(name is not None)
+
+    def current(self) -> str | None:
+        """The preset shown, if the chat's prompt is one."""
+        text = self.combo.currentText()
+        return text if any(p["name"] == text for p in self.presets) else None
+
+    def pick(self, name: str) -> None:
+        self.combo.setCurrentText(name)
+        self._on_activated(self.combo.currentIndex())
+
+    def _on_activated(self, _index: int) -> None:
+        name = self.combo.currentText()
+        if name == CUSTOM:
+            return
+        preset = next((p for p in self.presets if p["name"] == name), None)
+        self.picked = preset["name"] if preset else None
+        self.chosen.emit(preset["text"] if preset else "")
+
+    def save(self, name: str | None = None) -> bool:
+        """Save the chat's system prompt under a name: asked for (the picked preset's offered) unless given."""
+        if name is None:
+            name, ok = QInputDialog.getText(self, "Save system prompt", "Preset name:",
+                                            text=self.current() or self.picked or "")
+            if not ok:
+                return False
+        existing = next((p for p in self.presets if p["name"].casefold() == " ".join(name.split()).casefold()), None)
+        try:
+            self.presets = save_preset(name, self.text)
+        except (HearthError, OSError) as exc:
+            self.error_reported.emit(str(exc) if isinstance(exc, HearthError) else
+                                     f"The presets cannot be saved ({exc}).")
+            return False
+        shown = existing["name"] if existing else " ".join(name.split())
+        self.picked = shown
+        self.show_text(self.text)
+        self.saved.emit(f"Preset “{shown}” {'updated' if existing else 'saved'}.")
+        return True
+
+    def delete(self, confirm: bool = True) -> bool:
+        name = self.current()
+        if name is None:
+            return False
+        if confirm and QMessageBox.question(self, "Delete preset", f"Delete the preset “{name}”?") != QMessageBox.Yes:
+            return False
+        try:
+            self.presets = delete_preset(name)
+        except OSError as exc:
+            self.error_reported.emit(f"The presets cannot be saved ({exc}).")
+            return False
+        self.show_text(self.text)
+        self.saved.emit(f"Preset “{name}” deleted; this chat keeps its text.")
+        return True
