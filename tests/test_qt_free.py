@@ -1,4 +1,4 @@
-"""app.core, app.engine, app.bench and app.server must work without Qt: the CLI, the API server and the tests
+"""app.core, app.engine, app.bench, app.server and app.docs must work without Qt: the CLI, the API server and the tests
 drive them headless."""
 
 import subprocess
@@ -14,9 +14,9 @@ class BlockQt:
         return None
 
 sys.meta_path.insert(0, BlockQt())
-import app.bench, app.core, app.engine, app.server
+import app.bench, app.core, app.docs, app.engine, app.server
 names = []
-for pkg in (app.core, app.engine, app.bench, app.server):
+for pkg in (app.core, app.engine, app.bench, app.server, app.docs):
     for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
         importlib.import_module(info.name)
         names.append(info.name)

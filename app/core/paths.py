@@ -54,6 +54,11 @@ def chats_db() -> Path:
     return data_dir() / "chats.sqlite3"
 
 
+def docs_index() -> Path:
+    """The documents' index (app/docs/store.py): collections, their files' chunks, full text and vectors."""
+    return data_dir() / "docs.sqlite3"
+
+
 def settings_file() -> Path:
     return config_dir() / "settings.json"
 
@@ -71,4 +76,5 @@ def all_paths() -> dict[str, str]:
         "logs": str(log_dir()),
         "models": str(models_dir()),
         "chats": str(chats_db()),
+        "docs": str(docs_index()),
     }

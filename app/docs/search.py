@@ -1,0 +1,106 @@
+"""Passages for a question: BM25 over FTS5, cosine over the chunks' vectors, fused by reciprocal rank.
+
+Reciprocal rank fusion (Cormack et al., 2009) adds 1 / (RRF_K + rank) over the lists a chunk appears in: it
+needs no score calibration between BM25 and cosine, and a chunk both lists like rises above one that only one
+list likes. With no embedding model (or none of the collection's chunks embedded yet) BM25 serves alone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.docs.store import Store
+
+RRF_K = 60
+CANDIDATES = 50  # from each list, before fusing
+# Words so common that OR-ing them into an FTS5 query only slows it: BM25 would give them little weight anyway.
+STOPWORDS = frozenset("""a an and are as at be by can do does for from how i if in is it its of on or that the
+this to was what when where which who why will with you your""".split())
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class Hit:
+    chunk_id: int
+    path: str
+    page: int | None
+    heading: str | None
+    start: int
+    end: int
+    text: str
+    collection: str
+    score: float
+    ranks: dict = field(default_factory=dict)  # {"bm25": 1-based rank, "vector": ...} where it was found
+
+    def where(self) -> str:
+        """The source as a citation names it: file.pdf p. 3, notes.md § Setup, data.csv."""
+        from pathlib import PurePath
+
+        name = PurePath(self.path).name
+        if self.page:
+            return f"{name} p. {self.page}"
+        if self.heading:
+            return f"{name} § {self.heading}"
+        return name
+
+    def as_dict(self) -> dict:
+        return {"chunk_id": self.chunk_id, "path": self.path, "page": self.page, "heading": self.heading,
+                "start": self.start, "end": self.end, "collection": self.collection, "score": round(self.score, 6),
+                "ranks": self.ranks, "where": self.where()}
+
+
+def fts_query(question: str) -> str:
+    """An FTS5 query that matches any of the question's words (each quoted, so FTS5's own syntax in a question,
+    such as AND, NEAR or a stray quote, is text)."""
+    words = [w.lower() for w in _WORD.findall(question)]
+    kept = [w for w in words if w not in STOPWORDS] or words
+    return " OR ".join(f'"{w}"' for w in dict.fromkeys(kept))
+
+
+def bm25_ids(store: Store, question: str, collection_ids: list[int], limit: int = CANDIDATES) -> list[int]:
+    return store.bm25(fts_query(question), collection_ids, limit)
+
+
+def vector_ids(store: Store, query_vector: np.ndarray, collection_ids: list[int], model: str,
+               limit: int = CANDIDATES) -> list[int]:
+    ids, matrix = store.vector_matrix(collection_ids, model)
+    if not len(ids):
+        return []
+    scores = matrix @ np.asarray(query_vector, dtype=np.float32)
+    top = np.argpartition(-scores, min(limit, len(ids) - 1))[:limit] if len(ids) > limit else np.arange(len(ids))
+    return [int(ids[i]) for i in top[np.argsort(-scores[top])]]
+
+
+def fuse(lists: dict[str, list[int]], k: int = RRF_K) -> list[tuple[int, float, dict]]:
+    """(chunk id, fused score, {list name: rank}) best first."""
+    scores: dict[int, float] = {}
+    ranks: dict[int, dict] = {}
+    for name, ids in lists.items():
+        for rank, cid in enumerate(ids, 1):
+            scores[cid] = scores.get(cid, 0.0) + 1.0 / (k + rank)
+            ranks.setdefault(cid, {})[name] = rank
+    order = sorted(scores, key=lambda c: (-scores[c], c))
+    return [(c, scores[c], ranks[c]) for c in order]
+
+
+def search(store: Store, question: str, collections: list[str], limit: int = 5, embedder=None,
+           mode: str = "fused") -> list[Hit]:
+    """The best passages for question in the named collections. mode: fused | bm25 | vector (the benchmark
+    measures each); fused without an embedder is BM25."""
+    cids = [cid for cid in (store.collection_id(n) for n in collections) if cid is not None]
+    lists: dict[str, list[int]] = {}
+    if mode in ("fused", "bm25"):
+        lists["bm25"] = bm25_ids(store, question, cids)
+    if mode in ("fused", "vector") and embedder is not None and question.strip():
+        query = embedder.embed([question])[0]
+        lists["vector"] = vector_ids(store, query, cids, embedder.model)
+    hits = []
+    for cid, score, ranks in fuse(lists)[:limit]:
+        row = store.chunk(cid)
+        if row:
+            hits.append(Hit(cid, row["path"], row["page"], row["heading"], row["start"], row["end"], row["text"],
+                            row["collection"], score, ranks))
+    return hits

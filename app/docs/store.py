@@ -1,0 +1,270 @@
+"""The documents' index: one SQLite file in the data folder (app.core.paths.docs_index).
+
+A collection holds files; a file holds chunks (text, page, heading, character span); FTS5 indexes the chunks'
+text for BM25 (porter stemming, so "indexing" finds "indexed"); a chunk may have a vector from the embedding
+model. A file's chunks, vectors and row are replaced in one transaction, so an index that was cancelled or
+crashed mid-way holds each file whole, either as it was or as it is now.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from app.core import paths
+from app.core.errors import HearthError
+from app.docs.chunker import Chunk
+
+SCHEMA = """
+PRAGMA foreign_keys = ON;
+CREATE TABLE IF NOT EXISTS collections (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL
+);
+-- The folders and files a collection was given: re-indexing walks them again.
+CREATE TABLE IF NOT EXISTS roots (
+    collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+    path TEXT NOT NULL,
+    PRIMARY KEY (collection_id, path)
+);
+CREATE TABLE IF NOT EXISTS files (
+    id INTEGER PRIMARY KEY,
+    collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL DEFAULT '',
+    kind TEXT NOT NULL DEFAULT '',
+    chars INTEGER NOT NULL DEFAULT 0,
+    problem TEXT,                    -- why it gave no chunks (one sentence), or NULL
+    indexed REAL NOT NULL,
+    UNIQUE (collection_id, path)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    ord INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    page INTEGER,
+    heading TEXT,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_by_file ON chunks(file_id, ord);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    text, heading, content='chunks', content_rowid='id', tokenize='porter unicode61');
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, text, heading) VALUES (new.id, new.text, coalesce(new.heading, ''));
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, text, heading) VALUES ('delete', old.id, old.text, coalesce(old.heading, ''));
+END;
+CREATE TABLE IF NOT EXISTS vectors (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    v BLOB NOT NULL                  -- float32, unit length
+);
+PRAGMA user_version = 1;
+"""
+
+
+class DocsIndexError(HearthError):
+    """The index cannot be opened or written."""
+
+
+@dataclass
+class FileRow:
+    id: int
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    problem: str | None
+    chunks: int = 0
+
+
+@dataclass
+class CollectionInfo:
+    name: str
+    roots: list[str]
+    files: int
+    chunks: int
+    vectors: int
+    problems: int
+    created: float
+
+
+class Store:
+    def __init__(self, path: Path | str | None = None):
+        # ":memory:" is an index for one chat's attachments (app/docs/attach.py); anything else is a file.
+        self.path = ":memory:" if path == ":memory:" else Path(path) if path else paths.docs_index()
+        try:
+            self.db = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
+            self.db.executescript(SCHEMA)
+            self.db.execute("PRAGMA journal_mode = WAL" if self.path != ":memory:" else "PRAGMA journal_mode = MEMORY")
+        except sqlite3.DatabaseError as exc:
+            raise DocsIndexError(f"The documents' index {self.path} cannot be opened ({exc}); remove it and add the "
+                              "folders again.") from None
+        self._matrices: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._version = 0  # bumped on every write, so cached vector matrices are rebuilt after one
+
+    def close(self) -> None:
+        self.db.close()
+
+    # --- collections ------------------------------------------------------------------------------------
+    def collection_id(self, name: str, create: bool = False) -> int | None:
+        row = self.db.execute("SELECT id FROM collections WHERE name = ?", (name,)).fetchone()
+        if row:
+            return row[0]
+        if not create:
+            return None
+        with self.db:
+            return self.db.execute("INSERT INTO collections (name, created) VALUES (?, ?)",
+                                   (name, time.time())).lastrowid
+
+    def add_root(self, collection_id: int, path: str) -> None:
+        with self.db:
+            self.db.execute("INSERT OR IGNORE INTO roots (collection_id, path) VALUES (?, ?)", (collection_id, path))
+
+    def roots(self, collection_id: int) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT path FROM roots WHERE collection_id = ? ORDER BY path",
+                                              (collection_id,))]
+
+    def collections(self) -> list[CollectionInfo]:
+        out = []
+        for cid, name, created in self.db.execute("SELECT id, name, created FROM collections ORDER BY name").fetchall():
+            files, problems = self.db.execute(
+                "SELECT count(*), count(problem) FROM files WHERE collection_id = ?", (cid,)).fetchone()
+            chunks, vectors = self.db.execute(
+                "SELECT count(c.id), count(v.chunk_id) FROM chunks c JOIN files f ON f.id = c.file_id "
+                "LEFT JOIN vectors v ON v.chunk_id = c.id WHERE f.collection_id = ?", (cid,)).fetchone()
+            out.append(CollectionInfo(name, self.roots(cid), files, chunks, vectors, problems, created))
+        return out
+
+    def remove_collection(self, name: str) -> bool:
+        cid = self.collection_id(name)
+        if cid is None:
+            return False
+        with self.db:
+            self.db.execute("DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE collection_id = ?)",
+                            (cid,))
+            self.db.execute("DELETE FROM collections WHERE id = ?", (cid,))
+        self._changed()
+        if self.path != ":memory:":
+            # The removed text leaves the file (and the write-ahead log), not just the index.
+            self.db.execute("VACUUM")
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return True
+
+    # --- files --------------------------------------------------------------------------------------------
+    def files(self, collection_id: int) -> dict[str, FileRow]:
+        rows = self.db.execute(
+            "SELECT f.id, f.path, f.size, f.mtime_ns, f.sha256, f.problem, count(c.id) FROM files f "
+            "LEFT JOIN chunks c ON c.file_id = f.id WHERE f.collection_id = ? GROUP BY f.id", (collection_id,))
+        return {r[1]: FileRow(*r[:6], chunks=r[6]) for r in rows}
+
+    def problems(self, collection_id: int) -> list[tuple[str, str]]:
+        return self.db.execute("SELECT path, problem FROM files WHERE collection_id = ? AND problem IS NOT NULL "
+                               "ORDER BY path", (collection_id,)).fetchall()
+
+    def touch(self, file_id: int, size: int, mtime_ns: int) -> None:
+        """The same bytes under a new mtime (a copy, a `touch`): remembered so the next walk skips hashing."""
+        with self.db:
+            self.db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, file_id))
+
+    def put_file(self, collection_id: int, path: str, size: int, mtime_ns: int, sha256: str, kind: str = "",
+                 chars: int = 0, chunks: list[Chunk] = (), problem: str | None = None) -> int:
+        """Replace a file's row and chunks at once (its old chunks' vectors go with them)."""
+        with self.db:
+            self.db.execute("DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE collection_id = ? "
+                            "AND path = ?)", (collection_id, path))
+            self.db.execute("DELETE FROM files WHERE collection_id = ? AND path = ?", (collection_id, path))
+            fid = self.db.execute(
+                "INSERT INTO files (collection_id, path, size, mtime_ns, sha256, kind, chars, problem, indexed) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (collection_id, path, size, mtime_ns, sha256, kind, chars, problem, time.time())).lastrowid
+            self.db.executemany("INSERT INTO chunks (file_id, ord, start, end, page, heading, text) "
+                                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                [(fid, i, c.start, c.end, c.page, c.heading, c.text) for i, c in enumerate(chunks)])
+        self._changed()
+        return fid
+
+    def remove_file(self, collection_id: int, path: str) -> None:
+        with self.db:
+            self.db.execute("DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE collection_id = ? "
+                            "AND path = ?)", (collection_id, path))
+            self.db.execute("DELETE FROM files WHERE collection_id = ? AND path = ?", (collection_id, path))
+        self._changed()
+
+    def missing_vectors(self, collection_id: int, model: str, limit: int) -> list[tuple[int, str]]:
+        """(chunk id, text) of chunks that have no vector from model yet, in file order."""
+        return self.db.execute(
+            "SELECT c.id, c.text FROM chunks c JOIN files f ON f.id = c.file_id LEFT JOIN vectors v ON "
+            "v.chunk_id = c.id AND v.model = ? WHERE f.collection_id = ? AND v.chunk_id IS NULL "
+            "ORDER BY c.id LIMIT ?", (model, collection_id, limit)).fetchall()
+
+    def count_missing_vectors(self, collection_id: int, model: str) -> int:
+        return self.db.execute(
+            "SELECT count(*) FROM chunks c JOIN files f ON f.id = c.file_id LEFT JOIN vectors v ON "
+            "v.chunk_id = c.id AND v.model = ? WHERE f.collection_id = ? AND v.chunk_id IS NULL",
+            (model, collection_id)).fetchone()[0]
+
+    def put_vectors(self, chunk_ids: list[int], vectors: np.ndarray, model: str) -> None:
+        """Vectors for chunks; a chunk whose file was replaced meanwhile is gone and gets none."""
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO vectors (chunk_id, model, v) SELECT ?, ?, ? WHERE EXISTS "
+                "(SELECT 1 FROM chunks WHERE id = ?)",
+                [(cid, model, np.asarray(v, dtype=np.float32).tobytes(), cid) for cid, v in zip(chunk_ids, vectors)])
+        self._changed()
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._matrices.clear()
+
+    # --- reading -----------------------------------------------------------------------------------------
+    def chunk(self, chunk_id: int) -> dict | None:
+        row = self.db.execute(
+            "SELECT c.id, f.path, c.page, c.heading, c.start, c.end, c.text, col.name FROM chunks c "
+            "JOIN files f ON f.id = c.file_id JOIN collections col ON col.id = f.collection_id WHERE c.id = ?",
+            (chunk_id,)).fetchone()
+        if not row:
+            return None
+        keys = ("chunk_id", "path", "page", "heading", "start", "end", "text", "collection")
+        return dict(zip(keys, row))
+
+    def bm25(self, fts_query: str, collection_ids: list[int], limit: int) -> list[int]:
+        """Chunk ids best first by FTS5's BM25 (text weighted above headings)."""
+        if not fts_query or not collection_ids:
+            return []
+        marks = ",".join("?" * len(collection_ids))
+        rows = self.db.execute(
+            f"SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+            f"JOIN files f ON f.id = c.file_id WHERE chunks_fts MATCH ? AND f.collection_id IN ({marks}) "
+            f"ORDER BY bm25(chunks_fts, 1.0, 0.5) LIMIT ?", (fts_query, *collection_ids, limit))
+        return [r[0] for r in rows]
+
+    def vector_matrix(self, collection_ids: list[int], model: str) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, unit vectors as rows) of the collections' chunks embedded by model; kept until a write."""
+        key = (tuple(sorted(collection_ids)), model)
+        if key not in self._matrices:
+            marks = ",".join("?" * len(collection_ids))
+            rows = self.db.execute(
+                f"SELECT v.chunk_id, v.v FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f ON "
+                f"f.id = c.file_id WHERE f.collection_id IN ({marks}) AND v.model = ? ORDER BY v.chunk_id",
+                (*collection_ids, model)).fetchall() if collection_ids else []
+            ids = np.array([r[0] for r in rows], dtype=np.int64)
+            matrix = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+                      if rows else np.zeros((0, 0), dtype=np.float32))
+            self._matrices[key] = (ids, matrix)
+        return self._matrices[key]
+
+    def size_bytes(self) -> int:
+        if self.path == ":memory:":
+            return 0
+        return sum(p.stat().st_size for p in (Path(f"{self.path}{s}") for s in ("", "-wal", "-shm")) if p.exists())
