@@ -59,3 +59,24 @@ def docs_folder(tmp_path) -> Path:
     (folder / "cities.csv").write_text("city,population\nOslo,709000\nBergen,286000\n", encoding="utf-8")
     (folder / "tool.py").write_text("def frobnicate(x):\n    return x * 42  # the answer\n", encoding="utf-8")
     return folder
+
+
+@pytest.fixture(scope="session")
+def embed_gguf(tmp_path_factory) -> Path:
+    """all-MiniLM-L6-v2 as a GGUF, made once per session by Hearth's convert from the packaged checkpoint
+    (a few seconds), as a user's machine with the convert extra makes it."""
+    from app.docs import embed_model
+
+    reason = embed_model.why_not_makeable()
+    if reason:
+        pytest.skip(f"the embedding GGUF cannot be made here: {reason}")
+    return embed_model.make(tmp_path_factory.mktemp("embed") / embed_model.FILE_NAME)
+
+
+@pytest.fixture(scope="session")
+def embedder(embed_gguf):
+    """The embedding model in its engine process, loaded once for the session's vector tests."""
+    from app.docs.vectors import Embedder
+
+    with Embedder(embed_gguf) as e:
+        yield e
