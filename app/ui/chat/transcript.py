@@ -44,6 +44,7 @@ from PySide6.QtGui import (QColor, QFont, QGuiApplication, QTextBlockFormat, QTe
                            QTextDocument, QTextDocumentFragment, QTextFrameFormat, QTextTable)
 from PySide6.QtWidgets import QPushButton, QTextBrowser
 
+from app.core.math_text import find_math, latex_html
 from app.core.reasoning import ReasoningSplitter, split
 
 # About 12 appends a second: smooth to read, and each append costs the window ~1.5 ms of CPU (inserting and
@@ -59,6 +60,9 @@ AT_BOTTOM_PX = 4  # this close to the end counts as at the end: following
 LINE_BREAK = "\u2028"  # Qt's line separator: a line break inside a paragraph (or list item)
 RULE_LINE = re.compile(r"^[ \t]*([=*_-])(?:[ \t]*\1)*[ \t]*$")  # "===", "---", "* * *"
 THOUGHT_GREY = "#9ca3af"
+# A formula's place while Markdown is read (private-use characters: no answer writes them, Markdown leaves them).
+MATH_MARK = re.compile("\ue000(\\d+)\ue001")
+DISPLAY_SCALE = 1.2  # a displayed formula's size to the text's, as TeX sets $$…$$ apart
 
 
 def thinking_label(seconds: float | None, expanded: bool, still: bool = False) -> str:
@@ -80,6 +84,16 @@ def chat_markdown(text: str) -> QTextDocumentFragment:
     new, numbered item; so each line gets Qt's line separator at its end instead, which Markdown reads as
     text. Where the next line starts a block of its own (a list item, a heading) the separator ends up at
     its block's end, and the soft break's space after it at the next line's start: both are taken out."""
+    # LaTeX first, out of Markdown's reach: its _ and * are not emphasis, its | no table.
+    formulas: list[tuple[str, bool]] = []
+    pieces, pos = [], 0
+    for start, end, latex, display in find_math(text):
+        pieces.append(text[pos:start])
+        mark = f"\ue000{len(formulas)}\ue001"
+        pieces.append(f"\n\n{mark}\n\n" if display else mark)  # a displayed formula is a paragraph of its own
+        formulas.append((latex, display))
+        pos = end
+    text = "".join(pieces) + text[pos:]
     lines = text.split("\n")
     for i in range(len(lines) - 1):
         line, following = lines[i], lines[i + 1]
@@ -103,7 +117,31 @@ def chat_markdown(text: str) -> QTextDocumentFragment:
             cursor.setPosition(end + 1, QTextCursor.KeepAnchor)
             cursor.removeSelectedText()
         found = doc.find(LINE_BREAK, found.position() if at_block_end else end)
+    if formulas:
+        _put_formulas(doc, formulas)
     return QTextDocumentFragment(doc)
+
+
+def _put_formulas(doc: QTextDocument, formulas: list[tuple[str, bool]]) -> None:
+    """Each formula's mark replaced by the formula (app/core/math_text.py): a displayed one centred, larger."""
+    block = doc.begin()
+    while block.isValid():
+        text = block.text()
+        matches = list(MATH_MARK.finditer(text))
+        for m in reversed(matches):  # from the end: the earlier marks keep their positions
+            latex, display = formulas[int(m.group(1))]
+            cursor = QTextCursor(doc)
+            cursor.setPosition(block.position() + m.start())
+            cursor.setPosition(block.position() + m.end(), QTextCursor.KeepAnchor)
+            size = doc.defaultFont().pointSizeF() if doc.defaultFont().pointSizeF() > 0 else 10
+            formula = latex_html(latex, display, size * DISPLAY_SCALE if display else None)
+            if display:
+                if text.strip() == m.group(0):
+                    centred = block.blockFormat()
+                    centred.setAlignment(Qt.AlignHCenter)
+                    cursor.setBlockFormat(centred)
+            cursor.insertHtml(formula)
+        block = block.next()
 
 
 @functools.cache
