@@ -379,6 +379,32 @@ class ChatStore:
                                                        json.dumps(version.get("meta") or {}),
                                                        json.dumps(version.get("tail") or []), now))
 
+    def versions(self, message_id: int) -> list[dict]:
+        """A message's versions [{content, meta, tail}] in order ([] for a message with one); the one shown is
+        the message itself (its row here is rewritten whenever another is shown, and its tail is what follows)."""
+        message = self.message(message_id)
+        rows = self.db.execute("SELECT content, meta, tail FROM message_versions WHERE message_id = ? ORDER BY id",
+                               (message_id,)).fetchall()
+        out = [{"content": c, "meta": _meta(m), "tail": json.loads(t or "[]")} for c, m, t in rows]
+        if message is not None and out:
+            out[min(len(out), message.version) - 1] = {"content": message.content,
+                                                      "meta": _without_version(message.meta), "tail": []}
+        return out
+
+    def restore(self, title: str, system_prompt: str, messages: list[dict]) -> int:
+        """A conversation from an export: [{role, content, meta, versions?}] as versions() gives them, in one
+        transaction (a bad file leaves no half chat). Returns its id."""
+        try:
+            with self.db:
+                now = time.time()
+                cid = int(self.db.execute("INSERT INTO conversations (title, system_prompt, created, updated) "
+                                          "VALUES (?, ?, ?, ?)", (title, system_prompt, now, now)).lastrowid)
+                for item in messages:
+                    self._put_back(cid, item)
+        except sqlite3.DatabaseError as exc:
+            raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
+        return cid
+
     def has_message(self, conversation_id: int, role: str) -> bool:
         """Whether the conversation has a message of this role, without reading them all (the chat's
         buttons ask on every state change; a 50,000-token chat took 13 ms to read)."""

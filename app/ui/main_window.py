@@ -12,10 +12,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QCoreApplication, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 from app import __version__
 from app.core.bundled import bundled_model_path
+from app.core.chat_export import file_name, import_chat, write_export
 from app.core.chats import ChatStore
 from app.core.errors import HearthError
 from app.core.settings import THEMES, load_settings, problems, save_settings
@@ -213,6 +214,11 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&File")
         new_chat = QAction("New chat", self, shortcut=QKeySequence("Ctrl+N"), triggered=self._new_chat)
         file_menu.addAction(new_chat)
+        file_menu.addAction(QAction("Import model…", self, triggered=self._import_model))
+        file_menu.addSeparator()
+        file_menu.addAction(QAction("Import chat…", self, triggered=lambda: self.import_chat()))
+        file_menu.addAction(QAction("Export chat as Markdown…", self, triggered=lambda: self.export_chat("markdown")))
+        file_menu.addAction(QAction("Export chat as JSON…", self, triggered=lambda: self.export_chat("json")))
         file_menu.addSeparator()
         file_menu.addAction(QAction("Quit", self, shortcut=QKeySequence.Quit, triggered=self.close))
         edit_menu = self.menuBar().addMenu("&Edit")
@@ -382,6 +388,54 @@ class MainWindow(QMainWindow):
         self.speed_label.setText("")
         if self.bridge.ready and self.bridge.info:
             self.ctx_label.setText(f"context {self.bridge.info.get('n_ctx') or '?'}")
+
+    def _import_model(self) -> None:
+        self.tabs.setCurrentWidget(self.models)  # where the imported model shows, selected
+        self.models._on_import()
+
+    def export_chat(self, kind: str, path: str | None = None) -> Path | None:
+        """The open chat as Markdown or JSON (kind "markdown" or "json"), to `path` or where the user says."""
+        cid = self.chat.conversation_id
+        conv = self.store.get(cid) if cid is not None else None
+        if conv is None:
+            self.show_message("Open a chat first: there is nothing to export.")
+            return None
+        if path is None:
+            suggested = str(Path.home() / file_name(conv.title, kind))
+            path, _ = QFileDialog.getSaveFileName(self, "Export chat", suggested,
+                                                  "Markdown (*.md)" if kind == "markdown" else "JSON (*.json)")
+            if not path:
+                return None
+        try:
+            written = write_export(self.store, cid, path, kind)
+        except OSError as exc:
+            self.show_message(f"The chat could not be exported to {path}: {exc.strerror or exc}.")
+            return None
+        except HearthError as exc:
+            self.show_message(str(exc))
+            return None
+        self.statusBar().showMessage(f"Chat exported to {written}", 10_000)
+        return written
+
+    def import_chat(self, path: str | None = None) -> int | None:
+        """A chat from a JSON export (Hearth's, or OpenAI's messages) as a new conversation, opened."""
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(self, "Import a chat", str(Path.home()),
+                                                  "Chat exports (*.json);;All files (*)")
+            if not path:
+                return None
+        try:
+            cid = import_chat(self.store, path)
+        except HearthError as exc:  # a bad file: its one sentence, and nothing imported
+            self.show_message(str(exc))
+            return None
+        self.tabs.setCurrentWidget(self.chat)
+        self.chat.conversations.select(cid)
+        self.chat.open_conversation(cid)
+        conv = self.store.get(cid)
+        count = len(self.store.messages(cid))
+        self.statusBar().showMessage(f"Imported “{conv.title}” from {Path(path).name} ({count} messages).", 10_000)
+        return cid
 
     def _new_chat(self) -> None:
         self.tabs.setCurrentWidget(self.chat)

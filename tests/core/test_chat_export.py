@@ -1,0 +1,89 @@
+"""A chat as a file (app/core/chat_export.py), on a real SQLite store: JSON brings back everything (versions and
+their branches, meta, the system prompt), Markdown reads as the chat, and a bad file says why and imports nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.core.chat_export import (ChatImportError, export_json, export_markdown, file_name, import_chat,
+                                  write_export)
+from app.core.chats import ChatStore
+
+
+def a_chat(store: ChatStore) -> int:
+    cid = store.create("Roots & *maths*", "Be exact.")
+    q = store.add_message(cid, "user", "What is 2+2?\nShow your work.")
+    a = store.add_message(cid, "assistant", "<think>add them</think>\n\nIt is **4**.",
+                          {"model": "SmolLM2 · Q4_1", "model_path": "/m/smol.gguf", "thought_s": 1.5,
+                           "finish_reason": "stop", "completion_tokens": 9})
+    store.add_message(cid, "user", "And 3+3?")
+    store.add_message(cid, "assistant", "6.", {"model": "llama3", "endpoint": "http://box:8080/v1"})
+    store.add_version(a, "Four.", {"model": "SmolLM2 · Q4_1"})  # a regenerated answer: a new branch
+    store.add_message(cid, "user", "Thanks")
+    assert store.message(q).versions == 1
+    return cid
+
+
+def shape(store: ChatStore, cid: int) -> list:
+    return [(m.role, m.content, m.meta, m.versions, store.versions(m.id)) for m in store.messages(cid)]
+
+
+def test_json_export_imports_back_whole_with_its_versions_and_branches(tmp_path):
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    cid = a_chat(store)
+    path = write_export(store, cid, tmp_path / "out.json", "json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["format"] == "hearth-chat" and data["version"] == 1 and data["title"] == "Roots & *maths*"
+    copy = import_chat(store, path)
+    assert copy != cid and store.get(copy).system_prompt == "Be exact." and store.get(copy).title == "Roots & *maths*"
+    assert shape(store, copy) == shape(store, cid)
+    # The earlier branch comes back in the copy as it does in the original.
+    answer = store.messages(copy)[1]
+    store.show_version(answer.id, 1)
+    assert [m.content for m in store.messages(copy)] == ["What is 2+2?\nShow your work.",
+                                                         "<think>add them</think>\n\nIt is **4**.", "And 3+3?", "6."]
+    assert store.messages(copy)[3].meta["endpoint"] == "http://box:8080/v1"
+    # OpenAI's shape imports too: its system message is the chat's system prompt.
+    (tmp_path / "openai.json").write_text(json.dumps({"messages": [
+        {"role": "system", "content": "Terse."}, {"role": "user", "content": "Hi there"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]}]}), encoding="utf-8")
+    other = import_chat(store, tmp_path / "openai.json")
+    assert store.get(other).system_prompt == "Terse." and store.get(other).title == "Hi there"
+    assert [(m.role, m.content) for m in store.messages(other)] == [("user", "Hi there"), ("assistant", "Hello.")]
+
+
+def test_markdown_reads_as_the_chat(tmp_path):
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    cid = a_chat(store)
+    store.show_version(store.messages(cid)[1].id, 1)
+    text = export_markdown(store, cid)
+    assert text.startswith("# Roots & *maths*\n") and "> Be exact." in text
+    assert "## You\n\nWhat is 2+2?\nShow your work.\n" in text
+    assert "## Assistant · SmolLM2 · Q4_1\n" in text and "## Assistant · llama3 on http://box:8080/v1\n" in text
+    assert "<summary>Thought for 1.5 s</summary>\n\nadd them\n" in text and "<think>" not in text
+    assert "It is **4**." in text and "Four." not in text  # the versions shown only
+    assert file_name("Roots & *maths*", "markdown") == "Roots-maths.md" and file_name("???", "json") == "chat.json"
+
+
+@pytest.mark.parametrize("content, sentence", [
+    (b"{\"messages\": [", "bad.json cannot be imported: it is not valid JSON (line 1, column 15"),
+    (b"\xff\xfe\x00garbage", "bad.json cannot be imported: it is not a text file"),
+    (b"{\"title\": \"x\"}", "bad.json cannot be imported: it is JSON, but not a chat (no list of messages)."),
+    (b"[{\"role\": \"robot\", \"content\": \"beep\"}]", "message 1 has the role 'robot'"),
+    (b"[{\"role\": \"user\", \"content\": 5}]", "message 1 has no text content"),
+    (b"{\"format\": \"hearth-chat\", \"version\": 9, \"messages\": []}", "exported by a newer Hearth"),
+    (b"{\"format\": \"hearth-chat\", \"version\": 1, \"messages\": []}", "it has no messages"),
+    (b"[{\"role\": \"user\", \"content\": \"a\", \"versions\": [{\"content\": \"a\", \"tail\": [3]}]}]",
+     "message 1 after version 1 of message 1 is not a message"),
+])
+def test_a_bad_file_says_why_in_one_sentence_and_imports_nothing(tmp_path, content, sentence):
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    (tmp_path / "bad.json").write_bytes(content)
+    with pytest.raises(ChatImportError) as caught:
+        import_chat(store, tmp_path / "bad.json")
+    assert sentence in str(caught.value) and str(caught.value).endswith(".") and "\n" not in str(caught.value)
+    assert store.list() == []
+    with pytest.raises(ChatImportError, match="there is no such file"):
+        import_chat(store, tmp_path / "missing.json")
