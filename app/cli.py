@@ -18,7 +18,7 @@ from app.core.errors import HearthError
 
 # Each module has register(subparsers); optional ones are added when present.
 COMMAND_MODULES = ["app.commands.chat", "app.commands.serve", "app.commands.doctor", "app.commands.bench",
-                   "app.commands.models", "app.commands.runtimes", "app.commands.gui"]
+                   "app.commands.models", "app.commands.runtimes", "app.commands.gui", "app.commands.docs"]
 
 
 def command_modules(argv: list[str] | None) -> list[str]:

@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+from app.commands.chat_docs import add_docs_args, open_docs
 from app.commands.options import add_load_args, add_sampling_args, load_options, sampling_options
 from app.commands.serve import API_KEY_ENV
 from app.core.errors import EngineCrashed, HearthError
@@ -37,6 +38,7 @@ def register(sub) -> None:
                    "llama-server, vLLM, Ollama, LM Studio, hearth serve); --model then names the server's model")
     p.add_argument("--api-key", metavar="KEY", default=os.environ.get(API_KEY_ENV) or None,
                    help=f"with --endpoint: the server's API key (default: ${API_KEY_ENV})")
+    add_docs_args(p)
     p.set_defaults(func=run)
 
 
@@ -102,27 +104,41 @@ def run(args: argparse.Namespace) -> int:
         fmt = info.get("chat_format") or {}
         if fmt.get("kind") in ("builtin", "plain"):  # no template of its own: say what it gets instead, and why
             print(f"hearth: {fmt.get('why')}", file=sys.stderr)
-        if args.prompt is not None:
-            messages = _messages(_valid_text(args.system, "--system"),
-                                 [{"role": "user", "content": _valid_text(args.prompt, "--prompt")}])
-            done = _answer(client, messages, sampling, echo=not args.json)
-            if args.json:
-                keys = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "ttft_s", "prompt_tok_s",
-                        "gen_tok_s", "peak_rss_mb", "prompt_evaluated", "prompt_dropped", "n_ctx", "spec", "prediction",
-                        "window", "n_threads", "threads_reason")  # the threads the answer ended on, and why
-                out = {"model": info.get("model"), "model_path": info.get("path"),
-                       # where it ran: the engine runtime and its devices, and the layers llama.cpp put on them
-                       "runtime": info.get("runtime"), "gpu_layers": info.get("gpu_layers"),
-                       "chat_format": info.get("chat_format")}
-                out.update({k: done[k] for k in keys if k in done})
-                print(json.dumps(out, ensure_ascii=False, indent=2))
-            else:
-                print()
-            return 0
-        return interactive(client, info, args.system, sampling)
+        docs = open_docs(args, info, None if args.endpoint else options.model_path, args.prompt or "")
+        try:
+            return _chat(client, info, args, sampling, docs)
+        finally:
+            if docs is not None:
+                docs.close()
 
 
-def interactive(client: EngineClient, info: dict, system: str | None, sampling) -> int:
+def _chat(client: EngineClient, info: dict, args: argparse.Namespace, sampling, docs) -> int:
+    if args.prompt is not None:
+        system = _valid_text(args.system, "--system")
+        history = [{"role": "user", "content": _valid_text(args.prompt, "--prompt")}]
+        messages, sources = docs.messages(system, history) if docs else (_messages(system, history), [])
+        done = _answer(client, messages, sampling, echo=not args.json)
+        if args.json:
+            keys = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "ttft_s", "prompt_tok_s",
+                    "gen_tok_s", "peak_rss_mb", "prompt_evaluated", "prompt_dropped", "n_ctx", "spec", "prediction",
+                    "window", "n_threads", "threads_reason")  # the threads the answer ended on, and why
+            out = {"model": info.get("model"), "model_path": info.get("path"),
+                   # where it ran: the engine runtime and its devices, and the layers llama.cpp put on them
+                   "runtime": info.get("runtime"), "gpu_layers": info.get("gpu_layers"),
+                   "chat_format": info.get("chat_format")}
+            out.update({k: done[k] for k in keys if k in done})
+            if docs:  # which files went in, and which chunks the answer was given (and cites)
+                out.update(docs.json_fields(done.get("text", ""), sources))
+            print(json.dumps(out, ensure_ascii=False, indent=2))
+        else:
+            print()
+            if docs:
+                docs.print_sources(done.get("text", ""), sources)
+        return 0
+    return interactive(client, info, args.system, sampling, docs)
+
+
+def interactive(client: EngineClient, info: dict, system: str | None, sampling, docs=None) -> int:
     where = f" at {info['path']}" if info.get("remote") else ""
     print(f"Hearth chat with {info.get('name') or info.get('model')}{where}. {HELP}")
     system = _valid_text(system, "--system")
@@ -151,8 +167,9 @@ def interactive(client: EngineClient, info: dict, system: str | None, sampling) 
         history.append({"role": "user", "content": line})
         sys.stdout.write("\nassistant> ")
         sys.stdout.flush()
+        messages, sources = docs.messages(system, history) if docs else (_messages(system, history), [])
         try:
-            done = _answer(client, _messages(system, history), sampling, echo=True)
+            done = _answer(client, messages, sampling, echo=True)
         except EngineCrashed as exc:
             # The supervisor restarts the engine with the model; the conversation stays here.
             history.pop()
@@ -171,6 +188,8 @@ def interactive(client: EngineClient, info: dict, system: str | None, sampling) 
             print("\n(stopped)")
         else:
             print(f"\n[{_count(done)}, {done.get('gen_tok_s') or 0:.1f} tok/s]")
+            if docs:
+                docs.print_sources(done.get("text", ""), sources)
 
 
 def _valid_text(text: str | None, what: str) -> str | None:

@@ -115,7 +115,7 @@ class Indexer:
                 todo.append((key, path, st, row))
         self._text_pass(cid, todo, report)
         if not report.cancelled:
-            self._vector_pass(cid, report)
+            self.embed_missing(cid, report)
         report.seconds = time.monotonic() - self._started
         return report
 
@@ -175,7 +175,8 @@ class Indexer:
             report.added += 1
 
     # --- the vector pass --------------------------------------------------------------------------------
-    def _vector_pass(self, cid: int, report: IndexReport) -> None:
+    def embed_missing(self, cid: int, report: IndexReport) -> None:
+        """Vectors for the collection's chunks that have none from this embedder yet."""
         if self.embedder is None:
             return
         model = self.embedder.model

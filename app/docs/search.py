@@ -16,6 +16,9 @@ from app.docs.store import Store
 
 RRF_K = 60
 CANDIDATES = 50  # from each list, before fusing
+# Below this cosine a passage is about something else: all-MiniLM-L6-v2 gives 0.64 for a paraphrase and 0.05 for
+# unrelated sentences, and without a floor the vector list would offer every chunk of a small collection.
+MIN_COSINE = 0.2
 # Words so common that OR-ing them into an FTS5 query only slows it: BM25 would give them little weight anyway.
 STOPWORDS = frozenset("""a an and are as at be by can do does for from how i if in is it its of on or that the
 this to was what when where which who why will with you your""".split())
@@ -71,7 +74,7 @@ def vector_ids(store: Store, query_vector: np.ndarray, collection_ids: list[int]
         return []
     scores = matrix @ np.asarray(query_vector, dtype=np.float32)
     top = np.argpartition(-scores, min(limit, len(ids) - 1))[:limit] if len(ids) > limit else np.arange(len(ids))
-    return [int(ids[i]) for i in top[np.argsort(-scores[top])]]
+    return [int(ids[i]) for i in top[np.argsort(-scores[top])] if scores[i] >= MIN_COSINE]
 
 
 def fuse(lists: dict[str, list[int]], k: int = RRF_K) -> list[tuple[int, float, dict]]:
