@@ -8,6 +8,7 @@ load the user waits for goes first), or when their tab is opened or something as
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QCoreApplication, Qt, QTimer, Signal
@@ -222,10 +223,17 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         file_menu.addAction(QAction("Quit", self, shortcut=QKeySequence.Quit, triggered=self.close))
         edit_menu = self.menuBar().addMenu("&Edit")
+        edit_menu.addAction(QAction("Copy last answer", self, shortcut=QKeySequence("Ctrl+Shift+C"),
+                                    triggered=self.copy_last_answer))
+        edit_menu.addAction(QAction("Regenerate last answer", self, shortcut=QKeySequence("Ctrl+R"),
+                                    triggered=self._regenerate))
+        edit_menu.addAction(QAction("Search chats", self, shortcut=QKeySequence("Ctrl+F"), triggered=self.search_chats))
+        edit_menu.addSeparator()
         edit_menu.addAction(QAction("Settings…", self, shortcut=QKeySequence("Ctrl+,"), triggered=self.open_settings))
         view_menu = self.menuBar().addMenu("&View")
         view_menu.addAction(self.monitor_dock.toggleViewAction())
         help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction(QAction("Keyboard shortcuts", self, triggered=self.show_shortcuts))
         help_menu.addAction(QAction("About Hearth", self, triggered=self._about))
         QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.chat.send)
         QShortcut(QKeySequence("Ctrl+Enter"), self, activated=self.chat.send)
@@ -436,6 +444,39 @@ class MainWindow(QMainWindow):
         count = len(self.store.messages(cid))
         self.statusBar().showMessage(f"Imported “{conv.title}” from {Path(path).name} ({count} messages).", 10_000)
         return cid
+
+    def copy_last_answer(self) -> None:
+        if not self.chat.copy_last_answer():
+            self.show_message("This chat has no answer to copy yet.")
+
+    def _regenerate(self) -> None:
+        self.tabs.setCurrentWidget(self.chat)
+        self.chat.regenerate()
+
+    def search_chats(self) -> None:
+        self.tabs.setCurrentWidget(self.chat)
+        self.chat.conversations.search.setFocus(Qt.ShortcutFocusReason)
+        self.chat.conversations.search.selectAll()
+
+    def shortcut_rows(self) -> list[tuple[str, str]]:
+        """(keys, what they do): the menus' own shortcuts, read from their actions so the list cannot drift,
+        and the keys of the message box and the window that no menu holds."""
+        rows = [(action.shortcut().toString(QKeySequence.NativeText), action.text().replace("&", "").rstrip("…"))
+                for action in self.findChildren(QAction) if not action.shortcut().isEmpty()]
+        send = "Enter" if self.chat.input.enter_sends else "Ctrl+Enter"
+        line = "Shift+Enter" if self.chat.input.enter_sends else "Enter"
+        rows += [(send, "Send the message"), ("Ctrl+Enter", "Send, whichever key sends (Settings)"),
+                 (line, "A new line in the message"), ("Esc", "Stop the answer, or leave an edit")]
+        seen: set = set()
+        return [row for row in rows if not (row in seen or seen.add(row))]
+
+    def show_shortcuts(self) -> QMessageBox:
+        """Help > Keyboard shortcuts (returned for tests, which close it without a modal loop)."""
+        rows = "".join(f"<tr><td style='padding-right:16px'><b>{html.escape(keys)}</b></td><td>{html.escape(what)}"
+                       "</td></tr>" for keys, what in self.shortcut_rows())
+        box = QMessageBox(QMessageBox.NoIcon, "Keyboard shortcuts", f"<table>{rows}</table>", QMessageBox.Close, self)
+        box.open()
+        return box
 
     def _new_chat(self) -> None:
         self.tabs.setCurrentWidget(self.chat)

@@ -3,7 +3,7 @@ its model and offers to load it when another one answers; a cut-off answer conti
 
 from __future__ import annotations
 
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import Qt, QUrl
 
 from app.core.bundled import BUNDLED_NAME
 from app.core.chats import ChatStore
@@ -37,6 +37,10 @@ def test_an_answer_names_its_model_and_a_cut_off_answer_continues_where_it_stopp
     assert answer.meta["completion_tokens"] == 6 + more.args[0]["completion_tokens"]
     shown = w.chat.transcript.plain_text()
     assert shown.count("Assistant") == 1 and shown.count(first.content.strip()[:20]) == 1
+    # Ctrl+R regenerates it: a second version, the first kept.
+    with qtbot.waitSignal(w.bridge.generation_finished, timeout=LOAD_TIMEOUT_MS):
+        qtbot.keyClick(w.chat.input, Qt.Key_R, Qt.ControlModifier)
+    assert store.message(first.id).versions == 2 and "2/2" in w.chat.transcript.plain_text()
     # Reopened, the one answer reads as it was shown.
     cid = w.chat.conversation_id
     w.chat.new_conversation()

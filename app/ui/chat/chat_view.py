@@ -370,6 +370,17 @@ class ChatView(QWidget):
             self._render_conversation()
             self._update_buttons()
 
+    def copy_last_answer(self) -> bool:
+        """The open chat's last answer on the clipboard, as it is shown (without its thinking); False if none."""
+        if self.conversation_id is None:
+            return False
+        answer = next((m for m in reversed(self.store.messages(self.conversation_id))
+                       if m.role == "assistant" and m.content), None)
+        if answer is None:
+            return False
+        self._on_message_action("copy", answer.id)
+        return True
+
     def _leave_current(self) -> None:
         if self.generating and not self._detached:
             self._detached = True
