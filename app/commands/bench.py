@@ -30,7 +30,8 @@ def register(sub) -> None:
                    help="with --endpoint: the server's API key (default: $HEARTH_API_KEY)")
     p.set_defaults(func=_run_basic)
     kinds = p.add_subparsers(dest="bench_kind", metavar="KIND")
-    for add in (_add_spec, _add_window, _add_matrix, _add_quality, _add_compare, _add_serve, _add_contention, _add_gui):
+    for add in (_add_spec, _add_window, _add_matrix, _add_quality, _add_compare, _add_serve, _add_contention, _add_gui,
+                _add_docs):
         add(kinds)
     for parser in (p, *kinds.choices.values()):
         parser.set_defaults(func=_errors_only(parser.get_default("func")))
@@ -230,3 +231,16 @@ def _add_gui(kinds) -> None:
                    help="pairs of runs (default 7); medians are reported")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: gui_bench.run(_options(gui_bench.GuiBenchOptions, args, model=model_path(args))))
+
+
+# --- hearth bench docs ------------------------------------------------------------------------------------------
+def _add_docs(kinds) -> None:
+    from app.bench import docs
+
+    p = kinds.add_parser("docs", help="documents: indexing rate, query latency and recall@5 (BM25, vectors, fused)",
+                         description=docs.__doc__.split("\n\n")[1])
+    p.add_argument("--topics", type=int, default=0, metavar="N", help="index only N pydoc topics (default: all 79)")
+    p.add_argument("--no-vectors", dest="vectors", action="store_false", help="BM25 only: no embedding model")
+    p.add_argument("--embed-model", metavar="GGUF", help="an embedding GGUF instead of all-MiniLM-L6-v2")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=lambda args: docs.run(_options(docs.DocsBenchOptions, args)))

@@ -1,0 +1,174 @@
+"""`hearth bench docs`: indexing and retrieval on a corpus every Python ships, Python's pydoc topics.
+
+The corpus is `pydoc_data.topics` (79 topics of the language reference, about 465 KB of text), one file per
+topic, indexed into a throwaway index (never the user's). It measures:
+
+- indexing: the text pass alone (FTS5/BM25) and with the embedding model, chunks per second and the whole time;
+  the embedding model's own rate on the same chunks in the same engine (so the indexer's overhead shows as a
+  ratio: the goal is at least 0.8x);
+- retrieval: query latency p50/p95 for BM25 alone and fused (the fused time includes embedding the question);
+- recall@5 for BM25, vectors and fused on QUESTIONS: each names the topics that answer it and is phrased in other
+  words than the passage (no run of four words in common with its topic's text; the test checks that).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# (question, topics whose text answers it)
+QUESTIONS: list[tuple[str, tuple[str, ...]]] = [
+    ("How do I make cleanup code run when leaving a block, even after an error?", ("try",)),
+    ("What declaration lets a function rebind a name at module level?", ("global",)),
+    ("How can a function hand back values one by one and resume where it stopped?", ("yield",)),
+    ("How do I write a small unnamed function inside one expression?", ("lambda",)),
+    ("Which statement checks a condition while debugging and stops when it fails?", ("assert",)),
+    ("What decides whether an object counts as true or false in a condition?", ("truth", "booleans")),
+    ("How do I take the part of a list between two positions?", ("slicings", "typesseq")),
+    ("How do I pad or align values when turning them into text with str.format?", ("formatstrings",)),
+    ("How does Python find and load code from another module file?", ("import",)),
+    ("How can I be sure a file gets closed when I am done with it?", ("with", "context-managers")),
+    ("How do I leave a loop before it has finished?", ("break",)),
+    ("How do I skip ahead to the next round of a loop?", ("continue",)),
+    ("How do I signal an error from my own code?", ("raise", "exceptions")),
+    ("Which special methods let a class decide how its instances print or compare?", ("customization",)),
+    ("How does an inner function change a variable of the function around it?", ("nonlocal", "naming")),
+    ("How are numbers with a fractional part written in source code?", ("floating", "numbers")),
+    ("How do I look things up by key in a mapping and add entries?", ("typesmapping", "dict")),
+    ("What moves the bits of an integer left or right?", ("shifting",)),
+    ("How do I raise a number to an exponent?", ("power",)),
+    ("Which string methods turn letters to capitals or small letters?", ("string-methods",)),
+    ("How do I repeat a block for as long as a condition holds?", ("while",)),
+    ("How do I go over the items of a sequence one at a time?", ("for",)),
+    ("How do I define a class that inherits from another one?", ("class",)),
+    ("How do I give a function's parameters default values?", ("function", "calls")),
+    ("How do I step through my program line by line to find a bug?", ("debugger",)),
+    ("How does a coroutine wait for another awaitable to finish?", ("await", "async")),
+    ("How do I remove a name or an item of a list?", ("del", "typesseq-mutable")),
+    ("What happens to a program whose error nobody catches?", ("exceptions",)),
+]
+
+
+@dataclass
+class DocsBenchOptions:
+    topics: int = 0  # 0: all of them
+    vectors: bool = True
+    embed_model: str | None = None
+    json: bool = False
+
+
+def corpus(folder: Path, limit: int = 0) -> int:
+    """Write the pydoc topics as files (the questions' topics first, so a limited corpus still holds their answers);
+    returns the bytes written."""
+    from pydoc_data.topics import topics
+
+    wanted = list(dict.fromkeys(t for _, ts in QUESTIONS for t in ts if t in topics))
+    names = wanted + sorted(set(topics) - set(wanted))
+    names = names[:limit] if limit else names
+    size = 0
+    for name in names:
+        data = topics[name].encode("utf-8")
+        (folder / f"{name}.txt").write_bytes(data)
+        size += len(data)
+    return size
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _recall_and_latency(store, embedder, mode: str, present: set[str]) -> tuple[float, list[float], int]:
+    from app.docs.search import search
+
+    hits_found, times, asked = 0, [], 0
+    for question, topics in QUESTIONS:
+        if not present.intersection(topics):
+            continue
+        asked += 1
+        start = time.perf_counter()
+        hits = search(store, question, ["bench"], 5, embedder, mode)
+        times.append((time.perf_counter() - start) * 1000)
+        if any(Path(h.path).stem in topics for h in hits):
+            hits_found += 1
+    return (hits_found / asked if asked else 0.0), times, asked
+
+
+def run(opts: DocsBenchOptions) -> int:
+    from app.docs import embed_model
+    from app.docs.indexer import Indexer
+    from app.docs.store import Store
+    from app.docs.vectors import Embedder
+
+    out: dict = {}
+    with tempfile.TemporaryDirectory(prefix="hearth-bench-docs-") as tmp:
+        folder = Path(tmp) / "pydoc-topics"
+        folder.mkdir()
+        out["corpus_bytes"] = corpus(folder, opts.topics)
+        present = {p.stem for p in folder.iterdir()}
+        out["files"] = len(present)
+        print(f"Corpus: {len(present)} pydoc topics, {out['corpus_bytes'] / 1e6:.2f} MB", file=sys.stderr)
+
+        fts = Store(Path(tmp) / "fts.sqlite3")
+        report = Indexer(fts).add("bench", folder)
+        out["fts"] = {"seconds": round(report.seconds, 3), "chunks": report.chunks,
+                      "chunks_per_s": round(report.chunks / report.seconds, 1),
+                      "mb_per_s": round(out["corpus_bytes"] / 1e6 / report.seconds, 2)}
+        recall, times, asked = _recall_and_latency(fts, None, "bm25", present)
+        out["questions"] = asked
+        out["bm25"] = {"recall_at_5": round(recall, 3), "p50_ms": round(_percentile(times, 0.5), 2),
+                       "p95_ms": round(_percentile(times, 0.95), 2)}
+        print(f"Text pass (FTS5 only): {report.chunks} chunks in {report.seconds:.2f} s", file=sys.stderr)
+
+        path = None
+        if opts.vectors:
+            path, note = embed_model.ensure(opts.embed_model)
+            if path is None:
+                out["vectors_note"] = f"vectors not measured: {note}"
+                print(f"hearth: {out['vectors_note']}", file=sys.stderr)
+        if path is not None:
+            with Embedder(path) as embedder:
+                texts = [text for _, text in fts.db.execute("SELECT id, text FROM chunks ORDER BY id LIMIT 64")]
+                start = time.perf_counter()
+                for i in range(0, len(texts), 16):
+                    embedder.embed(texts[i:i + 16])
+                raw = len(texts) / (time.perf_counter() - start)
+                print(f"Embedding model alone: {raw:.1f} chunks/s", file=sys.stderr)
+                vec = Store(Path(tmp) / "vec.sqlite3")
+                report = Indexer(vec, embedder=embedder).add("bench", folder)
+                embed_s = report.seconds - out["fts"]["seconds"]
+                out["with_vectors"] = {"seconds": round(report.seconds, 2), "chunks": report.chunks,
+                                       "chunks_per_s": round(report.chunks / report.seconds, 2),
+                                       "model_chunks_per_s": round(raw, 2),
+                                       "ratio_to_model": round(report.chunks / max(embed_s, 1e-9) / raw, 2)}
+                for mode in ("vector", "fused"):
+                    recall, times, _ = _recall_and_latency(vec, embedder, mode, present)
+                    out[mode] = {"recall_at_5": round(recall, 3), "p50_ms": round(_percentile(times, 0.5), 2),
+                                 "p95_ms": round(_percentile(times, 0.95), 2)}
+                vec.close()
+        fts.close()
+    if opts.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"Indexing {out['files']} files ({out['corpus_bytes'] / 1e6:.2f} MB):")
+    f = out["fts"]
+    print(f"  text only (FTS5):  {f['seconds']:.2f} s, {f['chunks']} chunks, {f['chunks_per_s']:,.0f} chunks/s, "
+          f"{f['mb_per_s']:.1f} MB/s")
+    if "with_vectors" in out:
+        v = out["with_vectors"]
+        print(f"  with vectors:      {v['seconds']:.1f} s, {v['chunks_per_s']:.1f} chunks/s; the model alone "
+              f"{v['model_chunks_per_s']:.1f} chunks/s (indexing at {v['ratio_to_model']:.2f}x of it)")
+    print(f"Retrieval over {out['questions']} questions in other words than their passages:")
+    print(f"  {'':8} {'recall@5':>9} {'p50 ms':>8} {'p95 ms':>8}")
+    for mode in ("bm25", "vector", "fused"):
+        if mode in out:
+            r = out[mode]
+            print(f"  {mode:8} {r['recall_at_5']:>9.2f} {r['p50_ms']:>8.1f} {r['p95_ms']:>8.1f}")
+    if "vectors_note" in out:
+        print(f"  ({out['vectors_note']})")
+    return 0

@@ -1,0 +1,36 @@
+"""`hearth bench docs`: its question set is fair (answers sit in known topics, in other words than the passage),
+and its BM25-only run reports indexing and retrieval figures on the pydoc topics."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pydoc_data.topics import topics
+
+from app.bench import docs as bench_docs
+from app.bench.docs import QUESTIONS, DocsBenchOptions
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9_]+", text.lower())
+
+
+def test_every_question_is_answered_by_a_known_topic_in_other_words():
+    for question, answers in QUESTIONS:
+        assert answers and all(t in topics for t in answers), question
+        q = _words(question)
+        for topic in answers:
+            body = f" {' '.join(_words(topics[topic]))} "
+            for i in range(len(q) - 3):
+                assert f" {' '.join(q[i:i + 4])} " not in body, (question, topic, q[i:i + 4])
+
+
+def test_a_bm25_only_run_reports_rates_latency_and_recall(capsys):
+    assert bench_docs.run(DocsBenchOptions(topics=12, vectors=False, json=True)) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["files"] == 12 and out["fts"]["chunks"] > 12 and out["fts"]["chunks_per_s"] > 0
+    bm25 = out["bm25"]
+    assert 0 < out["questions"] <= len(QUESTIONS)
+    assert 0.3 <= bm25["recall_at_5"] <= 1 and 0 < bm25["p50_ms"] <= bm25["p95_ms"]
+    assert "vector" not in out and "fused" not in out
