@@ -28,6 +28,7 @@ from app.ui.deferred_pages import DeferredPages
 from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.first_paint import after_first_paint
 from app.ui.models.models_view import ModelsView
+from app.ui.notify import Notifier
 from app.ui.runtime_text import placement_text, placement_tip
 from app.ui import theme
 from app.ui.settings.settings_dialog import SettingsDialog, default_load_options
@@ -108,6 +109,7 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.monitor_dock], [MONITOR_WIDTH], Qt.Horizontal)
         self.tabs.setMinimumHeight(PAGE_MIN_HEIGHT)
 
+        self.notifier = Notifier(self)
         self._build_status_bar()
         self._build_menus()
         self._connect()
@@ -170,6 +172,10 @@ class MainWindow(QMainWindow):
         bench.apply_theme(self._dark)
         bench.error_reported.connect(self.show_message)
         bench.jobs.job_finished.connect(lambda *_: self.models.refresh())  # its quantized copies
+        bench.jobs.job_finished.connect(
+            lambda _kind, result: result is not None and self.notifier.job_ended(
+                "Benchmark finished", "Hearth's benchmark is done; its table is on the Benchmark page."))
+        bench.jobs.job_failed.connect(lambda message: self.notifier.job_ended("Benchmark failed", message))
         show_model = lambda info: info.get("remote") or bench.set_model(info.get("path"), self.models.title(info))
         self.bridge.model_loaded.connect(show_model)
         if self.bridge.ready:
@@ -271,6 +277,9 @@ class MainWindow(QMainWindow):
         self.models.library_listed.connect(lambda _rows: self.bridge.ready and not self.bridge.remote
                                            and self.model_label.setText(self.models.title(self.bridge.info)))
         self.models.error_reported.connect(self.show_message)
+        self.models.jobs.job_finished.connect(self._on_model_job_finished)
+        self.models.jobs.job_failed.connect(
+            lambda message: self.notifier.job_ended(f"{self.models.jobs.kind.capitalize() or 'Job'} failed", message))
         b.backend_changed.connect(self._on_backend_changed)
         self.chat.transcript.message_copied.connect(
             lambda _text: self.statusBar().showMessage("Copied to the clipboard", COPIED_MS))
@@ -396,6 +405,12 @@ class MainWindow(QMainWindow):
         self.speed_label.setText("")
         if self.bridge.ready and self.bridge.info:
             self.ctx_label.setText(f"context {self.bridge.info.get('n_ctx') or '?'}")
+
+    def _on_model_job_finished(self, kind: str, path) -> None:
+        if path is None:  # cancelled: the user was there to cancel it
+            return
+        verb = {"download": "Downloaded", "quantize": "Quantized", "convert": "Converted"}.get(kind, "Made")
+        self.notifier.job_ended(f"{kind.capitalize()} finished", f"{verb} {Path(path).name}; it is in the library.")
 
     def _import_model(self) -> None:
         self.tabs.setCurrentWidget(self.models)  # where the imported model shows, selected
