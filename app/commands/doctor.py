@@ -59,11 +59,27 @@ def collect() -> dict:
     else:
         report["extra_bufts"] = probe.extra_bufts_decision(model)
     report["spec_calibration"] = spec_calibration.kept()
+    report["documents"] = _documents()
     from app.commands.runtimes import collect as collect_runtimes
 
     # Each runtime loaded in a child of its own, with its devices and their memory (about a second each).
     report["runtimes"] = collect_runtimes()
     return report
+
+
+def _documents() -> dict:
+    """The documents' index (its size on disk, nothing opened or made) and the embedding model it would use."""
+    from app.docs import embed_model
+
+    index = paths.docs_index()
+    size = sum(p.stat().st_size for p in (index, index.with_name(index.name + "-wal")) if p.exists())
+    try:
+        model = embed_model.find()
+        note = None if model else embed_model.BM25_ONLY
+    except HearthError as exc:
+        model, note = None, str(exc)
+    return {"index": str(index), "index_bytes": size, "embedding_model": str(model) if model else None,
+            "embedding_note": note}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,5 +113,10 @@ def run(args: argparse.Namespace) -> int:
     for entry in report["runtimes"]:
         lines += [f"  {line}" for line in describe_runtime(entry)]
     lines += [f"{k.capitalize() + ':':11} {v}" for k, v in report["paths"].items()]
+    from app.core.units import human_size
+
+    docs = report["documents"]
+    lines.append(f"Documents:  index {human_size(docs['index_bytes'])}; embedding model "
+                 f"{docs['embedding_model'] or docs['embedding_note']}")
     print("\n".join(lines))
     return 0

@@ -21,7 +21,7 @@ def hearth(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
 
 
-def test_add_list_search_and_rm(docs_folder, embed_gguf):
+def test_add_list_search_and_rm(docs_folder, embed_gguf, monkeypatch):
     env = {"HEARTH_EMBED_MODEL": str(embed_gguf)}
     (docs_folder / "blob.dat").write_bytes(bytes(range(256)) * 4)
     add = hearth("docs", "add", str(docs_folder), "--collection", "home", env=env)
@@ -47,8 +47,14 @@ def test_add_list_search_and_rm(docs_folder, embed_gguf):
     missing = hearth("docs", "search", "x", "-c", "nope")
     assert missing.returncode == 1 and missing.stderr.strip() == ("hearth: There is no collection called 'nope'; "
                                                                   "`hearth docs list` shows them.")
+    from app.commands.doctor import _documents
+
+    monkeypatch.setenv("HEARTH_EMBED_MODEL", str(embed_gguf))
+    before = _documents()  # what `hearth doctor` shows
+    assert before["index_bytes"] > 0 and before["embedding_model"] == str(embed_gguf)
     assert hearth("docs", "rm", "home").returncode == 0
     assert "No collections yet" in hearth("docs", "list").stdout
+    assert _documents()["index_bytes"] < before["index_bytes"]
 
 
 def test_search_without_an_embedding_model_says_bm25_serves_alone(docs_folder):
