@@ -164,7 +164,10 @@ def read_import(path: Path | str) -> dict:
 def import_chat(store: ChatStore, path: Path | str) -> int:
     """Add the chat in a file to the store as a new conversation; its id."""
     chat = read_import(path)
-    return store.restore(chat["title"], chat["system_prompt"], chat["messages"])
+    title = chat["title"]
+    if any(conv.title == title for conv in store.list()):  # two chats of one name could not be told apart
+        title = f"{title} (imported)"
+    return store.restore(title, chat["system_prompt"], chat["messages"])
 
 
 def write_export(store: ChatStore, conversation_id: int, path: Path | str, kind: str) -> Path:

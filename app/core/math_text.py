@@ -291,6 +291,8 @@ class _Parser:
             return "′"
         if char == "~":
             return "&nbsp;"
+        if char in ",;":
+            return f"{char}&#8201;"  # TeX's thin space after punctuation: {1, 2}
         return html.escape(char)
 
     def command(self, cmd: str, before: list[str] | None) -> str:
@@ -428,7 +430,10 @@ def latex_html(latex: str, display: bool = False, point_size: float | None = Non
     body = parser.sequence()
     if _is_block(body):
         return body[1:-1].replace("<table", "<table align='center'", 1)
-    return f"<span style=\"{font}\">{re.sub(r' {2,}', ' ', body).strip()}</span>"
+    body = re.sub(r" {2,}", " ", body).strip()
+    if not display:  # an inline formula is not broken across lines ("Δ <" at a line's end, "0" on the next)
+        body = re.sub(r" (?![^<]*>)", "&nbsp;", body)
+    return f"<span style=\"{font}\">{body}</span>"
 
 
 def has_math(text: str) -> bool:

@@ -37,8 +37,11 @@ def test_json_export_imports_back_whole_with_its_versions_and_branches(tmp_path)
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["format"] == "hearth-chat" and data["version"] == 1 and data["title"] == "Roots & *maths*"
     copy = import_chat(store, path)
-    assert copy != cid and store.get(copy).system_prompt == "Be exact." and store.get(copy).title == "Roots & *maths*"
+    assert copy != cid and store.get(copy).system_prompt == "Be exact."
+    assert store.get(copy).title == "Roots & *maths* (imported)"  # told apart from the original, still here
     assert shape(store, copy) == shape(store, cid)
+    assert store.get(import_chat(ChatStore(tmp_path / "other.sqlite3"), path)).title is not None
+    assert ChatStore(tmp_path / "other.sqlite3").list()[0].title == "Roots & *maths*"  # alone, its own name
     # The earlier branch comes back in the copy as it does in the original.
     answer = store.messages(copy)[1]
     store.show_version(answer.id, 1)

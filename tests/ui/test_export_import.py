@@ -55,7 +55,8 @@ def test_export_a_chat_as_markdown_and_json_and_import_it_back(qtbot, idle_windo
     copy = w.chat.conversation_id
     assert copy != cid and [c.id for c in store.list()][0] == copy  # listed first, and open
     assert w.chat.conversations.current_id() == copy
-    assert w.statusBar().currentMessage() == "Imported “Cats and dogs” from chat.json (2 messages)."
+    # Named apart from the chat it was exported from, which is still here.
+    assert w.statusBar().currentMessage() == "Imported “Cats and dogs (imported)” from chat.json (2 messages)."
     qtbot.waitUntil(lambda: not w.chat.transcript.loading, timeout=5_000)
     shown = w.chat.transcript.plain_text()
     assert "Thought for 2.0 s" in shown and "Both are good: x2." in shown and w.chat.system_prompt.toPlainText() == "Be brief."
