@@ -69,7 +69,8 @@ def test_a_chat_remembers_its_model_and_offers_to_load_it_or_says_why_not(qtbot,
     w.chat.open_conversation(gone)
     note = w.chat.model_note.text()
     assert w.chat.model_banner.isVisibleTo(w) and not w.chat.model_load_button.isVisibleTo(w)
-    assert note.startswith("This chat was with old-model.gguf, which is no longer at ") and "moved" in note
+    assert note.startswith("This chat was with old-model.gguf, no longer at ") and "moved" in note
+    assert "Import model" in w.chat.model_note.toolTip()
     assert "no model is loaded" in note
     w.chat.open_conversation(remote)
     assert "llama3 on http://gpu-box:8080/v1" in w.chat.model_note.text() and "Connections" in w.chat.model_note.text()
