@@ -22,6 +22,7 @@ from app.engine.detok import TextStream
 from app.engine.protocol import DONE, PROGRESS, STATS, TOKEN, SamplingOptions
 from app.engine.runtime import Runtime
 from app.engine.sampling import Sampler
+from app.engine.threads import SPLIT_KV_CELLS
 
 Emit = Callable[[dict], None]
 STATS_INTERVAL_S = 0.2  # the GUI graphs want at least four points a second
@@ -259,6 +260,10 @@ class Decoder:
                 )
         keep = self.sync_prefix(prompt)
         self.cached_text = None
+        if sampling.greedy and len(prompt) + (sampling.max_tokens if speculator is not None else 0) >= SPLIT_KV_CELLS:
+            # Past that many cells the thread count changes a greedy answer's tokens: it holds one count (a
+            # speculative answer never moves its count, so it holds from the start if it can get there).
+            rt.hold_threads(True)
         rt.threads_for_answer()  # before the prompt: a busy machine stalls a full thread count at once
         todo = prompt[keep:]
         progress = None
@@ -304,6 +309,8 @@ class Decoder:
         next_stats = answer.next_stats
         reason = answer.reason
         threads = rt.threads  # None: a fixed count
+        # A greedy answer holds one thread count once its context passes SPLIT_KV_CELLS (see app/engine/threads.py).
+        watch = sampling.greedy and rt.count_changes_answers and not rt.threads_held
         t_last = time.perf_counter()
         try:
             if speculator is not None and reason is None:
@@ -319,6 +326,9 @@ class Decoder:
                 if len(tokens) >= rt.n_ctx and not self.room_for(1):
                     reason = "context_full"
                     break
+                if watch and len(tokens) >= SPLIT_KV_CELLS:
+                    rt.hold_threads(True)
+                    watch = False
                 decode_one(tok)
                 now = time.perf_counter()
                 if threads is not None:
@@ -329,6 +339,7 @@ class Decoder:
                     emit(self.stats_event(len(generated), t_first, now, n_prompt, speculator))
         finally:
             sampler.close()
+            rt.hold_threads(False)  # the next answer's count is free again
         answer.t_first, answer.reason = t_first, reason
         return self.finish(answer)
 

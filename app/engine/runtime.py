@@ -98,6 +98,11 @@ class Runtime:
         self.threads: ThreadController | None = None
         if options.n_threads is None and self.n_threads > 1:
             self.threads = ThreadController(self.n_threads, OthersCpu(), others_now=runnable_others)
+        # Whether the thread count can change a greedy answer (threads.SPLIT_KV_CELLS): flash attention on or
+        # left to llama.cpp (which turns it on for the CPU), with an f16 KV cache; and whether it is held now.
+        self.count_changes_answers = (self.threads is not None and options.flash_attn != "off"
+                                      and options.kv_type == "f16")
+        self.threads_held = False
         self.n_parallel = max(1, int(options.n_parallel or 1))
         cp = llama_cpp.llama_context_default_params()
         cp.n_ctx = int(options.n_ctx) * self.n_parallel
@@ -146,13 +151,28 @@ class Runtime:
 
     def threads_for_answer(self) -> None:
         """Adaptive threads: the count to start an answer with, from what other programs do right now."""
-        if self.threads is not None:
+        if self.threads is not None and not self.threads_held:
             better = self.threads.start_of_answer()
             if better is not None:
                 self.set_threads(better)
 
+    def hold_threads(self, held: bool) -> None:
+        """Hold the full thread count (True) while a greedy answer's context is past threads.SPLIT_KV_CELLS, where
+        the count would change its tokens; False lets the count move again. A no-op where it cannot matter."""
+        if held == self.threads_held or not self.count_changes_answers or self.threads is None:
+            return
+        self.threads_held = held
+        if held:
+            n = self.threads.hold()
+            if n != self.n_threads:
+                self.set_threads(n)
+        else:
+            self.threads.release()
+
     def token_took(self, seconds: float) -> None:
         """Adaptive threads (self.threads set): one token's time, and the count it asks for from the next decode."""
+        if self.threads_held:
+            return
         better = self.threads.observe(seconds)
         if better is not None:
             self.set_threads(better)

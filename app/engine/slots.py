@@ -27,6 +27,7 @@ from app.engine.decode import STATS_INTERVAL_S, Answer, Decoder, decode_error
 from app.engine import protocol as P
 from app.engine.runtime import Runtime
 from app.engine.speculative import target_choices
+from app.engine.threads import SPLIT_KV_CELLS
 
 SLOT_DRAFT_MAX = 16  # draft tokens one slot may put into a shared batch
 
@@ -133,6 +134,9 @@ class Slots:
                 batch.logits[n] = 1
                 n += 1
         batch.n_tokens = n
+        # A greedy answer past SPLIT_KV_CELLS holds one thread count (app/engine/threads.py), whichever slot it is in.
+        self.rt.hold_threads(any(slot.answer.sampling.greedy and len(slot.decoder.tokens) >= SPLIT_KV_CELLS
+                                 for slot in running))
         started = time.perf_counter()
         rc = llama_cpp.llama_decode(self.rt.ctx, batch)
         if rc != 0:

@@ -18,6 +18,9 @@ own tokens and moves the count between 1 and the physical cores:
   a loaded machine any one token can stall); a probe that loses waits twice as long before the same kind
   of probe again.
 
+One exception: a greedy answer whose context passes SPLIT_KV_CELLS holds the full count (see there), so that
+the same request gives the same answer on a quiet and on a busy machine.
+
 The controller sees only numbers (recorded traces in tests, token times in the engine); the Runtime applies
 its decisions.
 """
@@ -39,6 +42,13 @@ FREE_CORES = 0.25  # at most this many: try more
 FIRST_BACKOFF = 1  # windows between probes of one kind, doubled after each probe of that kind that loses
 MAX_BACKOFF = 64
 DRIFT = 1.02  # per window, a remembered best forgets itself slowly (the machine changes)
+# llama.cpp's CPU flash attention splits the KV cache across the threads for a one-token decode once its KV view
+# reaches 512 cells (ggml-cpu ops.cpp, use_split_kv_path; the view grows in steps of 256 cells, so: once more than
+# 256 are used), and the partial sums are added in an order that follows the thread count. The last bits of a
+# logit, and so a greedy answer, then depend on how many threads ran (measured: 1 and 2 threads gave different
+# 300-token greedy answers; with flash attention off, or a quantized KV cache, which takes another path, they
+# were the same). Below it every count computes the same sums. So a greedy answer holds one count past it.
+SPLIT_KV_CELLS = 256
 
 
 class ThreadController:
@@ -100,6 +110,21 @@ class ThreadController:
         if home is not None:
             return self._end_probe(median)
         return self._judge(median)
+
+    def hold(self) -> int:
+        """A greedy answer must not depend on the count from here on (Runtime.hold_threads): the full count,
+        kept until released; returns it."""
+        self._home = None
+        self._times.clear()
+        if self.current != self.max:
+            self._switch(self.max)
+        self.reason = (f"{self.max} of {self.max} threads, held: a greedy answer past {SPLIT_KV_CELLS} tokens of "
+                       "context keeps one count, so that it is the same answer on a busy machine")
+        return self.max
+
+    def release(self) -> None:
+        self._skip = 1
+        self._explain(freed_up=False)
 
     # --- inside ----------------------------------------------------------------
     def _judge(self, median: float) -> int | None:
