@@ -69,6 +69,12 @@ CREATE TABLE IF NOT EXISTS vectors (
     model TEXT NOT NULL,
     v BLOB NOT NULL                  -- float32, unit length
 );
+-- The collections a window chat answers from (chats live in chats.sqlite3; a chat's id names it here).
+CREATE TABLE IF NOT EXISTS chat_collections (
+    conversation_id INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, name)
+);
 PRAGMA user_version = 1;
 """
 
@@ -154,12 +160,23 @@ class Store:
             self.db.execute("DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE collection_id = ?)",
                             (cid,))
             self.db.execute("DELETE FROM collections WHERE id = ?", (cid,))
+            self.db.execute("DELETE FROM chat_collections WHERE name = ?", (name,))
         self._changed()
         if self.path != ":memory:":
             # The removed text leaves the file (and the write-ahead log), not just the index.
             self.db.execute("VACUUM")
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return True
+
+    def chat_collections(self, conversation_id: int) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT name FROM chat_collections WHERE conversation_id = ? "
+                                              "ORDER BY name", (conversation_id,))]
+
+    def set_chat_collections(self, conversation_id: int, names: list[str]) -> None:
+        with self.db:
+            self.db.execute("DELETE FROM chat_collections WHERE conversation_id = ?", (conversation_id,))
+            self.db.executemany("INSERT INTO chat_collections (conversation_id, name) VALUES (?, ?)",
+                                [(conversation_id, n) for n in dict.fromkeys(names)])
 
     # --- files --------------------------------------------------------------------------------------------
     def files(self, collection_id: int) -> dict[str, FileRow]:

@@ -45,7 +45,7 @@ MONITOR_MIN_WIDTH = 240  # narrower, its graphs are unreadable (a dock once shru
 MONITOR_WIDTH = 300
 COPIED_MS = 2000  # how long "Copied" stays in the status bar
 # Built after the first load (the monitor is built after the first paint: it is on screen).
-DEFERRED_TABS = {"bench": "Benchmark", "connections": "Connections", "server": "Server"}
+DEFERRED_TABS = {"documents": "Documents", "bench": "Benchmark", "connections": "Connections", "server": "Server"}
 
 
 def default_size(available_width: int, available_height: int) -> tuple[int, int]:
@@ -143,6 +143,7 @@ class MainWindow(QMainWindow):
     bench = property(lambda self: self.pages.get("bench"))
     connections = property(lambda self: self.pages.get("connections"))
     server = property(lambda self: self.pages.get("server"))
+    documents = property(lambda self: self.pages.get("documents"))
 
     def _build_monitor(self):
         from app.ui.monitor.monitor_view import MonitorView
@@ -190,6 +191,18 @@ class MainWindow(QMainWindow):
         connections.error_reported.connect(self.show_message)
         connections.figures.figures_received.connect(self.monitor._on_stats)
         return connections
+
+    def _build_documents(self):
+        from app.ui.docs.documents_page import DocumentsPage
+
+        documents = DocumentsPage()
+        documents.error_reported.connect(self.show_message)
+        documents.collections_changed.connect(self.chat.collections_panel.refresh)
+        # Indexing yields to generation: held while the chat model answers, resumed when it is done.
+        self.chat.generation_started.connect(documents.runner.hold)
+        for signal in (self.bridge.generation_finished, self.bridge.generation_failed, self.bridge.engine_crashed):
+            signal.connect(documents.runner.resume)
+        return documents
 
     def _build_server(self):
         from app.ui.server_page import ServerPage
@@ -269,6 +282,7 @@ class MainWindow(QMainWindow):
         self.chat.model_load_requested.connect(lambda path: self.load_chosen_model(self.models.options_for(path)))
         self.models.library_listed.connect(self.chat._update_model_banner)  # the library's names, once read
         self.chat.prompt_presets.error_reported.connect(self.show_message)
+        self.chat.docs_problem.connect(self.show_message)
         self.chat.prompt_presets.saved.connect(lambda text: self.statusBar().showMessage(text, 5000))
         for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
             signal.connect(self._show_picker_state)
@@ -562,9 +576,10 @@ class MainWindow(QMainWindow):
         if built("monitor"):
             self.monitor.timer.stop()
         self.models.close_tasks()
-        for page in (built("bench"), built("connections")):
+        for page in (built("bench"), built("connections"), built("documents")):
             if page is not None:
                 page.close_tasks()
+        self.chat.close_documents()
         if built("server"):
             self.server.stop()
         self.bridge.close()

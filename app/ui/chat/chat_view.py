@@ -23,19 +23,24 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSplitter,
+from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton, QSplitter,
                                QVBoxLayout, QWidget)
 
 from app.core.chats import DEFAULT_TITLE, ChatStore, answer_model, remembered_model, title_from
 from app.core.reasoning import without_reasoning
+from app.docs.conversation import KEY as ATTACHMENTS
+from app.docs.conversation import ConversationDocs, chip_text
 from app.ui.chat.conversation_list import ConversationList
 from app.ui.chat.model_picker import ModelPicker
 from app.ui.chat.prompt_presets import PromptPresets
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.chat.transcript import Transcript
+from app.ui.docs.attach_bar import AttachBar, FileDrops
+from app.ui.docs.collections_panel import CollectionsPanel
 from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.models.titles import path_title
 from app.ui.widgets import ElidedLabel
+from app.ui.worker import Tasks
 
 
 class PromptEdit(QPlainTextEdit):
@@ -74,6 +79,7 @@ class ChatView(QWidget):
     answer_saved = Signal(int)  # message id
     conversation_changed = Signal()  # another conversation (or a new one) is open
     model_load_requested = Signal(str)  # the remembered model's path: the chat's "Load it"
+    docs_problem = Signal(str)  # a file that could not be attached or read, in one sentence
 
     def __init__(self, bridge: EngineBridge, store: ChatStore, parent=None):
         super().__init__(parent)
@@ -92,6 +98,16 @@ class ChatView(QWidget):
         self.remembered: dict = {}  # the open conversation's model (its latest answer's), see remembered_model
         # What the window calls a model file; the main window gives the library's names (Models page).
         self.model_title = lambda path: path_title(path, [])
+        # Documents (#34): files attached to a message (kept on it), collections per chat, and the passages the
+        # answer in progress was given. A prompt with documents is built on a worker thread (a question's
+        # embedding runs in the embedding engine); _preparing is that time, before the engine is asked.
+        self.docs = ConversationDocs()
+        self.doc_tasks = Tasks(self)
+        self._preparing = False
+        self._prep_id = 0
+        self._answer_sources: list = []
+        self.attach_bar = AttachBar(self.docs, self._model_path)
+        self.collections_panel = CollectionsPanel()
 
         self.conversations = ConversationList(store)
         self.picker = ModelPicker()
@@ -138,6 +154,7 @@ class ChatView(QWidget):
         col.addWidget(self.model_banner)
         col.addWidget(self.transcript, 1)
         col.addWidget(self.hint)
+        col.addWidget(self.attach_bar)
         col.addWidget(self.input)
         row = QHBoxLayout()
         row.addWidget(self.edit_button)
@@ -154,8 +171,11 @@ class ChatView(QWidget):
         QVBoxLayout(prompts).addWidget(self.prompt_presets)
         sampling = QGroupBox("Sampling")
         QVBoxLayout(sampling).addWidget(self.sampling)
+        documents = QGroupBox("Documents")
+        QVBoxLayout(documents).addWidget(self.collections_panel)
         side_layout.addWidget(prompts)
         side_layout.addWidget(sampling)
+        side_layout.addWidget(documents)
         side_layout.addStretch(1)
 
         splitter = QSplitter()
@@ -174,6 +194,9 @@ class ChatView(QWidget):
         self.regen_button.clicked.connect(lambda: self.regenerate())  # not clicked(False) as the answer id
         self.edit_button.clicked.connect(self.edit_last)
         self.transcript.action_requested.connect(self._on_message_action)
+        self.transcript.source_requested.connect(self.show_source)
+        self.attach_bar.problem.connect(self.docs_problem)
+        self.file_drops = FileDrops(self.attach_bar, [self.transcript.viewport(), self.input.viewport()])
         self.model_load_button.clicked.connect(self._on_load_remembered)
         self.conversations.conversation_chosen.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_conversation)
@@ -208,7 +231,12 @@ class ChatView(QWidget):
     # --- state ------------------------------------------------------------
     @property
     def generating(self) -> bool:
-        return self._gen_conversation is not None
+        return self._gen_conversation is not None or self._preparing
+
+    def _model_path(self) -> str | None:
+        """The local chat model's file, whose vocabulary counts the documents' tokens (None: remote or none)."""
+        info = self.bridge.info if self.bridge.ready else None
+        return None if not info or self.bridge.remote else info.get("path")
 
     @property
     def refusal(self) -> str | None:
@@ -235,6 +263,8 @@ class ChatView(QWidget):
             self.hint.setText(WAITING_TURN)
         elif self.generating and not self._detached and self._reading:
             self.hint.setText(self._reading)
+        elif self._preparing:
+            self.hint.setText("Finding the passages that answer it in the documents…")
         elif self._editing is not None:
             self.hint.setText("Editing a message: sending asks again from there; the old version stays "
                               "(‹ › in its header). Esc cancels the edit.")
@@ -298,6 +328,7 @@ class ChatView(QWidget):
         self.conversations.list.setCurrentItem(None)
         self.input.setFocus()
         self.remembered = {}
+        self.collections_panel.show_conversation(None)
         self._update_model_banner()
         self._update_buttons()
         self.conversation_changed.emit()
@@ -316,6 +347,7 @@ class ChatView(QWidget):
         self.system_prompt.setPlainText(conv.system_prompt)
         self.system_prompt.blockSignals(False)
         self.prompt_presets.show_text(conv.system_prompt)
+        self.collections_panel.show_conversation(conversation_id)
         self._render_conversation()
         self._update_model_banner()
         self._update_buttons()
@@ -346,6 +378,9 @@ class ChatView(QWidget):
             links.append(("Regenerate", f"regenerate:{msg.id}"))
             if last and msg.content and msg.meta.get("finish_reason") in ("length", "cancelled"):
                 links.append(("Continue", f"continue:{msg.id}"))
+            # The passages the answer was given, each opening its text: [1] manual.pdf p. 2
+            links += [(f"[{src['n']}] {src['where']}", f"source:{msg.id}.{src['n']}")
+                      for src in msg.meta.get("sources") or []]
         if msg.versions > 1:
             links += [("‹", f"prev:{msg.id}" if msg.version > 1 else None), (f"{msg.version}/{msg.versions}", None),
                       ("›", f"next:{msg.id}" if msg.version < msg.versions else None)]
@@ -383,7 +418,9 @@ class ChatView(QWidget):
         return True
 
     def _leave_current(self) -> None:
-        if self.generating and not self._detached:
+        if self._preparing:
+            self._drop_preparation()
+        elif self.generating and not self._detached:
             self._detached = True
             self.transcript.end_stream()
             self.bridge.cancel()
@@ -405,6 +442,7 @@ class ChatView(QWidget):
             return
         if self.conversation_id is None:
             self.conversation_id = self.store.create(title_from(text), self.system_prompt.toPlainText())
+            self.collections_panel.conversation_created(self.conversation_id)
             self.conversations.select(self.conversation_id)
         else:
             conv = self.store.get(self.conversation_id)
@@ -415,14 +453,52 @@ class ChatView(QWidget):
         if self._editing is not None:
             # The answer to the question as it was: an edited question is mostly answered the same way.
             prediction = self._answer_after(self._editing)
-            self.store.add_version(self._editing, text)  # the old question and what followed it stay
+            # The edited question keeps the files it came with (the new branch sees the same documents).
+            kept = (self.store.message(self._editing).meta.get(ATTACHMENTS) or []) if self.store.message(
+                self._editing) else []
+            self.store.add_version(self._editing, text, self._attachments_meta(text, kept, self._editing))
             self._editing = None
             self._render_conversation()
         else:
-            asked = self.store.message(self.store.add_message(self.conversation_id, "user", text))
-            self.transcript.append_message("user", text, links=self._links(asked))  # Copy and Edit at once
+            meta = self._attachments_meta(text)
+            asked = self.store.message(self.store.add_message(self.conversation_id, "user", text, meta))
+            self.transcript.append_message("user", text, self._note(asked.meta),
+                                           links=self._links(asked))  # Copy and Edit at once
         self.input.clear()
         self._ask(prediction)
+
+    def _attachments_meta(self, text: str, kept: list | None = None, before: int | None = None) -> dict:
+        """The new message's meta: the files attached to it (kept ones first), each decided whole or by passages
+        against the budget (half the context minus the conversation before it, unless set)."""
+        pending = self.attach_bar.take()
+        if not pending:
+            return {ATTACHMENTS: kept} if kept else {}
+        spoken = [m.content for m in self.store.messages(self.conversation_id) if before is None or m.id < before]
+        n_ctx = int((self.bridge.info or {}).get("n_ctx") or 4096)
+        decided = self.docs.decide(pending, spoken + [text], self.docs.count(self._model_path()), n_ctx,
+                                   self.collections_panel.budget_override())
+        return {ATTACHMENTS: (kept or []) + decided}
+
+    def show_source(self, message_id: int, n: int) -> None:
+        """An answer's source [n]: the passage, its file, page or heading and characters."""
+        msg = self.store.message(message_id)
+        source = next((s for s in (msg.meta.get("sources") or []) if s.get("n") == n), None) if msg else None
+        if source is None:
+            return
+        box = QMessageBox(self)
+        box.setWindowTitle(f"[{n}] {source.get('where')}")
+        box.setText(f"{source.get('path')}, characters {source.get('start')}-{source.get('end')}"
+                    + (f" (collection {source['collection']})" if source.get("collection") not in (None, "attached")
+                       else ""))
+        box.setInformativeText(source.get("text") or "")
+        box.open()
+        self.source_box = box  # kept for tests and so it is not collected while open
+
+    def close_documents(self) -> None:
+        """The window closes: the documents' threads end and the embedding engine stops."""
+        self.attach_bar.join()
+        self.doc_tasks.join()
+        self.docs.close()
 
     def _answer_after(self, question_id: int) -> str:
         msgs = self.store.messages(self.conversation_id)
@@ -441,17 +517,63 @@ class ChatView(QWidget):
         continued = self._continuing.id if self._continuing is not None else None
         # Earlier answers without their thinking, as reasoning models want them (the store keeps it all); an
         # answer being continued goes whole, thinking and all: it is this turn's, and the model goes on with it.
+        stored = [m for m in self.store.messages(self.conversation_id)
+                  if m.role in ("user", "assistant") and (before is None or m.id < before)]
         messages = [{"role": m.role, "content": without_reasoning(m.content)
-                     if m.role == "assistant" and m.id != continued else m.content}
-                    for m in self.store.messages(self.conversation_id)
-                    if m.role in ("user", "assistant") and (before is None or m.id < before)]
-        system = self.system_prompt.toPlainText().strip()
-        if system:
-            messages.insert(0, {"role": "system", "content": system})
+                     if m.role == "assistant" and m.id != continued else m.content} for m in stored]
         sampling = self.sampling.options()
         sampling.prediction = prediction
         for key, value in self.sampling_overrides.items():
             setattr(sampling, key, value)
+        collections = self.collections_panel.chosen()
+        if collections or any(m.meta.get(ATTACHMENTS) for m in stored):
+            # The documents' prompt on a worker; the answer is asked when it is ready (_send).
+            with_meta = [{**m, "meta": s.meta} for m, s in zip(messages, stored)]
+            model, n_ctx = self._model_path(), int((self.bridge.info or {}).get("n_ctx") or 4096)
+            override = self.collections_panel.budget_override()
+            self._preparing = True
+            self._prep_id += 1
+            token = self._prep_id
+            self._update_buttons()
+            self.doc_tasks.run(lambda: self.docs.prompt(with_meta, collections, model, n_ctx, override),
+                               lambda built: self._send(built[0], sampling, built[1], built[2], token),
+                               lambda message: self._on_docs_failed(message, token), name="docs-prompt")
+            return
+        self._send(messages, sampling)
+
+    def _drop_preparation(self) -> None:
+        """Stopped, or another chat opened, while the passages were being found: nothing is asked."""
+        self._preparing = False
+        self._prep_id += 1
+        if self._regenerating is not None or self._continuing is not None:
+            self._regenerating = self._continuing = None
+            self._render_conversation()
+        self._update_buttons()
+
+    def _on_docs_failed(self, message: str, token: int) -> None:
+        if token != self._prep_id or not self._preparing:
+            return
+        self._preparing = False
+        if self._regenerating is not None or self._continuing is not None:
+            self._regenerating = self._continuing = None
+            self._render_conversation()
+        self.transcript.append_message("error", message)
+        self._update_buttons()
+
+    def _send(self, messages: list[dict], sampling, sources: list | None = None, problems: list | None = None,
+              token: int | None = None) -> None:
+        """Ask the engine for the answer to messages; sources: the passages they carry (kept with the answer).
+        token: the preparation this comes from (a stopped or superseded one asks nothing)."""
+        if token is not None:
+            if token != self._prep_id or not self._preparing:
+                return
+            self._preparing = False
+        for sentence in problems or []:
+            self.docs_problem.emit(sentence)
+        self._answer_sources = list(sources or [])
+        system = self.system_prompt.toPlainText().strip()
+        if system:
+            messages.insert(0, {"role": "system", "content": system})
         self._answer_model = self.current_model()
         if not self.bridge.chat(messages, sampling):
             if self._regenerating is not None or self._continuing is not None:
@@ -469,7 +591,9 @@ class ChatView(QWidget):
         self.generation_started.emit()
 
     def stop(self) -> None:
-        if self.generating:
+        if self._preparing:
+            self._drop_preparation()
+        elif self.generating:
             self.bridge.cancel()
         elif self._editing is not None:  # Esc also leaves an edit
             self._editing = None
@@ -481,6 +605,8 @@ class ChatView(QWidget):
 
         Waiting for the engine's own Done would hold the closing window for as long as the engine takes to
         notice; the tokens shown are the answer the user saw."""
+        if self._preparing:  # nothing was asked yet: nothing to keep
+            self._drop_preparation()
         if not self.generating:
             return
         self.bridge.cancel()
@@ -568,6 +694,7 @@ class ChatView(QWidget):
         # Which model wrote it, and where, first: the rest is how it went.
         signed = [meta["model"] + (f" on {meta['endpoint']}" if meta.get("endpoint") else "")] \
             if meta.get("model") else []
+        signed = [chip_text(a) for a in meta.get(ATTACHMENTS) or []] + signed  # a question's files, as chips
         if meta.get("partial"):
             return " · ".join([*signed, "partial answer: cut off by an error"])
         # A server that sends no token counts (llama-cpp-python's) still streamed its chunks: count those.
@@ -591,6 +718,9 @@ class ChatView(QWidget):
         if self.transcript.stream_thought_s is not None and not self._detached:
             meta = {**meta, "thought_s": round(self.transcript.stream_thought_s, 1)}
         meta = {**self._answer_model, **meta}  # signed with the model that wrote it
+        if self._answer_sources:  # which chunks the answer was given: file, page or heading, span, and text
+            meta["sources"] = [{**src.as_dict(), "text": src.hit.text} for src in self._answer_sources]
+            self._answer_sources = []
         conversation = self._gen_conversation
         regenerating, self._regenerating = self._regenerating, None
         continuing, self._continuing = self._continuing, None

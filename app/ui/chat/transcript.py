@@ -180,6 +180,7 @@ class Transcript(QTextBrowser):
     message_copied = Signal(str)
     # (action, message id): "copy", "edit", "regenerate", "continue", "prev", "next"
     action_requested = Signal(str, int)
+    source_requested = Signal(int, int)  # (answer id, source number): an answer's [n] link
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -640,6 +641,11 @@ class Transcript(QTextBrowser):
         action, _, target = url.toString().partition(":")
         if action == "thought" and target.isdigit() and int(target) < len(self.thoughts):
             self.toggle_thought(int(target))
+            return
+        if action == "source":  # source:<answer id>.<n>
+            answer, _, n = target.partition(".")
+            if answer.isdigit() and n.isdigit():
+                self.source_requested.emit(int(answer), int(n))
             return
         if action in ("message-copy", "edit", "regenerate", "continue", "prev", "next") and target.isdigit():
             self.action_requested.emit(action.replace("message-", ""), int(target))

@@ -1,0 +1,146 @@
+"""A stored conversation's documents, for the window: attachments kept on the user messages they came with, and
+the collections chosen for the chat.
+
+A user message's meta holds its attachments ([{name, path, tokens, mode, kind, text}]): a whole one keeps its
+text there, so regenerating, editing and paging branches give the model exactly the document the user saw
+attached; one that goes by passages keeps its path and is read again (once, then cached) when a question needs
+its passages. The prompt is built here, without Qt: the window calls prompt() on a worker thread, because a
+question's embedding runs in the embedding engine.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from app.core.errors import HearthError
+from app.docs.attach import Attachment, Budget, budget, read_attachment
+from app.docs.context import DocContext, Source
+
+KEY = "attachments"
+
+
+def attachment_meta(a: Attachment) -> dict:
+    return {**a.as_dict(), "text": a.text if a.mode == "whole" else ""}
+
+
+def chip_text(meta: dict) -> str:
+    """How a message shows one attachment: report.pdf · 1,234 tokens (· by passages)."""
+    how = " · by passages" if meta.get("mode") == "retrieval" else ""
+    return f"📎 {meta.get('name')} · {int(meta.get('tokens') or 0):,} tokens{how}"
+
+
+class ConversationDocs:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._counters: dict[str | None, object] = {}
+        self._contexts: dict[tuple, DocContext] = {}
+        self._embedder = None
+        self._embedder_note: str | None = None
+
+    # --- counting and reading --------------------------------------------------------------------------
+    def count(self, model_path: str | None):
+        """text -> tokens for the chat model (its vocabulary when it is a local file, else an estimate)."""
+        from app.engine.token_count import TokenCounter
+
+        with self._lock:
+            if model_path not in self._counters:
+                self._counters[model_path] = TokenCounter(model_path if model_path and os.path.isfile(model_path)
+                                                          else None)
+            return self._counters[model_path].count
+
+    def read(self, path: str, model_path: str | None) -> Attachment:
+        """A file to attach (HearthError with one sentence when it cannot be)."""
+        return read_attachment(path, self.count(model_path))
+
+    @staticmethod
+    def decide(pending: list[Attachment], conversation: list[str], count, n_ctx: int,
+               override: int | None = None) -> list[dict]:
+        """The new message's attachments, each whole while the whole ones fit the budget, as meta."""
+        from app.docs.attach import plan
+
+        limit = budget(n_ctx, sum(count(t) for t in conversation), override)
+        return [attachment_meta(a) for a in plan(list(pending), limit)]
+
+    # --- the prompt -----------------------------------------------------------------------------------------
+    def embedder(self):
+        """The embedding model's client, made on first use (None, with a note, when there is none)."""
+        from app.docs import embed_model
+        from app.docs.vectors import Embedder
+
+        with self._lock:
+            if self._embedder is None and self._embedder_note is None:
+                path, note = embed_model.ensure()
+                self._embedder = Embedder(path) if path else None
+                self._embedder_note = note
+            return self._embedder
+
+    @property
+    def note(self) -> str | None:
+        return self._embedder_note
+
+    def prompt(self, messages: list[dict], collections: list[str], model_path: str | None, n_ctx: int,
+               override: int | None = None) -> tuple[list[dict], list[Source], list[str]]:
+        """(the messages as the engine gets them, the numbered sources of the last question, sentences about files
+        that could not be read). messages: [{role, content, meta}] as stored, the last one the question."""
+        count = self.count(model_path)
+        problems: list[str] = []
+        out, whole_tokens, by_passages = [], 0, []
+        for m in messages:
+            content = m["content"]
+            atts = (m.get("meta") or {}).get(KEY) or [] if m["role"] == "user" else []
+            whole = [a for a in atts if a.get("mode") == "whole" and a.get("text")]
+            by_passages += [a for a in atts if a.get("mode") == "retrieval"]
+            if whole:
+                blocks = "\n\n".join(f'<document name="{a["name"]}">\n{a["text"]}\n</document>' for a in whole)
+                content = f"{blocks}\n\n{content}"
+                whole_tokens += sum(int(a.get("tokens") or 0) for a in whole)
+            out.append({"role": m["role"], "content": content})
+        sources: list[Source] = []
+        question = next((i for i in range(len(out) - 1, -1, -1) if out[i]["role"] == "user"), None)
+        if question is not None and (collections or by_passages):
+            spoken = sum(count(m["content"]) for m in messages)
+            limit = budget(n_ctx, spoken, override)
+            room = Budget(max(0, limit.tokens - whole_tokens), n_ctx, spoken, limit.set_by_user)
+            context = self._context(by_passages, model_path, problems)
+            context.collections = [c for c in collections if context.store.collection_id(c) is not None]
+            turn = context.turn(messages[question]["content"], room, first=False)
+            sources = turn.sources
+            if sources:  # the whole documents (if any came with this question) stay before its sources
+                asked = out[question]["content"]
+                prefix = asked[: len(asked) - len(messages[question]["content"])]
+                out[question]["content"] = prefix + turn.content
+        return out, sources, problems
+
+    def _context(self, by_passages: list[dict], model_path: str | None, problems: list[str]) -> DocContext:
+        key = (model_path, tuple(sorted(a["path"] for a in by_passages)))
+        with self._lock:
+            context = self._contexts.get(key)
+        if context is not None:
+            return context
+        read = []
+        for a in by_passages:
+            try:
+                attachment = read_attachment(a["path"], self.count(model_path))
+            except HearthError as exc:
+                problems.append(f"{exc} Its passages are left out.")
+                continue
+            attachment.mode = "retrieval"
+            read.append(attachment)
+        context = DocContext(self.count(model_path), embedder=self.embedder())
+        context.add(read)
+        with self._lock:
+            self._contexts[key] = context
+        return context
+
+    def close(self) -> None:
+        with self._lock:
+            for context in self._contexts.values():
+                context.close()
+            self._contexts.clear()
+            if self._embedder is not None:
+                self._embedder.close()
+            for counter in self._counters.values():
+                counter.close()
+            self._counters.clear()
+

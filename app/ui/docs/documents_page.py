@@ -1,0 +1,208 @@
+"""The Documents page: collections (LocalDocs), adding a folder, indexing progress, re-indexing and removing.
+
+Which collections a chat answers from is chosen on the chat page (its Documents box); this page makes them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxLayout, QHeaderView, QInputDialog,
+                               QLabel, QMessageBox, QProgressBar, QPushButton, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from app.ui.docs.index_runner import IndexRunner
+
+
+def progress_text(p) -> str:
+    """Files, chunks, time left: "12 of 40 files read · 310 chunks · about 8 s left"."""
+    what = "files read" if p.phase == "text" else "chunks embedded"
+    left = f" · about {p.eta_s:.0f} s left" if p.eta_s is not None else ""
+    return f"{p.done:,} of {p.total:,} {what} · {p.chunks:,} chunks{left}"
+
+
+def report_text(r) -> str:
+    head = "Cancelled; the index keeps what was done" if r.cancelled else "Indexed"
+    text = (f"{head}: {r.collection}: {r.added} added, {r.changed} changed, {r.removed} removed, {r.unchanged} "
+            f"unchanged; {r.chunks:,} chunks, {r.embedded:,} embedded, in {r.seconds:.1f} s.")
+    if r.vectors_note:
+        text += f" Indexed {r.vectors_note}."
+    if r.problems:
+        text += f" {len(r.problems)} without text (their reasons are in the list's tooltip)."
+    return text
+
+
+class DocumentsPage(QWidget):
+    collections_changed = Signal()
+    error_reported = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.runner = IndexRunner(self)
+        self.table = QTableWidget(0, 5)
+        self.table.setHorizontalHeaderLabels(["Collection", "Files", "Chunks", "With vectors", "Folders"])
+        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(4, QHeaderView.Stretch)
+        self.table.verticalHeader().hide()
+        self.add_button = QPushButton("Add folder…")
+        self.add_button.setToolTip("Index a folder into a collection (new or existing); only what changed is read "
+                                   "again later")
+        self.update_button = QPushButton("Re-index")
+        self.update_button.setToolTip("Read the collection's folders again: changed, added and removed files")
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.setToolTip("Remove the collection and its index (the files themselves stay)")
+        self.cancel_button = QPushButton("Cancel")
+        self.vectors = QCheckBox("Vectors (all-MiniLM-L6-v2)")
+        self.vectors.setChecked(True)
+        self.vectors.setToolTip("Embed each passage for search by meaning, fused with keyword search (BM25); "
+                                "off: BM25 only, much faster to index")
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(False)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.index_size = QLabel("")
+        self.index_size.setObjectName("hint")
+        buttons = QHBoxLayout()
+        for w in (self.add_button, self.update_button, self.remove_button, self.vectors):
+            buttons.addWidget(w)
+        buttons.addStretch(1)
+        working = QHBoxLayout()
+        working.addWidget(self.progress, 1)
+        working.addWidget(self.cancel_button)
+        layout = QVBoxLayout(self)
+        intro = QLabel("Collections of documents the chat can answer from, indexed on this machine. "
+                       "Choose them per chat in the chat page's Documents box.")
+        intro.setWordWrap(True)  # a narrow window wraps it instead of growing past the screen
+        layout.addWidget(intro)
+        layout.addLayout(buttons)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(working)
+        layout.addWidget(self.status)
+        layout.addWidget(self.index_size)
+
+        self.add_button.clicked.connect(self._on_add_clicked)
+        self.update_button.clicked.connect(self._on_update_clicked)
+        self.remove_button.clicked.connect(self._on_remove_clicked)
+        self.cancel_button.clicked.connect(self.runner.cancel)
+        self.table.itemSelectionChanged.connect(self._update_buttons)
+        self.runner.progressed.connect(self._on_progressed)
+        self.runner.finished.connect(self._on_finished)
+        self.runner.failed.connect(self._on_failed)
+        self.refresh()
+
+    # --- the list ---------------------------------------------------------------------------------------
+    def collections(self):
+        from app.docs.store import Store
+
+        store = Store()
+        try:
+            rows = [(c, store.problems(store.collection_id(c.name))) for c in store.collections()]
+            self._size = store.size_bytes()
+            return rows
+        finally:
+            store.close()
+
+    def refresh(self) -> None:
+        from app.core.units import human_size
+
+        rows = self.collections()
+        selected = self.selected()
+        self.table.setRowCount(len(rows))
+        for r, (c, problems) in enumerate(rows):
+            cells = [c.name, f"{c.files:,}", f"{c.chunks:,}", f"{c.vectors:,}", "; ".join(c.roots)]
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if problems:
+                    item.setToolTip("\n".join(sentence for _, sentence in problems[:40]))
+                self.table.setItem(r, col, item)
+            if c.name == selected:
+                self.table.selectRow(r)
+        self.index_size.setText(f"Index: {human_size(self._size)} in the data folder" if rows else
+                                "No collections yet: Add folder… makes one.")
+        self._update_buttons()
+
+    def selected(self) -> str | None:
+        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
+        return self.table.item(rows[0].row(), 0).text() if rows else None
+
+    def _update_buttons(self) -> None:
+        busy = self.runner.running
+        self.add_button.setEnabled(not busy)
+        self.update_button.setEnabled(not busy and self.selected() is not None)
+        self.remove_button.setEnabled(not busy and self.selected() is not None)
+        self.cancel_button.setEnabled(busy)
+        self.progress.setVisible(busy)
+        self.cancel_button.setVisible(busy)
+
+    # --- actions ----------------------------------------------------------------------------------------
+    def _on_add_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a folder to a collection")
+        if not folder:
+            return
+        name, ok = QInputDialog.getText(self, "Collection", "Collection name:",
+                                        text=self.selected() or os.path.basename(folder.rstrip(os.sep)) or "documents")
+        if ok and name.strip():
+            self.add_folder(folder, name.strip())
+
+    def add_folder(self, folder: str, collection: str) -> bool:
+        """Index folder into collection in the background (what the button does after its dialogs)."""
+        return self._start(collection, folder)
+
+    def reindex(self, collection: str) -> bool:
+        return self._start(collection, None)
+
+    def _on_update_clicked(self) -> None:
+        if self.selected():
+            self.reindex(self.selected())
+
+    def _start(self, collection: str, folder: str | None) -> bool:
+        if not self.runner.start(collection, folder, self.vectors.isChecked()):
+            return False
+        self.progress.setRange(0, 0)  # busy until the walk has counted the files
+        self.status.setText(f"Indexing {collection}…")
+        self._update_buttons()
+        return True
+
+    def _on_remove_clicked(self) -> None:
+        name = self.selected()
+        if not name:
+            return
+        answer = QMessageBox.question(self, "Remove collection",
+                                      f"Remove the collection {name} and its index? The files themselves stay.")
+        if answer == QMessageBox.Yes:
+            self.remove(name)
+
+    def remove(self, name: str) -> None:
+        from app.docs.store import Store
+
+        store = Store()
+        try:
+            store.remove_collection(name)
+        finally:
+            store.close()
+        self.status.setText(f"Removed {name} and its index.")
+        self.refresh()
+        self.collections_changed.emit()
+
+    # --- progress ---------------------------------------------------------------------------------------
+    def _on_progressed(self, p) -> None:
+        self.progress.setRange(0, max(1, p.total))
+        self.progress.setValue(p.done)
+        held = "" if self.runner.gate.is_set() else " · waiting while the model answers"
+        self.status.setText(f"Indexing {self.runner.collection}: {progress_text(p)}{held}")
+
+    def _on_finished(self, report) -> None:
+        self.status.setText(report_text(report))
+        self.refresh()
+        self.collections_changed.emit()
+
+    def _on_failed(self, message: str) -> None:
+        self.status.setText(message)
+        self.error_reported.emit(message)
+        self._update_buttons()
+
+    def close_tasks(self) -> None:
+        self.runner.join()
