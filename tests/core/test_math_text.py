@@ -29,5 +29,6 @@ def test_formulas_become_unicode_and_html_and_unknown_commands_keep_their_source
     assert "−<i>b</i>" in shown and "2<i>a</i>" in shown  # a leading minus is a sign: no space after it
     matrix = latex_html(r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}", display=True)
     assert matrix.count("<tr>") >= 2 and ">(<" in matrix and ">)<" in matrix
-    assert "(1&nbsp;&nbsp;2;&nbsp;3&nbsp;&nbsp;4)" in latex_html(r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}")  # inline
+    inline_matrix = latex_html(r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}")
+    assert "(1&nbsp;&nbsp;2;&nbsp;3&nbsp;&nbsp;4)" in inline_matrix  # inline: on one line, rows apart
     assert latex_html(r"\text{if } x_{\max}") == latex_html(r"\text{if } x_{\max}")  # no state between calls

@@ -37,7 +37,7 @@ class PromptPresets(QWidget):
         row.addWidget(self.delete_button)
         column.addLayout(row)
         self.presets: list[dict] = []
-        self.text = ""  # the chat's system prompt, as last shown
+        self.prompt_text = ""  # the chat's system prompt, as last shown (not `text`: QWidget kin have a text())
         self.picked: str | None = None  # the preset last picked: Save… offers its name, to edit it
         self.combo.activated.connect(self._on_activated)
         self.save_button.clicked.connect(lambda: self.save())  # not clicked(False) as the name
@@ -46,11 +46,11 @@ class PromptPresets(QWidget):
 
     def reload(self) -> None:
         self.presets = load_presets()
-        self.show_text(self.text)
+        self.show_text(self.prompt_text)
 
     def show_text(self, text: str) -> None:
         """The chat's system prompt changed (typed, or another chat opened): the box names its preset."""
-        self.text = text
+        self.prompt_text = text
         name = find_preset(text, self.presets)
         self.combo.blockSignals(True)
         self.combo.clear()
@@ -88,14 +88,14 @@ class PromptPresets(QWidget):
                 return False
         existing = next((p for p in self.presets if p["name"].casefold() == " ".join(name.split()).casefold()), None)
         try:
-            self.presets = save_preset(name, self.text)
+            self.presets = save_preset(name, self.prompt_text)
         except (HearthError, OSError) as exc:
             self.error_reported.emit(str(exc) if isinstance(exc, HearthError) else
                                      f"The presets cannot be saved ({exc}).")
             return False
         shown = existing["name"] if existing else " ".join(name.split())
         self.picked = shown
-        self.show_text(self.text)
+        self.show_text(self.prompt_text)
         self.saved.emit(f"Preset “{shown}” {'updated' if existing else 'saved'}.")
         return True
 
@@ -110,6 +110,6 @@ class PromptPresets(QWidget):
         except OSError as exc:
             self.error_reported.emit(f"The presets cannot be saved ({exc}).")
             return False
-        self.show_text(self.text)
+        self.show_text(self.prompt_text)
         self.saved.emit(f"Preset “{name}” deleted; this chat keeps its text.")
         return True
