@@ -8,7 +8,9 @@ topic, indexed into a throwaway index (never the user's). It measures:
   ratio: the goal is at least 0.8x);
 - retrieval: query latency p50/p95 for BM25 alone and fused (the fused time includes embedding the question);
 - recall@5 for BM25, vectors and fused on QUESTIONS: each names the topics that answer it and is phrased in other
-  words than the passage (no run of four words in common with its topic's text; the test checks that).
+  words than the passage (no run of four words in common with its topic's text; the test checks that);
+- with --scale-chunks N, latency again with the index padded to N chunks (copies of the corpus's chunks and their
+  vectors under other file names: the time depends on how many rows are scanned, not on what they say).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class DocsBenchOptions:
     topics: int = 0  # 0: all of them
     vectors: bool = True
     embed_model: str | None = None
+    scale_chunks: int = 0
     json: bool = False
 
 
@@ -76,6 +79,40 @@ def corpus(folder: Path, limit: int = 0) -> int:
         (folder / f"{name}.txt").write_bytes(data)
         size += len(data)
     return size
+
+
+def pad(store, total: int, model: str | None) -> int:
+    """Fill the index up to total chunks with copies of its own chunks (and their vectors); returns the count."""
+    import numpy as np
+
+    from app.docs.chunker import Chunk
+
+    cid = store.collection_id("bench")
+    rows = store.db.execute("SELECT c.text, c.start, c.end, v.v FROM chunks c LEFT JOIN vectors v ON "
+                            "v.chunk_id = c.id AND v.model = ? ORDER BY c.id", (model or "",)).fetchall()
+    have = store.db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    copy = 0
+    while have < total and rows:
+        batch = rows[: total - have]
+        fid = store.put_file(cid, f"/padding/{copy}.txt", 0, 0, "", "text", 0,
+                             [Chunk(text, start, end) for text, start, end, _ in batch])
+        if model:
+            ids = [r[0] for r in store.db.execute("SELECT id FROM chunks WHERE file_id = ? ORDER BY ord", (fid,))]
+            store.put_vectors(ids, [np.frombuffer(v, dtype=np.float32) for *_, v in batch], model)
+        have += len(batch)
+        copy += 1
+    return have
+
+
+def _latency(store, embedder, mode: str) -> dict:
+    from app.docs.search import search
+
+    times = []
+    for question, _ in QUESTIONS:
+        start = time.perf_counter()
+        search(store, question, ["bench"], 5, embedder, mode)
+        times.append((time.perf_counter() - start) * 1000)
+    return {"p50_ms": round(_percentile(times, 0.5), 2), "p95_ms": round(_percentile(times, 0.95), 2)}
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -97,6 +134,16 @@ def _recall_and_latency(store, embedder, mode: str, present: set[str]) -> tuple[
         if any(Path(h.path).stem in topics for h in hits):
             hits_found += 1
     return (hits_found / asked if asked else 0.0), times, asked
+
+
+def _at_scale(store, embedder, total: int) -> dict:
+    start = time.perf_counter()
+    chunks = pad(store, total, embedder.model if embedder else None)
+    print(f"Padded the index to {chunks:,} chunks in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    result = {"chunks": chunks, "bm25": _latency(store, None, "bm25")}
+    if embedder is not None:
+        result["fused"] = _latency(store, embedder, "fused")
+    return result
 
 
 def run(opts: DocsBenchOptions) -> int:
@@ -150,7 +197,11 @@ def run(opts: DocsBenchOptions) -> int:
                     recall, times, _ = _recall_and_latency(vec, embedder, mode, present)
                     out[mode] = {"recall_at_5": round(recall, 3), "p50_ms": round(_percentile(times, 0.5), 2),
                                  "p95_ms": round(_percentile(times, 0.95), 2)}
+                if opts.scale_chunks:
+                    out["at_scale"] = _at_scale(vec, embedder, opts.scale_chunks)
                 vec.close()
+        if opts.scale_chunks and "at_scale" not in out:
+            out["at_scale"] = _at_scale(fts, None, opts.scale_chunks)
         fts.close()
     if opts.json:
         print(json.dumps(out, indent=2))
@@ -171,4 +222,9 @@ def run(opts: DocsBenchOptions) -> int:
             print(f"  {mode:8} {r['recall_at_5']:>9.2f} {r['p50_ms']:>8.1f} {r['p95_ms']:>8.1f}")
     if "vectors_note" in out:
         print(f"  ({out['vectors_note']})")
+    if "at_scale" in out:
+        scale = out["at_scale"]
+        print(f"Latency at {scale['chunks']:,} chunks: " + "; ".join(
+            f"{mode} p50 {scale[mode]['p50_ms']:.1f} ms, p95 {scale[mode]['p95_ms']:.1f} ms"
+            for mode in ("bm25", "fused") if mode in scale))
     return 0

@@ -18,6 +18,9 @@ from app.docs.attach import Attachment, Budget, budget, read_attachment
 from app.docs.context import DocContext, Source
 
 KEY = "attachments"
+# The embedding engine is loaded while a chat searches and stopped this long after its last question, so it
+# holds no memory (about 100 MB) while the user only chats.
+EMBEDDER_IDLE_S = 120.0
 
 
 def attachment_meta(a: Attachment) -> dict:
@@ -37,6 +40,7 @@ class ConversationDocs:
         self._contexts: dict[tuple, DocContext] = {}
         self._embedder = None
         self._embedder_note: str | None = None
+        self._idle: threading.Timer | None = None
 
     # --- counting and reading --------------------------------------------------------------------------
     def count(self, model_path: str | None):
@@ -83,6 +87,9 @@ class ConversationDocs:
                override: int | None = None) -> tuple[list[dict], list[Source], list[str]]:
         """(the messages as the engine gets them, the numbered sources of the last question, sentences about files
         that could not be read). messages: [{role, content, meta}] as stored, the last one the question."""
+        with self._lock:
+            if self._idle is not None:  # in use again: not stopped under this question
+                self._idle.cancel()
         count = self.count(model_path)
         problems: list[str] = []
         out, whole_tokens, by_passages = [], 0, []
@@ -110,7 +117,18 @@ class ConversationDocs:
                 asked = out[question]["content"]
                 prefix = asked[: len(asked) - len(messages[question]["content"])]
                 out[question]["content"] = prefix + turn.content
+        self._stop_embedder_later()
         return out, sources, problems
+
+    def _stop_embedder_later(self) -> None:
+        with self._lock:
+            if self._idle is not None:
+                self._idle.cancel()
+            if self._embedder is not None and self._embedder.client is not None:
+                # Embedder.embed opens it again on the next question that needs it.
+                self._idle = threading.Timer(EMBEDDER_IDLE_S, self._embedder.close)
+                self._idle.daemon = True
+                self._idle.start()
 
     def _context(self, by_passages: list[dict], model_path: str | None, problems: list[str]) -> DocContext:
         key = (model_path, tuple(sorted(a["path"] for a in by_passages)))
@@ -135,6 +153,9 @@ class ConversationDocs:
 
     def close(self) -> None:
         with self._lock:
+            if self._idle is not None:
+                self._idle.cancel()
+                self._idle.join(5)
             for context in self._contexts.values():
                 context.close()
             self._contexts.clear()

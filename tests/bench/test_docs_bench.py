@@ -27,10 +27,12 @@ def test_every_question_is_answered_by_a_known_topic_in_other_words():
 
 
 def test_a_bm25_only_run_reports_rates_latency_and_recall(capsys):
-    assert bench_docs.run(DocsBenchOptions(topics=12, vectors=False, json=True)) == 0
+    assert bench_docs.run(DocsBenchOptions(topics=12, vectors=False, scale_chunks=400, json=True)) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["files"] == 12 and out["fts"]["chunks"] > 12 and out["fts"]["chunks_per_s"] > 0
     bm25 = out["bm25"]
     assert 0 < out["questions"] <= len(QUESTIONS)
     assert 0.3 <= bm25["recall_at_5"] <= 1 and 0 < bm25["p50_ms"] <= bm25["p95_ms"]
     assert "vector" not in out and "fused" not in out
+    scale = out["at_scale"]
+    assert scale["chunks"] == 400 and 0 < scale["bm25"]["p50_ms"] <= scale["bm25"]["p95_ms"]
