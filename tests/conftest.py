@@ -76,6 +76,27 @@ def model_variant(tmp_path_factory, bundled_model):
 
 
 @pytest.fixture(scope="session")
+def bundled_imatrix(tmp_path_factory, bundled_model):
+    """(text file, ImatrixResult, progress steps seen): an importance matrix of the bundled model, computed once per
+    session by Hearth's real child process from a slice of the README (chars 3000-3900: not the slice that
+    tests/bench/test_quality.py measures on), chunks of 64 tokens, one thread (about 3 s)."""
+    from app.core.calibration_text import dataset_name, file_documents
+    from app.engine.imatrix import make_imatrix
+
+    folder = tmp_path_factory.mktemp("imatrix")
+    text = folder / "readme-calibration.md"
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    text.write_text(readme[3000:3900], encoding="utf-8")
+    with pytest.MonkeyPatch.context() as mp:  # session-scoped: before any test's own HEARTH_HOME
+        mp.setenv("HEARTH_HOME", str(folder / "home"))
+        docs = file_documents([str(text)])
+        seen: list = []
+        result = make_imatrix(bundled_model, docs, dataset_name(docs, False), out=folder / "bundled.imatrix.gguf",
+                              ctx=64, threads=1, progress=lambda done, total: seen.append((done, total)))
+    return text, result, seen
+
+
+@pytest.fixture(scope="session")
 def gemma3_model(tmp_path_factory) -> Path:
     """A random-weight model of another family than the bundled one: Gemma 3's shape (sliding-window attention, a
     262k SentencePiece vocabulary with Gemma's turn markers, no chat template), 77 MB of F16, written in 6 s."""

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from app.core.quant_types import QUANTIZE_TYPES, label
+from app.core.quant_types import NEEDS_IMATRIX, QUANTIZE_TYPES, label
 from app.core.units import human_size
 
 
@@ -79,8 +79,25 @@ def register(sub) -> None:
     s.add_argument("--out", metavar="PATH", help="output file (default: Hearth's models folder)")
     s.add_argument("--allow-requantize", action="store_true",
                    help="quantize a file that is already quantized (its loss stays; better start from F16/BF16)")
+    s.add_argument("--imatrix", metavar="FILE",
+                   help="an importance matrix (hearth models imatrix, or llama-imatrix's .gguf): calibrates the "
+                        "quantization; " + ", ".join(NEEDS_IMATRIX) + " need one")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_quantize)
+
+    s = models_sub.add_parser("imatrix", help="an importance matrix from your text, to calibrate quantization",
+                              description="Runs the model over your text and sums, per weight matrix, how strongly "
+                                          "each input is used (llama-imatrix's sums and file format), so that "
+                                          "`models quantize --imatrix FILE` keeps the weights your text needs.")
+    s.add_argument("model", metavar="PATH|NAME", help="the model to calibrate: best its F16/BF16 original")
+    source = s.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", metavar="FILE", nargs="+", help="text files of the kind you will use it for")
+    source.add_argument("--chats", action="store_true", help="your chat history in Hearth")
+    s.add_argument("-o", "--out", metavar="FILE", help="the matrix file (default: Hearth's data folder)")
+    s.add_argument("--ctx", type=int, default=512, metavar="N", help="tokens per chunk (default 512)")
+    s.add_argument("--threads", type=int, metavar="N")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_imatrix)
 
     if importlib.util.find_spec("app.commands.convert") is not None:
         importlib.import_module("app.commands.convert").register(models_sub)
@@ -104,10 +121,10 @@ def _print_json(data) -> int:
 
 
 class ProgressBar:
-    """A one-line bar on a terminal; a line per 10% otherwise (logs, pipes)."""
+    """A one-line bar on a terminal; a line per 10% otherwise (logs, pipes). Counts bytes, or `unit`s."""
 
-    def __init__(self, label: str, stream=None):
-        self.label, self.stream = label, stream or sys.stderr
+    def __init__(self, label: str, stream=None, unit: str | None = None):
+        self.label, self.stream, self.unit = label, stream or sys.stderr, unit
         self.tty = self.stream.isatty()
         self.started = time.monotonic()
         self._last_tenth = -1
@@ -115,14 +132,20 @@ class ProgressBar:
     def __call__(self, done: int, total: int) -> None:
         frac = done / total if total else 0.0
         if self.tty:
-            speed = done / max(time.monotonic() - self.started, 1e-6)
             bar = "#" * int(frac * 30)
-            self.stream.write(f"\r{self.label} [{bar:<30}] {frac:5.1%} {human_size(done)} / {human_size(total)} "
-                              f"{human_size(speed)}/s ")
+            if self.unit:
+                elapsed = time.monotonic() - self.started
+                left = f", {elapsed / done * (total - done):.0f} s left" if done else ""
+                amount = f"{done:,} / {total:,} {self.unit}{left}"
+            else:
+                speed = done / max(time.monotonic() - self.started, 1e-6)
+                amount = f"{human_size(done)} / {human_size(total)} {human_size(speed)}/s"
+            self.stream.write(f"\r{self.label} [{bar:<30}] {frac:5.1%} {amount} ")
             self.stream.flush()
         elif int(frac * 10) > self._last_tenth:
             self._last_tenth = int(frac * 10)
-            print(f"{self.label}: {frac:.0%} of {human_size(total)}", file=self.stream, flush=True)
+            of = f"{total:,} {self.unit}" if self.unit else human_size(total)
+            print(f"{self.label}: {frac:.0%} of {of}", file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.tty:
@@ -192,12 +215,24 @@ def _inspect(args: argparse.Namespace) -> int:
         "Sampling:       " + (f"the model recommends {describe_sampling(recommended)} (used where you set none)"
                                if recommended else "no recommendation in the file (Hearth's defaults)")
         + (f"; not applied: {', '.join(unapplied)}" if unapplied else ""),
+        f"Calibration:    {_calibration(info.metadata)}",
         "Tensor types by kind:",
     ]
     for kind, types in info.quant_by_kind.items():
         lines.append(f"  {kind:<16} " + ", ".join(f"{t} x{n}" for t, n in sorted(types.items())))
     print("\n".join(lines))
     return 0
+
+
+def _calibration(meta: dict) -> str:
+    """What llama-quantize (and Hearth's quantize) records of the importance matrix a quant was made with."""
+    from app.core import imatrix_file as imf
+
+    if imf.QUANT_FILE_KEY not in meta and imf.QUANT_ENTRIES_KEY not in meta:
+        return "none: the file records no importance matrix"
+    chunks = meta.get(imf.QUANT_CHUNKS_KEY)
+    return (f"importance matrix {meta.get(imf.QUANT_FILE_KEY) or '?'} ({meta.get(imf.QUANT_ENTRIES_KEY, '?')} weight "
+            f"matrices" + (f", {chunks} chunks" if chunks else "") + f"), from {meta.get(imf.QUANT_DATASET_KEY) or 'an unnamed text'}")
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -314,11 +349,32 @@ def _quantize(args: argparse.Namespace) -> int:
 
     bar = ProgressBar(f"Quantizing to {_label(args.type)}")
     try:
-        result = quantize(args.model, args.type, out=args.out, progress=bar, allow_requantize=args.allow_requantize)
+        result = quantize(args.model, args.type, out=args.out, progress=bar, allow_requantize=args.allow_requantize,
+                          imatrix=args.imatrix)
     finally:
         bar.close()
     if args.json:
         return _print_json(result.to_dict())
-    print(f"Wrote {result.path} ({_label(result.type)}, {human_size(result.size_bytes)}, "
+    calibrated = f" calibrated with {Path(result.imatrix).name}," if result.imatrix else ""
+    print(f"Wrote {result.path} ({_label(result.type)},{calibrated} {human_size(result.size_bytes)}, "
           f"{result.seconds:.1f} s); it is in the library now.")
+    return 0
+
+
+def _imatrix(args: argparse.Namespace) -> int:
+    from app.core.calibration_text import chat_documents, dataset_name, file_documents
+    from app.engine.imatrix import make_imatrix
+
+    docs = chat_documents() if args.chats else file_documents(args.text)
+    bar = ProgressBar("Computing the importance matrix", unit="chunks")
+    try:
+        result = make_imatrix(args.model, docs, dataset_name(docs, args.chats), out=args.out, ctx=args.ctx,
+                              threads=args.threads, progress=bar)
+    finally:
+        bar.close()
+    if args.json:
+        return _print_json(result.to_dict())
+    print(f"Wrote {result.path}: {result.entries} weight matrices of {Path(result.model).name} from "
+          f"{result.chunks} chunks of {result.ctx} tokens ({result.seconds:.1f} s). Use it with "
+          f"`hearth models quantize {Path(result.model).name} --type IQ4_XS --imatrix {result.path}`.")
     return 0

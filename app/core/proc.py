@@ -39,6 +39,7 @@ ENTRY_POINTS = {
     "--quantize-worker": EntryPoint("app.core.quantize_worker", "main", True),
     "--convert-worker": EntryPoint("app.core.convert_worker", "main", True),
     "--bench-matrix-worker": EntryPoint("app.bench.matrix_worker", "main", False),
+    "--imatrix-worker": EntryPoint("app.engine.imatrix_worker", "main", True),
 }
 # module -> flag, as child_command needs it.
 ENTRY_FLAGS = {entry.module: flag for flag, entry in ENTRY_POINTS.items()}

@@ -18,12 +18,12 @@ from app.core import library, paths
 from app.core.errors import HearthError, ModelFileError
 from app.core.gguf_info import read_gguf_info
 from app.core.gguf_names import strip_quant
-from app.core.quant_types import QUANTIZE_TYPES, bits_per_weight, seed_name
+from app.core.quant_types import QUANTIZE_TARGETS, bits_per_weight, needs_imatrix_reason, seed_name
 from app.core.units import human_size
 from app.core.quant_types import label as type_label  # noqa: F401 - its old home; tests and callers use it
 from app.core.proc import JsonChild
 
-QUANT_TYPES = QUANTIZE_TYPES  # the targets, in menu order (app/core/quant_types.py)
+QUANT_TYPES = QUANTIZE_TARGETS  # the targets, in menu order (app/core/quant_types.py)
 
 
 class RequantizeRefused(HearthError):
@@ -42,6 +42,7 @@ class QuantizeResult:
     size_bytes: int
     source: str
     seconds: float
+    imatrix: str | None = None  # the importance matrix it was calibrated with
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,16 +76,22 @@ def default_output(source: Path, qtype: str) -> Path:
 
 def quantize(model: str | Path, qtype: str, out: str | Path | None = None,
              progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None,
-             threads: int | None = None, allow_requantize: bool = False) -> QuantizeResult:
+             threads: int | None = None, allow_requantize: bool = False,
+             imatrix: str | Path | None = None) -> QuantizeResult:
     """Quantize `model` (a path or a library name) to `qtype`; returns the new file, already in the library.
     A source that is already quantized is refused with the reason unless allow_requantize (llama.cpp's own
     --allow-requantize): the benchmark's matrix and the self-test start from the bundled Q4_1 on purpose.
+
+    imatrix: an importance matrix file (app/core/imatrix_file.py) that calibrates the quantization; the types
+    llama.cpp makes only with one (NEEDS_IMATRIX) are refused without it, and a matrix of another model is refused.
 
     progress(done_bytes, total_bytes) follows the output file's growth against its expected size.
     """
     qtype = qtype.upper()
     if qtype not in QUANT_TYPES:
         raise HearthError(f"Unknown quantization type '{qtype}'; use one of {', '.join(QUANT_TYPES)}.")
+    if imatrix is None and needs_imatrix_reason(qtype):
+        raise HearthError(needs_imatrix_reason(qtype))
     source = Path(library.resolve(model).path).resolve()
     info = read_gguf_info(source)
     if info.split_count > 1:
@@ -92,6 +99,16 @@ def quantize(model: str | Path, qtype: str, out: str | Path | None = None,
     problem = requantize_problem(source.name, info.file_type, qtype, info.file_size, info.parameters)
     if problem and not allow_requantize:
         raise RequantizeRefused(problem)
+    matrix_args: tuple[str, ...] = ()
+    if imatrix is not None:
+        from app.core.imatrix_file import ImatrixError, mismatch, read_imatrix
+
+        matrix = read_imatrix(imatrix)
+        wrong = mismatch(matrix, source.name, info.tensors)
+        if wrong:
+            raise ImatrixError(wrong)
+        imatrix = str(Path(matrix.path).resolve())
+        matrix_args = ("--imatrix", imatrix)
     target = Path(out).expanduser().resolve() if out else default_output(source, qtype)
     if target == source:
         raise HearthError("The output file would overwrite the model being quantized; choose another --out.")
@@ -100,7 +117,7 @@ def quantize(model: str | Path, qtype: str, out: str | Path | None = None,
     expected = int(info.parameters * bits_per_weight(qtype) / 8) or 1
     log = paths.log_dir() / f"quantize-{target.stem}.log"
     started = time.perf_counter()
-    args = (str(source), str(part), qtype, "--threads", str(threads or 0))
+    args = (str(source), str(part), qtype, "--threads", str(threads or 0), *matrix_args)
 
     def tick() -> None:
         if cancel is not None and cancel.is_set():
@@ -124,7 +141,8 @@ def quantize(model: str | Path, qtype: str, out: str | Path | None = None,
         progress(size, size)
     library.register(target, "quantized", owned=True)
     return QuantizeResult(path=str(target), type=qtype, seed_name=seed_name(qtype), size_bytes=size,
-                          source=str(source), seconds=time.perf_counter() - started)
+                          source=str(source), seconds=time.perf_counter() - started,
+                          imatrix=str(imatrix) if imatrix is not None else None)
 
 
 def _last_reason(log: Path) -> str:

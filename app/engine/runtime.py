@@ -64,8 +64,9 @@ class Runtime:
     """
 
     def __init__(self, options: LoadOptions, extra_bufts: bool = True,
-                 progress: Callable[[float], bool] | None = None):
-        """progress(fraction) is called while loading; returning False cancels the load."""
+                 progress: Callable[[float], bool] | None = None, eval_tap=None):
+        """progress(fraction) is called while loading; returning False cancels the load.
+        eval_tap: an app.engine.graph_tap.EvalTap that reads the compute graph (the importance matrix)."""
         ensure_backend()
         self.options = options
         self.path = check_model_file(options.model_path)
@@ -118,6 +119,9 @@ class Runtime:
         cp.type_k = _KV_TYPES[options.kv_type]
         cp.type_v = _KV_TYPES[options.kv_type]
         cp.flash_attn_type = _FLASH.get(options.flash_attn, llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO)
+        self._eval_tap = eval_tap  # its C callback must live as long as the context
+        if eval_tap is not None:
+            cp.cb_eval = eval_tap.callback
         self.ctx = llama_cpp.llama_init_from_model(self.model, cp)
         if not self.ctx:
             self.close()
