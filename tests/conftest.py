@@ -19,6 +19,8 @@ def hearth_home(tmp_path_factory, monkeypatch) -> Path:
     monkeypatch.setenv("HEARTH_DISCOVERY_HOME", str(home / "discovery-home"))
     # The extra-buffer probe costs a child process; share its (per-machine) answer across tests.
     shared = _shared_machine_facts(tmp_path_factory)
+    if not shared.exists():
+        _probe_once(shared, home / "probe-home", monkeypatch)
     if shared.exists():
         (home / "data").mkdir(parents=True, exist_ok=True)
         (home / "data" / "machine.json").write_bytes(shared.read_bytes())
@@ -30,6 +32,20 @@ def hearth_home(tmp_path_factory, monkeypatch) -> Path:
 
 def _shared_machine_facts(factory) -> Path:
     return factory.getbasetemp() / "machine.json"
+
+
+def _probe_once(shared: Path, probe_home: Path, monkeypatch) -> None:
+    """The probe, run once for the session as a machine's first start runs it, so that no test's engine starts
+    one beside its own work (two cores: a probe child loading a model would slow the test's answer)."""
+    from app.core.bundled import bundled_model_path
+    from app.engine.probe import run_probe
+
+    with monkeypatch.context() as m:
+        m.setenv("HEARTH_HOME", str(probe_home))
+        run_probe(str(bundled_model_path()))
+    made = probe_home / "data" / "machine.json"
+    if made.exists():
+        shared.write_bytes(made.read_bytes())
 
 
 @pytest.fixture(scope="session")

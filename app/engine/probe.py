@@ -15,7 +15,6 @@ import os
 import platform
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -35,6 +34,7 @@ PROBE_TIMEOUT_S = 120
 # Set in tests to make the probe child crash the way the AMX kernels do on
 # affected CPUs; this machine's CPU does not have the fault.
 SIMULATE_CRASH_ENV = "HEARTH_SIMULATE_EXTRA_BUFT_CRASH"
+REMEMBER = "--remember"  # python -m app.engine.probe --remember MODEL: probe, and keep the answer
 
 
 def machine_key() -> str:
@@ -114,7 +114,7 @@ def extra_bufts_decision(model_path: str) -> dict:
     return cached_result() or run_probe(model_path)
 
 
-_background: threading.Thread | None = None
+_background: subprocess.Popen | None = None
 
 
 def decision_or_background_probe(model_path: str, start_probe: bool = True) -> dict:
@@ -132,15 +132,22 @@ def decision_or_background_probe(model_path: str, start_probe: bool = True) -> d
 
 
 def start_background_probe(model_path: str) -> None:
+    """The probe in a process of its own session, which remembers the answer itself: it outlives the engine
+    that started it. (As a thread of the engine, a one-shot `hearth chat` ended before the probe did, so its
+    answer was never kept and every later run probed again, beside its own answer.)"""
     global _background
-    if _background is None or not _background.is_alive():
-        _background = threading.Thread(target=run_probe, args=(model_path,), name="extra-bufts-probe", daemon=True)
-        _background.start()
+    if _background is None or _background.poll() is not None:
+        _background = subprocess.Popen(child_command("app.engine.probe", REMEMBER, model_path), env=child_env(),
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def wait_for_background_probe(timeout: float | None = None) -> None:
     if _background is not None:
-        _background.join(timeout)
+        try:
+            _background.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _child(model_path: str) -> int:
@@ -163,6 +170,9 @@ def _child(model_path: str) -> int:
 
 
 def child_main(argv: list[str]) -> int:
+    if argv[:1] == [REMEMBER]:  # the background probe: run the probe's child, keep its answer
+        run_probe(argv[1])
+        return 0
     return _child(argv[0])
 
 

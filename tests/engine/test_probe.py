@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from app.core import paths
 from app.engine import probe
@@ -64,3 +65,17 @@ def test_a_first_load_starts_the_probe_only_once_its_model_is_loaded(bundled_mod
         assert loaded.describe()["extra_bufts_probe"]["background"] is True
     finally:
         loaded.close()
+
+
+def test_a_one_shot_chat_on_a_machine_never_probed_leaves_the_answer_remembered():
+    """The probe outlives the engine that started it: before, a `hearth chat --prompt` ended first, its answer
+    was never kept, and every later run probed again beside its own work."""
+    paths.machine_facts_file().unlink(missing_ok=True)
+    chat = subprocess.run([sys.executable, "-m", "app", "chat", "--prompt", "Hi", "--max-tokens", "1", "--temp", "0"],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=120)
+    assert chat.returncode == 0, chat.stderr
+    deadline = time.monotonic() + 120
+    while probe.cached_result() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    remembered = probe.cached_result()
+    assert remembered is not None and remembered["detail"]
