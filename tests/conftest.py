@@ -113,6 +113,22 @@ def bundled_imatrix(tmp_path_factory, bundled_model):
 
 
 @pytest.fixture(scope="session")
+def calibrated_variants(tmp_path_factory, model_variant, bundled_imatrix):
+    """(home, plain, calibrated): Q4_K_M of the bundled model's F16 copy without and with bundled_imatrix, made once
+    per session by the benchmark's prepare_variant (Hearth's quantize, the matrix through llama.cpp's
+    llama_model_quantize_params.imatrix) into the models folder of `home`. A test that sets HEARTH_HOME to `home`
+    finds both there, as `hearth bench quality` keeps its quants."""
+    from app.bench.matrix import prepare_variant
+
+    home = tmp_path_factory.mktemp("calibrated-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HEARTH_HOME", str(home))
+        plain = prepare_variant(model_variant("F16"), "Q4_K_M")["path"]
+        calibrated = prepare_variant(model_variant("F16"), "Q4_K_M", imatrix=bundled_imatrix[1].path)["path"]
+    return home, Path(plain), Path(calibrated)
+
+
+@pytest.fixture(scope="session")
 def gemma3_model(tmp_path_factory) -> Path:
     """A random-weight model of another family than the bundled one: Gemma 3's shape (sliding-window attention, a
     262k SentencePiece vocabulary with Gemma's turn markers, no chat template), 77 MB of F16, written in 6 s."""

@@ -52,6 +52,8 @@ class QualityOptions:
     ctx: int = 256
     threads: int | None = None
     json: bool = False
+    # An importance matrix: each quant is measured without and with it (the types that need one, with it only).
+    imatrix: str | None = None
 
 
 def effective_mix(path: str | Path) -> str:
@@ -138,8 +140,11 @@ def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray 
                "text_chunks": len(tokens) // ctx, "ppl": float(np.exp(nll.mean())),
                "seconds": round(time.perf_counter() - started, 2)}
         if kld is not None:
+            # Standard errors of the two means over positions: what "within the noise" means for this text.
             out.update(kld_mean=float(kld.mean()), kld_p99=float(np.percentile(kld, 99)),
-                       kld_max=float(kld.max()), same_top=float(same.mean()))
+                       kld_max=float(kld.max()), same_top=float(same.mean()),
+                       kld_se=float(kld.std(ddof=1) / np.sqrt(rows)) if rows > 1 else 0.0,
+                       same_top_se=float(np.sqrt(same.mean() * (1 - same.mean()) / rows)))
         return out
     finally:
         rt.close()
@@ -163,6 +168,7 @@ def measure(options: QualityOptions, progress=None) -> dict:
         if base_type and base_type not in UNQUANTIZED:
             base_note = (f"{base_path.name} is already quantized ({base_type}): the figures say what each quant "
                          "loses against it, not against the original model")
+    jobs = _jobs(options, base_path)
     say = progress or (lambda _fraction, _what: None)
     with tempfile.TemporaryDirectory(prefix="hearth-quality-") as tmp:
         store = Path(tmp) / "base-logprobs.npy"
@@ -171,24 +177,61 @@ def measure(options: QualityOptions, progress=None) -> dict:
                      lambda i, n: say(0.0, f"base chunk {i}/{n}"))
         mapped = np.load(store, mmap_mode="r")
         rows = []
-        for k, qtype in enumerate(options.quants):
-            what = f"{qtype} ({k + 1}/{len(options.quants)})"
-            say(k / max(len(options.quants), 1), f"quantizing to {what}")
+        for k, (qtype, matrix) in enumerate(jobs):
+            what = f"{qtype}{' with the matrix' if matrix else ''} ({k + 1}/{len(jobs)})"
+            say(k / max(len(jobs), 1), f"quantizing to {what}")
             try:
-                made = prepare_variant(base_path, qtype.upper())
+                made = prepare_variant(base_path, qtype, imatrix=matrix)
                 path = made["path"]
                 figures = score(path, text, options.ctx, options.threads, mapped, None,
-                                lambda i, n, what=what: say(k / len(options.quants), f"{what}: chunk {i}/{n}"))
+                                lambda i, n, what=what, k=k: say(k / len(jobs), f"{what}: chunk {i}/{n}"))
             except HearthError as exc:
-                rows.append({"type": qtype.upper(), "ok": False, "reason": str(exc)})
+                rows.append({"type": qtype, "imatrix": bool(matrix), "ok": False, "reason": str(exc)})
                 continue
-            rows.append({"type": qtype.upper(), "ok": True, "path": path, "size_bytes": Path(path).stat().st_size,
-                         "mix": effective_mix(path), **figures, "ppl_ratio": figures["ppl"] / base["ppl"]})
+            rows.append({"type": qtype, "imatrix": bool(matrix), "ok": True, "path": path,
+                         "size_bytes": Path(path).stat().st_size, "mix": effective_mix(path), **figures,
+                         "ppl_ratio": figures["ppl"] / base["ppl"]})
         del mapped
     return {"kind": "quality", "text": str(Path(options.text).expanduser()), "ctx": options.ctx,
+            "imatrix": _matrix_summary(options.imatrix),
             "base": {"path": str(base_path), "size_bytes": base_path.stat().st_size, "mix": effective_mix(base_path),
                      "note": base_note, **base},
             "rows": rows, "load_average": load_average()}
+
+
+def _jobs(options: QualityOptions, base_path: Path) -> list[tuple[str, str | None]]:
+    """(type, matrix or None) per row: every type as asked; with a matrix, each again with it right after, and a
+    type llama.cpp makes only with a matrix with it alone. The matrix is checked against the base first, so a
+    matrix of another model is one sentence before anything is scored."""
+    from app.core.imatrix_file import mismatch, read_imatrix
+    from app.core.quant_types import needs_imatrix_reason
+
+    matrix = None
+    if options.imatrix:
+        matrix = str(Path(options.imatrix).expanduser().resolve())
+        wrong = mismatch(read_imatrix(matrix), base_path.name, read_gguf_info(base_path).tensors)
+        if wrong:
+            raise QualityError(wrong)
+    jobs = []
+    for qtype in (q.upper() for q in options.quants):
+        needs = needs_imatrix_reason(qtype)
+        if needs and matrix is None:
+            raise QualityError(needs.replace("--imatrix FILE", "bench quality --imatrix FILE"))
+        if not needs:
+            jobs.append((qtype, None))
+        if matrix is not None:
+            jobs.append((qtype, matrix))
+    return jobs
+
+
+def _matrix_summary(path: str | None) -> dict | None:
+    if not path:
+        return None
+    from app.core.imatrix_file import read_imatrix
+
+    matrix = read_imatrix(path)
+    return {"path": matrix.path, "datasets": matrix.datasets, "chunks": matrix.chunk_count,
+            "chunk_size": matrix.chunk_size, "entries": len(matrix.entries)}
 
 
 def _read_text(path: str) -> str:
@@ -217,16 +260,22 @@ def format_table(result: dict) -> str:
              f"Base: {human_size(base['size_bytes'])} ({base['mix']}), perplexity {base['ppl']:.3f}."]
     if base.get("note"):
         lines.append(f"Note: {base['note']}.")
+    matrix = result.get("imatrix")
+    if matrix:
+        texts = ", ".join(Path(d).name for d in matrix["datasets"]) or "an unnamed text"
+        lines.append(f"'+ matrix': made with {Path(matrix['path']).name} ({matrix['chunks']} chunks of "
+                     f"{matrix['chunk_size']} tokens of {texts}).")
     if base["chunks"] < base["text_chunks"]:
         lines.append(f"Scored the first {base['chunks']} of the text's {base['text_chunks']} chunks (the base's "
                      f"figures are kept on disk, at most {STORE_BYTES / 2**30:.0f} GiB).")
-    header = f"{'quant':<8} {'file':>9}  {'mean KLD':>9} {'99% KLD':>9} {'same top':>9} {'PPL':>9} {'PPL/base':>9}  mix"
+    header = f"{'quant':<17} {'file':>9}  {'mean KLD':>9} {'99% KLD':>9} {'same top':>9} {'PPL':>9} {'PPL/base':>9}  mix"
     lines += ["", header, "-" * len(header)]
     for row in result["rows"]:
+        name = row["type"] + (" + matrix" if row.get("imatrix") else "")
         if not row["ok"]:
-            lines.append(f"{row['type']:<8} failed: {row['reason']}")
+            lines.append(f"{name:<17} failed: {row['reason']}")
             continue
-        lines.append(f"{row['type']:<8} {human_size(row['size_bytes']):>9}  {row['kld_mean']:>9.5f} "
+        lines.append(f"{name:<17} {human_size(row['size_bytes']):>9}  {row['kld_mean']:>9.5f} "
                      f"{row['kld_p99']:>9.4f} {100 * row['same_top']:>8.2f}% {row['ppl']:>9.3f} "
                      f"{row['ppl_ratio']:>9.4f}  {row['mix']}")
     lines.append(f"\nLoad average while measuring: {result['load_average']}.")

@@ -167,6 +167,8 @@ def _add_quality(kinds) -> None:
                    type=lambda value: [q.strip().upper() for q in value.split(",") if q.strip()],
                    help=f"the types to measure (default {','.join(quality.DEFAULT_QUANTS)})")
     p.add_argument("--ctx", type=int, default=256, metavar="N", help="tokens per scored chunk (default 256)")
+    p.add_argument("--imatrix", metavar="FILE", default=None,
+                   help="an importance matrix (hearth models imatrix): each type measured without and with it")
     p.add_argument("--threads", type=int, metavar="N", default=None, help="CPU threads (default: physical cores)")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.set_defaults(func=_run_quality)

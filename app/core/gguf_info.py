@@ -60,6 +60,7 @@ class TensorInfo:
     type: str  # ggml type name, e.g. Q4_K
     n_elements: int
     n_bytes: int
+    offset: int = 0  # where its data starts, from the start of the data section (GGUFInfo.data_start)
 
 
 @dataclass
@@ -91,6 +92,7 @@ class GGUFInfo:
     split_count: int = 1
     weights_bytes: int = 0
     header_bytes: int = 0
+    data_start: int = 0  # the file offset of the tensor data section (the header, padded to the alignment)
     quant_by_kind: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> {type: tensors}
     metadata: dict[str, Any] = field(default_factory=dict)  # small values; big arrays as "<array of N type>"
     tensors: list[TensorInfo] = field(default_factory=list)
@@ -330,11 +332,12 @@ def _parse(r: _Reader, p: Path) -> GGUFInfo:
             n_el *= d
         if n_el > 2**50:
             raise ModelFileError(f"{r.name} has a tensor of {n_el:,} elements; the header is corrupt.")
-        tensors.append(TensorInfo(tname, shape, type_name, n_el, n_el // block * type_size))
+        tensors.append(TensorInfo(tname, shape, type_name, n_el, n_el // block * type_size, offset))
         data_end = max(data_end, offset + tensors[-1].n_bytes)
     _check_contents(r, meta, tensors, -(-r.pos // alignment) * alignment + data_end)
 
-    info = GGUFInfo(path=str(p), file_size=r.size, version=version, header_bytes=r.pos)
+    info = GGUFInfo(path=str(p), file_size=r.size, version=version, header_bytes=r.pos,
+                    data_start=-(-r.pos // alignment) * alignment)
     info.tensors = tensors
     info.parameters = sum(t.n_elements for t in tensors)
     info.weights_bytes = sum(t.n_bytes for t in tensors)

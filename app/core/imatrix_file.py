@@ -100,6 +100,17 @@ def read_imatrix(path: str | Path) -> Imatrix:
     if magic != b"GGUF":
         raise ImatrixError(f"{file.name} is not an importance matrix in GGUF format (llama-imatrix's older .dat "
                            "files are not read; make one with `hearth models imatrix`).")
+    # A model file (one Hearth's header reader accepts: it names an architecture) is refused from its header:
+    # gguf.GGUFReader would spend seconds turning its vocabulary into numpy objects. A matrix names none.
+    from app.core.gguf_info import read_gguf_info
+
+    try:
+        kind = read_gguf_info(file).metadata.get(gguf.Keys.General.TYPE) or "model"
+    except HearthError:
+        kind = None
+    if kind is not None and kind != "imatrix":
+        raise ImatrixError(f"{file.name} is not an importance matrix: it is a GGUF {kind} file "
+                           "(pass the .gguf that `hearth models imatrix` or llama-imatrix wrote).")
     try:
         reader = gguf.GGUFReader(str(file))
     except (ValueError, OSError, IndexError) as exc:
@@ -109,10 +120,8 @@ def read_imatrix(path: str | Path) -> Imatrix:
         f = reader.get_field(key)
         return None if f is None else f.contents()
 
-    kind = value(gguf.Keys.General.TYPE)
-    if kind != "imatrix":
-        raise ImatrixError(f"{file.name} is not an importance matrix: it is a GGUF {kind or 'model'} file "
-                           "(pass the .gguf that `hearth models imatrix` or llama-imatrix wrote).")
+    if value(gguf.Keys.General.TYPE) != "imatrix":  # a GGUF that is neither a model nor a matrix
+        raise ImatrixError(f"{file.name} is not an importance matrix (its general.type is not 'imatrix').")
     sums: dict[str, np.ndarray] = {}
     counts: dict[str, np.ndarray] = {}
     for t in reader.tensors:

@@ -4,13 +4,14 @@ definitions. The base is the bundled model's F16 copy; the text is this project'
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from app.bench.quality import QualityError, QualityOptions, chunks_of, measure
+from app.bench.quality import QualityError, QualityOptions, chunks_of, format_table, measure
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -77,3 +78,55 @@ def test_a_long_text_is_scored_within_the_disk_bound(monkeypatch, bundled_model,
     base, row = result["base"], result["rows"][0]
     assert base["chunks"] == row["chunks"] == 1 < base["text_chunks"] and row["positions"] == 15
     assert "Scored the first 1 of the text's" in quality.format_table(result)
+
+
+# IQ4_XS's quantizer searches each block's scales: about 30 s a file here (two: one with the matrix, one without),
+# which is more than this suite's budget for the whole #33 set, so that half runs when asked for.
+IQ4_XS = pytest.param("IQ4_XS", marks=pytest.mark.skipif(
+    not os.environ.get("HEARTH_TEST_IQ_QUANTS"), reason="IQ4_XS takes about a minute to quantize twice here; "
+                                                        "HEARTH_TEST_IQ_QUANTS=1 runs it"))
+
+
+@pytest.mark.parametrize("qtype", ["Q4_K_M", IQ4_XS])
+def test_a_matrix_from_another_text_is_measured_and_not_worse_beyond_the_noise(model_variant, text, bundled_imatrix,
+                                                                               calibrated_variants, monkeypatch, qtype):
+    """#33: the same type made with and without a matrix computed on one text (README chars 3000-3900), both
+    measured on another text of the same kind (README chars 0-1700, three chunks: the time budget). The small model
+    may show no margin, so only 'not worse beyond the noise' is asserted: two standard errors of each difference.
+    One thread: on a busy 2-core machine two threads take three times as long (DESIGN.md)."""
+    _, matrix, _ = bundled_imatrix
+    home, *made = calibrated_variants
+    monkeypatch.setenv("HEARTH_HOME", str(home))  # where the session made the Q4_K_M pair (tests/conftest.py)
+    short = text.with_name("readme-first-1700.md")
+    short.write_text(text.read_text(encoding="utf-8")[:1700], encoding="utf-8")
+    result = measure(QualityOptions(text=str(short), model=str(model_variant("F16")), quants=[qtype], ctx=128,
+                                    threads=1, imatrix=matrix.path))
+    plain, calibrated = result["rows"]
+    assert (plain["type"], plain["imatrix"], calibrated["type"], calibrated["imatrix"]) == (qtype, False, qtype, True)
+    assert plain["ok"] and calibrated["ok"], result["rows"]
+    assert plain["path"] != calibrated["path"] and plain["positions"] == calibrated["positions"] > 0
+    if qtype == "Q4_K_M":
+        assert [plain["path"], calibrated["path"]] == [str(p) for p in made]
+    print(f"\n{qtype} on {plain['positions']} positions, load average {result['load_average']}: mean KLD "
+          f"{plain['kld_mean']:.4f} -> {calibrated['kld_mean']:.4f} with the matrix, same top "
+          f"{100 * plain['same_top']:.1f}% -> {100 * calibrated['same_top']:.1f}%, PPL/base "
+          f"{plain['ppl_ratio']:.3f} -> {calibrated['ppl_ratio']:.3f}")
+    kld_noise = 2 * (plain["kld_se"] ** 2 + calibrated["kld_se"] ** 2) ** 0.5
+    top_noise = 2 * (plain["same_top_se"] ** 2 + calibrated["same_top_se"] ** 2) ** 0.5
+    assert calibrated["kld_mean"] <= plain["kld_mean"] + kld_noise
+    assert calibrated["same_top"] >= plain["same_top"] - top_noise
+    assert "'+ matrix': made with bundled.imatrix.gguf" in format_table(result)
+
+
+def test_a_matrix_of_another_model_is_one_sentence_before_anything_is_scored(model_variant, text, tmp_path):
+    import numpy as np
+
+    from app.core.imatrix_file import Entry, Imatrix, write_imatrix
+
+    other = tmp_path / "other.imatrix.gguf"
+    write_imatrix(other, Imatrix(entries={"blk.0.attn_q.weight": Entry(np.ones((1, 2048), np.float32),
+                                                                       np.ones(1, np.float32))}, datasets=["x"]))
+    with pytest.raises(QualityError, match="computed on another model: its blk.0.attn_q.weight has 2,048 columns"):
+        measure(QualityOptions(text=str(text), model=str(model_variant("F16")), quants=["Q4_K_M"], imatrix=str(other)))
+    with pytest.raises(QualityError, match="IQ2_XXS needs an importance matrix"):
+        measure(QualityOptions(text=str(text), model=str(model_variant("F16")), quants=["IQ2_XXS"]))
