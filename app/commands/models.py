@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from app.core.quant_types import NEEDS_IMATRIX, QUANTIZE_TYPES, label
+from app.core.quant_types import CALIBRATED_TYPES, NEEDS_IMATRIX, QUANTIZE_TYPES, label
 from app.core.units import human_size
 
 
@@ -71,11 +71,13 @@ def register(sub) -> None:
     s.set_defaults(func=_fit)
 
     s = models_sub.add_parser("quantize", help="requantize with llama.cpp's quantizer",
-                              description="Types: " + ", ".join(label(q) for q in QUANTIZE_TYPES) + ".")
+                              description="Types: " + ", ".join(label(q) for q in QUANTIZE_TYPES) + "; made for "
+                                          "an importance matrix (--imatrix): " + ", ".join(CALIBRATED_TYPES) + ".")
     s.add_argument("model", metavar="PATH|NAME")
     # Checked by quantize() rather than argparse, so a wrong type is one sentence and exit code 1.
     s.add_argument("--type", required=True, metavar="TYPE",
-                   help=" | ".join(label(q) for q in QUANTIZE_TYPES))
+                   help=" | ".join(label(q) for q in QUANTIZE_TYPES) + " | with --imatrix: "
+                        + " | ".join(CALIBRATED_TYPES))
     s.add_argument("--out", metavar="PATH", help="output file (default: Hearth's models folder)")
     s.add_argument("--allow-requantize", action="store_true",
                    help="quantize a file that is already quantized (its loss stays; better start from F16/BF16)")
