@@ -13,6 +13,7 @@ import sys
 from app.core.errors import HearthError
 from app.docs.attach import budget, plan, read_attachment
 from app.docs.context import DocContext, Source, cited
+from app.docs.vectors import QUERY_THREADS
 
 
 def add_docs_args(p: argparse.ArgumentParser) -> None:
@@ -103,7 +104,8 @@ def open_docs(args: argparse.Namespace, info: dict, model_path: str | None, firs
         print(f"hearth: attached {a.name} ({a.tokens:,} tokens), {how}; documents' budget {limit.describe()}.",
               file=sys.stderr)
     needs_vectors = args.docs or any(a.mode == "retrieval" for a in attachments)
-    embedder = embedder_for(args.embed_model, allow_make=True) if needs_vectors else None
+    # Questions are embedded with one thread (app.docs.vectors.QUERY_THREADS), beside the chat model's decode.
+    embedder = embedder_for(args.embed_model, allow_make=True, n_threads=QUERY_THREADS) if needs_vectors else None
     context = DocContext(counter.count, args.docs, store, embedder)
     context.add(attachments)
     return ChatDocs(context, n_ctx, args.docs_budget)

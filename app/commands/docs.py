@@ -8,6 +8,7 @@ import sys
 import threading
 
 from app.core.errors import HearthError
+from app.docs.vectors import QUERY_THREADS
 
 
 def register(sub) -> None:
@@ -45,7 +46,7 @@ def register(sub) -> None:
     search.set_defaults(func=run_search)
 
 
-def embedder_for(explicit: str | None, allow_make: bool, quiet: bool = False):
+def embedder_for(explicit: str | None, allow_make: bool, doing: str = "searching", n_threads: int | None = None):
     """The embedding model's client (loaded on first use), or None with the reason said once."""
     from app.docs import embed_model
     from app.docs.vectors import Embedder
@@ -54,10 +55,9 @@ def embedder_for(explicit: str | None, allow_make: bool, quiet: bool = False):
         print(f"hearth: making the embedding model {embed_model.MODEL_NAME} (once, a few seconds)...", file=sys.stderr)
     path, note = embed_model.ensure(explicit, allow_make=allow_make)
     if path is None:
-        if not quiet:
-            print(f"hearth: searching {note}.", file=sys.stderr)
+        print(f"hearth: {doing} {note}.", file=sys.stderr)
         return None
-    return Embedder(path)
+    return Embedder(path, n_threads=n_threads)
 
 
 def _progress_printer():
@@ -87,7 +87,7 @@ def run_add(args: argparse.Namespace) -> int:
     from app.docs.store import Store
 
     # The embedding engine starts only if some chunk needs a vector (a re-index of an unchanged folder needs none).
-    embedder = None if args.no_vectors else embedder_for(args.embed_model, allow_make=True)
+    embedder = None if args.no_vectors else embedder_for(args.embed_model, allow_make=True, doing="indexing")
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())  # Ctrl-C stops after the file in hand
     store = Store()
@@ -171,7 +171,7 @@ def run_search(args: argparse.Namespace) -> int:
             raise HearthError(f"There is no collection called {missing[0]!r}; `hearth docs list` shows them.")
         embedder = None
         if args.mode != "bm25":
-            embedder = embedder_for(args.embed_model, allow_make=False)
+            embedder = embedder_for(args.embed_model, allow_make=False, n_threads=QUERY_THREADS)
             if embedder is None and args.mode == "vector":
                 raise HearthError("--mode vector needs an embedding model; see `hearth docs add --help`.")
         try:

@@ -70,12 +70,12 @@ class ConversationDocs:
     def embedder(self):
         """The embedding model's client, made on first use (None, with a note, when there is none)."""
         from app.docs import embed_model
-        from app.docs.vectors import Embedder
+        from app.docs.vectors import QUERY_THREADS, Embedder
 
         with self._lock:
             if self._embedder is None and self._embedder_note is None:
                 path, note = embed_model.ensure()
-                self._embedder = Embedder(path) if path else None
+                self._embedder = Embedder(path, n_threads=QUERY_THREADS) if path else None
                 self._embedder_note = note
             return self._embedder
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from app.core.errors import HearthError
 from app.core.units import human_size
 from app.docs.chunker import chunk
 from app.docs.parsers import MAX_FILE_BYTES, DocProblem, full_text, parse
@@ -81,16 +82,12 @@ class Indexer:
         cid = self.store.collection_id(collection, create=True)
         root = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
         if not os.path.lexists(root):
-            from app.core.errors import HearthError
-
-            raise HearthError(f"{root} does not exist.")
+            raise HearthError(f"{display_path(root)} does not exist.")
         self.store.add_root(cid, os.fsdecode(root))
         return self.update(collection)
 
     def update(self, collection: str) -> IndexReport:
         """Index a collection's folders again: only what changed is read."""
-        from app.core.errors import HearthError
-
         cid = self.store.collection_id(collection)
         if cid is None:
             raise HearthError(f"There is no collection called {collection!r}; `hearth docs list` shows them.")
@@ -133,7 +130,7 @@ class Indexer:
         self._report("text", len(todo), len(todo), report.chunks, phase_start, 1.0, "")
 
     def _index_file(self, cid: int, key: str, path: Path, st: os.stat_result, row, report: IndexReport) -> None:
-        name = path.name and display_path(path.name)
+        name = display_path(path.name)
         if st.st_size > self.max_file_bytes:
             problem = (f"{name} is {human_size(st.st_size)}, more than the {human_size(self.max_file_bytes)} "
                        "Hearth indexes from one file; it was left out.")
@@ -181,14 +178,15 @@ class Indexer:
             return
         model = self.embedder.model
         total = self.store.count_missing_vectors(cid, model)
-        phase_start, done = time.monotonic(), 0
+        phase_start, done, after = time.monotonic(), 0, 0
         while done < total:
             if self._should_stop():
                 report.cancelled = True
                 return
-            batch = self.store.missing_vectors(cid, model, EMBED_BATCH)
+            batch = self.store.missing_vectors(cid, model, EMBED_BATCH, after)
             if not batch:
                 break
+            after = batch[-1][0]
             self._report("vectors", done, total, report.chunks, phase_start, done / total, "")
             vectors = self.embedder.embed([text for _, text in batch])
             self.store.put_vectors([cid_ for cid_, _ in batch], vectors, model)

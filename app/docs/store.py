@@ -222,12 +222,13 @@ class Store:
             self.db.execute("DELETE FROM files WHERE collection_id = ? AND path = ?", (collection_id, path))
         self._changed()
 
-    def missing_vectors(self, collection_id: int, model: str, limit: int) -> list[tuple[int, str]]:
-        """(chunk id, text) of chunks that have no vector from model yet, in file order."""
+    def missing_vectors(self, collection_id: int, model: str, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        """(chunk id, text) of chunks after chunk id `after` that have no vector from model yet, by id (the caller
+        passes the last id it got, so each batch reads on from there instead of scanning the index again)."""
         return self.db.execute(
             "SELECT c.id, c.text FROM chunks c JOIN files f ON f.id = c.file_id LEFT JOIN vectors v ON "
-            "v.chunk_id = c.id AND v.model = ? WHERE f.collection_id = ? AND v.chunk_id IS NULL "
-            "ORDER BY c.id LIMIT ?", (model, collection_id, limit)).fetchall()
+            "v.chunk_id = c.id AND v.model = ? WHERE f.collection_id = ? AND v.chunk_id IS NULL AND c.id > ? "
+            "ORDER BY c.id LIMIT ?", (model, collection_id, after, limit)).fetchall()
 
     def count_missing_vectors(self, collection_id: int, model: str) -> int:
         return self.db.execute(

@@ -18,6 +18,10 @@ from app.engine.protocol import LoadOptions
 
 # MiniLM was trained on 512 positions (the engine's Embedder evaluates an input in one batch of n_ctx).
 N_CTX = 512
+# A question is a few tokens: one thread embeds it in 15-17 ms, two in 10-28 ms when the machine is free but up to
+# 650 ms (p95) when another program holds a core, as llama.cpp's threads wait for each other at every operation
+# (measured on the 2-core machine, load 2.6). Searching uses one; indexing, which embeds batches, all cores.
+QUERY_THREADS = 1
 
 
 class Embedder:
