@@ -1,5 +1,6 @@
-"""Tool calling: a request's `tools` and `tool_choice`, the grammar that keeps calls well-formed, and
-reading the calls back out of an answer.
+"""Tool calling for every client (the API server, the CLI's and the window's MCP tools): a request's `tools`
+and `tool_choice`, the grammar that keeps calls well-formed, and reading the calls back out of an answer.
+Bad tools or choices raise BadSchema naming the field; the API server turns it into a 400.
 
 Calls are written in one format (app/engine/tool_format.py): `<tool_call>\\n{"name": ..., "arguments":
 {...}}\\n</tool_call>`. The grammar makes the JSON inside always parse, name one of the request's tools
@@ -20,9 +21,8 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.engine.schema_grammar import BadSchema, schema_copy, schema_rules
 from app.engine.tool_format import CALL_CLOSE, CALL_OPEN
-from app.server.errors import invalid
-from app.server.structured import schema_copy, schema_rules
 
 MAX_TOOLS = 128
 MAX_PARALLEL_CALLS = 4
@@ -49,27 +49,27 @@ def tool_use(body: dict) -> ToolUse | None:
     choice = body.get("tool_choice")
     if tools is None or tools == []:
         if choice not in (None, "none", "auto"):
-            raise invalid("'tool_choice' needs 'tools' to choose from.", "tool_choice")
+            raise BadSchema("'tool_choice' needs 'tools' to choose from.", "tool_choice")
         return None
     if not isinstance(tools, list) or len(tools) > MAX_TOOLS:
-        raise invalid(f"'tools' must be a list of at most {MAX_TOOLS} function tools.", "tools")
+        raise BadSchema(f"'tools' must be a list of at most {MAX_TOOLS} function tools.", "tools")
     checked, names = [], []
     for i, tool in enumerate(tools):
         where = f"tools[{i}]"
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
-            raise invalid(f"{where} must be {{\"type\": \"function\", \"function\": {{...}}}}.", where)
+            raise BadSchema(f"{where} must be {{\"type\": \"function\", \"function\": {{...}}}}.", where)
         name = function.get("name")
         if not isinstance(name, str) or not NAME.match(name):
-            raise invalid(f"{where}.function.name must be 1-64 letters, digits, '_', '.' or '-'.",
+            raise BadSchema(f"{where}.function.name must be 1-64 letters, digits, '_', '.' or '-'.",
                           f"{where}.function.name")
         if name in names:
-            raise invalid(f"{where}: there are two tools named '{name}'.", f"{where}.function.name")
+            raise BadSchema(f"{where}: there are two tools named '{name}'.", f"{where}.function.name")
         if not isinstance(function.get("description", ""), str):
-            raise invalid(f"{where}.function.description must be a string.", f"{where}.function.description")
+            raise BadSchema(f"{where}.function.description must be a string.", f"{where}.function.description")
         parameters = function.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(parameters, dict):
-            raise invalid(f"{where}.function.parameters must be a JSON schema object.", f"{where}.function.parameters")
+            raise BadSchema(f"{where}.function.parameters must be a JSON schema object.", f"{where}.function.parameters")
         names.append(name)
         checked.append({"type": "function", "function": {**function, "parameters": parameters}})
     use = ToolUse(tools=checked, names=names)
@@ -77,16 +77,16 @@ def tool_use(body: dict) -> ToolUse | None:
         function = choice.get("function")
         forced = function.get("name") if isinstance(function, dict) else None
         if choice.get("type") != "function" or forced not in names:
-            raise invalid(f"'tool_choice' must name one of the tools ({', '.join(names)}).", "tool_choice")
+            raise BadSchema(f"'tool_choice' must name one of the tools ({', '.join(names)}).", "tool_choice")
         use.choice, use.forced = "required", forced
     elif choice in ("auto", "required", "none"):
         use.choice = choice
     elif choice is not None:
-        raise invalid("'tool_choice' must be 'auto', 'required', 'none' or {\"type\": \"function\", "
+        raise BadSchema("'tool_choice' must be 'auto', 'required', 'none' or {\"type\": \"function\", "
                       "\"function\": {\"name\": ...}}.", "tool_choice")
     parallel = body.get("parallel_tool_calls", True)
     if not isinstance(parallel, bool):
-        raise invalid("'parallel_tool_calls' must be true or false.", "parallel_tool_calls")
+        raise BadSchema("'parallel_tool_calls' must be true or false.", "parallel_tool_calls")
     use.parallel = parallel
     return use
 

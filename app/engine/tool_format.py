@@ -3,8 +3,9 @@
 One format for both directions, so that the calls a model made earlier in a conversation read exactly like
 the ones it is asked to make: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, the results going
 back as `<tool_response>...</tool_response>` in a user turn. It is the Hermes format that Qwen's and
-several other templates use natively, so models trained on it follow it without being forced. The API
-server (app/server/tools.py) constrains answers to it with a grammar and reads the calls back out.
+several other templates use natively, so models trained on it follow it without being forced.
+app/engine/tool_calls.py (for the API server, the CLI and the window alike) constrains answers to it with a
+grammar and reads the calls back out.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from llama_cpp.llama_grammar import JSON_GBNF
 
 from app.core.errors import InvalidRequest
 from app.engine.protocol import LoadOptions, SamplingOptions
-from app.server.structured import schema_grammar
+from app.engine.schema_grammar import schema_grammar
 
 CAT = {"type": "object", "additionalProperties": False, "required": ["name", "age", "color"],
        "properties": {"name": {"type": "string", "maxLength": 16}, "age": {"type": "integer"},
@@ -100,7 +100,7 @@ def test_the_same_seed_gives_the_same_structured_answer(session):
 
 
 def test_a_forced_call_to_a_tool_with_pydantic_style_refs_fits_its_schema(session):
-    from app.server.tools import CallReader, tool_grammar, tool_use
+    from app.engine.tool_calls import CallReader, tool_grammar, tool_use
 
     # What the openai package's pydantic_function_tool writes: nested models under $defs, reached by $ref.
     parameters = {"$defs": {"Point": {"type": "object", "additionalProperties": False, "required": ["x", "y"],
