@@ -4,7 +4,7 @@ its size in tokens (click a chip to take it off). Files are read on a worker thr
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Signal
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QToolButton, QWidget
 
 from app.docs.conversation import ConversationDocs
 from app.ui.worker import Tasks
@@ -24,11 +24,13 @@ class AttachBar(QWidget):
         self.model_path = model_path
         self.pending: list = []  # app.docs.attach.Attachment, in the order attached
         self.tasks = Tasks(self)
-        self.button = QPushButton("📎")
+        # A word, not a paperclip glyph: without an emoji font (offscreen, many minimal desktops) the glyph is a
+        # box; and a tool button is as wide as its text, where a push button wants 80 px.
+        self.button = QToolButton()
+        self.button.setText("Attach…")
         self.button.setObjectName("attachButton")
         self.button.setToolTip("Attach files to the next message (or drop them on the chat): text, Markdown, code, "
                                "PDF, DOCX, HTML, CSV")
-        self.button.setFixedWidth(36)
         self.chips = QHBoxLayout()
         self.chips.setContentsMargins(0, 0, 0, 0)
         row = QHBoxLayout(self)
