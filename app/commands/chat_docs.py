@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from app.core.errors import HearthError
-from app.docs.attach import budget, plan, read_attachment
-from app.docs.context import DocContext, Source, cited
-from app.docs.vectors import QUERY_THREADS
+
+if TYPE_CHECKING:
+    from app.docs.context import DocContext, Source
+
+# app.docs (numpy, SQLite, the parsers) is imported where documents are used, not by every `hearth chat`: it cost
+# a few hundred milliseconds of every chat's start.
 
 
 def add_docs_args(p: argparse.ArgumentParser) -> None:
@@ -35,6 +39,8 @@ class ChatDocs:
 
     def _budget(self, system: str | None, history: list[dict]):
         spoken = sum(self.context.count(m["content"]) for m in history) + self.context.count(system or "")
+        from app.docs.attach import budget
+
         return budget(self.n_ctx, spoken, self.override)
 
     def messages(self, system: str | None, history: list[dict]) -> tuple[list[dict], list[Source]]:
@@ -56,12 +62,16 @@ class ChatDocs:
     def print_sources(answer: str, sources: list[Source]) -> None:
         if not sources:
             return
+        from app.docs.context import cited
+
         named = cited(answer, sources)
         print("Sources:" if named else "Sources given to the model (the answer cites none):")
         for s in named or sources:
             print(f"  {s.line()}")
 
     def json_fields(self, answer: str, sources: list[Source]) -> dict:
+        from app.docs.context import cited
+
         named = {s.n for s in cited(answer, sources)}
         return {"attachments": [a.as_dict() for a in self.context.attachments],
                 "collections": self.context.collections,
@@ -79,7 +89,10 @@ def open_docs(args: argparse.Namespace, info: dict, model_path: str | None, firs
     if not (args.attach or args.docs):
         return None
     from app.commands.docs import embedder_for
+    from app.docs.attach import budget, plan, read_attachment
+    from app.docs.context import DocContext
     from app.docs.store import Store
+    from app.docs.vectors import QUERY_THREADS
     from app.engine.token_count import TokenCounter
 
     counter = TokenCounter(model_path)
