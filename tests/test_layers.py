@@ -1,5 +1,5 @@
-"""Imports point one way: core <- engine <- backends <- bench / server / docs <- ui / commands, and Qt only under
-app/ui.
+"""Imports point one way: core <- engine <- backends <- bench / server / docs / tools <- ui / commands, and Qt
+only under app/ui.
 
 engine is the engine process (and the protocol both sides share); backends is the client side of the seam,
 which runs in the window's, the CLI's and the server's process and starts engine processes.
@@ -20,8 +20,10 @@ APP = Path(__file__).resolve().parents[1] / "app"
 # equal rank (bench and server; ui and commands) are clients side by side: `hearth gui` (commands) opens the
 # window (ui), and the benchmark may drive a server the same way it drives the engine.
 # docs (chat with your documents) runs its embedding model through backends and is used by the CLI, the window
-# and the benchmark (`hearth bench docs`), so it sits beside bench and server.
-RANKS = {"core": 0, "engine": 1, "backends": 2, "bench": 3, "server": 3, "docs": 3, "ui": 4, "commands": 4}
+# and the benchmark (`hearth bench docs`), so it sits beside bench and server. tools (MCP servers and the loop
+# of approved tool calls) chats through backends and is used by the CLI and the window, so it sits there too.
+RANKS = {"core": 0, "engine": 1, "backends": 2, "bench": 3, "server": 3, "docs": 3, "tools": 3,
+         "ui": 4, "commands": 4}
 QT = ("PySide6", "shiboken6", "pyqtgraph")
 
 # Entry points sit above every layer and may import anything: `python -m app` / the frozen executable

@@ -63,6 +63,17 @@ def settings_file() -> Path:
     return config_dir() / "settings.json"
 
 
+def mcp_config_file() -> Path:
+    """The MCP servers the chat may use: `{"mcpServers": {...}}`, the file LM Studio, Jan, Claude Desktop and
+    Cursor read, so a user's own can be copied in as it is."""
+    return config_dir() / "mcp.json"
+
+
+def tool_permissions_file() -> Path:
+    """Which tools of which MCP server the user allowed for good ("always for this tool"), per server."""
+    return config_dir() / "tool-permissions.json"
+
+
 def machine_facts_file() -> Path:
     """What Hearth learned about this machine (for example the extra-buffer probe)."""
     return data_dir() / "machine.json"
@@ -77,4 +88,5 @@ def all_paths() -> dict[str, str]:
         "models": str(models_dir()),
         "chats": str(chats_db()),
         "docs": str(docs_index()),
+        "mcp": str(mcp_config_file()),
     }
