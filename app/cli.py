@@ -18,7 +18,8 @@ from app.core.errors import HearthError
 
 # Each module has register(subparsers); optional ones are added when present.
 COMMAND_MODULES = ["app.commands.chat", "app.commands.serve", "app.commands.doctor", "app.commands.bench",
-                   "app.commands.models", "app.commands.runtimes", "app.commands.gui", "app.commands.docs"]
+                   "app.commands.models", "app.commands.runtimes", "app.commands.gui", "app.commands.docs",
+                   "app.commands.tools"]
 
 
 def command_modules(argv: list[str] | None) -> list[str]:

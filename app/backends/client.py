@@ -90,9 +90,11 @@ class EngineClient:
         return outcome
 
     def chat(self, messages: list[dict], sampling: P.SamplingOptions, stream_interval_ms: float = 0,
-             timeout: float | None = None) -> Iterator[P.Event]:
-        """stream_interval_ms > 0: tokens arrive merged, at most one event per interval (app.engine.coalesce)."""
-        return self._stream(lambda sink: self.backend.chat(messages, sampling, sink, stream_interval_ms), timeout)
+             timeout: float | None = None, tools: list[dict] | None = None) -> Iterator[P.Event]:
+        """stream_interval_ms > 0: tokens arrive merged, at most one event per interval (app.engine.coalesce).
+        tools: OpenAI's function tools, for the chat template (MCP tools in the CLI and the window)."""
+        return self._stream(lambda sink: self.backend.chat(messages, sampling, sink, stream_interval_ms,
+                                                           tools=tools), timeout)
 
     def complete(self, prompt: str, sampling: P.SamplingOptions, timeout: float | None = None) -> Iterator[P.Event]:
         return self._stream(lambda sink: self.backend.complete(prompt, sampling, sink), timeout)
