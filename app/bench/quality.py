@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from app.bench.machine import load_average
+from app.core.calibration_text import read_user_text
 from app.core.errors import HearthError
 from app.core.gguf_info import read_gguf_info, weight_bytes_by_type
 from app.core.metrics import default_threads
@@ -52,6 +53,7 @@ class QualityOptions:
     ctx: int = 256
     threads: int | None = None
     json: bool = False
+    no_save: bool = False  # keep the result out of the data folder's bench/quality.json (the window reads it)
     # An importance matrix: each quant is measured without and with it (the types that need one, with it only).
     imatrix: str | None = None
 
@@ -85,9 +87,10 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray | None, store: Path | None,
-          on_chunk=None) -> dict:
+          on_chunk=None, max_chunks: int | None = None) -> dict:
     """One model over the text. With base None: its log-probs go to `store` (a new memory-mapped file) and the
-    result has its perplexity; with base (that file, mapped): the KLD and top-token figures against it too."""
+    result has its perplexity; with base (that file, mapped): the KLD and top-token figures against it too.
+    max_chunks: score at most the text's first chunks (the matrix's quick look)."""
     import llama_cpp
 
     from app.engine.decode import Decoder
@@ -106,6 +109,8 @@ def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray 
         # The base's log-probs take positions x vocabulary floats on disk: a long text is scored up to a bound
         # (its first chunks), and every quant then scores the chunks the base did.
         fit = max(1, STORE_BYTES // (per_chunk * rt.n_vocab * 4)) if base is None else base.shape[0] // per_chunk
+        if max_chunks is not None:
+            fit = min(fit, max(1, max_chunks))
         chunks = chunks[:fit]
         rows = len(chunks) * per_chunk
         kept = None
@@ -160,10 +165,11 @@ def measure(options: QualityOptions, progress=None) -> dict:
     base_note = None
     if options.model is None:
         # The bundled model has no F16 of its own: its dequantized copy is the highest precision it has here.
-        base_path = Path(prepare_variant(bundled_model_path(), "F16")["path"])
+        source = Path(bundled_model_path())
+        base_path = Path(prepare_variant(source, "F16")["path"])
         base_note = "the bundled model's F16 copy (dequantized from its Q4_1, the highest precision it has)"
     else:
-        base_path = Path(resolve(options.model).path)
+        base_path = source = Path(resolve(options.model).path)
         base_type = (read_gguf_info(base_path).file_type or "").upper()
         if base_type and base_type not in UNQUANTIZED:
             base_note = (f"{base_path.name} is already quantized ({base_type}): the figures say what each quant "
@@ -193,6 +199,7 @@ def measure(options: QualityOptions, progress=None) -> dict:
                          "ppl_ratio": figures["ppl"] / base["ppl"]})
         del mapped
     return {"kind": "quality", "text": str(Path(options.text).expanduser()), "ctx": options.ctx,
+            "source": str(source.resolve()),  # the model the user named: the window looks its quants up by it
             "imatrix": _matrix_summary(options.imatrix),
             "base": {"path": str(base_path), "size_bytes": base_path.stat().st_size, "mix": effective_mix(base_path),
                      "note": base_note, **base},
@@ -238,18 +245,7 @@ def _read_text(path: str) -> str:
     if not path:
         raise QualityError("Name the text to score with --text FILE: your own writing, code or chats, the kind "
                            "of text you will use the model for.")
-    file = Path(path).expanduser()
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise QualityError(f"{file} does not exist.") from None
-    except UnicodeDecodeError:
-        raise QualityError(f"{file} is not UTF-8 text.") from None
-    except OSError as exc:
-        raise QualityError(f"{file} cannot be read ({exc.strerror or exc}).") from None
-    if not text.strip():
-        raise QualityError(f"{file} is empty: there is nothing to score.")
-    return text
+    return read_user_text(Path(path).expanduser(), QualityError, "score")
 
 
 def format_table(result: dict) -> str:
@@ -290,6 +286,10 @@ def run(options: QualityOptions) -> int:
             print(f"\r  {what:<60}", end="", file=sys.stderr, flush=True)
 
     result = measure(options, progress)
+    if not options.no_save:
+        from app.bench.quality_store import save_quality
+
+        result["saved_to"] = str(save_quality(result))
     if live:
         print("\r" + " " * 64 + "\r", end="", file=sys.stderr)
     if not options.json:

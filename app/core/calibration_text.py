@@ -22,20 +22,26 @@ def file_documents(files: list[str]) -> list[dict]:
     docs = []
     for name in files:
         file = Path(name).expanduser()
-        try:
-            text = file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise CalibrationTextError(f"{file} does not exist.") from None
-        except IsADirectoryError:
-            raise CalibrationTextError(f"{file} is a folder; name the text files in it.") from None
-        except UnicodeDecodeError:
-            raise CalibrationTextError(f"{file} is not UTF-8 text.") from None
-        except OSError as exc:
-            raise CalibrationTextError(f"{file} cannot be read ({exc.strerror or exc}).") from None
-        if not text.strip():
-            raise CalibrationTextError(f"{file} is empty: there is nothing to calibrate on.")
-        docs.append({"name": str(file.resolve()), "text": text})
+        docs.append({"name": str(file.resolve()), "text": read_user_text(file, CalibrationTextError, "calibrate on")})
     return docs
+
+
+def read_user_text(file: Path, error: type[HearthError], use: str) -> str:
+    """A text file of the user's (to calibrate on, to score quants on), or `error` with one sentence that says
+    what is wrong with it; `use` ends the sentence for an empty file ("there is nothing to <use>")."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{file} does not exist.") from None
+    except IsADirectoryError:
+        raise error(f"{file} is a folder; name the text files in it.") from None
+    except UnicodeDecodeError:
+        raise error(f"{file} is not UTF-8 text.") from None
+    except OSError as exc:
+        raise error(f"{file} cannot be read ({exc.strerror or exc}).") from None
+    if not text.strip():
+        raise error(f"{file} is empty: there is nothing to {use}.")
+    return text
 
 
 def chat_documents(store=None) -> list[dict]:
