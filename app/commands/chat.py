@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 from app.commands.chat_docs import add_docs_args, open_docs
+from app.commands.chat_tools import add_tools_args, open_tools
 from app.commands.options import add_load_args, add_sampling_args, load_options, sampling_options
 from app.commands.serve import API_KEY_ENV
 from app.core.errors import EngineCrashed, HearthError
@@ -39,6 +40,7 @@ def register(sub) -> None:
     p.add_argument("--api-key", metavar="KEY", default=os.environ.get(API_KEY_ENV) or None,
                    help=f"with --endpoint: the server's API key (default: ${API_KEY_ENV})")
     add_docs_args(p)
+    add_tools_args(p)
     p.set_defaults(func=run)
 
 
@@ -106,18 +108,29 @@ def run(args: argparse.Namespace) -> int:
             print(f"hearth: {fmt.get('why')}", file=sys.stderr)
         docs = open_docs(args, info, None if args.endpoint else options.model_path, args.prompt or "")
         try:
-            return _chat(client, info, args, sampling, docs)
+            tools = open_tools(args, info, None if args.endpoint else options.model_path)
+            try:
+                return _chat(client, info, args, sampling, docs, tools)
+            finally:
+                if tools is not None:
+                    tools.close()
         finally:
             if docs is not None:
                 docs.close()
 
 
-def _chat(client: EngineClient, info: dict, args: argparse.Namespace, sampling, docs) -> int:
+def _chat(client: EngineClient, info: dict, args: argparse.Namespace, sampling, docs, tools=None) -> int:
     if args.prompt is not None:
         system = _valid_text(args.system, "--system")
         history = [{"role": "user", "content": _valid_text(args.prompt, "--prompt")}]
         messages, sources = docs.messages(system, history) if docs else (_messages(system, history), [])
-        done = _answer(client, messages, sampling, echo=not args.json)
+        calls = None
+        if tools is not None:
+            turn = tools.answer(client, messages, sampling, echo=not args.json)
+            done, calls = dict(turn.done), [c.to_json() for c in turn.calls]
+            done["text"] = turn.added[-1]["content"]  # the answer in words, after the calls
+        else:
+            done = _answer(client, messages, sampling, echo=not args.json)
         if args.json:
             keys = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "ttft_s", "prompt_tok_s",
                     "gen_tok_s", "peak_rss_mb", "prompt_evaluated", "prompt_dropped", "n_ctx", "spec", "prediction",
@@ -127,6 +140,8 @@ def _chat(client: EngineClient, info: dict, args: argparse.Namespace, sampling, 
                    "runtime": info.get("runtime"), "gpu_layers": info.get("gpu_layers"),
                    "chat_format": info.get("chat_format")}
             out.update({k: done[k] for k in keys if k in done})
+            if calls is not None:  # each call: its arguments, whether it was allowed, and what came back
+                out["tool_calls"] = calls
             if docs:  # which files went in, and which chunks the answer was given (and cites)
                 out.update(docs.json_fields(done.get("text", ""), sources))
             print(json.dumps(out, ensure_ascii=False, indent=2))
@@ -135,10 +150,10 @@ def _chat(client: EngineClient, info: dict, args: argparse.Namespace, sampling, 
             if docs:
                 docs.print_sources(done.get("text", ""), sources)
         return 0
-    return interactive(client, info, args.system, sampling, docs)
+    return interactive(client, info, args.system, sampling, docs, tools)
 
 
-def interactive(client: EngineClient, info: dict, system: str | None, sampling, docs=None) -> int:
+def interactive(client: EngineClient, info: dict, system: str | None, sampling, docs=None, tools=None) -> int:
     where = f" at {info['path']}" if info.get("remote") else ""
     print(f"Hearth chat with {info.get('name') or info.get('model')}{where}. {HELP}")
     system = _valid_text(system, "--system")
@@ -169,7 +184,12 @@ def interactive(client: EngineClient, info: dict, system: str | None, sampling, 
         sys.stdout.flush()
         messages, sources = docs.messages(system, history) if docs else (_messages(system, history), [])
         try:
-            done = _answer(client, messages, sampling, echo=True)
+            if tools is not None:  # the calls and their results stay in the conversation, for later turns
+                turn = tools.answer(client, messages, sampling, echo=True)
+                done = dict(turn.done, text=turn.added[-1]["content"])
+                history.extend(turn.added[:-1])
+            else:
+                done = _answer(client, messages, sampling, echo=True)
         except EngineCrashed as exc:
             # The supervisor restarts the engine with the model; the conversation stays here.
             history.pop()
