@@ -30,6 +30,7 @@ from app.ui.models import manager
 from app.ui.models.convert_panel import ConvertPanel
 from app.ui.models.hub_panel import HubPanel
 from app.ui.models.load_settings import LoadSettings
+from app.ui.models.quality_pane import QualityPane
 from app.ui.settings.settings_dialog import default_load_options
 from app.ui.models.titles import info_title, path_title
 from app.ui.runtime_text import format_text, placement_text
@@ -96,6 +97,8 @@ class ModelsView(QWidget):
         qrow.addWidget(self.quantize_button)
         lib_layout.addLayout(qrow)
         lib_layout.addWidget(self.requant_note)
+        self.quality = QualityPane()  # each type's measured quality on the user's text, and the recommendation
+        lib_layout.addWidget(self.quality)
         self.hub = HubPanel(self.tasks)
         self.converter = ConvertPanel()
         self.jobs = JobBar(self.tasks)
@@ -202,6 +205,7 @@ class ModelsView(QWidget):
         self.refresh_button.clicked.connect(self.refresh)
         self.delete_button.clicked.connect(self._on_delete)
         self.quantize_button.clicked.connect(self.quantize_selected)
+        self.quality.measure_requested.connect(self.measure_quality)
         self.hub.download_requested.connect(self.download)
         # A search error is said once, in the Download tab's note where the user searched (it was said there,
         # under the Library and in the status bar, and stayed under the Library after it was resolved).
@@ -311,6 +315,7 @@ class ModelsView(QWidget):
             self._arm_anyway(None)
         self._described = path
         self._check_requantize()  # the last model's note goes until this one's header is read
+        self.quality.show_for(path)
         self._show_loaded_note()
         if not path:
             return
@@ -407,6 +412,7 @@ class ModelsView(QWidget):
                                    f"{html.escape(self.failed[verdict['model']])}</span>")
             self.fit_label.setToolTip("")
             return
+        self.quality.set_fit(verdict)
         color = "#10b981" if verdict["fits"] else "#ef4444"
         self.fit_label.setText(f"<span style='color:{color}'>{html.escape(verdict['verdict'])}</span>")
         self.fit_label.setToolTip("\n".join(verdict.get("hints") or []))
@@ -576,7 +582,15 @@ class ModelsView(QWidget):
 
         return self.jobs.start("convert", f"Converting {Path(source).name}", work)
 
+    def measure_quality(self, path: str, text: str) -> bool:
+        return self.jobs.start("measure", f"Measuring the quants of {Path(path).name} on {Path(text).name}",
+                               lambda report, cancel: manager.measure_quality(path, text, report, cancel))
+
     def _on_job_finished(self, kind: str, path: str) -> None:
+        if kind == "measure":
+            self.status.setText(f"Measured the quants of {html.escape(Path(path).name)}.")
+            self.quality.show_for(self.selected_path())
+            return
         verb = {"download": "Downloaded", "quantize": "Quantized", "convert": "Converted"}.get(kind, "Made")
         self.status.setText(f"{verb} {html.escape(Path(path).name)}; it is in the library.")
         self._select_after_refresh = path
