@@ -17,12 +17,17 @@ FIGURES = [  # (label, how to read the median from a row for a workload)
     ("prompt tok/s", lambda row, w: row["workloads"][w]["prompt_tok_s"]["median"]),
     ("TTFT ms", lambda row, w: row["workloads"][w]["ttft_s"]["median"] * 1000),
     ("peak RSS MB", lambda row, w: row["peak_rss_mb"]),
+    # Quality against F16 (the same for every workload); a row whose quality was not measured shows '-'.
+    ("mean KLD", lambda row, w: row["quality"]["kld_mean"]),
+    ("same top %", lambda row, w: 100 * row["quality"]["same_top"]),
 ]
+DIGITS = {"mean KLD": 4}
+QUALITY = {"mean KLD", "same top %"}
 
 
-def _value(row: dict | None, workload: str, read) -> float | None:
-    if row is None or row.get("status") != "ok":
-        return None
+def _value(row: dict | None, workload: str, read, label: str = "") -> float | None:
+    if row is None or (row.get("status") != "ok" and label not in QUALITY):
+        return None  # a failed row has no speed, but its file may still have been scored
     try:
         return float(read(row, workload))
     except (KeyError, TypeError):
@@ -41,7 +46,7 @@ def compare(a: dict, b: dict) -> dict:
             ra, rb = rows_a.get(rid), rows_b.get(rid)
             line = {"id": rid, "label": (ra or rb)["label"], "status_a": _status(ra), "status_b": _status(rb)}
             for label, read in FIGURES:
-                va, vb = _value(ra, w, read), _value(rb, w, read)
+                va, vb = _value(ra, w, read, label), _value(rb, w, read, label)
                 line[label] = {"a": va, "b": vb, "ratio": vb / va if va and vb is not None else None}
             lines.append(line)
         out["workloads"][w] = lines
@@ -77,16 +82,16 @@ def format_comparison(c: dict, names: tuple[str, str] = ("A", "B")) -> str:
         lines.append("|" + "---|" * len(header))
         for line in rows:
             cells = [line["label"]]
-            cells += [_cell(line[label], line) for label, _ in FIGURES]
+            cells += [_cell(line[label], line, DIGITS.get(label, 1)) for label, _ in FIGURES]
             lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Each cell: A -> B (B/A)."]
     return "\n".join(lines)
 
 
-def _cell(f: dict, line: dict) -> str:
+def _cell(f: dict, line: dict, digits: int = 1) -> str:
     def side(v, status):
         if v is not None:
-            return f"{v:.1f}"
+            return f"{v:.{digits}f}"
         return "missing" if status == "missing" else "failed" if status.startswith("failed") else "-"
 
     text = f"{side(f['a'], line['status_a'])} -> {side(f['b'], line['status_b'])}"

@@ -126,7 +126,8 @@ def run_matrix(model: str | Path | None = None, progress: Progress | None = None
                cancel: threading.Event | None = None, repeats: int = 3, quick: bool = False,
                draft_model: str | None = None, threads: int | None = None, timeout_s: float = 600.0,
                rows: list[str] | None = None, row_overrides: dict[str, dict] | None = None,
-               interleave: bool = True, save: bool = True) -> dict:
+               interleave: bool = True, save: bool = True, quality: bool = True,
+               quality_text: str | None = None) -> dict:
     """Measure the matrix; returns the result (also saved under data_dir()/bench/ when `save`).
 
     progress(fraction, message) is called between steps; setting `cancel` stops the running child and raises
@@ -145,6 +146,11 @@ def run_matrix(model: str | Path | None = None, progress: Progress | None = None
     if draft_model:
         draft_model = str(Path(library.resolve(draft_model).path).resolve())
     chosen = choose_rows(rows, row_overrides)
+    text = None
+    if quality and quality_text:
+        from app.bench.quality import _read_text
+
+        text = _read_text(quality_text)  # a bad file is one sentence before anything is measured
     drafters = ["lookup"] + (["draft-model"] if draft_model else [])
     workloads = {name: {"messages": w["messages"], "max_tokens": QUICK_TOKENS[name] if quick else w["max_tokens"]}
                  for name, w in WORKLOADS.items()}
@@ -244,6 +250,21 @@ def run_matrix(model: str | Path | None = None, progress: Progress | None = None
         if mine:
             fill_row(row, mine, list(workloads), bw)
 
+    if quality:
+        from app.bench.matrix_quality import measure_quality
+
+        report("quality against F16")
+        try:
+            base = variants["F16"] if "F16" in variants else prepare_variant(source, "F16", cancel=cancel)
+        except HearthError as exc:
+            base = {"error": str(exc)}
+        if "error" in base:
+            result["quality"] = {"error": f"no F16 variant to compare against: {base['error']}"}
+        else:
+            result["quality"] = measure_quality(result["rows"], base["path"], text, quick, threads, report)
+            if quality_text:
+                result["quality"]["text"] = str(Path(quality_text).expanduser())
+
     add_deltas(result["rows"], list(workloads))
     result["load_average_end"] = load_average()
     result["wall_s"] = time.perf_counter() - wall
@@ -267,7 +288,8 @@ def run(options: MatrixOptions, plot: Callable[[dict, str], None] | None = None)
         result = run_matrix(options.model, progress=show, repeats=repeats, quick=options.quick,
                             draft_model=options.draft_model, threads=options.threads,
                             timeout_s=options.timeout, rows=rows, row_overrides=parse_settings(options.settings),
-                            interleave=options.interleave, save=not options.no_save)
+                            interleave=options.interleave, save=not options.no_save,
+                            quality=not options.no_quality, quality_text=options.quality_text)
     except MatrixCancelled:
         print("Cancelled.", file=sys.stderr)
         return 130

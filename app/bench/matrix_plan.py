@@ -83,6 +83,8 @@ class MatrixOptions:
     csv: str | None = None
     plot: str | None = None
     no_save: bool = False
+    no_quality: bool = False  # skip the quality columns (mean KLD, same top token against F16)
+    quality_text: str | None = None  # the text the quality columns score (default: a built-in one)
 
 
 def choose_rows(rows: list[str] | None, overrides: dict[str, dict] | None) -> list[dict]:

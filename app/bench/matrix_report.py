@@ -19,16 +19,40 @@ def _fmt_stat(s: dict | None, digits: int = 1, scale: float = 1.0) -> str:
     return f"{s['median'] * scale:.{digits}f} [{s['min'] * scale:.{digits}f}-{s['max'] * scale:.{digits}f}]"
 
 
+def quality_cells(row: dict) -> list[str]:
+    """Mean KLD and same-top share against F16 ('-' where not measured, 'failed' where scoring failed)."""
+    q = row.get("quality")
+    if not q:
+        return ["-", "-"]
+    if "error" in q:
+        return ["failed", "failed"]
+    if q.get("base"):
+        return ["0 (base)", "100% (base)"]
+    return [f"{q['kld_mean']:.4f} ±{q['kld_se']:.4f}", f"{100 * q['same_top']:.1f}% ±{100 * q['same_top_se']:.1f}"]
+
+
+def quality_line(result: dict) -> str | None:
+    q = result.get("quality")
+    if not q:
+        return None
+    if "error" in q:
+        return f"Quality columns: not measured ({q['error']})."
+    text = "a built-in text" if q["text"] == "built-in" else Path(q["text"]).name
+    return (f"Quality columns: mean KL divergence and same top token against the F16 file on {text}, "
+            f"{q['positions']} positions ({q['chunks']} chunk{'s' if q['chunks'] != 1 else ''} of {q['ctx']} tokens, "
+            "llama-perplexity's definitions), ± one standard error.")
+
+
 def table_rows(result: dict, workload: str) -> list[list[str]]:
     """Header plus one line per row: what the CLI prints, the README shows and the GUI can put in a table."""
     out = [["config", "prompt tok/s", "gen tok/s", "TTFT ms", "peak RSS MB", "file MB", "acceptance",
-            "BW bound"]]
+            "BW bound", "mean KLD", "same top"]]
     for row in result["rows"]:
         name = row["label"]
         if row.get("gpu_offload"):
             name += f" [GPU: {row['gpu_offload']}]"
         if row["status"] != "ok":
-            out.append([name, f"FAILED: {row.get('reason', 'unknown')}"] + [""] * 6)
+            out.append([name, f"FAILED: {row.get('reason', 'unknown')}"] + [""] * 6 + quality_cells(row))
             continue
         w = row["workloads"][workload]
         base = row.get("vs_baseline", {})
@@ -46,6 +70,7 @@ def table_rows(result: dict, workload: str) -> list[list[str]]:
             f"{row['file_size_bytes'] / 1e6:.0f}" + _fmt_pct(base.get("file_size_pct")),
             accept,
             f"{100 * w['bandwidth_share']:.0f}%" if w.get("bandwidth_share") is not None else "-",
+            *quality_cells(row),
         ])
     return out
 
@@ -70,6 +95,9 @@ def format_markdown(result: dict) -> str:
     busy = busy_warning(result)
     if busy:
         lines.insert(2, busy)
+    quality = quality_line(result)
+    if quality:
+        lines.insert(-1, quality)
     for name, w in result["workloads"].items():
         rows = table_rows(result, name)
         lines.append(f"Workload: {w['label']} (up to {w['max_tokens']} tokens)")
@@ -91,7 +119,8 @@ def write_csv(result: dict, path: str | Path) -> None:
     header = ["workload", "config", "status", "reason", "qtype", "kv_type", "flash_attn", "gpu_layers",
               "prompt_tok_s", "prompt_tok_s_min", "prompt_tok_s_max", "gen_tok_s", "gen_tok_s_min", "gen_tok_s_max",
               "gen_vs_baseline_pct", "ttft_ms", "ttft_ms_min", "ttft_ms_max", "peak_rss_mb", "file_size_mb",
-              "drafter", "acceptance", "bandwidth_share", "pp512_tok_s"]
+              "drafter", "acceptance", "bandwidth_share", "pp512_tok_s", "kld_mean", "kld_se", "same_top",
+              "same_top_se"]
     try:
         with open(path, "w", newline="", encoding="utf-8") as fh:
             out = csv.writer(fh)
@@ -100,8 +129,11 @@ def write_csv(result: dict, path: str | Path) -> None:
                 for row in result["rows"]:
                     base = [name, row["label"], row["status"], row.get("reason", ""), row["qtype"], row["kv_type"],
                             row["flash_attn"], row["gpu_layers"]]
+                    q = row.get("quality") or {}
+                    figures = ["" if q.get(k) is None else f"{q[k]:.6f}"
+                               for k in ("kld_mean", "kld_se", "same_top", "same_top_se")]
                     if row["status"] != "ok":
-                        out.writerow(base + [""] * (len(header) - len(base)))
+                        out.writerow(base + [""] * (len(header) - len(base) - 4) + figures)
                         continue
                     w = row["workloads"][name]
                     spec = w.get("spec") or {}
@@ -115,6 +147,7 @@ def write_csv(result: dict, path: str | Path) -> None:
                         spec.get("drafter", ""), "" if not spec else f"{spec['acceptance']:.3f}",
                         "" if w.get("bandwidth_share") is None else f"{w['bandwidth_share']:.3f}",
                         f"{row['pp512']['median']:.1f}",
+                        *figures,
                     ])
     except OSError as exc:
         raise HearthError(f"Could not write the CSV file {path}: {exc.strerror or exc}.") from None

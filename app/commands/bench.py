@@ -141,6 +141,10 @@ def _add_matrix(kinds) -> None:
     p.add_argument("--csv", metavar="PATH", help="also write the table as CSV")
     p.add_argument("--plot", metavar="PATH", help="also write a bar chart PNG")
     p.add_argument("--no-save", action="store_true", help="do not keep the result under the data folder's bench/")
+    p.add_argument("--quality-text", metavar="FILE", default=None,
+                   help="score the quality columns (mean KLD, same top token against F16) on this text instead of "
+                   "the built-in one")
+    p.add_argument("--no-quality", action="store_true", help="leave out the quality columns")
     p.set_defaults(func=_run_matrix)
 
 
@@ -171,6 +175,8 @@ def _add_quality(kinds) -> None:
                    help="an importance matrix (hearth models imatrix): each type measured without and with it")
     p.add_argument("--threads", type=int, metavar="N", default=None, help="CPU threads (default: physical cores)")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.add_argument("--no-save", action="store_true", help="do not keep the figures in the data folder's "
+                   "bench/quality.json, where the window's quantize pane reads them")
     p.set_defaults(func=_run_quality)
 
 

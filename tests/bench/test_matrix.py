@@ -155,10 +155,37 @@ def test_compare_and_matrix_refuse_bad_input_in_one_sentence(tmp_path):
     for args, words in [(("--rows", "nope"), "no configuration 'nope'"),
                         (("--set", "combined.colour=red"), "cannot be set"),
                         (("--set", "combined"), "ROW.KEY=VALUE"),
-                        (("--model", str(tmp_path / "none.gguf")), "none.gguf")]:
+                        (("--model", str(tmp_path / "none.gguf")), "none.gguf"),
+                        (("--quality-text", str(tmp_path / "none.txt")), "none.txt does not exist")]:
         proc = hearth("bench", "matrix", "--quick", *args, home=tmp_path)
         assert proc.returncode == 1 and words in proc.stderr, (args, proc.stderr)
         assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_quality_columns_score_each_file_against_f16_once(full, tmp_path):
+    """Mean KLD and same top token per row's file against the F16 variant (one chunk of 128 tokens in quick mode),
+    also for the Q8_0 row whose speed run failed: its file was still made and scored."""
+    from app.bench.matrix_report import format_markdown, table_rows
+
+    r, out = full["result"], full["out"]
+    q = r["quality"]
+    assert (q["text"], q["ctx"], q["chunks"], q["positions"]) == ("built-in", 128, 1, 63)
+    rows = rows_by_id(r)
+    assert rows["f16"]["quality"]["base"] and rows["f16"]["quality"]["kld_mean"] == 0
+    q8, q4 = rows["q8_0"]["quality"], rows["q4_k_m"]["quality"]
+    assert 0 < q8["kld_mean"] < q4["kld_mean"] and 0.5 < q4["same_top"] <= q8["same_top"] <= 1
+    assert rows["combined"]["quality"] == q4  # the same file, scored once
+    header, *lines = table_rows(r, "chat")
+    assert header[-2:] == ["mean KLD", "same top"]
+    assert lines[2][-2].startswith(f"{q4['kld_mean']:.4f}") and lines[1][-1].startswith(f"{100 * q8['same_top']:.1f}%")
+    assert "Quality columns: mean KL divergence" in format_markdown(r)
+    line = next(x for x in csv.DictReader((out / "m.csv").open()) if x["config"] == "Q8_0 (INT8)")
+    assert float(line["kld_mean"]) == pytest.approx(q8["kld_mean"], rel=1e-4)
+    proc = hearth("bench", "compare", r["saved_to"], r["saved_to"], home=tmp_path)
+    assert proc.returncode == 0 and "mean KLD" in proc.stdout
+    assert f"{q8['kld_mean']:.4f} -> {q8['kld_mean']:.4f}" in next(x for x in proc.stdout.splitlines()
+                                                                   if x.startswith("| Q8_0"))
 
 
 def test_variants_are_quantized_once_and_reused(bundled_model):
