@@ -1,0 +1,62 @@
+"""mcp.json as the user edits it, copies it from another app, and breaks it: one sentence, never a traceback,
+and never a file written back without the keys another app put there."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.cli import main
+from app.core import paths
+from app.tools.servers import ToolsConfigError, allow_always, allowed_tools, load_servers
+
+CLAUDE_DESKTOP = {"mcpServers": {
+    "time": {"command": "uvx", "args": ["mcp-server-time", "--local-timezone=UTC"], "env": {"TZ": "UTC"}},
+    "remote": {"type": "streamable-http", "url": "https://example.com/mcp", "headers": {"X-Key": "k"},
+               "alwaysAllow": ["search"]}},  # a key Hearth does not use (Cline's), kept as it is
+    "globalShortcut": "Ctrl+Space"}
+
+
+def test_another_apps_file_is_imported_and_its_own_keys_survive_hearth_writing_it(tmp_path, capsys):
+    source = tmp_path / "claude_desktop_config.json"
+    source.write_text(json.dumps(CLAUDE_DESKTOP))
+    assert main(["tools", "import", str(source)]) == 0
+    assert "run as you" in capsys.readouterr().out
+    servers = load_servers()
+    assert servers["time"].command == "uvx" and servers["time"].env == {"TZ": "UTC"}
+    assert servers["remote"].transport == "http" and servers["remote"].headers == {"X-Key": "k"}
+    assert main(["tools", "add", "local", "--", "mcp-server-time"]) == 0
+    written = json.loads(paths.mcp_config_file().read_text())["mcpServers"]
+    assert written["remote"]["alwaysAllow"] == ["search"] and set(written) == {"time", "remote", "local"}
+
+
+def test_removing_a_server_forgets_the_tools_allowed_for_it(capsys):
+    assert main(["tools", "add", "clock", "--", "mcp-server-time"]) == 0
+    allow_always("clock", "get_current_time")
+    assert allowed_tools("clock") == {"get_current_time"}
+    assert main(["tools", "rm", "clock"]) == 0
+    assert allowed_tools("clock") == set() and "clock" not in load_servers()
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"mcpServers": {', "is not valid JSON"),
+    ('{"mcpServers": []}', 'must be an object with "mcpServers"'),
+    ('{"mcpServers": {"x": {"args": ["a"]}}}', "neither a 'command'"),
+    ('{"mcpServers": {"x": {"url": "https://h/sse", "type": "sse"}}}', "old SSE transport"),
+])
+def test_a_broken_file_is_one_sentence(text, words, capsys):
+    paths.mcp_config_file().write_text(text)
+    with pytest.raises(ToolsConfigError, match=words):
+        load_servers()
+    assert main(["tools", "list"]) == 1
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_a_missing_program_is_one_sentence(capsys):
+    assert main(["tools", "add", "gone", "--", "no-such-mcp-server-here"]) == 0
+    assert "no program 'no-such-mcp-server-here' on PATH" in capsys.readouterr().err
+    assert main(["tools", "test", "gone"]) == 1
+    err = capsys.readouterr().err
+    assert "there is no program 'no-such-mcp-server-here'" in err and "Traceback" not in err
