@@ -91,12 +91,15 @@ class ChatTools:
         if in_main:
             signal.signal(signal.SIGINT, lambda *_: client.cancel())
         try:
-            return answer_with_tools(
+            turn = answer_with_tools(
                 client, messages, sampling, self.tools, self._approve, choice=self.choice, forced=self.forced,
                 allow_all=self.args.allow_tools, max_rounds=self.args.max_tool_rounds,
                 call_timeout=self.args.tool_timeout, n_ctx=self.n_ctx, count=self.counter.count,
                 on_text=(lambda text: (sys.stdout.write(text), sys.stdout.flush())) if echo else None,
                 on_call=self._show_call, on_result=self._show_result)
+            if turn.notice:
+                print(f"\nhearth: {turn.notice}", file=sys.stderr)
+            return turn
         finally:
             if in_main:
                 signal.signal(signal.SIGINT, previous)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from app.engine.protocol import Done, SamplingOptions, Token
-from app.engine.tool_calls import CallReader, ToolUse, tool_grammar
+from app.engine.tool_calls import CALL_OPEN, CallReader, ToolUse, tool_grammar
 from app.tools.mcp_client import CALL_TIMEOUT_S, McpConnection, ToolInfo, ToolResult
 from app.tools.servers import allow_always, allowed_tools
 
@@ -85,6 +85,8 @@ class ToolTurn:
     calls: list[CallRecord] = field(default_factory=list)
     added: list[dict] = field(default_factory=list)
     done: dict = field(default_factory=dict)
+    # Said to the user, not the model: e.g. a call the answer's token limit cut off (it comes back as text).
+    notice: str = ""
 
 
 def _cut(text: str, limit_tokens: int, count: Callable[[str], int]) -> tuple[str, str]:
@@ -132,6 +134,10 @@ def answer_with_tools(client, messages: list[dict], sampling: SamplingOptions, t
         turn.done = done
         calls = reader.calls if use.active else []
         if not calls or done.get("finish_reason") == "cancelled":
+            if use.active and CALL_OPEN in reader.text and done.get("finish_reason") == "length":
+                turn.notice = (f"the model's tool call was cut off by --max-tokens ({sampling.max_tokens}) before "
+                               "it was complete, so it was not run and is shown as text; ask again with a higher "
+                               "--max-tokens (a call takes a few dozen tokens).")
             message = {"role": "assistant", "content": reader.content if use.active else done.get("text", "")}
             messages.append(message)
             turn.added.append(message)

@@ -6,6 +6,7 @@ that hangs give an error result within the timeout, never a hang."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import sys
 import time
 from datetime import datetime, timezone
@@ -114,3 +115,14 @@ def test_a_server_that_crashes_mid_call_gives_an_error_result_at_once(misbehavin
     assert time.monotonic() - started < 5
     after = misbehaving.call("long_text", {"words": 3}, timeout=30)
     assert after.is_error and any(w in after.text for w in ("not running", "stopped", "Connection closed"))
+
+
+def test_a_call_cut_off_by_the_token_limit_is_not_run_and_the_user_is_told(client, time_server):
+    tools = ToolSet([time_server], pinned={"get_current_time": {"timezone": "Europe/Paris"}})
+    messages = [{"role": "user", "content": "What time is it in Paris?"}]
+    asked = []
+    turn = answer_with_tools(client, messages, replace(SAMPLING, max_tokens=8), tools,
+                             lambda *call: asked.append(call) or ALWAYS, choice="required", forced="get_current_time",
+                             max_rounds=1, n_ctx=N_CTX)
+    assert asked == [] and turn.calls == [] and turn.done["finish_reason"] == "length"
+    assert "cut off by --max-tokens (8)" in turn.notice
