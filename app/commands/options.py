@@ -112,6 +112,6 @@ def _say_runtime(options: LoadOptions) -> None:
 def sampling_options(args: argparse.Namespace) -> SamplingOptions:
     given = getattr(args, "given_settings", set())
     options = SamplingOptions(**_values(args, SAMPLING_FIELDS),
-                              given=[f.name for f in SAMPLING_FIELDS if f.arg in given or f.repeat])
+                              given=[f.name for f in SAMPLING_FIELDS if f.arg in given])
     check_options(options)
     return options

@@ -11,7 +11,10 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported where vectors are used: the window imports this module before it paints
+    import numpy as np
 
 from app.docs.store import Store
 
@@ -93,6 +96,8 @@ def vector_ids(store: Store, query_vector: np.ndarray, collection_ids: list[int]
 def nearest(ids: np.ndarray, matrix: np.ndarray, query_vector: np.ndarray, limit: int = CANDIDATES) -> list[int]:
     """Chunk ids by cosine to the query, best first, above MIN_COSINE. A scan of every row (30 ms at 100,000
     chunks of 384 floats here: it reads 150 MB), which numpy does without holding the GIL."""
+    import numpy as np
+
     if not len(ids):
         return []
     scores = matrix @ np.asarray(query_vector, dtype=np.float32)

@@ -13,7 +13,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported where vectors are used: the window imports this module before it paints
+    import numpy as np
 
 from app.core import paths
 from app.core.errors import HearthError
@@ -238,6 +241,8 @@ class Store:
 
     def put_vectors(self, chunk_ids: list[int], vectors: np.ndarray, model: str) -> None:
         """Vectors for chunks; a chunk whose file was replaced meanwhile is gone and gets none."""
+        import numpy as np
+
         with self.db:
             self.db.executemany(
                 "INSERT OR REPLACE INTO vectors (chunk_id, model, v) SELECT ?, ?, ? WHERE EXISTS "
@@ -296,6 +301,8 @@ class Store:
 
     def vector_matrix(self, collection_ids: list[int], model: str) -> tuple[np.ndarray, np.ndarray]:
         """(chunk ids, unit vectors as rows) of the collections' chunks embedded by model; kept until a write."""
+        import numpy as np
+
         key = (tuple(sorted(collection_ids)), model)
         if key not in self._matrices:
             marks = ",".join("?" * len(collection_ids))

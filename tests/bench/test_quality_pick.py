@@ -1,11 +1,11 @@
-"""The quantize pane's recommendation rule (app/bench/quality_pick.py) on given figures, and the store `bench
+"""The quantize pane's recommendation rule (app/core/quality_pick.py) on given figures, and the store `bench
 quality` writes for the pane (app/bench/quality_store.py)."""
 
 from __future__ import annotations
 
 import json
 
-from app.bench.quality_pick import recommend
+from app.core.quality_pick import recommend
 
 MB = 2**20
 ROWS = {  # the issue's measured figures for the bundled model's quants

@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def test_defaults_are_the_options_defaults():
     args = _parser().parse_args([])
-    assert sampling_options(args) == SamplingOptions()
+    assert sampling_options(args) == SamplingOptions(given=[])  # nothing given: the model's recommendation may fill in
     assert load_options(args) == LoadOptions(model_path=load_options(args).model_path)
 
 
@@ -49,7 +49,8 @@ def test_every_flag_reaches_its_field():
         sink_tokens=2, keep_system=False, window_fraction=0.25, ignore_fit=True)
     assert sampling_options(args) == SamplingOptions(
         max_tokens=9, temperature=0.3, top_k=7, top_p=0.5, min_p=0.1, repeat_penalty=1.3, repeat_last_n=32,
-        seed=42, stop=["###", "END"])
+        seed=42, stop=["###", "END"],
+        given=["temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "max_tokens", "seed"])
     # The other way of drafting (the two together are refused: check_options).
     assert load_options(_parser().parse_args(["--draft-model", "d.gguf"])).draft_model == "d.gguf"
 

@@ -1,6 +1,6 @@
 """Under the quantize row: each type's measured quality on the user's text (from `hearth bench quality`, kept in
 data_dir()/bench/quality.json), "not measured yet" otherwise with Measure…, and the recommendation
-(app/bench/quality_pick.py) with its threshold."""
+(app/core/quality_pick.py) with its threshold."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from app.bench.quality_pick import DEFAULT_THRESHOLD, recommend
+from app.core.quality_pick import DEFAULT_THRESHOLD, recommend
 from app.core.units import human_size
 
 SHOWN = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")  # bench quality's default types
