@@ -18,8 +18,10 @@ RUNS_AS_USER = ("Its tools run as you, with your files and your network; Hearth 
 def register(sub) -> None:
     p = sub.add_parser("tools", help="MCP servers whose tools the chat may use",
                        description="MCP servers whose tools the model may call in `hearth chat --tools NAME`, each "
-                       f"call after you allow it. They are kept in {paths.mcp_config_file()} "
-                       "(the mcpServers file of LM Studio, Jan, Claude Desktop and Cursor).")
+                       # Named, not resolved: resolving makes the config folder, and every `hearth --help`
+                       # (and the selftest's clean home) would leave one behind.
+                       "call after you allow it. They are kept in mcp.json in Hearth's config folder (`hearth "
+                       "doctor` shows it), the mcpServers file of LM Studio, Jan, Claude Desktop and Cursor.")
     own = p.add_subparsers(dest="tools_command", metavar="ACTION", required=True)
 
     add = own.add_parser("add", help="add a server: NAME -- COMMAND [ARGS...], or NAME --url URL",
