@@ -43,5 +43,5 @@ export HEARTH_RUNTIMES_DIR="${HEARTH_RUNTIMES_DIR:-$HOME/.cache/hearth-runtimes}
 python3 -m app.core.runtime_build vulkan --portable >/dev/null \
   || echo "run.sh: the Vulkan runtime could not be built (the reason is above); the Vulkan tests skip" >&2
 export QT_QPA_PLATFORM=offscreen
-# The 30 slowest tests are listed at the end, so that every CI log shows where the suite's time goes.
-python3 -m pytest -q -p no:cacheprovider --durations=30 "$@"
+# The 40 slowest tests are listed at the end, so that every CI log shows where the suite's time goes.
+python3 -m pytest -q -p no:cacheprovider --durations=40 "$@"
