@@ -37,8 +37,7 @@ UNUSED_QT = ("WebEngine", "Qt6Qml", "Qt6Quick", "Qt63D", "Qt6Multimedia", "Qt6Pd
 UNUSED_PACKAGES = ("torch", "transformers", "botocore", "openai", "pydantic", "hf_xet", "PIL", "fastapi", "trio")
 # 314 MB when measured, 98 MB of it the model, plus the Vulkan engine runtime (36 MB) where it is built, plus the
 # documents' readers (#34: lxml for python-docx 10 MB, python-docx and pypdf 3 MB; 389 MB measured with fontTools'
-# 7 MB, since left out); room
-# for a library update, not for a new dependency tree.
+# 7 MB, 380 MB since it is left out); room for a library update, not for a new dependency tree.
 MAX_BUNDLE_MB = 395
 APP_ID = "io.hearth.Hearth"
 
