@@ -12,22 +12,24 @@ from pathlib import Path
 
 import llama_cpp
 
-from app.engine.runtime import ensure_backend
+from app.core.errors import ModelLoadError
+from app.engine.vocab_compat import VocabOnly
 
 CHARS_PER_TOKEN = 4.0  # the estimate for English prose where no vocabulary is at hand
 
 
 class TokenCounter:
     def __init__(self, model_path: str | Path | None):
-        """model_path None: an estimate of CHARS_PER_TOKEN characters a token (exact is False)."""
-        self.model = None
+        """model_path None (or a file llama.cpp cannot read): an estimate of CHARS_PER_TOKEN characters a token
+        (exact is False)."""
         self._lock = threading.Lock()  # one llama_tokenize at a time on the shared vocabulary
+        self._read = None
         if model_path:
-            ensure_backend()
-            params = llama_cpp.llama_model_default_params()
-            params.vocab_only = True
-            self.model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), params) or None
-        self.vocab = llama_cpp.llama_model_get_vocab(self.model) if self.model else None
+            try:
+                self._read = VocabOnly(Path(model_path))
+            except ModelLoadError:
+                pass
+        self.vocab = self._read.vocab if self._read is not None else None
 
     @property
     def exact(self) -> bool:
@@ -48,7 +50,7 @@ class TokenCounter:
             return llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, -n, False, False)
 
     def close(self) -> None:
-        if self.model:
-            llama_cpp.llama_model_free(self.model)
-            self.model = None
+        if self._read is not None:
+            self._read.close()
+            self._read = None
             self.vocab = None

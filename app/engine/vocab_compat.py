@@ -22,8 +22,11 @@ _TYPES = {llama_cpp.LLAMA_VOCAB_TYPE_SPM: "SentencePiece", llama_cpp.LLAMA_VOCAB
           llama_cpp.LLAMA_VOCAB_TYPE_RWKV: "RWKV"}
 
 
-class _VocabOnly:
+class VocabOnly:
+    """A model's vocabulary alone (vocab_only: milliseconds, a few MB, no weights); ModelLoadError if unreadable."""
+
     def __init__(self, path: Path):
+        ensure_backend()
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
         self.path = path
@@ -42,7 +45,7 @@ class _VocabOnly:
             self.model = None
 
 
-def first_difference(target: _VocabOnly, draft: _VocabOnly) -> str | None:
+def first_difference(target: VocabOnly, draft: VocabOnly) -> str | None:
     """The first way the two vocabularies differ, as a phrase; None if the draft may be used."""
     tv, dv = target.vocab, draft.vocab
     vt, vd = llama_cpp.llama_vocab_type(tv), llama_cpp.llama_vocab_type(dv)
@@ -71,9 +74,9 @@ def check_draft_compatible(target_path: str | Path, draft_path: str | Path) -> N
     """Raise ModelLoadError naming both models and the first difference if the draft cannot be used."""
     ensure_backend()
     tpath, dpath = check_model_file(target_path), check_model_file(draft_path)
-    target = _VocabOnly(tpath)
+    target = VocabOnly(tpath)
     try:
-        draft = _VocabOnly(dpath)
+        draft = VocabOnly(dpath)
         try:
             why = first_difference(target, draft)
         finally:
