@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator
 import httpx
 
 from app.core.errors import EngineBusy, HearthError, ModelLoadError
+from app.core.model_sampling import RECOMMENDABLE
 from app.engine import protocol as P
 from app.backends.backend import BackendListener, Sink
 from app.engine.coalesce import coalescing
@@ -648,10 +649,9 @@ def _sampling_body(s: P.SamplingOptions) -> dict:
     if s.given is not None:
         # A setting the user did not give is left to the server: its model's recommendation (general.sampling.*,
         # which Hearth and llama-server both apply) or its own default, as for any other client of that server.
-        for name, field in (("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"),
-                            ("min_p", "min_p"), ("repeat_penalty", "repeat_penalty")):
+        for name in RECOMMENDABLE:
             if name not in s.given:
-                del body[field]
+                body.pop(name, None)
     if s.stop:
         body["stop"] = list(s.stop)
     if s.seed >= 0:

@@ -26,6 +26,8 @@ APPLIED = {
     "penalty_repeat": ("repeat_penalty", float, 0.0, 10.0),
     "penalty_last_n": ("repeat_last_n", int, -1, 1 << 20),
 }
+# The settings a model may recommend, by SamplingOptions field name.
+RECOMMENDABLE = tuple(name for name, *_ in APPLIED.values())
 # Keys llama.cpp defines that Hearth's sampler chain has no stage for: shown by inspect as not applied.
 NOT_APPLIED = ("sequence", "xtc_probability", "xtc_threshold", "mirostat", "mirostat_tau", "mirostat_eta")
 

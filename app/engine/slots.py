@@ -135,8 +135,9 @@ class Slots:
                 n += 1
         batch.n_tokens = n
         # A greedy answer past SPLIT_KV_CELLS holds one thread count (app/engine/threads.py), whichever slot it is in.
-        self.rt.hold_threads(any(slot.answer.sampling.greedy and len(slot.decoder.tokens) >= SPLIT_KV_CELLS
-                                 for slot in running))
+        if self.rt.count_changes_answers:
+            self.rt.hold_threads(any(slot.answer.sampling.greedy and len(slot.decoder.tokens) >= SPLIT_KV_CELLS
+                                     for slot in running))
         started = time.perf_counter()
         rc = llama_cpp.llama_decode(self.rt.ctx, batch)
         if rc != 0:
