@@ -82,7 +82,12 @@ def run_add(args: argparse.Namespace) -> int:
     from app.tools.servers import parse_entry
 
     parse_entry(args.name, entry.to_json(), "the command line")  # the same checks as a file's entry
+    from app.tools.server_secrets import keep_secrets
+
+    entry, notes = keep_secrets(entry)  # API keys and tokens to the keyring; mcp.json names them
     save_server(entry, replace=args.replace)
+    for note in notes:
+        print(f"hearth: note: {note}", file=sys.stderr)
     print(f"Added MCP server '{args.name}' ({entry.describe()}) to {paths.mcp_config_file()}.")
     print(RUNS_AS_USER)
     import shutil

@@ -21,9 +21,11 @@ def _keyring():
 
 
 class KeyStore:
-    """Keys by server URL: the session's own copy first, then the system keyring."""
+    """Keys by server URL (or another name: MCP servers' secrets, app/tools/server_secrets.py): the session's
+    own copy first, then the system keyring, under `service`."""
 
-    def __init__(self):
+    def __init__(self, service: str = SERVICE):
+        self.service = service
         self._session: dict[str, str] = {}
 
     def get(self, url: str) -> str | None:
@@ -33,7 +35,7 @@ class KeyStore:
         if keyring is None:
             return None
         try:
-            return keyring.get_password(SERVICE, url)
+            return keyring.get_password(self.service, url)
         except Exception:  # keyring.errors.KeyringError and the backends' own errors: no stored key
             return None
 
@@ -49,7 +51,7 @@ class KeyStore:
             return ("The keyring package is not installed, so the key is kept only until Hearth closes "
                     "(pip install keyring stores it).")
         try:
-            keyring.set_password(SERVICE, url, key)
+            keyring.set_password(self.service, url, key)
         except Exception as exc:
             if _no_service(exc):
                 # keyring's own words ("no recommended backend was available") name its internals, not the fix.
@@ -65,7 +67,7 @@ class KeyStore:
         if keyring is None:
             return
         try:
-            keyring.delete_password(SERVICE, url)
+            keyring.delete_password(self.service, url)
         except Exception:  # nothing stored, or no keyring: nothing to forget there
             pass
 

@@ -42,7 +42,26 @@ def export_json(store: ChatStore, conversation_id: int) -> dict:
             item["versions"] = store.versions(msg.id)
         messages.append(item)
     return {"format": FORMAT, "version": VERSION, "title": conv.title, "system_prompt": conv.system_prompt,
-            "exported": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "messages": messages}
+            "exported": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "messages": messages,
+            # The MCP servers the chat may use, by name (the answers' calls are in their meta, "tool_calls").
+            **({"tool_servers": store.chat_tools(conversation_id)} if store.chat_tools(conversation_id) else {})}
+
+
+DECISIONS = {"once": "allowed once", "always": "always allowed", "allowed": "allowed", "deny": "denied",
+             "stopped": "stopped"}
+
+
+def call_markdown(call: dict) -> list[str]:
+    """One tool call of an answer, folded as the window shows it: its arguments and its result."""
+    state = DECISIONS.get(call.get("decision"), call.get("decision") or "")
+    if call.get("stopped"):
+        state = "stopped"
+    elif call.get("is_error") and call.get("decision") != "deny":
+        state += ", error"
+    arguments = json.dumps(call.get("arguments") or {}, ensure_ascii=False, indent=2)
+    return ["<details>", f"<summary>Tool call: {call.get('server')} · {call.get('tool')} ({state})</summary>", "",
+            "```json", arguments, "```", "", "```", str(call.get("result") or "").strip(), "```", "", "</details>",
+            ""]
 
 
 def export_markdown(store: ChatStore, conversation_id: int) -> str:
@@ -67,6 +86,11 @@ def export_markdown(store: ChatStore, conversation_id: int) -> str:
                 # <details> folds the thinking away where Markdown is shown (GitHub, most editors), as the window does.
                 out += ["<details>", f"<summary>{summary}</summary>", "", parts.reasoning.strip(), "", "</details>", ""]
             text = parts.content
+            for call in msg.meta.get("tool_calls") or []:
+                if isinstance(call, dict):
+                    if call.get("said", "").strip():
+                        out += [call["said"].strip(), ""]
+                    out += call_markdown(call)
         if msg.meta.get("error"):
             text = (text + "\n\n" if text.strip() else "") + f"*Error: {msg.meta['error']}*"
         out += [text.strip(), ""]
@@ -136,7 +160,9 @@ def parse_import(data, name: str = "The file") -> dict:
         from app.core.chats import title_from
 
         title = title_from(first) if first else DEFAULT_TITLE
-    return {"title": title, "system_prompt": system, "messages": messages}
+    servers = data.get("tool_servers")
+    servers = [s for s in servers if isinstance(s, str)] if isinstance(servers, list) else []
+    return {"title": title, "system_prompt": system, "messages": messages, "tool_servers": servers}
 
 
 def read_import(path: Path | str) -> dict:
@@ -167,7 +193,10 @@ def import_chat(store: ChatStore, path: Path | str) -> int:
     title = chat["title"]
     if any(conv.title == title for conv in store.list()):  # two chats of one name could not be told apart
         title = f"{title} (imported)"
-    return store.restore(title, chat["system_prompt"], chat["messages"])
+    cid = store.restore(title, chat["system_prompt"], chat["messages"])
+    if chat["tool_servers"]:
+        store.set_chat_tools(cid, chat["tool_servers"])
+    return cid
 
 
 def write_export(store: ChatStore, conversation_id: int, path: Path | str, kind: str) -> Path:

@@ -50,7 +50,15 @@ CREATE TABLE IF NOT EXISTS message_versions (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS versions_by_message ON message_versions(message_id, id);
-PRAGMA user_version = 2;
+-- Schema 3: the MCP servers whose tools a chat may use (app/tools), by their names in mcp.json. A history
+-- from before has no rows: its chats use no tools. An answer's calls and results live in its meta
+-- ("tool_calls", see tool_turn_messages), so its versions and branches carry them.
+CREATE TABLE IF NOT EXISTS chat_tools (
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    server TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, server)
+);
+PRAGMA user_version = 3;
 """
 
 DEFAULT_TITLE = "New chat"
@@ -116,10 +124,20 @@ def _copy_readable(source: Path, target: sqlite3.Connection) -> tuple[int, int]:
                                    "VALUES (?, ?, ?, ?, ?, ?)", messages)
                 target.executemany("INSERT INTO message_versions (message_id, content, meta, tail, created) "
                                    "VALUES (?, ?, ?, ?, ?)", versions)
+                target.executemany("INSERT INTO chat_tools (conversation_id, server) VALUES (?, ?)",
+                                   [(row[0], name) for name in _readable_tools(old, row[0])])
             saved += 1
     finally:
         old.close()
     return saved, total
+
+
+def _readable_tools(old: sqlite3.Connection, conversation_id: int) -> list[str]:
+    try:  # schema 3; a history from before has none
+        return [r[0] for r in old.execute("SELECT server FROM chat_tools WHERE conversation_id = ?",
+                                          (conversation_id,))]
+    except sqlite3.DatabaseError:
+        return []
 
 
 def _meta(text: str | None) -> dict:
@@ -146,6 +164,30 @@ def remembered_model(messages: list[Message]) -> dict:
         if msg.role == "assistant" and answer_model(msg.meta).get("model"):
             return answer_model(msg.meta)
     return {}
+
+
+def tool_turn_messages(content: str, meta: dict) -> list[dict]:
+    """An answer as the model's conversation has it: with tool calls (meta "tool_calls", the CallRecords of
+    app/tools/tool_chat.py), each round's assistant message with its calls and a tool message per result,
+    then the answer's own text; without, the answer alone."""
+    calls = [c for c in meta.get("tool_calls") or [] if isinstance(c, dict) and c.get("tool")]
+    if not calls:
+        return [{"role": "assistant", "content": content}]
+    out: list[dict] = []
+    rounds: dict[int, list[dict]] = {}
+    for call in calls:
+        rounds.setdefault(int(call.get("round") or 0), []).append(call)
+    for number in sorted(rounds):
+        group = rounds[number]
+        ids = [c.get("id") or f"call_{number}_{i}" for i, c in enumerate(group)]
+        out.append({"role": "assistant", "content": group[0].get("said") or "", "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": c["tool"], "arguments": json.dumps(
+                c.get("arguments") or {}, ensure_ascii=False)}} for i, c in zip(ids, group)]})
+        out += [{"role": "tool", "tool_call_id": i, "name": c["tool"], "content": str(c.get("result") or "")}
+                for i, c in zip(ids, group)]
+    if content:  # an answer stopped after its calls has no words of its own
+        out.append({"role": "assistant", "content": content})
+    return out
 
 
 def title_from(text: str) -> str:
@@ -254,6 +296,20 @@ class ChatStore:
                 "OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.content LIKE ? ESCAPE '\\') "
                 "ORDER BY updated DESC, id DESC", (like, like)).fetchall()
         return [Conversation(*row) for row in rows]
+
+    def chat_tools(self, conversation_id: int) -> list[str]:
+        """The MCP servers whose tools this chat may use, by name."""
+        return [r[0] for r in self.db.execute("SELECT server FROM chat_tools WHERE conversation_id = ? "
+                                              "ORDER BY server", (conversation_id,))]
+
+    def set_chat_tools(self, conversation_id: int, servers: list[str]) -> None:
+        try:
+            with self.db:
+                self.db.execute("DELETE FROM chat_tools WHERE conversation_id = ?", (conversation_id,))
+                self.db.executemany("INSERT OR IGNORE INTO chat_tools (conversation_id, server) VALUES (?, ?)",
+                                    [(conversation_id, name) for name in servers])
+        except sqlite3.DatabaseError as exc:
+            raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
 
     # --- messages -------------------------------------------------------
     def add_message(self, conversation_id: int, role: str, content: str, meta: dict | None = None) -> int:

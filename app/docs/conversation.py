@@ -102,7 +102,8 @@ class ConversationDocs:
                 blocks = "\n\n".join(f'<document name="{a["name"]}">\n{a["text"]}\n</document>' for a in whole)
                 content = f"{blocks}\n\n{content}"
                 whole_tokens += sum(int(a.get("tokens") or 0) for a in whole)
-            out.append({"role": m["role"], "content": content})
+            # An answer's tool calls and a result's call id go on as they came (app/core/chats.tool_turn_messages).
+            out.append({**{k: v for k, v in m.items() if k != "meta"}, "content": content})
         sources: list[Source] = []
         question = next((i for i in range(len(out) - 1, -1, -1) if out[i]["role"] == "user"), None)
         if question is not None and (collections or by_passages):

@@ -88,6 +88,8 @@ class Session:
             info["extra_bufts_probe"] = self.probe
         info["chat_template"] = self.template.source[:2000]
         info["opens_thinking"] = self.opens_thinking  # answers start inside <think> (app/core/reasoning.py)
+        # Trained for tools: its template takes them (else they are described in the system prompt).
+        info["knows_tools"] = bool(getattr(self.template, "knows_tools", False))
         info["cannot_generate"] = self.refusal
         info["recommended_sampling"] = self.recommended
         info["chat_format"] = {**self.chat_format.to_dict(), "turn_stops": self.rt.turn_stops}

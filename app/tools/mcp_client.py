@@ -101,6 +101,7 @@ class McpConnection:
         self._ended = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._started = entry
 
     # -- starting and stopping ------------------------------------------------------------------------------
 
@@ -109,6 +110,9 @@ class McpConnection:
         if self.entry.command and shutil.which(self.entry.command) is None:
             raise ToolServerError(f"MCP server '{self.entry.name}': there is no program '{self.entry.command}' "
                                   "to start (is it installed, and on PATH?).")
+        from app.tools.server_secrets import resolved
+
+        self._started = resolved(self.entry)  # its keyring references as their values, for this start only
         self._thread = threading.Thread(target=self._run, name=f"mcp-{self.entry.name}", daemon=True)
         self._thread.start()
         if not self._ready.wait(self.connect_timeout):
@@ -175,7 +179,7 @@ class McpConnection:
                 self._client = None if not self._ready.is_set() else self._client
 
     def _transport(self, errlog):
-        entry = self.entry
+        entry = self._started
         if entry.command:
             from mcp import StdioServerParameters
             from mcp.client.stdio import stdio_client
@@ -197,8 +201,10 @@ class McpConnection:
 
     # -- calls ------------------------------------------------------------------------------------------------
 
-    def call(self, tool: str, arguments: dict[str, Any], timeout: float = CALL_TIMEOUT_S) -> ToolResult:
-        """The tool's result; a server that fails, crashes or takes longer than timeout gives an error result."""
+    def call(self, tool: str, arguments: dict[str, Any], timeout: float = CALL_TIMEOUT_S,
+             stop: threading.Event | None = None) -> ToolResult:
+        """The tool's result; a server that fails, crashes or takes longer than timeout gives an error result,
+        and so does a call the user stops (stop set: the window's Esc) while it runs."""
         name = self.entry.name
         started = time.monotonic()
         if not self.alive or self._client is None:
@@ -211,6 +217,10 @@ class McpConnection:
                 result = future.result(min(0.2, max(0.0, deadline - time.monotonic())))
                 break
             except TimeoutError:
+                if stop is not None and stop.is_set():
+                    future.cancel()
+                    error = f"The call to '{tool}' was stopped before MCP server '{name}' answered."
+                    break
                 if self._ended.is_set():
                     future.cancel()
                     error = f"The MCP server '{name}' stopped during the call{self._last_log_line()}."

@@ -171,10 +171,22 @@ def remove_server(name: str, path: Path | None = None) -> None:
         data = _read_file(path)
         if name not in data.get("mcpServers", {}):
             raise ToolsConfigError(f"There is no MCP server named '{name}'.")
-        del data["mcpServers"][name]
+        raw = data["mcpServers"].pop(name)
         write_json(path, data)
     forget_permissions(name)
+    try:
+        entry = parse_entry(name, raw)
+    except ToolsConfigError:  # a broken entry has no secrets Hearth put in the keyring
+        return
+    from app.tools.server_secrets import forget_secrets  # it imports this module
 
+    forget_secrets(entry)
+
+
+# The user's answers to a call (app/tools/tool_chat.py); here, beside the allow-list "always" adds to, so that the
+# window's buttons know them without importing the call machinery (the grammar's llama.cpp).
+ONCE, ALWAYS, DENY = "once", "always", "deny"
+STOPPED = "stopped"  # the user stopped the answer (the window's Esc) while the call waited or ran
 
 # The allow-list: {server: [tool, ...]} of tools the user allowed "always". Kept apart from mcp.json, which
 # the user may copy from or to another app whose own approvals are its business.

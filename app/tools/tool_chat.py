@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import copy
 import secrets
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from app.engine.protocol import Done, SamplingOptions, Token
 from app.engine.tool_calls import CALL_OPEN, CallReader, ToolUse, tool_grammar
 from app.tools.mcp_client import CALL_TIMEOUT_S, McpConnection, ToolInfo, ToolResult
-from app.tools.servers import allow_always, allowed_tools
+from app.tools.servers import ALWAYS, DENY, ONCE, STOPPED, allow_always, allowed_tools  # noqa: F401 (theirs)
 
 RESULT_SHARE = 0.25  # of the context: a result may take this much, so the question and the answer still fit
 MAX_ROUNDS = 4  # rounds of calls in one answer before the model must answer in words
 
-ONCE, ALWAYS, DENY = "once", "always", "deny"
-# approve(server, tool, arguments) -> ONCE | ALWAYS | DENY
+# approve(server, tool, arguments) -> ONCE | ALWAYS | DENY, or STOPPED when the answer was stopped meanwhile
 Approver = Callable[[str, str, dict], str]
 
 
@@ -33,16 +33,22 @@ class CallRecord:
     server: str
     tool: str
     arguments: dict
-    decision: str  # once | always (asked now) | allowed (on the allow-list, or --allow-tools) | deny
+    # once | always (asked now) | allowed (on the allow-list, or --allow-tools) | deny | stopped (never ran)
+    decision: str
     result: str = ""  # what went back to the model
     is_error: bool = False
     cut: str = ""  # the note, when the result was cut
     seconds: float = 0.0
+    id: str = ""  # the call's id in the conversation (its tool message answers it)
+    round: int = 0  # calls of one round were written in one assistant message
+    said: str = ""  # what the model wrote before the round's calls (on the round's first call)
+    stopped: bool = False  # the answer was stopped while this call waited or ran
 
     def to_json(self) -> dict:
         return {"server": self.server, "tool": self.tool, "arguments": self.arguments, "decision": self.decision,
                 "result": self.result, "is_error": self.is_error, "cut": self.cut or None,
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3), "id": self.id, "round": self.round,
+                **({"said": self.said} if self.said else {}), **({"stopped": True} if self.stopped else {})}
 
 
 class ToolSet:
@@ -107,10 +113,13 @@ def answer_with_tools(client, messages: list[dict], sampling: SamplingOptions, t
                       max_rounds: int = MAX_ROUNDS, call_timeout: float = CALL_TIMEOUT_S, n_ctx: int = 2048,
                       count: Callable[[str], int] | None = None, on_text: Callable[[str], None] | None = None,
                       on_call: Callable[[CallRecord], None] | None = None, on_result: Callable[[CallRecord], None]
-                      | None = None) -> ToolTurn:
+                      | None = None, stop: threading.Event | None = None) -> ToolTurn:
     """Answer the conversation in `messages` (which it extends), calling tools as the model asks and the user
     allows. choice/forced: the first round's tool_choice (auto | required | none, or a forced function);
-    later rounds are "auto", and after max_rounds of calls "none", so every answer ends in words."""
+    later rounds are "auto", and after max_rounds of calls "none", so every answer ends in words.
+    stop: set by the caller to stop the answer (the generation is cancelled by the caller, through the client):
+    a call that waits or runs then ends as stopped, every call still gets its result message, and the turn ends
+    after that round with finish_reason "cancelled" instead of asking the model again."""
     count = count or (lambda text: max(1, len(text) // 4))
     functions = tools.functions()
     turn = ToolTurn()
@@ -148,8 +157,9 @@ def answer_with_tools(client, messages: list[dict], sampling: SamplingOptions, t
                                   for i, c in zip(ids, calls)]}
         messages.append(message)
         turn.added.append(message)
-        for call_id, call in zip(ids, calls):
-            record = _run_call(call.name, call.input, tools, approve, allow_all, call_timeout, on_call)
+        for i, (call_id, call) in enumerate(zip(ids, calls)):
+            record = _run_call(call.name, call.input, tools, approve, allow_all, call_timeout, on_call, stop,
+                               call_id, rounds, message["content"] if i == 0 else "")
             record.result, record.cut = _cut(record.result, max(64, int(n_ctx * RESULT_SHARE)), count)
             turn.calls.append(record)
             if on_result:
@@ -158,16 +168,22 @@ def answer_with_tools(client, messages: list[dict], sampling: SamplingOptions, t
             messages.append(result)
             turn.added.append(result)
         rounds += 1
+        if stop is not None and stop.is_set():
+            turn.done = {**done, "finish_reason": "cancelled"}
+            return turn
         choice, forced = ("auto" if rounds < max_rounds else "none"), None
 
 
 def _run_call(name: str, arguments: dict, tools: ToolSet, approve: Approver, allow_all: bool, timeout: float,
-              on_call) -> CallRecord:
+              on_call, stop: threading.Event | None = None, call_id: str = "", round_: int = 0,
+              said: str = "") -> CallRecord:
     conn, tool = tools.by_name[name]  # the grammar allows only these names
-    record = CallRecord(conn.entry.name, name, arguments, "allowed")
+    record = CallRecord(conn.entry.name, name, arguments, "allowed", id=call_id, round=round_, said=said)
     if on_call:
         on_call(record)
-    if not allow_all and name not in allowed_tools(conn.entry.name):
+    if stop is not None and stop.is_set():
+        record.decision = STOPPED
+    elif not allow_all and name not in allowed_tools(conn.entry.name):
         try:
             record.decision = approve(conn.entry.name, name, arguments)
         except (EOFError, KeyboardInterrupt):  # no one to ask: never a yes
@@ -177,8 +193,12 @@ def _run_call(name: str, arguments: dict, tools: ToolSet, approve: Approver, all
     if record.decision == DENY:
         record.result, record.is_error = "The user did not allow this call.", True
         return record
-    result: ToolResult = conn.call(name, arguments, timeout)
+    if record.decision == STOPPED:
+        record.result, record.is_error, record.stopped = "The user stopped the answer before this call ran.", True, True
+        return record
+    result: ToolResult = conn.call(name, arguments, timeout, stop)
     record.result, record.is_error, record.seconds = result.text, result.is_error, result.seconds
+    record.stopped = bool(stop is not None and stop.is_set() and result.is_error)
     return record
 
 

@@ -189,8 +189,11 @@ def test_a_history_from_before_versions_opens_with_its_chats(tmp_path):
     store = ChatStore(path)
     assert [(m.content, m.versions) for m in store.messages(1)] == [("hi", 1), ("hello", 1)]
     store.add_version(2, "hey")
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 3
     assert [m.content for m in store.messages(1)] == ["hi", "hey"]
+    assert store.chat_tools(1) == []  # schema 3: a chat from before uses no tools
+    store.set_chat_tools(1, ["time"])
+    assert store.chat_tools(1) == ["time"]
 
 
 def test_recovering_a_damaged_history_keeps_the_versions_of_its_messages(tmp_path):
