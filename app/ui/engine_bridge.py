@@ -5,6 +5,12 @@ Server page can serve it and switching back is instant) or a RemoteEndpoint chos
 Connections page (`use_backend`). A remote cannot know some figures (memory, n_past, ...): they
 arrive as None and every slot must take that.
 
+An answer with tools (`chat_with_tools`: the chat's MCP servers) is one answer to the window, however many
+rounds of calls it takes (app/ui/tool_answer.py runs it): its shown text arrives as token_received, each call
+as tool_call_started, tool_approval_needed (the user answers with answer_tool_call) and tool_call_finished,
+and it ends in one generation_finished (its Done has the calls, "tool_calls") or generation_failed. The
+servers stay started between answers (app/tools/pool.py) until the window closes.
+
 Everything that decides (starting, loading, falling back to the last good
 model, restarting after a crash) lives in the Qt-free supervisor
 (app.backends.supervisor), which the CLI and the API server use too. The
@@ -56,6 +62,10 @@ class EngineBridge(QObject):
     engine_restarted = Signal()
     backend_changed = Signal(object)  # the Backend the window now talks to
     model_unloaded = Signal()  # the user ejected the local model
+    # A tool call of the answer in progress, as CallRecord.to_json() (app/tools/tool_chat.py) with its "state".
+    tool_call_started = Signal(object)
+    tool_approval_needed = Signal(object)  # {server, tool, arguments, id}: answer_tool_call() answers it
+    tool_call_finished = Signal(object)
 
     def __init__(self, parent: QObject | None = None, backend: Supervisor | None = None):
         super().__init__(parent)
@@ -68,6 +78,8 @@ class EngineBridge(QObject):
         self._switches = 0  # an answer's events count only while the backend it was asked of is in use
         self.failed_text = ""  # the partial answer of the latest failed request (a stream cut mid-answer)
         self._waiting = False  # the window's answer waits behind other requests on the local engine
+        self._tool_answer = None  # the answer with tools in progress (app/ui/tool_answer.py)
+        self._tool_pool = None  # the MCP servers started for the chat's answers, kept between them
 
     # --- state, as the supervisor has it ----------------------------------
     @property
@@ -89,6 +101,10 @@ class EngineBridge(QObject):
     @property
     def busy(self) -> bool:
         return self._busy
+
+    @property
+    def switches(self) -> int:
+        return self._switches
 
     @property
     def info(self) -> dict | None:
@@ -124,7 +140,11 @@ class EngineBridge(QObject):
         old.remove_listener(self._listener)
         self._switches += 1
         if self._busy:
-            old.cancel(self.request_id)
+            if self._tool_answer is not None:
+                self._tool_answer.cancel()
+                self._tool_answer = None
+            else:
+                old.cancel(self.request_id)
             self._busy = False
             self.generation_failed.emit("The answer was stopped because the window switched servers.")
         if old is not self.local:
@@ -174,8 +194,64 @@ class EngineBridge(QObject):
             return False
         return True
 
+    def chat_with_tools(self, messages: list[dict], sampling: P.SamplingOptions, servers: list[str],
+                        choice: str = "auto", forced: str | None = None, pinned: dict | None = None,
+                        max_rounds: int | None = None) -> bool:
+        """Start the window's answer with the tools of these MCP servers (each call waits for the user);
+        False when the engine cannot take it now. The servers start on the answer's thread."""
+        if not self.ready or self._busy:
+            return False
+        from app.ui.tool_answer import ToolAnswer
+
+        if self._tool_pool is None:
+            from app.tools.pool import ServerPool
+
+            self._tool_pool = ServerPool()
+        self._waiting = not self.remote and bool(getattr(self.backend, "busy", False))
+        self._busy = True
+        self.failed_text = ""
+        n_ctx = int((self.info or {}).get("n_ctx") or 2048)
+        self._tool_answer = ToolAnswer(self, self.backend, messages, sampling, servers, self._tool_pool, n_ctx,
+                                       choice, forced, pinned, max_rounds)
+        self._tool_answer.start()
+        return True
+
+    def answer_tool_call(self, decision: str) -> None:
+        """The user's answer to the call that waits: app.tools.servers' ONCE, ALWAYS or DENY."""
+        if self._tool_answer is not None:
+            self._tool_answer.answer(decision)
+
+    def forward_round_event(self, event: P.Event) -> None:
+        """A round's figures, as any answer's (the answer's thread): its tokens come through the call reader."""
+        if self._waiting:
+            self._waiting = False
+            self.turn_started.emit()
+        if isinstance(event, P.Progress):
+            self.prompt_progress.emit(int(event.get("prompt_done") or 0), int(event.get("prompt_total") or 0))
+        elif isinstance(event, P.Stats):
+            self.stats_received.emit(event)
+
+    def tool_answer_ended(self, answer, done: P.Done | None, error: str | None) -> None:
+        """The answer's thread is done: one Done, or the one sentence of its failure."""
+        if answer is not self._tool_answer or not answer.current:
+            return  # the window switched servers meanwhile (it said so), or closes
+        self._tool_answer = None
+        self._busy = False
+        if done is not None:
+            self.generation_finished.emit(done)
+        elif answer.failed is None or answer.failed.kind is not P.ErrorKind.ENGINE_CRASHED:  # a crash is told once
+            self.failed_text = (answer.failed.get("text") or "") if answer.failed is not None else ""
+            self.generation_failed.emit(error)
+
+    def drop_tool_server(self, name: str) -> None:
+        """A server changed or removed on the Tools page: its process ends now (the next answer starts it)."""
+        if self._tool_pool is not None:
+            self._tool_pool.drop(name)
+
     def cancel(self) -> None:
-        if self._busy:
+        if self._tool_answer is not None:
+            self._tool_answer.cancel()
+        elif self._busy:
             self.backend.cancel(self.request_id)
 
     def reset(self) -> None:
@@ -184,6 +260,11 @@ class EngineBridge(QObject):
             self.backend.reset()
 
     def close(self) -> None:
+        if self._tool_answer is not None:
+            self._tool_answer.abandon()
+            self._tool_answer = None
+        if self._tool_pool is not None:
+            self._tool_pool.close()
         self.backend.remove_listener(self._listener)
         if self.remote:
             self.backend.close(timeout=3.0)

@@ -45,7 +45,8 @@ MONITOR_MIN_WIDTH = 240  # narrower, its graphs are unreadable (a dock once shru
 MONITOR_WIDTH = 300
 COPIED_MS = 2000  # how long "Copied" stays in the status bar
 # Built after the first load (the monitor is built after the first paint: it is on screen).
-DEFERRED_TABS = {"documents": "Documents", "bench": "Benchmark", "connections": "Connections", "server": "Server"}
+DEFERRED_TABS = {"documents": "Documents", "tools": "Tools", "bench": "Benchmark", "connections": "Connections",
+                 "server": "Server"}
 
 
 def default_size(available_width: int, available_height: int) -> tuple[int, int]:
@@ -144,6 +145,7 @@ class MainWindow(QMainWindow):
     connections = property(lambda self: self.pages.get("connections"))
     server = property(lambda self: self.pages.get("server"))
     documents = property(lambda self: self.pages.get("documents"))
+    tools = property(lambda self: self.pages.get("tools"))
 
     def _build_monitor(self):
         from app.ui.monitor.monitor_view import MonitorView
@@ -203,6 +205,18 @@ class MainWindow(QMainWindow):
         for signal in (self.bridge.generation_finished, self.bridge.generation_failed, self.bridge.engine_crashed):
             signal.connect(documents.runner.resume)
         return documents
+
+    def _build_tools(self):
+        from app.ui.tools_page import ToolsPage
+
+        tools = ToolsPage()
+        tools.error_reported.connect(self.show_message)
+        tools.servers_changed.connect(self.chat.tools_panel.refresh)
+        tools.server_dropped.connect(self.bridge.drop_tool_server)
+        for signal in (self.bridge.model_loaded, self.bridge.model_unloaded, self.bridge.backend_changed):
+            signal.connect(lambda *_: tools.show_model(self.bridge.info if self.bridge.ready else None))
+        tools.show_model(self.bridge.info if self.bridge.ready else None)
+        return tools
 
     def _build_server(self):
         from app.ui.server_page import ServerPage
@@ -270,6 +284,8 @@ class MainWindow(QMainWindow):
         b.engine_restarted.connect(lambda: self.state_label.setText("Engine restarted"))
         self.chat.generation_started.connect(self._on_generation_started)
         b.turn_started.connect(lambda: self.state_label.setText("Generating…"))
+        b.tool_approval_needed.connect(lambda _call: self.state_label.setText("Waiting for you: a tool call"))
+        b.tool_call_finished.connect(lambda _call: self.state_label.setText("Generating…"))
         b.prompt_progress.connect(
             lambda done, total: total and self.state_label.setText(f"Reading the prompt… {100 * done / total:.0f}%"))
         self.chat.conversation_changed.connect(self._on_conversation_changed)
@@ -283,6 +299,7 @@ class MainWindow(QMainWindow):
         self.models.library_listed.connect(self.chat._update_model_banner)  # the library's names, once read
         self.chat.prompt_presets.error_reported.connect(self.show_message)
         self.chat.docs_problem.connect(self.show_message)
+        self.chat.tools_problem.connect(self.show_message)
         self.chat.prompt_presets.saved.connect(lambda text: self.statusBar().showMessage(text, 5000))
         for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
             signal.connect(self._show_picker_state)
@@ -367,6 +384,7 @@ class MainWindow(QMainWindow):
                       else f"Connecting to {self.bridge.backend.base_url}…")
         self.chat.picker.show_state(info.get("path") if info and not self.bridge.remote else None,
                                     self.bridge.loading, self.bridge.remote, remote)
+        self.chat.picker.show_tools_badge(info)
         self.models.show_loaded_mark()
 
     def _on_model_unloaded(self) -> None:
@@ -576,7 +594,7 @@ class MainWindow(QMainWindow):
         if built("monitor"):
             self.monitor.timer.stop()
         self.models.close_tasks()
-        for page in (built("bench"), built("connections"), built("documents")):
+        for page in (built("bench"), built("connections"), built("documents"), built("tools")):
             if page is not None:
                 page.close_tasks()
         self.chat.close_documents()

@@ -1,6 +1,7 @@
 """A small stdio MCP server, written with the mcp SDK's server side, whose tools fail the ways real servers do:
 `crash` kills the server's process in the middle of the call, `hang` never answers, `long_text` answers with far
-more text than a model's context holds."""
+more text than a model's context holds; `env` says what an environment variable was set to when it started (how a
+secret kept in the keyring reaches a server)."""
 
 import os
 import sys
@@ -29,6 +30,12 @@ def hang(reason: str = "") -> str:
 def long_text(words: int = 20000) -> str:
     """A very long answer."""
     return " ".join(f"word{i}" for i in range(words))
+
+
+@server.tool()
+def env(name: str) -> str:
+    """The value of an environment variable of this server's process."""
+    return os.environ.get(name, "(not set)")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,12 @@ header. A conversation remembers the model of its latest answer: opened while an
 above the transcript says so and offers to load it (or says why it cannot). An answer cut off by the length
 limit (or stopped) has Continue in its header: the model goes on from where it stopped, as a prefill of the
 same answer, which the store keeps as one message.
+
+A chat with MCP servers enabled (its Tools box) answers through app/tools/tool_chat on the bridge's worker
+thread (EngineBridge.chat_with_tools). Each call shows as a block in the answer and waits for the user's
+Allow once / Always allow this tool / Deny under the transcript; Esc or Stop ends a waiting or running call
+(recorded as stopped) and the generation. The calls and results are kept in the answer's meta ("tool_calls"),
+so reopening, regenerating, branches and export see them, and the next question sends them to the model again.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton, QSplitter,
                                QVBoxLayout, QWidget)
 
-from app.core.chats import DEFAULT_TITLE, ChatStore, answer_model, remembered_model, title_from
+from app.core.chats import DEFAULT_TITLE, ChatStore, answer_model, remembered_model, title_from, tool_turn_messages
 from app.core.reasoning import without_reasoning
 from app.docs.conversation import KEY as ATTACHMENTS
 from app.docs.conversation import ConversationDocs, chip_text
@@ -34,6 +40,7 @@ from app.ui.chat.conversation_list import ConversationList
 from app.ui.chat.model_picker import ModelPicker
 from app.ui.chat.prompt_presets import PromptPresets
 from app.ui.chat.sampling_panel import SamplingPanel
+from app.ui.chat.tools_panel import ToolsPanel
 from app.ui.chat.transcript import Transcript
 from app.ui.docs.attach_bar import AttachBar, FileDrops
 from app.ui.docs.collections_panel import CollectionsPanel
@@ -80,6 +87,7 @@ class ChatView(QWidget):
     conversation_changed = Signal()  # another conversation (or a new one) is open
     model_load_requested = Signal(str)  # the remembered model's path: the chat's "Load it"
     docs_problem = Signal(str)  # a file that could not be attached or read, in one sentence
+    tools_problem = Signal(str)  # what the user should know about an answer's tool calls, in one sentence
 
     def __init__(self, bridge: EngineBridge, store: ChatStore, parent=None):
         super().__init__(parent)
@@ -108,6 +116,30 @@ class ChatView(QWidget):
         self._answer_sources: list = []
         self.attach_bar = AttachBar(self.docs, self._model_path)
         self.collections_panel = CollectionsPanel()
+        # Tools (#35): the chat's MCP servers, and the bar that asks the user about the call that waits.
+        self.tools_panel = ToolsPanel(store)
+        # Set by tests (a 135M model cannot choose tools): {"choice", "forced", "pinned", "max_rounds"} of tool_chat.
+        self.tool_overrides: dict = {}
+        self._waiting_call: dict | None = None
+        self.approval = QWidget()
+        self.approval.setObjectName("toolApproval")
+        approval_col = QVBoxLayout(self.approval)
+        approval_col.setContentsMargins(0, 4, 0, 4)
+        self.approval_text = QLabel()
+        self.approval_text.setWordWrap(True)  # the arguments may be long: the text has the row's whole width
+        approval_col.addWidget(self.approval_text)
+        approval_row = QHBoxLayout()
+        approval_row.addStretch(1)
+        approval_col.addLayout(approval_row)
+        self.allow_once_button = QPushButton("Allow once")
+        self.allow_always_button = QPushButton("Always allow this tool")
+        self.allow_always_button.setToolTip("Run this tool of this server without asking again (the Tools page "
+                                            "lists what is always allowed; removing the server forgets it)")
+        self.deny_button = QPushButton("Deny")
+        self.deny_button.setToolTip("Do not run it; the model is told that you did not allow it")
+        for button in (self.allow_once_button, self.allow_always_button, self.deny_button):
+            approval_row.addWidget(button)
+        self.approval.hide()
 
         self.conversations = ConversationList(store)
         self.picker = ModelPicker()
@@ -153,6 +185,7 @@ class ChatView(QWidget):
         col.addWidget(self.system_prompt)
         col.addWidget(self.model_banner)
         col.addWidget(self.transcript, 1)
+        col.addWidget(self.approval)
         col.addWidget(self.hint)
         col.addWidget(self.attach_bar)
         col.addWidget(self.input)
@@ -173,9 +206,12 @@ class ChatView(QWidget):
         QVBoxLayout(sampling).addWidget(self.sampling)
         documents = QGroupBox("Documents")
         QVBoxLayout(documents).addWidget(self.collections_panel)
+        tools = QGroupBox("Tools")
+        QVBoxLayout(tools).addWidget(self.tools_panel)
         side_layout.addWidget(prompts)
         side_layout.addWidget(sampling)
         side_layout.addWidget(documents)
+        side_layout.addWidget(tools)
         side_layout.addStretch(1)
 
         splitter = QSplitter()
@@ -203,6 +239,14 @@ class ChatView(QWidget):
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
         self.system_prompt.textChanged.connect(self._on_system_prompt_changed)
         self.prompt_presets.chosen.connect(self.system_prompt.setPlainText)
+        from app.tools.servers import ALWAYS, DENY, ONCE
+
+        self.allow_once_button.clicked.connect(lambda: self.answer_call(ONCE))
+        self.allow_always_button.clicked.connect(lambda: self.answer_call(ALWAYS))
+        self.deny_button.clicked.connect(lambda: self.answer_call(DENY))
+        bridge.tool_call_started.connect(self._on_tool_call)
+        bridge.tool_approval_needed.connect(self._on_tool_approval_needed)
+        bridge.tool_call_finished.connect(self._on_tool_call)
         bridge.token_received.connect(self._on_token_received)
         bridge.turn_started.connect(self._update_buttons)
         bridge.prompt_progress.connect(self._on_prompt_progress)
@@ -329,6 +373,7 @@ class ChatView(QWidget):
         self.input.setFocus()
         self.remembered = {}
         self.collections_panel.show_conversation(None)
+        self.tools_panel.show_conversation(None)
         self._update_model_banner()
         self._update_buttons()
         self.conversation_changed.emit()
@@ -348,6 +393,7 @@ class ChatView(QWidget):
         self.system_prompt.blockSignals(False)
         self.prompt_presets.show_text(conv.system_prompt)
         self.collections_panel.show_conversation(conversation_id)
+        self.tools_panel.show_conversation(conversation_id)
         self._render_conversation()
         self._update_model_banner()
         self._update_buttons()
@@ -363,7 +409,7 @@ class ChatView(QWidget):
             if before is not None and msg.id >= before:
                 break
             shown.append((msg.role, msg.content, self._note(msg.meta), self._links(msg, msg is msgs[-1]),
-                          msg.meta.get("thought_s")))
+                          msg.meta.get("thought_s"), msg.meta.get("tool_calls") or None))
             if msg.meta.get("error"):
                 shown.append(("error", msg.meta["error"], ""))
         self.transcript.show_messages(shown)
@@ -443,6 +489,7 @@ class ChatView(QWidget):
         if self.conversation_id is None:
             self.conversation_id = self.store.create(title_from(text), self.system_prompt.toPlainText())
             self.collections_panel.conversation_created(self.conversation_id)
+            self.tools_panel.conversation_created(self.conversation_id)
             self.conversations.select(self.conversation_id)
         else:
             conv = self.store.get(self.conversation_id)
@@ -519,8 +566,16 @@ class ChatView(QWidget):
         # answer being continued goes whole, thinking and all: it is this turn's, and the model goes on with it.
         stored = [m for m in self.store.messages(self.conversation_id)
                   if m.role in ("user", "assistant") and (before is None or m.id < before)]
-        messages = [{"role": m.role, "content": without_reasoning(m.content)
-                     if m.role == "assistant" and m.id != continued else m.content} for m in stored]
+        # An answer with tool calls goes back as the model made it: its calls, their results, then its words.
+        messages, metas = [], []
+        for m in stored:
+            if m.role == "assistant":
+                turn = tool_turn_messages(without_reasoning(m.content) if m.id != continued else m.content, m.meta)
+                messages += turn
+                metas += [{}] * len(turn)
+            else:
+                messages.append({"role": m.role, "content": m.content})
+                metas.append(m.meta)
         sampling = self.sampling.options()
         sampling.prediction = prediction
         for key, value in self.sampling_overrides.items():
@@ -528,7 +583,7 @@ class ChatView(QWidget):
         collections = self.collections_panel.chosen()
         if collections or any(m.meta.get(ATTACHMENTS) for m in stored):
             # The documents' prompt on a worker; the answer is asked when it is ready (_send).
-            with_meta = [{**m, "meta": s.meta} for m, s in zip(messages, stored)]
+            with_meta = [{**m, "meta": meta} for m, meta in zip(messages, metas)]
             model, n_ctx = self._model_path(), int((self.bridge.info or {}).get("n_ctx") or 4096)
             override = self.collections_panel.budget_override()
             self._preparing = True
@@ -575,7 +630,15 @@ class ChatView(QWidget):
         if system:
             messages.insert(0, {"role": "system", "content": system})
         self._answer_model = self.current_model()
-        if not self.bridge.chat(messages, sampling):
+        servers = self.tools_panel.chosen()
+        if servers:
+            sampling.prediction = ""  # the old answer's tokens cannot draft a call the grammar writes
+            asked = self.bridge.chat_with_tools(messages, sampling, servers, self.tool_overrides.get("choice", "auto"),
+                                                self.tool_overrides.get("forced"), self.tool_overrides.get("pinned"),
+                                                self.tool_overrides.get("max_rounds"))
+        else:
+            asked = self.bridge.chat(messages, sampling)
+        if not asked:
             if self._regenerating is not None or self._continuing is not None:
                 self._regenerating = self._continuing = None
                 self._render_conversation()
@@ -715,6 +778,7 @@ class ChatView(QWidget):
     def _finish(self, text: str, meta: dict) -> None:
         """text: what this answer added (a continued one's earlier text is not in it)."""
         self._reading = ""
+        self._show_approval(None)
         if self.transcript.stream_thought_s is not None and not self._detached:
             meta = {**meta, "thought_s": round(self.transcript.stream_thought_s, 1)}
         meta = {**self._answer_model, **meta}  # signed with the model that wrote it
@@ -738,14 +802,14 @@ class ChatView(QWidget):
                 self.store.update_message(continuing.id, text, meta)
                 saved = self.store.message(continuing.id)
             elif regenerating is not None and self.store.message(regenerating) is not None:
-                if text:  # a new version; a retry that failed before its first token leaves the old answer
+                if text or meta.get("tool_calls"):  # a retry that failed before its first token leaves the old one
                     self.store.add_version(regenerating, text, meta)
                 saved = self.store.message(regenerating)
-            elif text or meta.get("error"):
+            elif text or meta.get("error") or meta.get("tool_calls"):
                 saved = self.store.message(self.store.add_message(conversation, "assistant", text, meta))
         if self._detached:
             self._detached = False
-        elif regenerating is not None and not text and saved is not None:
+        elif regenerating is not None and not text and not meta.get("tool_calls") and saved is not None:
             self.transcript.end_stream()
             self._render_conversation()  # the answer kept is shown again
         else:
@@ -757,11 +821,58 @@ class ChatView(QWidget):
             self.answer_saved.emit(saved.id)
         self._update_buttons()
 
+    # --- tool calls -----------------------------------------------------------
+    def _on_tool_call(self, call: dict) -> None:
+        """A call of the answer in progress appeared, or ended (its result, denial, stop or error)."""
+        if not self.generating or self._detached:
+            return
+        if call.get("state") == "running" and call.get("id") not in self.transcript.calls:
+            self.transcript.stream_call(call)
+        else:
+            self.transcript.update_call(call)
+        if self._waiting_call is not None and self._waiting_call.get("id") == call.get("id"):
+            self._show_approval(None)
+
+    def _on_tool_approval_needed(self, call: dict) -> None:
+        if not self.generating or self._detached:
+            return
+        block = self.transcript.calls.get(call.get("id"))
+        if block is not None:
+            self.transcript.update_call({**block.call, "state": "waiting"})
+        self._show_approval(call)
+
+    def _show_approval(self, call: dict | None) -> None:
+        import html
+        import json
+
+        self._waiting_call = call
+        if call is not None:
+            arguments = json.dumps(call.get("arguments") or {}, ensure_ascii=False)
+            self.approval_text.setText(f"<b>Run {html.escape(call['server'])} · {html.escape(call['tool'])}</b> "
+                                       f"{html.escape(arguments[:200])}? It runs as you, with your permissions.")
+            self.approval_text.setToolTip(arguments)
+            self.allow_once_button.setFocus()
+        self.approval.setVisible(call is not None)
+
+    def answer_call(self, decision: str) -> None:
+        """The user's answer to the call that waits: Allow once, Always allow this tool, or Deny."""
+        call = self._waiting_call
+        if call is None:
+            return
+        self._show_approval(None)
+        block = self.transcript.calls.get(call.get("id"))
+        if block is not None:
+            self.transcript.update_call({**block.call, "state": "running"})
+        self.bridge.answer_tool_call(decision)
+
     def _on_generation_finished(self, done: dict) -> None:
         if not self.generating:
             return
         meta = {k: done[k] for k in ("finish_reason", "completion_tokens", "gen_tok_s", "ttft_s", "prompt_tok_s",
-                                     "stream_chunks", "prompt_dropped", "prediction") if k in done}
+                                     "stream_chunks", "prompt_dropped", "prediction", "tool_calls") if k in done}
+        if done.get("tool_notice"):  # the CLI's words name its flag; the window's limit is in Sampling
+            self.tools_problem.emit("The model's tool call was cut off by the answer's token limit (Sampling: "
+                                    "max tokens) before it was complete, so it was not run and is shown as text.")
         self._finish(done.get("text", ""), meta)
 
     def _on_generation_failed(self, message: str) -> None:

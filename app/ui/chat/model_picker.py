@@ -14,6 +14,20 @@ from app.ui.models.titles import row_title
 from app.ui.widgets import ElidedLabel
 
 
+def tools_badge(info: dict | None) -> tuple[str, str]:
+    """(badge, tooltip) for whether the loaded model was trained for tools, as LM Studio's badge says it: its
+    chat template takes them (app/engine/template.py, knows_tools). ("", "") where that is not known (no model,
+    or a server's model, whose template Hearth does not see)."""
+    if not info or info.get("knows_tools") is None:
+        return "", ""
+    if info["knows_tools"]:
+        return "Trained for tools", ("Its chat template knows tools: the model was trained to call them, and gets "
+                                     "them the way it was trained (Tools page, and the chat's Tools box)")
+    return "Not trained for tools", ("Its chat template knows no tools: they are described in the system prompt "
+                                     "instead, and a grammar keeps its calls well-formed; a model not trained for "
+                                     "them calls them poorly")
+
+
 class ElidedComboBox(QComboBox):
     """A combo box whose shown name ends in "…" when the box is narrower (Qt cut it: "SmolLM2-135M-I")."""
 
@@ -47,12 +61,16 @@ class ModelPicker(QWidget):
         # width, which at 1024 pixels pushed the window past the screen and squeezed the monitor.
         self.state = ElidedLabel(shortest=0)
         self.state.setObjectName("hint")
+        self.tools_badge = QLabel()
+        self.tools_badge.setObjectName("toolsBadge")
+        self.tools_badge.hide()
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(QLabel("Model"))
         row.addWidget(self.combo, 1)
         row.addWidget(self.load_button)
         row.addWidget(self.eject_button)
+        row.addWidget(self.tools_badge)
         row.addWidget(self.state)
         self.loaded_path: str | None = None
         self.busy = False
@@ -107,6 +125,17 @@ class ModelPicker(QWidget):
         self.setToolTip("The window chats with a server (Connections); loading here comes back to this computer"
                         if remote else "")
         self._update()
+
+    def show_tools_badge(self, info: dict | None) -> None:
+        text, tip = tools_badge(info)
+        trained = bool(info and info.get("knows_tools"))
+        self.tools_badge.setText(text)
+        self.tools_badge.setToolTip(tip)
+        # A pill, green when trained: the same mark as the Tools page's line, short enough for a 1024-pixel row.
+        self.tools_badge.setStyleSheet(f"QLabel {{ border: 1px solid {'#10b981' if trained else '#9ca3af'}; "
+                                       f"border-radius: 8px; padding: 1px 6px; color: "
+                                       f"{'#10b981' if trained else '#6b7280'}; }}")
+        self.tools_badge.setVisible(bool(text))
 
     def _update(self, *_args) -> None:
         chosen = self.combo.currentData()

@@ -24,6 +24,11 @@ A reasoning model's thinking (`<think>…</think>`, split by app/core/reasoning.
 shown apart from the answer: in grey while it streams, then as a collapsed "Thinking" block that says how long
 it took; its link opens and closes it in place (a frame of its own, rewritten alone).
 
+An answer with tool calls (MCP tools, app/tools) shows each call as a block of its own where the model made
+it: the server and tool, how it went (waiting for the user, running, allowed, denied, stopped, an error), and,
+open, its arguments and its result. The block's link opens and closes it in place, like a thinking block; a
+call of the answer in progress is rewritten in place as its approval and result arrive (`update_call`).
+
 Opening a conversation (`show_messages`) renders its messages a few at a time
 between events (RENDER_BUDGET_MS of work per turn), always appending at the end
 (which keeps Qt's layout incremental; inserting above costs a relayout of all
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 import re
 import time
 from contextlib import contextmanager
@@ -75,6 +81,34 @@ class Thought:
 
     def __init__(self, frame, text: str, seconds: float | None, expanded: bool = False):
         self.frame, self.text, self.seconds, self.expanded = frame, text, seconds, expanded
+
+
+class CallBlock:
+    """One tool call's block: its frame, the call (CallRecord.to_json(), with "state": waiting | running |
+    done), and whether it is open."""
+
+    def __init__(self, frame, call: dict, expanded: bool):
+        self.frame, self.call, self.expanded = frame, call, expanded
+
+
+CALL_STATES = {"once": "allowed once", "always": "always allowed", "allowed": "allowed (always)",
+               "deny": "denied", "stopped": "stopped"}
+
+
+def call_state(call: dict) -> str:
+    """How a call went, in a few words: "waiting for you", "running…", "allowed once · 0.2 s", "denied"."""
+    state = call.get("state", "done")
+    if state == "waiting":
+        return "waiting for you to allow it"
+    if state == "running":
+        return "running…"
+    if call.get("stopped"):
+        return "stopped"
+    words = CALL_STATES.get(call.get("decision"), call.get("decision") or "")
+    if call.get("decision") in ("deny", "stopped"):
+        return words
+    took = f" · {call['seconds']:.1f} s" if isinstance(call.get("seconds"), (int, float)) else ""
+    return f"{words}{took}" + (" · error" if call.get("is_error") else "") + (" · cut" if call.get("cut") else "")
 
 
 def chat_markdown(text: str) -> QTextDocumentFragment:
@@ -191,12 +225,15 @@ class Transcript(QTextBrowser):
         self.document().setDocumentMargin(12)
         self._code: list[str] = []
         self.thoughts: list[Thought] = []  # the thinking blocks shown, by the index their link names
+        self.calls: dict[str, CallBlock] = {}  # the tool-call blocks shown, by the call's id
+        self._stream_calls: list[dict] = []  # the calls of the answer in progress, in order
         self._splitter: ReasoningSplitter | None = None  # the answer in progress's thinking and content
         self._think_started: float | None = None
         self._first_token_at: float | None = None
         self.stream_thought_s: float | None = None  # how long the answer in progress thought
         self._pending: list[str] = []
         self._stream_block = None  # the answer's first block (a handle: it follows edits above it)
+        self._segment_block = None  # where the answer's text after its last tool call begins
         self._stream_header = None  # the block of the answer's header
         self._tail_block = None  # where the answer's plain (not yet Markdown) text begins
         self._tail_text = ""  # that text: the paragraph being written
@@ -244,6 +281,8 @@ class Transcript(QTextBrowser):
         self._stream_queued = False
         self._code.clear()
         self.thoughts.clear()
+        self.calls.clear()
+        self._stream_calls = []
         self._splitter = None
         self.clear()
         self.jump_to_latest()  # a conversation opens at its end
@@ -291,8 +330,11 @@ class Transcript(QTextBrowser):
         # A fresh block with plain formats: the body must not inherit the header's bold colour.
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
 
-    def _render_answer(self, cursor: QTextCursor, text: str, thought_s: float | None = None) -> None:
-        """An answer: its thinking as a closed block (how long it took, when known), then its content."""
+    def _render_answer(self, cursor: QTextCursor, text: str, thought_s: float | None = None,
+                       calls: list[dict] | None = None) -> None:
+        """An answer: its tool calls (each after what the model said before it), its thinking as a closed block
+        (how long it took, when known), then its content."""
+        self._render_calls(cursor, calls or [])
         parts = split(text)
         if parts.reasoning or parts.thinking:
             self._thought_block(cursor, parts.reasoning, thought_s)
@@ -306,6 +348,108 @@ class Transcript(QTextBrowser):
         self.thoughts.append(thought)
         self._write_thought(cursor, len(self.thoughts) - 1)
         cursor.movePosition(QTextCursor.End)
+
+    def _render_calls(self, cursor: QTextCursor, calls: list[dict]) -> None:
+        for call in calls:
+            said = split(call.get("said") or "").content
+            if said.strip():
+                self._render_body(cursor, said)
+                cursor.movePosition(QTextCursor.End)
+                cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+            frame_format = QTextFrameFormat()
+            frame_format.setBorder(1)
+            frame_format.setBorderBrush(QColor(THOUGHT_GREY))
+            frame_format.setPadding(6)
+            frame_format.setBottomMargin(paragraph_gap())
+            frame = cursor.insertFrame(frame_format)
+            key = str(call.get("id") or f"call-{len(self.calls)}")
+            before = self.calls.get(key)
+            # Open while it waits or has just run in this answer; a reopened chat shows its calls closed.
+            expanded = before.expanded if before is not None else call.get("state", "done") != "done"
+            self.calls[key] = CallBlock(frame, dict(call), expanded)
+            self._write_call(cursor, key)
+            cursor.movePosition(QTextCursor.End)
+
+    def _write_call(self, cursor: QTextCursor, key: str) -> None:
+        block = self.calls[key]
+        call = block.call
+        failed = call.get("is_error") and call.get("state", "done") == "done"
+        color = "#ef4444" if failed and call.get("decision") not in ("deny", "stopped") else THOUGHT_GREY
+        cursor.insertHtml(f"<a href='toolcall:{html.escape(key)}' style='color:{THOUGHT_GREY}; "
+                          f"text-decoration:none'>{'▾' if block.expanded else '▸'} Tool call</a>&nbsp; "
+                          f"<b>{html.escape(str(call.get('server', '')))} · {html.escape(str(call.get('tool', '')))}"
+                          f"</b>&nbsp; <span style='color:{color}'>{html.escape(call_state(call))}</span>")
+        if not block.expanded:
+            return
+        mono = QTextCharFormat()
+        font = self.monospace()
+        if self.document().defaultFont().pointSizeF() > 0:  # the body's size: Qt's monospace came out larger
+            font.setPointSizeF(self.document().defaultFont().pointSizeF())
+        mono.setFont(font)
+        label = QTextCharFormat()
+        label.setForeground(QColor(THOUGHT_GREY))
+        arguments = json.dumps(call.get("arguments") or {}, ensure_ascii=False, indent=2)
+        cursor.insertBlock(QTextBlockFormat(), label)
+        cursor.insertText("Arguments", label)
+        cursor.insertBlock(QTextBlockFormat(), mono)
+        cursor.insertText(arguments.replace("\n", LINE_BREAK), mono)
+        if call.get("state", "done") != "done":
+            return
+        cursor.insertBlock(QTextBlockFormat(), label)
+        cursor.insertText("Result" + (f" ({call['cut']})" if call.get("cut") else ""), label)
+        result = mono if not failed else QTextCharFormat(mono)
+        if failed:
+            result.setForeground(QColor(color))
+        cursor.insertBlock(QTextBlockFormat(), result)
+        cursor.insertText(str(call.get("result") or "(empty)").strip("\n").replace("\n", LINE_BREAK), result)
+
+    def _rewrite_call(self, key: str) -> None:
+        block = self.calls[key]
+        with self._moving_text():
+            cursor = QTextCursor(self.document())
+            cursor.setPosition(block.frame.firstPosition())
+            cursor.setPosition(block.frame.lastPosition(), QTextCursor.KeepAnchor)
+            cursor.removeSelectedText()
+            cursor.setCharFormat(QTextCharFormat())
+            self._write_call(cursor, key)
+
+    def toggle_call(self, key: str) -> None:
+        """Open or close a tool call's block in place: only its frame is rewritten."""
+        if key in self.calls:
+            self.calls[key].expanded = not self.calls[key].expanded
+            self._rewrite_call(key)
+
+    def update_call(self, call: dict) -> None:
+        """A call of the answer in progress changed (allowed, denied, answered): its block is rewritten."""
+        key = str(call.get("id") or "")
+        for i, kept in enumerate(self._stream_calls):
+            if kept.get("id") == key:
+                self._stream_calls[i] = dict(call)
+        if key in self.calls:
+            self.calls[key].call = dict(call)
+            self._rewrite_call(key)
+
+    def stream_call(self, call: dict) -> None:
+        """A tool call of the answer in progress: what the model wrote before it becomes the call's "said" text
+        (as it will be kept), the block follows it, and the answer goes on below."""
+        self.flush()
+        self._pending.clear()
+        self._stream_calls.append(dict(call))
+        self._stream_text = []
+        self._splitter = ReasoningSplitter(False)
+        if self._stream_block is None:  # still behind the backlog: end_stream renders the calls
+            return
+        with self._moving_text():
+            cursor = QTextCursor(self.document())
+            cursor.setPosition(self._stream_block.position())
+            cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
+            cursor.removeSelectedText()
+            cursor.setCharFormat(QTextCharFormat())
+            del self.thoughts[self._stream_thoughts:]
+            self._render_calls(cursor, self._stream_calls)
+            cursor.movePosition(QTextCursor.End)
+            self._segment_block = self._tail_block = cursor.block()
+            self._tail_text = ""
 
     def _write_thought(self, cursor: QTextCursor, index: int) -> None:
         """The block's link (and, open, its text) at cursor, inside its frame."""
@@ -410,36 +554,37 @@ class Transcript(QTextBrowser):
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
 
     def _write_message(self, cursor: QTextCursor, role: str, text: str, note: str, links=None,
-                       thought_s: float | None = None) -> None:
+                       thought_s: float | None = None, calls: list[dict] | None = None) -> None:
         self._header(cursor, role, note, links)
         if role == "error":
             cursor.insertHtml(f"<span style='color:#ef4444'>{html.escape(text)}</span>")
         elif role == "user":  # as typed: its line breaks, its "1." and its asterisks
             cursor.insertText(text.strip("\n"), self._plain)
         elif role == "assistant":
-            self._render_answer(cursor, text, thought_s)
+            self._render_answer(cursor, text, thought_s, calls)
         else:
             self._render_body(cursor, text)
 
     def append_message(self, role: str, text: str, note: str = "", links: list | None = None,
-                       thought_s: float | None = None) -> None:
+                       thought_s: float | None = None, calls: list[dict] | None = None) -> None:
         if self._backlog:
-            self._backlog.append((role, text, note, links, thought_s))
+            self._backlog.append((role, text, note, links, thought_s, calls))
         else:
             with self._moving_text():
-                self._append(role, text, note, links, thought_s)
+                self._append(role, text, note, links, thought_s, calls)
             self.jump_to_latest()  # a new message: the user sent it, or needs to read it
 
     def _append(self, role: str, text: str, note: str, links: list | None = None,
-                thought_s: float | None = None) -> None:
+                thought_s: float | None = None, calls: list[dict] | None = None) -> None:
         cursor = self._end_cursor()
         self._separate(cursor)
-        self._write_message(cursor, role, text, note, links, thought_s)
+        self._write_message(cursor, role, text, note, links, thought_s, calls)
 
     # --- the answer in progress -----------------------------------------
     def begin_stream(self, opened: bool = False) -> None:
         """opened: the prompt opened the thinking, so the answer starts inside it, without its <think>."""
         self._stream_text = []
+        self._stream_calls = []
         self._splitter = ReasoningSplitter(opened)
         self._think_started = self.stream_thought_s = self._first_token_at = None
         if self._backlog:
@@ -457,7 +602,7 @@ class Transcript(QTextBrowser):
         self._stream_thoughts = len(self.thoughts)  # the answer's own thinking block comes after these
         self._header(cursor, "assistant")
         self._stream_block = cursor.block()
-        self._tail_block = cursor.block()
+        self._segment_block = self._tail_block = cursor.block()
         self._tail_text = ""
 
     @property
@@ -514,7 +659,7 @@ class Transcript(QTextBrowser):
         # It ended: a closed block in place of what streamed, and the answer after it.
         self.stream_thought_s = time.monotonic() - self._think_started
         cursor = QTextCursor(self.document())
-        cursor.setPosition(self._stream_block.position())
+        cursor.setPosition(self._segment_block.position())  # after the answer's tool calls, if it made any
         cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
         cursor.removeSelectedText()
         cursor.setCharFormat(QTextCharFormat())
@@ -556,9 +701,11 @@ class Transcript(QTextBrowser):
         self._pending.clear()
         text = self.stream_text()
         if self._stream_queued:  # still behind the backlog: it becomes an ordinary message there
-            self._backlog[self._backlog.index(STREAM)] = ("assistant", text, note, links, self.stream_thought_s)
+            self._backlog[self._backlog.index(STREAM)] = ("assistant", text, note, links, self.stream_thought_s,
+                                                          self._stream_calls)
             self._stream_queued = False
             self._stream_text = []
+            self._stream_calls = []
             return text
         if self._stream_block is None:
             return text
@@ -572,7 +719,8 @@ class Transcript(QTextBrowser):
             self._header(cursor, "assistant", note, links)
             if self._think_started is not None and self.stream_thought_s is None:  # it ended still thinking
                 self.stream_thought_s = time.monotonic() - self._think_started
-            self._render_answer(cursor, text, self.stream_thought_s)
+            self._render_answer(cursor, text, self.stream_thought_s, self._stream_calls)
+        self._stream_calls = []
         self._splitter = None
         self._stream_block = self._tail_block = None
         self._tail_text = ""
@@ -641,6 +789,9 @@ class Transcript(QTextBrowser):
         action, _, target = url.toString().partition(":")
         if action == "thought" and target.isdigit() and int(target) < len(self.thoughts):
             self.toggle_thought(int(target))
+            return
+        if action == "toolcall":
+            self.toggle_call(target)
             return
         if action == "source":  # source:<answer id>.<n>
             answer, _, n = target.partition(".")

@@ -1,0 +1,341 @@
+"""The Tools page: the MCP servers whose tools the model may call (mcp.json, app/tools/servers.py), adding one
+(a program with its arguments and environment, or an address with its headers), importing another app's
+mcp.json, removing one, and testing one: it is started and its tools are listed with their schemas.
+
+Which servers a chat uses is chosen on the chat page (its Tools box); every call still asks the user. Secrets
+in a new server's environment or headers go to the keyring (app/tools/server_secrets.py). Starting a server
+takes seconds, so the test runs on a worker thread.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shlex
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView,
+                               QLabel, QLineEdit, QPlainTextEdit, QPushButton, QRadioButton, QSplitter,
+                               QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
+
+from app.core import paths
+from app.core.errors import HearthError
+from app.ui.chat.model_picker import tools_badge
+from app.ui.worker import Tasks
+
+RUNS_AS_YOU = ("Tools run as you, with your permissions: a server can read, change and send what you can. Add only "
+               "servers you trust; Hearth asks before each call unless you allow a tool for good.")
+
+
+def _pairs(text: str, sep: str, what: str) -> dict[str, str]:
+    """NAME=VALUE (or 'Name: value') lines as a dict; one sentence for a line that is neither."""
+    out = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        key, found, value = line.partition(sep)
+        if not found or not key.strip():
+            raise HearthError(f"{what}, line {number}: '{line.strip()}' must look like NAME{sep}VALUE.")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def tools_text(conn) -> str:
+    """A tested server's tools with their schemas, as HTML for the details pane."""
+    head = (f"<p><b>{html.escape(conn.entry.name)}</b> ({html.escape(conn.server_name or conn.entry.describe())}) "
+            f"has {len(conn.tools)} tool{'s' if len(conn.tools) != 1 else ''}:</p>")
+    parts = [head]
+    for tool in conn.tools:
+        schema = json.dumps(tool.schema, ensure_ascii=False, indent=2)
+        parts.append(f"<p><b>{html.escape(tool.name)}</b>: {html.escape(tool.description.strip())}</p>"
+                     # Wrapped, not <pre>: a long description widened the pane into sideways scrolling.
+                     f"<p style='font-family:monospace; white-space:pre-wrap'>{html.escape(schema)}</p>")
+    return "".join(parts)
+
+
+class ToolsPage(QWidget):
+    error_reported = Signal(str)
+    servers_changed = Signal()
+    server_dropped = Signal(str)  # removed or replaced: a running copy of it must end
+    tested = Signal(str)  # the server's name, once its tools are listed (or its test failed)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.tasks = Tasks(self)
+        self._testing = False  # a server is being started and asked for its tools
+        intro = QLabel("MCP servers whose tools the model may call: the time, your files, git, a database. Choose "
+                       "them per chat in the chat page's Tools box; each call is shown and runs only after you "
+                       f"allow it. They are kept in {paths.mcp_config_file()}, the mcpServers file LM Studio, Jan, "
+                       "Claude Desktop and Cursor use, so one you have there can be imported.")
+        intro.setWordWrap(True)
+        self.model_line = QLabel("")
+        self.model_line.setObjectName("toolsModel")
+        self.model_line.setWordWrap(True)
+        self.table = QTableWidget(0, 4)
+        self.table.setHorizontalHeaderLabels(["Server", "Kind", "Program or address", "Always allowed"])
+        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(2, QHeaderView.Stretch)
+        self.table.verticalHeader().hide()
+        self.test_button = QPushButton("Test")
+        self.test_button.setToolTip("Start the server and list its tools with their schemas")
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.setToolTip("Remove the server from mcp.json, with the tools allowed for it and its "
+                                      "secrets in the keyring")
+        self.import_button = QPushButton("Import mcp.json…")
+        self.import_button.setToolTip("Add every server of another app's mcp.json (or claude_desktop_config.json)")
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.details = QTextBrowser()
+        self.details.setPlaceholderText("Test a server to see its tools and their schemas here.")
+
+        # The add form: a program (stdio) or an address (streamable HTTP).
+        self.name_edit = QLineEdit()
+        self.name_edit.setPlaceholderText("time")
+        self.stdio_choice = QRadioButton("A program (stdio)")
+        self.http_choice = QRadioButton("An address (HTTP)")
+        self.stdio_choice.setChecked(True)
+        self.command_edit = QLineEdit()
+        self.command_edit.setPlaceholderText("uvx mcp-server-time --local-timezone Europe/Paris")
+        self.command_edit.setToolTip("The program and its arguments, as in a shell (quotes group an argument)")
+        self.env_edit = QPlainTextEdit()
+        self.env_edit.setPlaceholderText("NAME=VALUE, one a line (API keys and tokens go to the keyring)")
+        self.env_edit.setFixedHeight(48)
+        self.url_edit = QLineEdit()
+        self.url_edit.setPlaceholderText("https://example.com/mcp")
+        self.headers_edit = QPlainTextEdit()
+        self.headers_edit.setPlaceholderText("Name: value, one a line (Authorization goes to the keyring)")
+        self.headers_edit.setFixedHeight(48)
+        self.add_button = QPushButton("Add server")
+        self.runs_as_you = QLabel(RUNS_AS_YOU)
+        self.runs_as_you.setObjectName("toolsWarning")
+        self.runs_as_you.setWordWrap(True)
+        self.runs_as_you.setStyleSheet("color: #b45309")
+        form_box = QGroupBox("Add a server")
+        form = QFormLayout(form_box)
+        kinds = QHBoxLayout()
+        kinds.addWidget(self.stdio_choice)
+        kinds.addWidget(self.http_choice)
+        kinds.addStretch(1)
+        form.addRow("Name", self.name_edit)
+        form.addRow("Kind", kinds)
+        form.addRow("Command", self.command_edit)
+        form.addRow("Environment", self.env_edit)
+        form.addRow("Address", self.url_edit)
+        form.addRow("Headers", self.headers_edit)
+        form.addRow(self.runs_as_you)
+        adding = QHBoxLayout()
+        adding.addStretch(1)
+        adding.addWidget(self.add_button)
+        form.addRow(adding)
+
+        buttons = QHBoxLayout()
+        for button in (self.test_button, self.remove_button, self.import_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        left = QWidget()
+        left_col = QVBoxLayout(left)
+        left_col.setContentsMargins(0, 0, 0, 0)
+        left_col.addWidget(self.table, 1)
+        left_col.addLayout(buttons)
+        left_col.addWidget(form_box)
+        splitter = QSplitter()
+        splitter.addWidget(left)
+        splitter.addWidget(self.details)
+        splitter.setSizes([560, 440])
+        layout = QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addWidget(self.model_line)
+        layout.addWidget(splitter, 1)
+        layout.addWidget(self.status)
+
+        self.add_button.clicked.connect(self.add_server)
+        self.remove_button.clicked.connect(self.remove_selected)
+        self.test_button.clicked.connect(self.test_selected)
+        self.import_button.clicked.connect(lambda: self.import_file())
+        self.stdio_choice.toggled.connect(self._show_kind)
+        self.table.itemSelectionChanged.connect(self._update_buttons)
+        self._show_kind()
+        self.show_model(None)
+        self.refresh()
+
+    # --- what is shown ----------------------------------------------------------
+    def show_model(self, info: dict | None) -> None:
+        """Whether the loaded model was trained for tools, as the model picker's badge says it."""
+        text, tip = tools_badge(info)
+        if not text:
+            text = ("No model is loaded: whether it was trained for tools shows here once one is." if not info else
+                    "The server's model: whether it was trained for tools is the server's to know.")
+        else:
+            text = f"The loaded model: {text.lower()}. {tip}."
+        self.model_line.setText(text)
+
+    def refresh(self) -> None:
+        from app.tools.servers import allowed_tools, load_servers
+
+        try:
+            servers = load_servers()
+        except HearthError as exc:
+            servers = {}
+            self.status.setText(str(exc))
+        chosen = self.selected()
+        self.table.setRowCount(len(servers))
+        for row, (name, entry) in enumerate(servers.items()):
+            kind = "program" if entry.command else "address"
+            cells = [name, kind + (" (disabled)" if entry.disabled else ""), entry.describe(),
+                     ", ".join(sorted(allowed_tools(name))) or "none"]
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(text)
+                self.table.setItem(row, column, item)
+            if name == chosen:
+                self.table.selectRow(row)
+        self.table.resizeColumnsToContents()
+        self.table.horizontalHeader().setSectionResizeMode(2, QHeaderView.Stretch)
+        self._update_buttons()
+
+    def selected(self) -> str | None:
+        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
+        if not rows:
+            return None
+        item = self.table.item(rows[0].row(), 0)
+        return item.text() if item is not None else None
+
+    def select(self, name: str) -> None:
+        for row in range(self.table.rowCount()):
+            if self.table.item(row, 0).text() == name:
+                self.table.selectRow(row)
+
+    def _update_buttons(self) -> None:
+        chosen = self.selected() is not None
+        self.test_button.setEnabled(chosen and not self._testing)
+        self.remove_button.setEnabled(chosen)
+
+    def _show_kind(self) -> None:
+        stdio = self.stdio_choice.isChecked()
+        for widget in (self.command_edit, self.env_edit):
+            widget.setEnabled(stdio)
+        for widget in (self.url_edit, self.headers_edit):
+            widget.setEnabled(not stdio)
+
+    def _say(self, message: str) -> None:
+        self.status.setText(message)
+
+    # --- changes --------------------------------------------------------------
+    def entry_from_form(self):
+        from app.tools.servers import ServerEntry, parse_entry
+
+        name = self.name_edit.text().strip()
+        if self.stdio_choice.isChecked():
+            try:
+                words = shlex.split(self.command_edit.text())
+            except ValueError as exc:
+                raise HearthError(f"The command cannot be read ({exc}); close its quotes.") from None
+            if not words:
+                raise HearthError("Give the program to start (and its arguments), e.g. uvx mcp-server-time.")
+            entry = ServerEntry(name, command=words[0], args=words[1:],
+                                env=_pairs(self.env_edit.toPlainText(), "=", "Environment"))
+        else:
+            entry = ServerEntry(name, url=self.url_edit.text().strip(),
+                                headers=_pairs(self.headers_edit.toPlainText(), ":", "Headers"))
+        parse_entry(name, entry.to_json(), "The form")  # the same checks as an mcp.json entry
+        return entry
+
+    def add_server(self) -> bool:
+        """The form's server into mcp.json (its secrets into the keyring); False, with the sentence, if not."""
+        from app.tools.server_secrets import keep_secrets
+        from app.tools.servers import save_server
+
+        try:
+            entry, notes = keep_secrets(self.entry_from_form())
+            save_server(entry)
+        except HearthError as exc:
+            self._say(str(exc))
+            self.error_reported.emit(str(exc))
+            return False
+        import shutil
+
+        said = f"Added {entry.name} ({entry.describe()}). Test it, then turn it on for a chat in its Tools box."
+        if entry.command and shutil.which(entry.command) is None:
+            said += f" Note: there is no program '{entry.command}' on PATH yet; it cannot start until there is."
+        self._say(" ".join([said, *notes]))
+        for edit in (self.name_edit, self.command_edit, self.url_edit):
+            edit.clear()
+        self.env_edit.clear()
+        self.headers_edit.clear()
+        self.refresh()
+        self.select(entry.name)
+        self.servers_changed.emit()
+        return True
+
+    def remove_selected(self) -> None:
+        from app.tools.servers import remove_server
+
+        name = self.selected()
+        if name is None:
+            return
+        try:
+            remove_server(name)
+        except HearthError as exc:
+            self._say(str(exc))
+            return
+        self.server_dropped.emit(name)
+        self._say(f"Removed {name}, with the tools always allowed for it.")
+        self.details.clear()
+        self.refresh()
+        self.servers_changed.emit()
+
+    def import_file(self, path: str | None = None) -> list[str]:
+        from app.tools.servers import import_servers
+
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(self, "Import an mcp.json", str(Path.home()),
+                                                  "MCP server files (*.json);;All files (*)")
+            if not path:
+                return []
+        try:
+            names = import_servers(Path(path))
+        except HearthError as exc:
+            self._say(str(exc))
+            return []
+        self._say(f"Added {', '.join(names)} from {Path(path).name}. {RUNS_AS_YOU}")
+        self.refresh()
+        self.servers_changed.emit()
+        return names
+
+    def test_selected(self) -> None:
+        """Start the chosen server on a worker thread and list its tools."""
+        from app.tools.mcp_client import McpConnection
+        from app.tools.servers import get_server
+
+        name = self.selected()
+        if name is None or self._testing:
+            return
+        self._testing = True
+
+        def test():
+            with McpConnection(get_server(name)) as conn:
+                return tools_text(conn)
+
+        def shown(text: str) -> None:
+            self._testing = False
+            self.details.setHtml(text)
+            self._say(f"{name} answered.")
+            self._update_buttons()
+            self.tested.emit(name)
+
+        def failed(message: str) -> None:
+            self._testing = False
+            self.details.setPlainText(message)
+            self._say(message)
+            self._update_buttons()
+            self.tested.emit(name)
+
+        self._say(f"Starting {name}…")
+        self.tasks.run(test, shown, failed, name="mcp-test")
+        self._update_buttons()
+
+    def close_tasks(self) -> None:
+        self.tasks.close()

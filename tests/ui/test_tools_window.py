@@ -1,0 +1,175 @@
+"""Tools in the window (#35) with the real engine, the bundled model and real MCP servers: the Tools page adds,
+tests and removes servers (secrets to the keyring); a chat with the real mcp-server-time enabled shows the
+model's call as a block, runs it only after Allow once, puts the server's real result in the conversation and
+answers after it; the chat reopened from the store shows the block again; Deny never reaches the server; a
+server that hangs is stopped with Stop, and a call that waits is stopped with Esc, without a hang.
+
+The bundled 135M model cannot choose tools, so the call is forced (the chat's tool_overrides, as `hearth chat
+--tool-choice TOOL --tool-arg` does) with its time zone fixed through the schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from app.core import paths
+from app.tools.servers import ServerEntry, allowed_tools, load_servers, save_server
+from tests.ui.conftest import ask, shot
+
+MISBEHAVING = Path(__file__).resolve().parents[1] / "tools" / "misbehaving_server.py"
+ANSWER_MS = 120_000  # a server's start and two rounds of the model on a loaded 2-core machine
+
+
+def force(chat, tool: str, **pinned) -> None:
+    # One round: after its result the model answers in words (a 135M model asked "auto" calls again and again).
+    chat.tool_overrides = {"choice": "required", "forced": tool, "pinned": {tool: pinned} if pinned else None,
+                           "max_rounds": 1}
+
+
+def wait_for_approval(qtbot, chat) -> dict:
+    qtbot.waitUntil(lambda: chat.approval.isVisible(), timeout=ANSWER_MS)
+    return chat._waiting_call
+
+
+def test_a_chat_calls_the_real_time_server_after_the_user_allows_it_and_keeps_the_call(qtbot, main_window, tmp_path):
+    window, chat = main_window, main_window.chat
+    info = window.bridge.info
+    # The badge says what the template says (SmolLM2's knows no tools), in the picker and on the Tools page.
+    expected = "Trained for tools" if info["knows_tools"] else "Not trained for tools"
+    assert chat.picker.tools_badge.isVisible() and chat.picker.tools_badge.text() == expected
+    assert expected.lower() in window.tools.model_line.text()
+
+    save_server(ServerEntry("time", command="mcp-server-time", args=["--local-timezone", "UTC"]))
+    save_server(ServerEntry("flaky", command=sys.executable, args=[str(MISBEHAVING)]))
+    chat.tools_panel.refresh()
+    chat.tools_panel.set_chosen(["time"])
+    force(chat, "get_current_time", timezone="Europe/Paris")
+
+    # 1. Allow once: the block shows the call with its arguments, the server's real time comes back, the model
+    # answers after it.
+    ask(qtbot, window, "What time is it in Paris?", max_tokens=40, wait=False)
+    waiting = wait_for_approval(qtbot, chat)
+    assert (waiting["server"], waiting["tool"], waiting["arguments"]) == ("time", "get_current_time",
+                                                                          {"timezone": "Europe/Paris"})
+    assert "runs as you, with your permissions" in chat.approval_text.text()
+    shown = chat.transcript.plain_text()
+    assert "Tool call" in shown and "waiting for you to allow it" in shown and '"Europe/Paris"' in shown
+    shot(window, "tools-chat-waiting", tmp_path)
+    with qtbot.waitSignal(window.bridge.generation_finished, timeout=ANSWER_MS) as finished:
+        chat.allow_once_button.click()
+    assert not chat.approval.isVisible()
+    done = finished.args[0]
+    call = done["tool_calls"][0]
+    result = json.loads(call["result"])  # what mcp-server-time answered
+    assert call["decision"] == "once" and not call["is_error"] and result["timezone"] == "Europe/Paris"
+    assert abs((datetime.fromisoformat(result["datetime"]) - datetime.now(timezone.utc)).total_seconds()) < 300
+    assert done["completion_tokens"] > 0 and done["text"].strip()  # generated after the result
+    shown = chat.transcript.plain_text()
+    assert result["datetime"] in shown and "allowed once" in shown
+    after = shown[shown.index("allowed once"):]  # the answer's words follow the block (markup aside)
+    assert any(word in after for word in re.findall(r"[A-Za-z]{4,}", done["text"]))
+    assert allowed_tools("time") == set()  # once is not always
+    shot(window, "tools-chat-approved", tmp_path)
+    cid = chat.conversation_id
+    answer = window.store.messages(cid)[-1]
+    assert answer.meta["tool_calls"][0]["result"] == call["result"] and answer.content == done["text"]
+    assert window.store.chat_tools(cid) == ["time"]
+
+    # 2. Reopened from the store: the block is there, closed; opened, it shows the result.
+    chat.new_conversation()
+    assert chat.tools_panel.chosen() == []
+    chat.open_conversation(cid)
+    qtbot.waitUntil(lambda: not chat.transcript.loading, timeout=10_000)
+    assert chat.tools_panel.chosen() == ["time"]
+    block = chat.transcript.calls[call["id"]]
+    assert not block.expanded and "get_current_time" in chat.transcript.plain_text()
+    assert result["datetime"] not in chat.transcript.plain_text()
+    chat.transcript.toggle_call(call["id"])
+    assert result["datetime"] in chat.transcript.plain_text()
+
+    # 3. Deny, in the same chat: the first call and its result go to the model with the question; this one never
+    # reaches the server, and the model still answers.
+    force(chat, "get_current_time", timezone="Asia/Tokyo")
+    ask(qtbot, window, "And in Tokyo?", max_tokens=40, wait=False)
+    wait_for_approval(qtbot, chat)
+    with qtbot.waitSignal(window.bridge.generation_finished, timeout=ANSWER_MS) as finished:
+        chat.deny_button.click()
+    denied = finished.args[0]["tool_calls"][0]
+    assert denied["decision"] == "deny" and denied["result"] == "The user did not allow this call."
+    assert denied["seconds"] == 0 and "denied" in chat.transcript.plain_text()
+
+    # 4. A server that hangs: allowed, it runs, and Stop ends it at once with a stopped result, not at its timeout.
+    chat.tools_panel.set_chosen(["flaky"])
+    force(chat, "hang")
+    ask(qtbot, window, "Wait for it.", max_tokens=40, wait=False)
+    wait_for_approval(qtbot, chat)
+    chat.allow_once_button.click()
+    qtbot.waitUntil(lambda: "running…" in chat.transcript.plain_text(), timeout=10_000)
+    started = time.monotonic()
+    with qtbot.waitSignal(window.bridge.generation_finished, timeout=15_000) as finished:
+        chat.stop_button.click()
+    assert time.monotonic() - started < 5
+    hung = finished.args[0]["tool_calls"][0]
+    assert hung["stopped"] and hung["is_error"] and "was stopped" in hung["result"]
+    assert finished.args[0]["finish_reason"] == "cancelled" and "stopped" in chat.transcript.plain_text()
+    assert window.store.messages(cid)[-1].meta["tool_calls"][0]["stopped"]
+
+    # 5. Esc while a call waits for the user: stopped, never run, and the chat is ready for the next question.
+    ask(qtbot, window, "Once more.", max_tokens=40, wait=False)
+    wait_for_approval(qtbot, chat)
+    with qtbot.waitSignal(window.bridge.generation_finished, timeout=15_000) as finished:
+        QTest.keyClick(chat.input, Qt.Key_Escape)
+    stopped = finished.args[0]["tool_calls"][0]
+    assert stopped["decision"] == "stopped" and stopped["seconds"] == 0 and not chat.approval.isVisible()
+    assert chat.send_button.isEnabled() and not chat.generating
+
+
+def test_the_tools_page_adds_tests_and_removes_servers_and_keeps_secrets_in_the_keyring(qtbot, idle_window,
+                                                                                       memory_keyring, tmp_path):
+    window = idle_window
+    window.tabs.setCurrentWidget(window.tools)
+    page = window.tools
+    assert "Tools run as you, with your permissions" in page.runs_as_you.text() and page.runs_as_you.isVisible()
+    assert "No model is loaded" in page.model_line.text()
+
+    page.name_edit.setText("time")
+    page.command_edit.setText("mcp-server-time --local-timezone 'Europe/Paris'")
+    page.env_edit.setPlainText("TZ=UTC\nTIME_API_KEY=abc123")
+    page.add_button.click()
+    entry = load_servers()["time"]
+    assert (entry.command, entry.args) == ("mcp-server-time", ["--local-timezone", "Europe/Paris"])
+    assert entry.env == {"TZ": "UTC", "TIME_API_KEY": "${keyring:time/env/TIME_API_KEY}"}
+    assert "abc123" not in paths.mcp_config_file().read_text()
+    assert "time" in [window.chat.tools_panel.list.item(i).text() for i in range(window.chat.tools_panel.list.count())]
+
+    page.http_choice.setChecked(True)
+    page.name_edit.setText("docs")
+    page.url_edit.setText("https://example.com/mcp")
+    page.headers_edit.setPlainText("Authorization: Bearer sk-remote")
+    page.add_button.click()
+    assert load_servers()["docs"].headers == {"Authorization": "${keyring:docs/headers/Authorization}"}
+    assert "Bearer sk-remote" in memory_keyring.saved.values()
+
+    page.name_edit.setText("bad name!")  # one sentence, nothing written
+    page.add_button.click()
+    assert "a server's name must be" in page.status.text() and set(load_servers()) == {"time", "docs"}
+
+    page.select("time")
+    with qtbot.waitSignal(page.tested, timeout=60_000):
+        page.test_button.click()
+    listed = page.details.toPlainText()
+    assert "get_current_time" in listed and "convert_time" in listed and '"timezone"' in listed
+    window.resize(1366, 768)
+    shot(window, "tools-page", tmp_path)
+
+    page.select("docs")
+    page.remove_button.click()
+    assert set(load_servers()) == {"time"} and "Bearer sk-remote" not in memory_keyring.saved.values()
