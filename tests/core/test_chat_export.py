@@ -90,3 +90,33 @@ def test_a_bad_file_says_why_in_one_sentence_and_imports_nothing(tmp_path, conte
     assert store.list() == []
     with pytest.raises(ChatImportError, match="there is no such file"):
         import_chat(store, tmp_path / "missing.json")
+
+
+def test_an_answers_tool_calls_are_exported_and_rebuild_the_conversation_the_model_saw(tmp_path):
+    from app.core.chat_export import export_json, export_markdown, import_chat, write_export
+    from app.core.chats import ChatStore, tool_turn_messages
+
+    store = ChatStore(tmp_path / "chats.db")
+    cid = store.create("Paris time")
+    store.set_chat_tools(cid, ["time"])
+    store.add_message(cid, "user", "What time is it in Paris?")
+    call = {"server": "time", "tool": "get_current_time", "arguments": {"timezone": "Europe/Paris"},
+            "decision": "once", "result": '{"datetime": "2025-01-01T12:00:00+01:00"}', "is_error": False,
+            "seconds": 0.1, "id": "call_1", "round": 0, "said": "Let me look."}
+    store.add_message(cid, "assistant", "It is noon in Paris.", {"tool_calls": [call]})
+    answer = store.messages(cid)[-1]
+    assert tool_turn_messages(answer.content, answer.meta) == [
+        {"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_current_time", "arguments": '{"timezone": "Europe/Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "get_current_time",
+         "content": '{"datetime": "2025-01-01T12:00:00+01:00"}'},
+        {"role": "assistant", "content": "It is noon in Paris."}]
+    assert tool_turn_messages("Hi.", {}) == [{"role": "assistant", "content": "Hi."}]
+    markdown = export_markdown(store, cid)
+    assert "<summary>Tool call: time · get_current_time (allowed once)</summary>" in markdown
+    assert "2025-01-01T12:00:00+01:00" in markdown and markdown.index("Let me look.") < markdown.index("noon")
+    assert export_json(store, cid)["tool_servers"] == ["time"]
+    path = write_export(store, cid, tmp_path / "chat.json", "json")
+    again = import_chat(store, path)
+    assert store.chat_tools(again) == ["time"] and store.messages(again)[-1].meta["tool_calls"] == [call]
+    store.close()

@@ -1,8 +1,9 @@
 """Tools in the window (#35) with the real engine, the bundled model and real MCP servers: the Tools page adds,
 tests and removes servers (secrets to the keyring); a chat with the real mcp-server-time enabled shows the
 model's call as a block, runs it only after Allow once, puts the server's real result in the conversation and
-answers after it; the chat reopened from the store shows the block again; Deny never reaches the server; a
-server that hangs is stopped with Stop, and a call that waits is stopped with Esc, without a hang.
+answers after it; the chat reopened from the store shows the block again; Deny never reaches the server;
+regenerating keeps each version's calls and "Always allow" is remembered; a server that hangs is stopped with
+Stop, and a call that waits is stopped with Esc, without a hang.
 
 The bundled 135M model cannot choose tools, so the call is forced (the chat's tool_overrides, as `hearth chat
 --tool-choice TOOL --tool-arg` does) with its time zone fixed through the schema.
@@ -106,7 +107,21 @@ def test_a_chat_calls_the_real_time_server_after_the_user_allows_it_and_keeps_th
     assert denied["decision"] == "deny" and denied["result"] == "The user did not allow this call."
     assert denied["seconds"] == 0 and "denied" in chat.transcript.plain_text()
 
-    # 4. A server that hangs: allowed, it runs, and Stop ends it at once with a stopped result, not at its timeout.
+    # 4. Regenerating the first answer asks again; "Always allow this tool" runs it and is kept for the server's
+    # tool. The new version keeps its own call, the old one (with what followed it) stays a version back.
+    force(chat, "get_current_time", timezone="Europe/Paris")
+    first = window.store.messages(cid)[1]
+    chat.regenerate(first.id)
+    wait_for_approval(qtbot, chat)
+    with qtbot.waitSignal(window.bridge.generation_finished, timeout=ANSWER_MS):
+        chat.allow_always_button.click()
+    again = window.store.message(first.id)
+    assert again.versions == 2 and again.meta["tool_calls"][0]["decision"] == "always"
+    assert allowed_tools("time") == {"get_current_time"}
+    old = window.store.versions(first.id)[0]
+    assert old["meta"]["tool_calls"][0]["result"] == call["result"] and old["tail"][1]["meta"]["tool_calls"]
+
+    # 5. A server that hangs: allowed, it runs, and Stop ends it at once with a stopped result, not at its timeout.
     chat.tools_panel.set_chosen(["flaky"])
     force(chat, "hang")
     ask(qtbot, window, "Wait for it.", max_tokens=40, wait=False)
@@ -122,7 +137,7 @@ def test_a_chat_calls_the_real_time_server_after_the_user_allows_it_and_keeps_th
     assert finished.args[0]["finish_reason"] == "cancelled" and "stopped" in chat.transcript.plain_text()
     assert window.store.messages(cid)[-1].meta["tool_calls"][0]["stopped"]
 
-    # 5. Esc while a call waits for the user: stopped, never run, and the chat is ready for the next question.
+    # 6. Esc while a call waits for the user: stopped, never run, and the chat is ready for the next question.
     ask(qtbot, window, "Once more.", max_tokens=40, wait=False)
     wait_for_approval(qtbot, chat)
     with qtbot.waitSignal(window.bridge.generation_finished, timeout=15_000) as finished:
