@@ -95,11 +95,11 @@ class ToolAnswer:
         self.thread.join(timeout)
 
     def _approve(self, server: str, tool: str, arguments: dict) -> str:
-        from app.tools.servers import STOPPED
+        from app.tools.servers import ALWAYS, ONCE, STOPPED
 
         if self.current:
             self.bridge.tool_approval_needed.emit({"server": server, "tool": tool, "arguments": arguments,
-                                                   "id": self._asking})
+                                                   "id": self._record.id})
         while True:
             try:
                 decision = self._answers.get(timeout=WAKE_S)
@@ -107,12 +107,18 @@ class ToolAnswer:
                 if self.stop.is_set():
                     return STOPPED
                 continue
-            return STOPPED if self.stop.is_set() else decision
+            if self.stop.is_set():
+                return STOPPED
+            if decision in (ONCE, ALWAYS) and self.current:  # allowed: it runs from now on
+                self.bridge.tool_call_started.emit({**self._record.to_json(), "decision": decision,
+                                                    "state": "running"})
+            return decision
 
     def _on_call(self, record) -> None:
-        self._asking = record.id
+        self._record = record  # the call the approval is asked for next
         if self.current:
-            self.bridge.tool_call_started.emit({**record.to_json(), "state": "running"})
+            # "called": it runs at once if the tool is always allowed, else it waits for the user next.
+            self.bridge.tool_call_started.emit({**record.to_json(), "state": "called"})
 
     def _on_result(self, record) -> None:
         if self.current:
@@ -125,7 +131,6 @@ class ToolAnswer:
     def _run(self) -> None:
         from app.tools.tool_chat import MAX_ROUNDS, answer_with_tools
 
-        self._asking = ""
         try:
             tools = self.pool.tool_set(self.servers, self.pinned)
             # Results are measured in characters / 4, not the model's tokens: a vocabulary load per answer

@@ -25,8 +25,8 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QPainter, QPalette
-from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar,
+                               QPushButton, QSizePolicy, QVBoxLayout, QWidget)
 
 from app.core.units import human_size
 from app.ui.worker import Tasks
@@ -237,3 +237,75 @@ def copy_button(text: Callable[[], str], label: str = "Copy", tip: str = "Copy t
     button.setToolTip(tip)
     button.clicked.connect(lambda: QApplication.clipboard().setText(text()))
     return button
+
+
+class ChatChoice(QWidget):
+    """A checklist of names chosen per chat (the chat page's Documents and Tools boxes). A new chat's choice is
+    kept once it has an id (its first message); subclasses say where the names and the choice live."""
+
+    changed = Signal()
+
+    def __init__(self, tooltip: str, empty_text: str, max_height: int, parent=None):
+        super().__init__(parent)
+        self.conversation_id: int | None = None
+        self._unsaved: list[str] = []  # chosen for a chat that has no id yet
+        self.list = QListWidget()
+        self.list.setMaximumHeight(max_height)
+        self.list.setToolTip(tooltip)
+        self.empty = QLabel(empty_text)
+        self.empty.setObjectName("hint")
+        self.empty.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.list)
+        layout.addWidget(self.empty)
+        self.list.itemChanged.connect(self._on_item_changed)
+
+    def refresh(self) -> None:
+        raise NotImplementedError
+
+    def _saved(self, conversation_id: int) -> list[str]:
+        raise NotImplementedError
+
+    def _save(self, names: list[str]) -> None:
+        raise NotImplementedError
+
+    def chosen(self) -> list[str]:
+        return [self.list.item(i).text() for i in range(self.list.count())
+                if self.list.item(i).checkState() == Qt.Checked]
+
+    def chat_choice(self) -> list[str]:
+        """What the open chat has chosen (kept, or not yet kept for a new chat)."""
+        return self._saved(self.conversation_id) if self.conversation_id is not None else self._unsaved
+
+    def _fill(self, names: list[str], chosen: list[str], tips: dict[str, str] | None = None) -> None:
+        blocked = self.list.blockSignals(True)
+        self.list.clear()
+        for name in names:
+            item = QListWidgetItem(name)
+            item.setFlags(item.flags() | Qt.ItemIsUserCheckable)
+            item.setCheckState(Qt.Checked if name in chosen else Qt.Unchecked)
+            if tips and name in tips:
+                item.setToolTip(tips[name])
+            self.list.addItem(item)
+        self.list.blockSignals(blocked)
+        self.list.setVisible(bool(names))
+        self.empty.setVisible(not names)
+
+    def show_conversation(self, conversation_id: int | None) -> None:
+        self.conversation_id = conversation_id
+        self._unsaved = []
+        self.refresh()
+
+    def conversation_created(self, conversation_id: int) -> None:
+        """A new chat got its id: what was chosen before its first message is kept for it."""
+        self.conversation_id = conversation_id
+        self._save(self._unsaved)
+        self._unsaved = []
+
+    def _on_item_changed(self, _item) -> None:
+        if self.conversation_id is None:
+            self._unsaved = self.chosen()
+        else:
+            self._save(self.chosen())
+        self.changed.emit()

@@ -17,21 +17,13 @@ from app.core import paths
 from app.tools.mcp_client import McpConnection
 from app.tools.server_secrets import SERVICE, keep_secrets, resolved
 from app.tools.servers import ServerEntry, ToolsConfigError, get_server, remove_server, save_server
-from tests.ui.conftest import MemoryKeyring
+from tests.ui.conftest import memory_keyring  # noqa: F401 (autouse: an empty keyring in memory for each test)
 
 MISBEHAVING = Path(__file__).with_name("misbehaving_server.py")
 
 
-@pytest.fixture
-def ring():
-    before = keyring.get_keyring()
-    ring = MemoryKeyring()
-    keyring.set_keyring(ring)
-    yield ring
-    keyring.set_keyring(before)
-
-
-def test_a_servers_api_key_goes_to_the_keyring_and_reaches_the_server_when_it_starts(ring, capsys):
+def test_a_servers_api_key_goes_to_the_keyring_and_reaches_the_server_when_it_starts(memory_keyring, capsys):
+    ring = memory_keyring
     assert main(["tools", "add", "--env", "SERVICE_API_KEY=sk-live-123", "--env", "REGION=eu", "flaky", "--",
                  sys.executable, str(MISBEHAVING)]) == 0
     written = json.loads(paths.mcp_config_file().read_text())["mcpServers"]["flaky"]["env"]
@@ -45,8 +37,9 @@ def test_a_servers_api_key_goes_to_the_keyring_and_reaches_the_server_when_it_st
     assert (SERVICE, "flaky/env/SERVICE_API_KEY") not in ring.saved
 
 
-def test_an_authorization_header_is_kept_in_the_keyring_and_a_literal_from_another_app_still_works(ring,
+def test_an_authorization_header_is_kept_in_the_keyring_and_a_literal_from_another_app_still_works(memory_keyring,
                                                                                                     monkeypatch):
+    ring = memory_keyring
     entry, notes = keep_secrets(ServerEntry("docs", url="https://example.com/mcp",
                                             headers={"Authorization": "Bearer t0k", "Accept-Language": "fr"}))
     assert notes == [] and entry.headers == {"Authorization": "${keyring:docs/headers/Authorization}",

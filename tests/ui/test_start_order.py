@@ -3,7 +3,7 @@ one of them missing, empty, or unaware of the model that loaded before it existe
 
 from __future__ import annotations
 
-TABS = ["Chat", "Models", "Documents", "Benchmark", "Connections", "Server"]
+TABS = ["Chat", "Models", "Documents", "Tools", "Benchmark", "Connections", "Server"]
 
 
 def tab_titles(w) -> list[str]:
@@ -24,7 +24,8 @@ def test_the_pages_built_after_the_first_load_know_the_loaded_model(qtbot, main_
     w = main_window
     qtbot.waitUntil(w.pages.all_built, timeout=30_000)
     assert tab_titles(w) == TABS
-    assert [w.tabs.widget(i) for i in range(2, 6)] == [w.documents, w.bench, w.connections, w.server]
+    assert [w.tabs.widget(i) for i in range(2, 7)] == [w.documents, w.tools, w.bench, w.connections, w.server]
+    assert "not trained for tools" in w.tools.model_line.text() or "trained for tools" in w.tools.model_line.text()
     model = w.bridge.info["model"]
     assert w.models.title(w.bridge.info) in w.bench.model_label.text()
     assert w.bridge.info["path"] == w.bench.model_path

@@ -126,8 +126,12 @@ def test_a_chat_calls_the_real_time_server_after_the_user_allows_it_and_keeps_th
     force(chat, "hang")
     ask(qtbot, window, "Wait for it.", max_tokens=40, wait=False)
     wait_for_approval(qtbot, chat)
+    waiting = chat._waiting_call
     chat.allow_once_button.click()
-    qtbot.waitUntil(lambda: "running…" in chat.transcript.plain_text(), timeout=10_000)
+    # The answer's thread took the answer and the call runs (the server sleeps): then Stop.
+    qtbot.waitUntil(lambda: chat.transcript.calls[waiting["id"]].call["state"] == "running", timeout=10_000)
+    assert "running…" in chat.transcript.plain_text()
+    qtbot.wait(300)
     started = time.monotonic()
     with qtbot.waitSignal(window.bridge.generation_finished, timeout=15_000) as finished:
         chat.stop_button.click()

@@ -826,7 +826,7 @@ class ChatView(QWidget):
         """A call of the answer in progress appeared, or ended (its result, denial, stop or error)."""
         if not self.generating or self._detached:
             return
-        if call.get("state") == "running" and call.get("id") not in self.transcript.calls:
+        if call.get("id") not in self.transcript.calls:
             self.transcript.stream_call(call)
         else:
             self.transcript.update_call(call)
@@ -859,10 +859,7 @@ class ChatView(QWidget):
         call = self._waiting_call
         if call is None:
             return
-        self._show_approval(None)
-        block = self.transcript.calls.get(call.get("id"))
-        if block is not None:
-            self.transcript.update_call({**block.call, "state": "running"})
+        self._show_approval(None)  # the block says "running…" when the answer's thread has it
         self.bridge.answer_tool_call(decision)
 
     def _on_generation_finished(self, done: dict) -> None:

@@ -100,7 +100,7 @@ def call_state(call: dict) -> str:
     state = call.get("state", "done")
     if state == "waiting":
         return "waiting for you to allow it"
-    if state == "running":
+    if state in ("called", "running"):
         return "running…"
     if call.get("stopped"):
         return "stopped"
@@ -403,15 +403,18 @@ class Transcript(QTextBrowser):
         cursor.insertBlock(QTextBlockFormat(), result)
         cursor.insertText(str(call.get("result") or "(empty)").strip("\n").replace("\n", LINE_BREAK), result)
 
-    def _rewrite_call(self, key: str) -> None:
-        block = self.calls[key]
+    def _rewrite_frame(self, frame, write) -> None:
+        """A block's frame (a thinking or a tool call) emptied and written again by write(cursor), alone."""
         with self._moving_text():
             cursor = QTextCursor(self.document())
-            cursor.setPosition(block.frame.firstPosition())
-            cursor.setPosition(block.frame.lastPosition(), QTextCursor.KeepAnchor)
+            cursor.setPosition(frame.firstPosition())
+            cursor.setPosition(frame.lastPosition(), QTextCursor.KeepAnchor)
             cursor.removeSelectedText()
             cursor.setCharFormat(QTextCharFormat())
-            self._write_call(cursor, key)
+            write(cursor)
+
+    def _rewrite_call(self, key: str) -> None:
+        self._rewrite_frame(self.calls[key].frame, lambda cursor: self._write_call(cursor, key))
 
     def toggle_call(self, key: str) -> None:
         """Open or close a tool call's block in place: only its frame is rewritten."""
@@ -466,13 +469,7 @@ class Transcript(QTextBrowser):
         """Open or close a thinking block in place: only its frame is rewritten."""
         thought = self.thoughts[index]
         thought.expanded = not thought.expanded
-        with self._moving_text():
-            cursor = QTextCursor(self.document())
-            cursor.setPosition(thought.frame.firstPosition())
-            cursor.setPosition(thought.frame.lastPosition(), QTextCursor.KeepAnchor)
-            cursor.removeSelectedText()
-            cursor.setCharFormat(QTextCharFormat())
-            self._write_thought(cursor, index)
+        self._rewrite_frame(thought.frame, lambda cursor: self._write_thought(cursor, index))
 
     def _render_body(self, cursor: QTextCursor, text: str) -> None:
         for kind, lang, body in split_code(text):
