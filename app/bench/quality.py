@@ -56,6 +56,7 @@ class QualityOptions:
     no_save: bool = False  # keep the result out of the data folder's bench/quality.json (the window reads it)
     # An importance matrix: each quant is measured without and with it (the types that need one, with it only).
     imatrix: str | None = None
+    plot: str | None = None  # a PNG of file size against mean KLD
 
 
 def effective_mix(path: str | Path) -> str:
@@ -278,7 +279,11 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def run(options: QualityOptions) -> int:
+def run(options: QualityOptions, plot=None) -> int:
+    """The table (or JSON) on stdout. plot(result, path) draws the --plot chart: the command line passes the Qt
+    painter (app/ui/bench/quality_plot.py), as for bench matrix and window."""
+    if options.plot and plot is None:
+        raise QualityError("--plot needs the Qt painter, which the command line passes in.")
     live = not options.json and sys.stderr.isatty()  # a line rewritten in place: only where someone watches
 
     def progress(_fraction: float, what: str) -> None:
@@ -290,10 +295,13 @@ def run(options: QualityOptions) -> int:
         from app.bench.quality_store import save_quality
 
         result["saved_to"] = str(save_quality(result))
+    if options.plot:
+        plot(result, options.plot)
+        result["plot"] = options.plot
     if live:
         print("\r" + " " * 64 + "\r", end="", file=sys.stderr)
     if not options.json:
-        print(format_table(result))
+        print(format_table(result) + (f"\nChart: {options.plot}" if options.plot else ""))
     else:
         print(json.dumps(result, indent=2))
     return 0 if all(row["ok"] for row in result["rows"]) else 1

@@ -175,6 +175,8 @@ def _add_quality(kinds) -> None:
                    help="an importance matrix (hearth models imatrix): each type measured without and with it")
     p.add_argument("--threads", type=int, metavar="N", default=None, help="CPU threads (default: physical cores)")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.add_argument("--plot", metavar="PATH", help="also write a chart PNG: file size against mean KLD (log scale), "
+                   "one point per quant, without and with the matrix")
     p.add_argument("--no-save", action="store_true", help="do not keep the figures in the data folder's "
                    "bench/quality.json, where the window's quantize pane reads them")
     p.set_defaults(func=_run_quality)
@@ -183,7 +185,12 @@ def _add_quality(kinds) -> None:
 def _run_quality(args) -> int:
     from app.bench import quality
 
-    return quality.run(_options(quality.QualityOptions, args))
+    def plot(result: dict, path: str) -> None:
+        from app.ui.bench.quality_plot import save_plot
+
+        save_plot(result, path)
+
+    return quality.run(_options(quality.QualityOptions, args), plot)
 
 
 # --- hearth bench compare --------------------------------------------------------------------------------------

@@ -55,10 +55,12 @@ def test_bad_input_gets_one_sentence(tmp_path, bundled_model):
     assert cli.returncode == 1 and "scoring needs at least one chunk" in cli.stderr and "Traceback" not in cli.stderr
 
 
-def test_a_quantized_base_is_said_and_compared_against_all_the_same(bundled_model, text):
+def test_a_quantized_base_is_said_and_compared_against_all_the_same(bundled_model, text, tmp_path):
+    chart = tmp_path / "size-vs-kld.png"
     cli = subprocess.run([sys.executable, "-m", "app", "bench", "quality", "--text", str(text), "--model",
-                          str(bundled_model), "--quants", "Q4_1", "--ctx", "128", "--json"], capture_output=True,
-                         text=True, timeout=600)
+                          str(bundled_model), "--quants", "Q4_1,Q8_0", "--ctx", "128", "--threads", "1", "--json",
+                          "--plot", str(chart)],
+                         capture_output=True, text=True, timeout=600)
     assert cli.returncode == 0, cli.stderr
     result = json.loads(cli.stdout)
     assert "is already quantized (Q4_1): the figures say what each quant loses against it" in result["base"]["note"]
@@ -66,6 +68,18 @@ def test_a_quantized_base_is_said_and_compared_against_all_the_same(bundled_mode
     assert row["ok"] and row["path"] == str(bundled_model)
     # The base against itself: the same model, threads and batches give the same logits, exactly.
     assert row["kld_mean"] == 0.0 and row["same_top"] == 1.0 and row["ppl_ratio"] == 1.0
+    assert result["rows"][1]["kld_mean"] > 0  # Q8_0 made from the Q4_1 base
+    # --plot: a size-vs-KLD PNG with the Q8_0 point in the without-a-matrix colour (the Q4_1 row, at KLD 0, has
+    # no place on the log axis and is named under it).
+    from PySide6.QtGui import QColor, QImage
+
+    from app.bench.quality_chart import PLAIN
+    from app.ui.bench.quality_plot import COLORS
+
+    image = QImage(str(chart))
+    assert result["plot"] == str(chart) and (image.width(), image.height()) == (900, 600)
+    blue = COLORS[PLAIN].rgb()
+    assert any(image.pixel(x, y) == blue for x in range(90, 860, 2) for y in range(70, 530, 2))
 
 
 def test_a_long_text_is_scored_within_the_disk_bound(monkeypatch, bundled_model, text):

@@ -36,3 +36,31 @@ def test_measured_types_show_their_figures_and_the_recommendation_follows_the_th
     pane.threshold.setValue(25)
     assert pane.advice.text().startswith("Recommended: Q4_0 (")
     assert "within 25 points of Q8_0's 96.1%" in pane.advice.text()
+
+
+def test_the_benchmark_page_charts_the_kept_figures_size_against_kld(qtbot, idle_window, bundled_model, tmp_path):
+    """#33: the Benchmark page's quality tab draws each kept type as a point (file size, mean KLD on a log axis),
+    without and with the matrix as two series; the base measured as its own type (KLD 0) is named apart."""
+    from app.bench.quality_chart import MATRIX, PLAIN
+    from app.bench.quality_store import save_quality
+
+    text = tmp_path / "notes.md"
+    text.write_text("my notes")
+    rows = [("Q8_0", False, 0.0043, 145), ("Q4_0", False, 0.298, 92), ("Q4_0", True, 0.168, 92),
+            ("Q4_1", False, 0.0, 98)]
+    save_quality({"source": str(bundled_model), "text": str(text), "ctx": 256,
+                  "base": {"path": "/models/smollm2-F16.gguf", "ppl": 20.0},
+                  "rows": [{"type": t, "imatrix": m, "ok": True, "same_top": 0.9, "kld_mean": k, "size_bytes": n * MB}
+                           for t, m, k, n in rows]})
+    w = idle_window
+    w.tabs.setCurrentWidget(w.bench)
+    w.bench.views.setCurrentWidget(w.bench.quality)  # shown: it reads the store again
+    chart = w.bench.quality
+    mb = MB / 1e6
+    assert chart.points["series"][PLAIN] == [(92 * mb, 0.298, "Q4_0"), (145 * mb, 0.0043, "Q8_0")]
+    assert chart.points["series"][MATRIX] == [(92 * mb, 0.168, "Q4_0")] and chart.points["zero"] == ["Q4_1"]
+    assert "on notes.md (256 tokens of context)" in chart.caption.text()
+    assert "KLD 0 (the base itself): Q4_1" in chart.caption.text()
+    w.bench.set_model(str(tmp_path / "other.gguf"))  # a model with no figures kept
+    assert "Quality not measured yet for other.gguf" in chart.caption.text()
+    assert not any(chart.points["series"].values())

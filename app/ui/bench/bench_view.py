@@ -16,11 +16,12 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton,
-                               QSpinBox, QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QVBoxLayout,
-                               QWidget)
+                               QSpinBox, QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QTabWidget,
+                               QVBoxLayout, QWidget)
 
 from app.bench.matrix_report import table_rows, write_csv
 from app.bench.results import load_result, write_json
+from app.ui.bench.quality_chart_view import QualityChart, theme_plot
 from app.ui.worker import Tasks
 from app.ui.widgets import JobBar
 
@@ -123,13 +124,19 @@ class BenchView(QWidget):
         self.pages = QStackedWidget()  # the empty state until a result is shown
         self.pages.addWidget(self.empty)
         self.pages.addWidget(results)
+        # Speed and memory (the matrix) beside quality (bench quality's kept figures): two questions, two tabs.
+        self.quality = QualityChart()
+        self.views = QTabWidget()
+        self.views.setDocumentMode(True)
+        self.views.addTab(self.pages, "Speed and memory")
+        self.views.addTab(self.quality, "Quality: size vs KLD")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(top)
         layout.addWidget(self.jobs)
         layout.addWidget(self.caption)
         layout.addLayout(files)
-        layout.addWidget(self.pages, 1)
+        layout.addWidget(self.views, 1)
 
         self.run_button.clicked.connect(self.run)
         self.open_button.clicked.connect(self._on_open_clicked)
@@ -171,6 +178,7 @@ class BenchView(QWidget):
         self.model_path = path
         self.model_label.setText(f"Model: {title or (Path(path).name if path else 'the bundled model')}")
         self.model_label.setToolTip(path or "")
+        self.quality.show_for(path)
         if hasattr(self, "pages") and matrix_available():
             self._explain()
 
@@ -280,11 +288,8 @@ class BenchView(QWidget):
         self.plot.setYRange(0, top * 1.15, padding=0)
 
     def apply_theme(self, dark: bool) -> None:
-        self.plot.setBackground("#0f1215" if dark else "w")
-        fg = "#e5e7eb" if dark else "#111827"
-        for axis in ("left", "bottom"):
-            self.plot.getAxis(axis).setPen(fg)
-            self.plot.getAxis(axis).setTextPen(fg)
+        theme_plot(self.plot, dark)
+        self.quality.apply_theme(dark)
 
     # --- files -------------------------------------------------------------------------
     def _on_open_clicked(self) -> None:
