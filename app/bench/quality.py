@@ -16,6 +16,10 @@ so one base pass serves every quant; models are loaded one at a time, in this pr
 from the base with llama.cpp's quantizer and kept (as `hearth bench matrix` keeps its variants). The report
 names the types a file really holds: where a width is not a multiple of 256 (the bundled model's 576), llama.cpp
 gives K and IQ types' tensors other types, so a "Q4_K_M" may be mostly Q5_0.
+
+--kv-types measures the KV cache's own types the same way: the base with each cache type against the base with an
+F16 cache, both with flash attention on (llama.cpp needs it for a quantized V cache), on a long context (the
+longest of KV_CONTEXTS the text fills), reported beside the weights' rows.
 """
 
 from __future__ import annotations
@@ -38,6 +42,10 @@ from app.core.quantize import UNQUANTIZED
 from app.core.units import human_size
 
 DEFAULT_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
+# A quantized cache's rounding adds up over the positions that read it: long contexts show its cost, where the
+# text is long enough to fill one.
+KV_CONTEXTS = (2048, 1024, 512)
+KV_REFERENCE = "f16"
 STORE_BYTES = 2 * 2**30  # at most this much disk for the base's log-probs (2,000+ chunks of 256 for a 49k vocabulary)
 
 
@@ -57,6 +65,10 @@ class QualityOptions:
     # An importance matrix: each quant is measured without and with it (the types that need one, with it only).
     imatrix: str | None = None
     plot: str | None = None  # a PNG of file size against mean KLD
+    # KV cache types scored the same way: the base with each cache type against the base with an F16 cache, on a
+    # long context (kv_ctx; None: the longest of KV_CONTEXTS the text fills).
+    kv_types: list[str] = field(default_factory=list)
+    kv_ctx: int | None = None
 
 
 def effective_mix(path: str | Path) -> str:
@@ -88,10 +100,11 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray | None, store: Path | None,
-          on_chunk=None, max_chunks: int | None = None) -> dict:
+          on_chunk=None, max_chunks: int | None = None, kv_type: str = "f16", flash_attn: str = "auto") -> dict:
     """One model over the text. With base None: its log-probs go to `store` (a new memory-mapped file) and the
     result has its perplexity; with base (that file, mapped): the KLD and top-token figures against it too.
-    max_chunks: score at most the text's first chunks (the matrix's quick look)."""
+    max_chunks: score at most the text's first chunks (the matrix's quick look). kv_type, flash_attn: the
+    context's KV cache type and flash attention, as the engine sets them (app/engine/runtime.py)."""
     import llama_cpp
 
     from app.engine.decode import Decoder
@@ -99,7 +112,8 @@ def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray 
     from app.engine.runtime import Runtime
 
     # A fixed thread count for every model: the figures compare models, never two thread counts' rounding.
-    rt = Runtime(LoadOptions(model_path=path, n_ctx=ctx, n_batch=ctx, n_threads=threads or default_threads()),
+    rt = Runtime(LoadOptions(model_path=path, n_ctx=ctx, n_batch=ctx, n_threads=threads or default_threads(),
+                             kv_type=kv_type, flash_attn=flash_attn),
                  extra_bufts=False)  # never the crash some CPUs have with them (DESIGN.md); speed is not measured
     try:
         tokens = rt.tokenize(text, add_special=rt.add_bos(), parse_special=False)
@@ -176,6 +190,7 @@ def measure(options: QualityOptions, progress=None) -> dict:
             base_note = (f"{base_path.name} is already quantized ({base_type}): the figures say what each quant "
                          "loses against it, not against the original model")
     jobs = _jobs(options, base_path)
+    kv_types = _kv_types(options)
     say = progress or (lambda _fraction, _what: None)
     with tempfile.TemporaryDirectory(prefix="hearth-quality-") as tmp:
         store = Path(tmp) / "base-logprobs.npy"
@@ -199,12 +214,68 @@ def measure(options: QualityOptions, progress=None) -> dict:
                          "size_bytes": Path(path).stat().st_size, "mix": effective_mix(path), **figures,
                          "ppl_ratio": figures["ppl"] / base["ppl"]})
         del mapped
+        kv = _measure_kv(options, kv_types, base_path, text, base["tokens"], Path(tmp), say) if kv_types else None
     return {"kind": "quality", "text": str(Path(options.text).expanduser()), "ctx": options.ctx,
             "source": str(source.resolve()),  # the model the user named: the window looks its quants up by it
             "imatrix": _matrix_summary(options.imatrix),
             "base": {"path": str(base_path), "size_bytes": base_path.stat().st_size, "mix": effective_mix(base_path),
                      "note": base_note, **base},
-            "rows": rows, "load_average": load_average()}
+            "rows": rows, "kv": kv, "load_average": load_average()}
+
+
+def _kv_types(options: QualityOptions) -> list[str]:
+    """The KV cache types asked for, checked before anything is scored."""
+    from app.core.fit import KV_BYTES
+
+    types = [t.strip().lower() for t in options.kv_types if t.strip()]
+    for kv_type in types:
+        if kv_type not in KV_BYTES:
+            raise QualityError(f"Unknown KV cache type '{kv_type}' in --kv-types; use {', '.join(KV_BYTES)}.")
+    return types
+
+
+def kv_context(options: QualityOptions, tokens: int) -> int:
+    """The context the KV rows are scored at: --kv-ctx, else the longest of KV_CONTEXTS that the text fills once,
+    else the weights' --ctx (a short text)."""
+    if options.kv_ctx:
+        return options.kv_ctx
+    return next((ctx for ctx in KV_CONTEXTS if tokens >= ctx), options.ctx)
+
+
+def _measure_kv(options: QualityOptions, kv_types: list[str], base_path: Path, text: str, tokens: int, tmp: Path,
+                say) -> dict:
+    """The base model with each KV cache type against the base with an F16 cache, on a long context. Flash
+    attention is on in every pass: llama.cpp needs it for a quantized V cache, and the reference must differ from
+    each row by the cache type alone."""
+    from app.core.fit import kv_cache_bytes
+
+    ctx = kv_context(options, tokens)
+    info = read_gguf_info(base_path)
+    store = tmp / "kv-reference-logprobs.npy"
+    say(0.0, f"scoring the base with an F16 KV cache, context {ctx}")
+    ref = score(str(base_path), text, ctx, options.threads, None, store, kv_type=KV_REFERENCE, flash_attn="on")
+    mapped = np.load(store, mmap_mode="r")
+    rows = []
+    for k, kv_type in enumerate(kv_types):
+        cache = {"kv_type": kv_type, "ctx": ctx, "kv_bytes": kv_cache_bytes(info, ctx, kv_type)}
+        if kv_type == KV_REFERENCE:  # the reference itself: the same model, threads and batches, exactly
+            rows.append({**cache, "ok": True, "positions": ref["positions"], "chunks": ref["chunks"],
+                         "ppl": ref["ppl"], "ppl_ratio": 1.0, "kld_mean": 0.0, "kld_p99": 0.0, "kld_max": 0.0,
+                         "kld_se": 0.0, "same_top": 1.0, "same_top_se": 0.0, "reference": True})
+            continue
+        say(k / len(kv_types), f"KV cache {kv_type}, context {ctx}")
+        try:
+            figures = score(str(base_path), text, ctx, options.threads, mapped, None, kv_type=kv_type,
+                            flash_attn="on")
+        except HearthError as exc:
+            rows.append({**cache, "ok": False, "reason": str(exc)})
+            continue
+        rows.append({**cache, "ok": True, **figures, "ppl_ratio": figures["ppl"] / ref["ppl"]})
+    del mapped
+    return {"ctx": ctx, "reference": {"kv_type": KV_REFERENCE, "flash_attn": "on", "ppl": ref["ppl"],
+                                      "positions": ref["positions"], "chunks": ref["chunks"],
+                                      "text_chunks": ref["text_chunks"]},
+            "rows": rows}
 
 
 def _jobs(options: QualityOptions, base_path: Path) -> list[tuple[str, str | None]]:
@@ -265,18 +336,41 @@ def format_table(result: dict) -> str:
     if base["chunks"] < base["text_chunks"]:
         lines.append(f"Scored the first {base['chunks']} of the text's {base['text_chunks']} chunks (the base's "
                      f"figures are kept on disk, at most {STORE_BYTES / 2**30:.0f} GiB).")
-    header = f"{'quant':<17} {'file':>9}  {'mean KLD':>9} {'99% KLD':>9} {'same top':>9} {'PPL':>9} {'PPL/base':>9}  mix"
-    lines += ["", header, "-" * len(header)]
+    header = f"{'quant':<17} {'file':>9}  {FIGURES_HEADER}  mix"
+    lines += ["", header, "-" * len(header)] if result["rows"] else []
     for row in result["rows"]:
         name = row["type"] + (" + matrix" if row.get("imatrix") else "")
         if not row["ok"]:
             lines.append(f"{name:<17} failed: {row['reason']}")
             continue
-        lines.append(f"{name:<17} {human_size(row['size_bytes']):>9}  {row['kld_mean']:>9.5f} "
-                     f"{row['kld_p99']:>9.4f} {100 * row['same_top']:>8.2f}% {row['ppl']:>9.3f} "
-                     f"{row['ppl_ratio']:>9.4f}  {row['mix']}")
+        lines.append(f"{name:<17} {human_size(row['size_bytes']):>9}  {_figures(row)}  {row['mix']}")
+    kv = result.get("kv")
+    if kv:
+        ref = kv["reference"]
+        lines += ["", f"KV cache types: the base with each cache type against the base with an F16 cache, context "
+                      f"{kv['ctx']} ({ref['positions']:,} positions, {ref['chunks']} chunk{'s' * (ref['chunks'] > 1)}"
+                      f"), flash attention on in every pass (a quantized V cache needs it)."]
+        if kv["ctx"] < KV_CONTEXTS[-1]:
+            lines.append(f"The text is shorter than {KV_CONTEXTS[-1]} tokens, so the cache was scored at --ctx "
+                         f"{kv['ctx']}; a longer text shows the cost at long contexts, where it adds up.")
+        header = f"{'KV cache':<17} {'cache':>9}  {FIGURES_HEADER}"
+        lines += ["", header, "-" * len(header)]
+        for row in kv["rows"]:
+            name = row["kv_type"] + (" (reference)" if row.get("reference") else "")
+            if not row["ok"]:
+                lines.append(f"{name:<17} failed: {row['reason']}")
+                continue
+            lines.append(f"{name:<17} {human_size(row['kv_bytes']):>9}  {_figures(row)}")
     lines.append(f"\nLoad average while measuring: {result['load_average']}.")
     return "\n".join(lines)
+
+
+FIGURES_HEADER = f"{'mean KLD':>9} {'99% KLD':>9} {'same top':>9} {'PPL':>9} {'PPL/base':>9}"
+
+
+def _figures(row: dict) -> str:
+    return (f"{row['kld_mean']:>9.5f} {row['kld_p99']:>9.4f} {100 * row['same_top']:>8.2f}% {row['ppl']:>9.3f} "
+            f"{row['ppl_ratio']:>9.4f}")
 
 
 def run(options: QualityOptions, plot=None) -> int:
@@ -304,4 +398,4 @@ def run(options: QualityOptions, plot=None) -> int:
         print(format_table(result) + (f"\nChart: {options.plot}" if options.plot else ""))
     else:
         print(json.dumps(result, indent=2))
-    return 0 if all(row["ok"] for row in result["rows"]) else 1
+    return 0 if all(row["ok"] for row in result["rows"] + (result["kv"] or {}).get("rows", [])) else 1

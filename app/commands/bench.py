@@ -173,6 +173,13 @@ def _add_quality(kinds) -> None:
     p.add_argument("--ctx", type=int, default=256, metavar="N", help="tokens per scored chunk (default 256)")
     p.add_argument("--imatrix", metavar="FILE", default=None,
                    help="an importance matrix (hearth models imatrix): each type measured without and with it")
+    p.add_argument("--kv-types", metavar="TYPE,...", default=[],
+                   type=lambda value: [t.strip().lower() for t in value.split(",") if t.strip()],
+                   help="also score these KV cache types (f16, q8_0, q4_0): the base with each against the base "
+                   "with an F16 cache, on a long context, beside the weights' rows (--quants \"\" for the cache alone)")
+    p.add_argument("--kv-ctx", type=int, metavar="N", default=None,
+                   help=f"the context for the KV rows (default: the longest of "
+                   f"{', '.join(map(str, quality.KV_CONTEXTS))} that the text fills)")
     p.add_argument("--threads", type=int, metavar="N", default=None, help="CPU threads (default: physical cores)")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.add_argument("--plot", metavar="PATH", help="also write a chart PNG: file size against mean KLD (log scale), "

@@ -144,3 +144,42 @@ def test_a_matrix_of_another_model_is_one_sentence_before_anything_is_scored(mod
         measure(QualityOptions(text=str(text), model=str(model_variant("F16")), quants=["Q4_K_M"], imatrix=str(other)))
     with pytest.raises(QualityError, match="IQ2_XXS needs an importance matrix"):
         measure(QualityOptions(text=str(text), model=str(model_variant("F16")), quants=["IQ2_XXS"]))
+
+
+def test_kv_cache_types_are_scored_against_an_f16_cache_beside_the_weights(bundled_model, model_variant, text):
+    """#33: --kv-types scores the base with each KV cache type against the base with an F16 cache (flash attention
+    on in all passes, as a quantized V cache needs), reported and kept beside the weights' rows. Context 512 and one
+    thread keep it cheap here; the default context is the longest the text fills (test_the_kv_context_...)."""
+    from app.bench.quality_store import quality_for
+
+    base = model_variant("Q8_0")  # the fastest type to evaluate here (Q4_1 without repacking is slow on one thread)
+    result = measure(QualityOptions(text=str(text), model=str(base), quants=[], ctx=128, threads=1,
+                                    kv_types=["f16", "q8_0", "q4_0"], kv_ctx=512))
+    print("\n" + format_table(result))
+    kv = result["kv"]
+    rows = {row["kv_type"]: row for row in kv["rows"]}
+    assert kv["ctx"] == 512 and all(row["ok"] for row in rows.values()), rows
+    f16, q8, q4 = rows["f16"], rows["q8_0"], rows["q4_0"]
+    assert f16["reference"] and f16["kld_mean"] == 0.0
+    assert q8["positions"] == q4["positions"] == kv["reference"]["positions"] == 255 * kv["reference"]["chunks"]
+    assert 0 < q8["kld_mean"] < q4["kld_mean"] and q4["same_top"] < 1.0  # 4 bits round more than 8 (0.0003, 0.04)
+    assert q4["kv_bytes"] < q8["kv_bytes"] < f16["kv_bytes"]
+    table = format_table(result)
+    assert "against the base with an F16 cache, context 512" in table and "\nq4_0 " in table
+    from app.bench.quality_store import save_quality
+
+    save_quality(result)
+    kept = quality_for(base)
+    assert kept["kv"]["ctx"] == 512 and kept["kv"]["rows"]["q4_0"]["kld_mean"] == q4["kld_mean"]
+    assert kept["rows"] == {}  # a KV row is no quant the recommendation could pick
+
+
+def test_the_kv_context_is_the_longest_the_text_fills_and_a_wrong_type_is_one_sentence(bundled_model, text):
+    from app.bench.quality import kv_context
+
+    assert kv_context(QualityOptions(ctx=256), 5000) == 2048
+    assert kv_context(QualityOptions(ctx=256), 1500) == 1024
+    assert kv_context(QualityOptions(ctx=256), 300) == 256  # a short text: the weights' context
+    assert kv_context(QualityOptions(ctx=256, kv_ctx=768), 5000) == 768
+    with pytest.raises(QualityError, match="Unknown KV cache type 'q5_1' in --kv-types; use f16, q8_0, q4_0"):
+        measure(QualityOptions(text=str(text), model=str(bundled_model), quants=[], kv_types=["q5_1"]))
