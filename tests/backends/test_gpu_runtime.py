@@ -50,8 +50,9 @@ def test_offloaded_layers_give_the_cpu_runtimes_tokens_within_the_measured_sprea
     """Teacher-forced on a fixed text: the top token at each position and the last logits, CPU runtime against
     the Vulkan runtime at half and all layers. Greedy answers part after a few tokens on lavapipe (its
     kernels round differently), so whole answers are not compared. Measured on this project's machines:
-    87% of the 47 positions agree and the last logits' cosine is 0.9996 at every layer count (ggml also runs
-    the prompt's batched matrix products on the device when the weights stay on the CPU)."""
+    87% of 47 positions agreed and the last logits' cosine was 0.9996; on the one-sentence text now used,
+    95% and 100% of 21 positions, cosine 0.9996 at half the layers and 0.996 at all (ggml also runs the
+    prompt's batched matrix products on the device when the weights stay on the CPU)."""
     cpu = teacher_forced(rt.cpu_runtime(), bundled_model, 0)
     assert cpu["gpu_layers"] == 0
     for layers, on_gpu in ((N_LAYER // 2, N_LAYER // 2), (-1, N_LAYER + 1)):
@@ -60,7 +61,7 @@ def test_offloaded_layers_give_the_cpu_runtimes_tokens_within_the_measured_sprea
         same = float(np.mean(np.array(got["top"]) == np.array(cpu["top"])))
         cosine = float(got["last"] @ cpu["last"] / np.linalg.norm(got["last"]) / np.linalg.norm(cpu["last"]))
         assert same >= 0.75, (layers, same)
-        assert cosine >= 0.995, (layers, cosine)
+        assert cosine >= 0.99, (layers, cosine)
 
 
 def hearth(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -71,9 +72,10 @@ def hearth(*args: str, env: dict | None = None, timeout: float = 600) -> subproc
 
 
 def device_chat(*flags: str) -> dict:
-    proc = hearth("chat", "--runtime", "vulkan", "--gpu-layers", "-1", *flags, "--prompt",
-                  "Repeat: one two three one two three", "--max-tokens", "3", "--temp", "0", "--ctx", "256",
-                  "--json", env=LAVAPIPE)
+    # A one-character system prompt: 18 prompt tokens instead of the template's default 33 (lavapipe takes
+    # about half a second a token).
+    proc = hearth("chat", "--runtime", "vulkan", "--gpu-layers", "-1", *flags, "--system", ".", "--prompt",
+                  "Repeat: one two", "--max-tokens", "3", "--temp", "0", "--ctx", "256", "--json", env=LAVAPIPE)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["runtime"]["name"] == "vulkan" and out["runtime"]["note"] is None
@@ -102,7 +104,8 @@ def test_parallel_slots_with_every_layer_on_the_device(vulkan_runtime, tmp_path)
 
         def ask(word: str) -> None:
             answers.append(httpx.post(f"{base}/chat/completions", timeout=600, json={
-                "messages": [{"role": "user", "content": f"Say {word}."}], "max_tokens": 2, "temperature": 0}))
+                "messages": [{"role": "system", "content": "."}, {"role": "user", "content": f"Say {word}."}],
+                "max_tokens": 2, "temperature": 0}))
 
         threads = [threading.Thread(target=ask, args=(w,)) for w in ("yes", "no")]
         for t in threads:

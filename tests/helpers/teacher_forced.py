@@ -11,9 +11,9 @@ import base64
 import json
 import sys
 
-TEXT = ("The history of the printing press begins in the fifteenth century, when movable type made books "
-        "cheaper to produce. Within fifty years, presses were working in more than two hundred cities, and the "
-        "number of books in Europe grew into the millions.")
+# One sentence (21 tokens): lavapipe takes about 9 s to start a graph and half a second a token, so every
+# token here costs the suite a second per layer count.
+TEXT = "The history of the printing press begins in the fifteenth century, when movable type made books cheaper to produce."
 
 
 def main(argv: list[str]) -> int:
