@@ -339,6 +339,29 @@ def check_runtimes() -> str:
     return "; ".join(said)
 
 
+def check_documents() -> str:
+    """The documents' embedding model this install has (a bundle ships one) embeds in its own engine process,
+    and a paraphrase lands nearer than an unrelated sentence; without one, BM25 serves alone, which is no
+    failure."""
+    from app.docs import embed_model
+
+    path = embed_model.find()
+    if path is None:
+        return "no embedding model here: documents search is BM25 alone"
+    import numpy as np
+
+    from app.docs.vectors import Embedder
+
+    with Embedder(path) as embedder:
+        a, b, c = embedder.embed(["The cat sits on the mat.", "A kitten is resting on a rug.",
+                                  "Stock markets fell sharply today."])
+    near, far = float(np.dot(a, b)), float(np.dot(a, c))
+    if not near > far + 0.2:
+        raise HearthError(f"the embedding model {path.name} gives a paraphrase {near:.2f} and an unrelated "
+                          f"sentence {far:.2f}: its vectors do not follow meaning")
+    return f"{path.name}: {embedder.dim} dimensions, paraphrase {near:.2f} against unrelated {far:.2f}"
+
+
 CHECKS: list[tuple[str, Callable[[], str]]] = [
     ("resources", check_resources),
     ("model", check_model),
@@ -346,6 +369,7 @@ CHECKS: list[tuple[str, Callable[[], str]]] = [
     ("engine", check_engine),
     ("runtimes", check_runtimes),
     ("quantize", check_quantize),
+    ("documents", check_documents),
     ("server", check_server),
     ("remote", check_remote),
     ("keyring", check_keyring),

@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vulkan", choices=("auto", "build", "none"), default="auto",
                         help="ship the portable Vulkan engine runtime: auto (default) when it is built already, "
                         "build (build it first: about 6 minutes on 2 cores), none")
+    parser.add_argument("--embedding", choices=("auto", "none"), default="auto",
+                        help="ship the documents' embedding model (all-MiniLM-L6-v2, 44 MiB): auto (default) where "
+                        "it is made already or can be made here (the convert extra and its checkpoint), none")
     args = parser.parse_args(argv)
     if (args.deb or args.deb_only) and not sys.platform.startswith("linux"):
         parser.error("--deb builds a Linux package; build it on Linux.")
@@ -73,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     staged = _stage_vulkan(args.vulkan, args.work / "runtimes")
     if staged is not None:
         env["HEARTH_SHIP_RUNTIMES"] = str(staged)
+    embedding = _stage_embedding(args.embedding, args.work / "embedding")
+    if embedding is not None:
+        env["HEARTH_SHIP_EMBEDDING"] = str(embedding)
     command = [sys.executable, "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
                "--distpath", str(args.dist), "--workpath", str(args.work), str(SPEC)]
     print("+", " ".join(command), flush=True)
@@ -88,6 +94,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.deb:
         return _deb(bundle, args.dist, __version__, args.deb_compression)
     return 0
+
+
+def _stage_embedding(mode: str, into: Path) -> Path | None:
+    """The documents' embedding GGUF for the spec to ship (frozen Hearth finds it under embedding/), or None,
+    said in one line. It is made here because this is where torch is: the .deb and the bundle have no convert
+    extra, so without it their documents search would be BM25 alone (app/docs/embed_model.py)."""
+    if mode == "none":
+        return None
+    from app.docs import embed_model
+
+    made = embed_model.find()
+    if made is None:
+        reason = embed_model.why_not_makeable()
+        if reason:
+            print(f"build.py: the embedding model is not shipped ({reason}), so this bundle's documents search is "
+                  "BM25 alone", flush=True)
+            return None
+        print("+ making all-MiniLM-L6-v2 (app.docs.embed_model.make)", flush=True)
+        made = embed_model.make(into / embed_model.FILE_NAME)
+    print(f"embedding model: {made.name} ({made.stat().st_size / 2**20:.0f} MiB) ships", flush=True)
+    return made
 
 
 def _stage_vulkan(mode: str, into: Path) -> Path | None:
