@@ -40,7 +40,10 @@ fi
 # tests use it from there and never build it themselves. Portable (x86-64-v3, not -march=native): the same build is
 # the one the bundle and the .deb ship (packaging/build.py), so CI builds one, not two.
 export HEARTH_RUNTIMES_DIR="${HEARTH_RUNTIMES_DIR:-$HOME/.cache/hearth-runtimes}"
-python3 -m app.core.runtime_build vulkan --portable >/dev/null \
+# HEARTH_TEST_LLAMA_TOOLS=1 also builds llama.cpp's llama-perplexity in the same tree (--tools: llama.cpp's common
+# library and the tool, about 6 minutes more on 2 cores), the reference tests/bench/test_quality.py checks bench
+# quality's figures against; without it that check skips. A cached runtime without the tool is built again.
+python3 -m app.core.runtime_build vulkan --portable ${HEARTH_TEST_LLAMA_TOOLS:+--tools} >/dev/null \
   || echo "run.sh: the Vulkan runtime could not be built (the reason is above); the Vulkan tests skip" >&2
 export QT_QPA_PLATFORM=offscreen
 # The 40 slowest tests are listed at the end, so that every CI log shows where the suite's time goes.

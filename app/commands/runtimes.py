@@ -133,7 +133,7 @@ def _build(args: argparse.Namespace) -> int:
     from app.core.runtime_build import build_runtime, cached, check_toolchain, log_path_for, spec_from_args
     from app.core.runtimes import probe_runtime, runtimes_dir
 
-    spec = spec_from_args(args.name, args.arch, args.portable)
+    spec = spec_from_args(args.name, args.arch, args.portable, args.tools)
     found = None if args.rebuild else cached(spec)
     started = time.monotonic()
     if found is None:

@@ -85,6 +85,15 @@ X86_64_V3_FLAGS = ("-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGG
 # Layout, not behaviour: not part of the cache key.
 LAYOUT_FLAGS = ("-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", "-DCMAKE_INSTALL_RPATH=$ORIGIN",
                 "-DCMAKE_SKIP_INSTALL_RPATH=OFF")
+# llama.cpp's own tools, built in the same tree on request (--tools): llama-perplexity is the reference that
+# `hearth bench quality` is checked against (#33). They need llama.cpp's common library (some fifty files with its
+# chat parsers and templates), which added 358 s to a build on 2 cores under load 2-4 (the libraries alone: 433 s
+# there), so they are opt-in. Not part of the cache key (the libraries are the same with or without them): a
+# runtime asked for with its tools and found without them is built again under the same key. They live in
+# <runtime>/tools/ with their own libraries, apart from what a bundle ships (runtimes.files_to_ship).
+TOOLS = ("llama-perplexity",)
+TOOL_FLAGS = {"-DLLAMA_BUILD_COMMON=OFF": "-DLLAMA_BUILD_COMMON=ON", "-DLLAMA_BUILD_TOOLS=OFF": "-DLLAMA_BUILD_TOOLS=ON"}
+TOOLS_DIR = "tools"
 VULKAN_HEADERS_ENV = "HEARTH_VULKAN_INCLUDE"
 SDIST_ENV = "HEARTH_LLAMA_SDIST"
 TRIXIE_KEYRING = Path("/usr/share/keyrings/debian-archive-trixie-stable.gpg")
@@ -114,8 +123,12 @@ class BuildSpec:
     version: str = field(default_factory=binding_version)
     cuda_archs: tuple[str, ...] = ()            # "90", "86", "120a", ... (cuda only)
     portable: bool = False                      # for shipping: no -march=native
+    tools: tuple[str, ...] = ()                 # llama.cpp tools built beside the libraries (TOOLS)
 
     def __post_init__(self):
+        unknown = [t for t in self.tools if t not in TOOLS]
+        if unknown:
+            raise RuntimeBuildError(f"the runtime build makes the tools {', '.join(TOOLS)}, not {', '.join(unknown)}.")
         if self.name not in BUILDABLE:
             raise RuntimeBuildError(f"Hearth builds the {' and '.join(BUILDABLE)} runtimes, not {self.name!r}.")
         if self.name == "cuda" and not self.cuda_archs:
@@ -137,6 +150,10 @@ class BuildSpec:
             flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(self.cuda_archs)}"]
         return tuple(flags)
 
+    def configure_flags(self) -> tuple[str, ...]:
+        """flags(), with llama.cpp's common library and tools switched on where tools are asked for."""
+        return tuple(TOOL_FLAGS.get(f, f) for f in self.flags()) if self.tools else self.flags()
+
     def flags_hash(self) -> str:
         # A native build's flags mean "this CPU": its key includes the CPU, so a runtimes folder shared
         # between machines (an NFS home, a CI cache) keeps one build per CPU.
@@ -149,8 +166,12 @@ class BuildSpec:
         return f"{self.name}-{self.version}-{self.flags_hash()}"
 
     @property
-    def targets(self) -> tuple[str, ...]:
+    def library_targets(self) -> tuple[str, ...]:
         return (*COMMON_TARGETS, BACKEND_TARGET[self.name])
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return (*self.library_targets, *self.tools)
 
 
 def parse_archs(text: str | None) -> tuple[str, ...]:
@@ -472,19 +493,40 @@ def ggml_version(source: Path) -> str | None:
     return ".".join(m.group(1) for m in parts) if all(parts) else None
 
 
+def _library_target(name: str) -> str:
+    """'libggml-cpu.so.0.25.3' -> 'ggml-cpu'."""
+    return re.sub(r"^lib|(\.so.*|\.dylib|\.dll)$", "", name)
+
+
 def _stage_libraries(build_dir: Path, stage: Path, spec: BuildSpec) -> list[dict]:
-    """Copy the built shared libraries (and their soname links) into stage; their names and sizes."""
+    """Copy the built shared libraries (and their soname links) into stage, and the tools with the libraries only
+    they use into stage/tools; the names and sizes of the files copied."""
     bin_dir = build_dir / "bin"
     stage.mkdir(parents=True)
+    tools = stage / TOOLS_DIR
     copied = []
     for entry in sorted(bin_dir.glob("lib*.so*")) + sorted(bin_dir.glob("*.dll")) + sorted(bin_dir.glob("lib*.dylib")):
-        dest = stage / entry.name
+        own = _library_target(entry.name) in spec.library_targets
+        if not own and not spec.tools:
+            continue
+        folder = stage if own else tools
+        folder.mkdir(exist_ok=True)
+        dest = folder / entry.name
         if entry.is_symlink():
             os.symlink(os.readlink(entry), dest)
         else:
             shutil.copy2(entry, dest)
-            copied.append({"file": entry.name, "bytes": entry.stat().st_size})
-    wanted = [f"lib{t}.so" for t in spec.targets] if sys.platform.startswith("linux") else []
+            copied.append({"file": str(dest.relative_to(stage)), "bytes": entry.stat().st_size})
+    for tool in spec.tools:
+        tools.mkdir(exist_ok=True)
+        shutil.copy2(bin_dir / tool, tools / tool)
+        copied.append({"file": f"{TOOLS_DIR}/{tool}", "bytes": (tools / tool).stat().st_size})
+    if spec.tools:
+        # The tools' RPATH is $ORIGIN: links to the runtime's libraries let them find those beside them.
+        for entry in stage.iterdir():
+            if entry.name != TOOLS_DIR and not (tools / entry.name).exists():
+                os.symlink(f"../{entry.name}", tools / entry.name)
+    wanted = [f"lib{t}.so" for t in spec.library_targets] if sys.platform.startswith("linux") else []
     missing = [name for name in wanted if not (stage / name).exists()]
     if missing:
         raise RuntimeBuildError(f"the {spec.name} build finished without {', '.join(missing)}; "
@@ -501,8 +543,17 @@ def log_path_for(spec: BuildSpec) -> Path:
 
 
 def cached(spec: BuildSpec, root: Path | None = None) -> Runtime | None:
-    """The finished runtime for spec, if it was built before (no build)."""
-    return runtime_from_folder((root or runtimes_dir()) / spec.key, "built")
+    """The finished runtime for spec, if it was built before (no build), with the tools spec asks for."""
+    runtime = runtime_from_folder((root or runtimes_dir()) / spec.key, "built")
+    if runtime is not None and not set(spec.tools) <= set(runtime.manifest.get("llama_tools") or ()):
+        return None
+    return runtime
+
+
+def tool_path(runtime: Runtime, tool: str) -> Path | None:
+    """A llama.cpp tool built with the runtime (--tools), or None where it was built without it."""
+    path = runtime.folder / TOOLS_DIR / tool
+    return path if os.access(path, os.X_OK) else None
 
 
 def build_runtime(spec: BuildSpec, *, root: Path | None = None, sdist: Path | None = None, jobs: int | None = None,
@@ -555,7 +606,7 @@ def _build_locked(spec, root, sdist, jobs, vulkan_include, fetch_headers, keep_b
         except SourcesError as exc:
             raise RuntimeBuildError(str(exc)) from exc
         build_dir = work / "build"
-        configure = ["cmake", "-S", str(source), "-B", str(build_dir), *spec.flags(), *LAYOUT_FLAGS]
+        configure = ["cmake", "-S", str(source), "-B", str(build_dir), *spec.configure_flags(), *LAYOUT_FLAGS]
         if tools.get("generator"):
             configure += ["-G", tools["generator"]]
         if spec.name == "vulkan":
@@ -595,6 +646,7 @@ def _build_locked(spec, root, sdist, jobs, vulkan_include, fetch_headers, keep_b
             "ggml_version": ggml_version(source),
             "sdist_sha256": sha256(sdist_path),
             "flags": list(spec.flags()),
+            "llama_tools": list(spec.tools),  # "tools" is the toolchain below
             "cuda_archs": list(spec.cuda_archs),
             "cpu_target": spec.cpu_target,
             "cpu_key": cpu_key() if not spec.portable else None,
@@ -622,7 +674,7 @@ def _build_locked(spec, root, sdist, jobs, vulkan_include, fetch_headers, keep_b
     return runtime
 
 
-def spec_from_args(name: str, arch: str | None = None, portable: bool = False) -> BuildSpec:
+def spec_from_args(name: str, arch: str | None = None, portable: bool = False, tools: bool = False) -> BuildSpec:
     """The BuildSpec a command line asks for; CUDA without --arch takes the architectures of the GPUs here."""
     archs = parse_archs(arch)
     if name == "cuda" and not archs:
@@ -630,7 +682,7 @@ def spec_from_args(name: str, arch: str | None = None, portable: bool = False) -
         if not archs:
             raise RuntimeBuildError("no NVIDIA GPU is visible here to choose the CUDA architectures from; name "
                                     f"them with --arch (e.g. {CUDA_ARCH_HINT}).")
-    return BuildSpec(name, cuda_archs=archs, portable=portable)
+    return BuildSpec(name, cuda_archs=archs, portable=portable, tools=TOOLS if tools else ())
 
 
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:
@@ -642,6 +694,9 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vulkan-include", type=Path, help=f"newer Vulkan headers (or ${VULKAN_HEADERS_ENV})")
     parser.add_argument("--no-fetch-headers", action="store_true",
                         help="never fetch Debian 13's Vulkan headers when the system's are too old")
+    parser.add_argument("--tools", action="store_true",
+                        help=f"also build llama.cpp's {', '.join(TOOLS)} in the same tree, into the runtime's "
+                        f"{TOOLS_DIR}/ folder (the reference bench quality is checked against; never shipped)")
     parser.add_argument("--rebuild", action="store_true", help="build even if the same build is cached")
     parser.add_argument("--keep-build", action="store_true", help="keep the cmake build folder (for debugging)")
 
@@ -653,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
     add_build_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        spec = spec_from_args(args.name, args.arch, args.portable)
+        spec = spec_from_args(args.name, args.arch, args.portable, args.tools)
         runtime = cached(spec)
         if runtime is None and args.print:
             print(f"the {spec.name} runtime ({spec.key}) is not built", file=sys.stderr)

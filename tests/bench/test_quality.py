@@ -24,9 +24,14 @@ def text(tmp_path_factory) -> Path:
     return path
 
 
-def test_each_quant_is_measured_against_the_base_and_lower_bits_cost_more(model_variant, text):
-    base = model_variant("F16")
-    result = measure(QualityOptions(text=str(text), model=str(base), quants=["Q8_0", "Q4_0"], ctx=128))
+@pytest.fixture(scope="module")
+def measured(model_variant, text) -> dict:
+    """Q8_0 and Q4_0 against the F16 copy on the text, context 128: measured once for this module's tests."""
+    return measure(QualityOptions(text=str(text), model=str(model_variant("F16")), quants=["Q8_0", "Q4_0"], ctx=128))
+
+
+def test_each_quant_is_measured_against_the_base_and_lower_bits_cost_more(measured):
+    result = measured
     rows = {row["type"]: row for row in result["rows"]}
     assert all(row["ok"] for row in rows.values()), rows
     assert result["base"]["note"] is None  # an F16 base is no quantized one
@@ -36,6 +41,30 @@ def test_each_quant_is_measured_against_the_base_and_lower_bits_cost_more(model_
     assert q4["kld_mean"] > 4 * q8["kld_mean"] and q4["same_top"] < q8["same_top"]  # INT4 costs more
     assert q4["kld_p99"] >= q4["kld_mean"] and q4["ppl_ratio"] > 1.0
     assert q8["mix"].startswith("Q8_0") and q4["size_bytes"] < q8["size_bytes"] < result["base"]["size_bytes"]
+
+
+def test_the_figures_agree_with_llama_perplexity_on_the_same_files_text_and_context(measured, text, tmp_path):
+    """#33: the definitions are llama-perplexity's, so its --kl-divergence on the same files, text and context gives
+    the same mean KLD (within 2% relative) and same-top share (within 0.5 points). The tool is built from the pinned
+    sdist's llama.cpp beside the Vulkan runtime (python -m app.core.runtime_build vulkan --portable --tools; tests/
+    run.sh does it with HEARTH_TEST_LLAMA_TOOLS=1) or named by HEARTH_LLAMA_PERPLEXITY."""
+    from tests.helpers.llama_tools import llama_perplexity, run_kl_divergence
+
+    tool = llama_perplexity()
+    if tool is None:
+        pytest.skip("llama-perplexity is not built: python -m app.core.runtime_build vulkan --portable --tools "
+                    "(or HEARTH_TEST_LLAMA_TOOLS=1 tests/run.sh) builds it, or HEARTH_LLAMA_PERPLEXITY names one")
+    base = measured["base"]
+    lines = []
+    for row in measured["rows"]:
+        theirs = run_kl_divergence(tool, base["path"], row["path"], text, measured["ctx"], tmp_path)
+        lines.append(f"{row['type']}: mean KLD {row['kld_mean']:.5f} (llama-perplexity {theirs['kld_mean']:.5f}), "
+                     f"same top {100 * row['same_top']:.2f}% ({theirs['same_top']:.2f}%), PPL {row['ppl']:.3f} "
+                     f"({theirs['ppl']:.3f}), {theirs['chunks']} chunks")
+        assert theirs["chunks"] == row["chunks"], lines[-1]
+        assert row["kld_mean"] == pytest.approx(theirs["kld_mean"], rel=0.02), lines[-1]
+        assert abs(100 * row["same_top"] - theirs["same_top"]) <= 0.5, lines[-1]
+    print("\n" + "\n".join(lines))
 
 
 def test_bad_input_gets_one_sentence(tmp_path, bundled_model):
@@ -142,6 +171,11 @@ def test_a_matrix_of_another_model_is_one_sentence_before_anything_is_scored(mod
                                                                        np.ones(1, np.float32))}, datasets=["x"]))
     with pytest.raises(QualityError, match="computed on another model: its blk.0.attn_q.weight has 2,048 columns"):
         measure(QualityOptions(text=str(text), model=str(model_variant("F16")), quants=["Q4_K_M"], imatrix=str(other)))
+    cli = subprocess.run([sys.executable, "-m", "app", "bench", "quality", "--text", str(text), "--model",
+                          str(model_variant("F16")), "--quants", "Q4_K_M", "--imatrix", str(other)],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 1 and "Traceback" not in cli.stderr, cli.stderr
+    assert cli.stderr.startswith("hearth: ") and cli.stderr.count("\n") == 1 and "computed on another model" in cli.stderr
     with pytest.raises(QualityError, match="IQ2_XXS needs an importance matrix"):
         measure(QualityOptions(text=str(text), model=str(model_variant("F16")), quants=["IQ2_XXS"]))
 

@@ -172,6 +172,23 @@ def test_the_build_is_keyed_by_version_and_flags():
     assert rb.BuildSpec("vulkan", version="0.3.35").key != vulkan.key
 
 
+def test_llama_cpp_s_tools_are_built_on_request_under_the_same_key(runtimes_root):
+    """--tools adds llama-perplexity (bench quality's reference, #33) to the same cmake tree; the libraries are the
+    same, so the key is too, and a runtime asked for with its tools but cached without them is built again."""
+    plain, with_tools = rb.BuildSpec("vulkan", portable=True), rb.BuildSpec("vulkan", portable=True, tools=rb.TOOLS)
+    assert with_tools.key == plain.key and with_tools.targets == (*plain.targets, "llama-perplexity")
+    configure = with_tools.configure_flags()
+    assert "-DLLAMA_BUILD_TOOLS=ON" in configure and "-DLLAMA_BUILD_COMMON=ON" in configure
+    assert plain.configure_flags() == plain.flags() and "-DLLAMA_BUILD_TOOLS=OFF" in with_tools.flags()
+    folder = make_runtime_folder(runtimes_root, plain.key, vulkan_manifest(flags=list(plain.flags())))
+    assert rb.cached(plain) is not None and rb.cached(with_tools) is None
+    rt.write_manifest(folder, vulkan_manifest(flags=list(plain.flags()), llama_tools=list(rb.TOOLS)))
+    assert rb.cached(with_tools) is not None and rb.cached(plain) is not None
+    assert rb.tool_path(rb.cached(plain), "llama-perplexity") is None  # listed, but its file is not there
+    with pytest.raises(rb.RuntimeBuildError, match="makes the tools llama-perplexity, not llama-server"):
+        rb.BuildSpec("vulkan", tools=("llama-server",))
+
+
 def test_cuda_architectures_are_parsed_checked_and_part_of_the_key():
     assert rb.parse_archs("sm_90, 86;120a 90") == ("90", "86", "120a")
     assert rb.parse_archs(None) == ()
