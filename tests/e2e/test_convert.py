@@ -313,7 +313,7 @@ def test_bundled_model_round_trip(tmp_path, bundled_model, model_variant, capsys
     for label, path in (("round trip", out), ("F16", model_variant("F16")), ("Q4_1", bundled_model)):
         model = Model(path)
         try:
-            answers[label] = [model.greedy(chat_prompt(q), 16) for q in CHAT_QUESTIONS]
+            answers[label] = [model.greedy(chat_prompt(q), 8) for q in CHAT_QUESTIONS]
         finally:
             model.close()
     assert answers["round trip"] == answers["F16"]
