@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Installs Hearth with its test dependencies and runs the whole suite.
 # Everything the tests need is installed or started from here (or by the tests themselves).
+#   bash tests/run.sh            the suite (under 20 minutes on two cores)
+#   bash tests/run.sh --heavy    the heavy tier only: whole-program builds (PyInstaller, the .deb), generation on
+#                                lavapipe, the benchmark commands' own runs, the convert round trips
+#   bash tests/run.sh --all      both in one run
+# Further arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tier=()
+case "${1:-}" in
+  --heavy) export HEARTH_TEST_HEAVY=1; tier=(-m heavy); shift ;;
+  --all) export HEARTH_TEST_HEAVY=1; shift ;;
+esac
 # torch first, pinned to the CPU build on this machine's disk, so that the convert extra cannot pull a CUDA one.
 python3 -m pip install -q torch==2.13.0
 python3 -m pip install -q -e ".[test,convert,package]"
@@ -47,4 +57,4 @@ python3 -m app.core.runtime_build vulkan --portable ${HEARTH_TEST_LLAMA_TOOLS:+-
   || echo "run.sh: the Vulkan runtime could not be built (the reason is above); the Vulkan tests skip" >&2
 export QT_QPA_PLATFORM=offscreen
 # The 40 slowest tests are listed at the end, so that every CI log shows where the suite's time goes.
-python3 -m pytest -q -p no:cacheprovider --durations=40 "$@"
+python3 -m pytest -q -p no:cacheprovider --durations=40 ${tier[@]+"${tier[@]}"} "$@"

@@ -46,6 +46,7 @@ def teacher_forced(runtime: rt.Runtime, model: Path, layers: int) -> dict:
     return out
 
 
+@pytest.mark.heavy
 def test_offloaded_layers_give_the_cpu_runtimes_tokens_within_the_measured_spread(vulkan_runtime, bundled_model):
     """Teacher-forced on a fixed text: the top token at each position and the last logits, CPU runtime against
     the Vulkan runtime at half and all layers. Greedy answers part after a few tokens on lavapipe (its
@@ -84,18 +85,21 @@ def device_chat(*flags: str) -> dict:
     return out
 
 
+@pytest.mark.heavy
 def test_chat_with_every_layer_on_the_device(vulkan_runtime):
     device_chat()
 
 
-@pytest.mark.skipif(os.environ.get("HEARTH_TEST_HEAVY") != "1",
-                    reason="opt-in (HEARTH_TEST_HEAVY=1): lookup's first load calibrates its verify batches, on "
+@pytest.mark.skipif(os.environ.get("HEARTH_TEST_LAVAPIPE_LOOKUP") != "1",
+                    reason="opt-in (HEARTH_TEST_LAVAPIPE_LOOKUP=1): lookup's first load calibrates its verify batches, on "
                            "lavapipe 10-40 s per batch size (209 s of the suite); lookup is tested on the CPU")
 @pytest.mark.timeout(600)
+@pytest.mark.heavy
 def test_chat_with_every_layer_on_the_device_and_lookup(vulkan_runtime):
     assert "spec" in device_chat("--lookup")
 
 
+@pytest.mark.heavy
 def test_parallel_slots_with_every_layer_on_the_device(vulkan_runtime, tmp_path):
     proc, base = start_server("--runtime", "vulkan", "--gpu-layers", "-1", "--parallel", "2", ctx=256,
                               env={**LAVAPIPE, "HEARTH_HOME": str(tmp_path)})

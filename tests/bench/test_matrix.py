@@ -41,6 +41,7 @@ def rows_by_id(result: dict) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_every_configuration_is_reported_with_medians_and_spread(full):
     r = full["result"]
     assert [row["id"] for row in r["rows"]] == ROW_IDS
@@ -75,6 +76,7 @@ def test_every_configuration_is_reported_with_medians_and_spread(full):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_failed_configuration_is_shown_failed_with_the_reason(full):
     from app.bench.matrix_report import format_markdown, table_rows
 
@@ -88,6 +90,7 @@ def test_a_failed_configuration_is_shown_failed_with_the_reason(full):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_results_are_saved_with_the_machine_and_exported(full):
     r, out, home = full["result"], full["out"], full["home"]
     saved = Path(r["saved_to"])
@@ -111,6 +114,7 @@ def test_results_are_saved_with_the_machine_and_exported(full):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_combined_row_adds_kv_quantization_flash_attention_and_says_why_no_gpu(full):
     import llama_cpp
 
@@ -127,6 +131,7 @@ def test_combined_row_adds_kv_quantization_flash_attention_and_says_why_no_gpu(f
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_compare_prints_two_runs_side_by_side(full, tmp_path):
     a = Path(full["result"]["saved_to"])
     b = tmp_path / "b.json"  # what a `--rows q8_0,combined` run saves
@@ -163,6 +168,7 @@ def test_compare_and_matrix_refuse_bad_input_in_one_sentence(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_quality_columns_score_each_file_against_f16_once(full, tmp_path):
     """Mean KLD and same top token per row's file against the F16 variant (one chunk of 128 tokens in quick mode),
     also for the Q8_0 row whose speed run failed: its file was still made and scored."""

@@ -14,6 +14,7 @@ N = 24
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
+@pytest.mark.heavy
 def test_bench_spec_reports_speed_and_agreement_for_every_mode():
     proc = subprocess.run([sys.executable, "-m", "app", "bench", "spec", "--quants", "Q4_1", "--max-tokens", str(N),
                            "--repeats", "2", "--no-llama", "--threads", "1", "--json"], capture_output=True,

@@ -291,6 +291,7 @@ def test_tiny_llama_logits_and_tokens_match_transformers(tmp_path, bundled_model
 
 @needs_extra
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_bundled_model_round_trip(tmp_path, bundled_model, model_variant, capsys):
     import gguf
 
@@ -373,6 +374,7 @@ def test_repository_downloads_only_what_the_converter_reads():
 
 @needs_extra
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_repository_on_the_hub_is_downloaded_and_converted(tmp_path, bundled_model, monkeypatch):
     """`hearth models convert OWNER/NAME` against a real huggingface_hub client and a local Hub-shaped server:
     only the files the converter reads are fetched, and the result equals converting the same folder locally."""

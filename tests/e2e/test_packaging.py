@@ -45,7 +45,7 @@ APP_ID = "io.hearth.Hearth"
 
 def bundle_test(func):
     """Slow (it needs the build, which the first such test pays for) and Linux-only: the CI builds that one."""
-    for mark in (pytest.mark.timeout(BUILD_TIMEOUT_S + 600), pytest.mark.slow,
+    for mark in (pytest.mark.timeout(BUILD_TIMEOUT_S + 600), pytest.mark.slow, pytest.mark.heavy,
                  pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CI builds the Linux bundle")):
         func = mark(func)
     return func

@@ -175,6 +175,7 @@ def perplexity_through_the_window(rt: Runtime, tokens: list[int], policy=None, s
     return float(np.exp(nll / scored))
 
 
+@pytest.mark.heavy
 def test_window_perplexity_stays_near_the_full_cache_and_the_sinks_matter(bundled_model):
     """StreamingLLM's result, through the engine's own shifts: with attention sinks a window that has
     dropped most of the text scores it nearly as well as the full cache; without sinks clearly worse.

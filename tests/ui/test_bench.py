@@ -18,6 +18,7 @@ def children() -> set[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_run_one_row_shows_table_and_chart_and_exports(qtbot, idle_window, tmp_path):
     w = idle_window
     bench = w.bench
