@@ -336,14 +336,9 @@ def format_table(result: dict) -> str:
     if base["chunks"] < base["text_chunks"]:
         lines.append(f"Scored the first {base['chunks']} of the text's {base['text_chunks']} chunks (the base's "
                      f"figures are kept on disk, at most {STORE_BYTES / 2**30:.0f} GiB).")
-    header = f"{'quant':<17} {'file':>9}  {FIGURES_HEADER}  mix"
-    lines += ["", header, "-" * len(header)] if result["rows"] else []
-    for row in result["rows"]:
-        name = row["type"] + (" + matrix" if row.get("imatrix") else "")
-        if not row["ok"]:
-            lines.append(f"{name:<17} failed: {row['reason']}")
-            continue
-        lines.append(f"{name:<17} {human_size(row['size_bytes']):>9}  {_figures(row)}  {row['mix']}")
+    if result["rows"]:
+        lines += _table(("quant", "file", "mix"), result["rows"], "size_bytes", "mix",
+                        lambda row: row["type"] + (" + matrix" if row.get("imatrix") else ""))
     kv = result.get("kv")
     if kv:
         ref = kv["reference"]
@@ -353,19 +348,26 @@ def format_table(result: dict) -> str:
         if kv["ctx"] < KV_CONTEXTS[-1]:
             lines.append(f"The text is shorter than {KV_CONTEXTS[-1]} tokens, so the cache was scored at --ctx "
                          f"{kv['ctx']}; a longer text shows the cost at long contexts, where it adds up.")
-        header = f"{'KV cache':<17} {'cache':>9}  {FIGURES_HEADER}"
-        lines += ["", header, "-" * len(header)]
-        for row in kv["rows"]:
-            name = row["kv_type"] + (" (reference)" if row.get("reference") else "")
-            if not row["ok"]:
-                lines.append(f"{name:<17} failed: {row['reason']}")
-                continue
-            lines.append(f"{name:<17} {human_size(row['kv_bytes']):>9}  {_figures(row)}")
+        lines += _table(("KV cache", "cache", ""), kv["rows"], "kv_bytes", None,
+                        lambda row: row["kv_type"] + (" (reference)" if row.get("reference") else ""))
     lines.append(f"\nLoad average while measuring: {result['load_average']}.")
     return "\n".join(lines)
 
 
 FIGURES_HEADER = f"{'mean KLD':>9} {'99% KLD':>9} {'same top':>9} {'PPL':>9} {'PPL/base':>9}"
+
+
+def _table(columns: tuple[str, str, str], rows: list[dict], size_key: str, last_key: str | None, name) -> list[str]:
+    """Rows of figures under a header: name(row), a size, the figures, a last column; a failed row says why."""
+    header = f"{columns[0]:<17} {columns[1]:>9}  {FIGURES_HEADER}" + (f"  {columns[2]}" if last_key else "")
+    lines = ["", header, "-" * len(header)]
+    for row in rows:
+        if not row["ok"]:
+            lines.append(f"{name(row):<17} failed: {row['reason']}")
+            continue
+        lines.append(f"{name(row):<17} {human_size(row[size_key]):>9}  {_figures(row)}"
+                     + (f"  {row[last_key]}" if last_key else ""))
+    return lines
 
 
 def _figures(row: dict) -> str:

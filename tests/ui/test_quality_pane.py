@@ -8,18 +8,21 @@ from tests.ui.test_quantize_note import choose
 MB = 2**20
 
 
-def test_measured_types_show_their_figures_and_the_recommendation_follows_the_threshold(
-        qtbot, idle_window, bundled_model, tmp_path):
+def keep_figures(model, text, rows, base="/f16.gguf") -> None:
+    """Keeps figures for model as `bench quality` on text would: rows of (type, imatrix, same_top, kld_mean, MB)."""
     from app.bench.quality_store import save_quality
 
+    save_quality({"source": str(model), "text": str(text), "ctx": 256, "base": {"path": base, "ppl": 20.0},
+                  "rows": [{"type": t, "imatrix": m, "ok": True, "same_top": s, "kld_mean": k, "size_bytes": n * MB}
+                           for t, m, s, k, n in rows]})
+
+
+def test_measured_types_show_their_figures_and_the_recommendation_follows_the_threshold(
+        qtbot, idle_window, bundled_model, tmp_path):
     text = tmp_path / "mine.txt"
     text.write_text("my text")
-    rows = [("Q8_0", False, 0.961, 145), ("Q4_K_M", False, 0.866, 105), ("Q4_K_M", True, 0.945, 105),
-            ("Q4_0", False, 0.741, 92)]
-    save_quality({"source": str(bundled_model), "text": str(text), "ctx": 256,
-                  "base": {"path": "/f16.gguf", "ppl": 20.0},
-                  "rows": [{"type": t, "imatrix": m, "ok": True, "same_top": s, "kld_mean": 0.01, "size_bytes": n * MB}
-                           for t, m, s, n in rows]})
+    keep_figures(bundled_model, text, [("Q8_0", False, 0.961, 0.01, 145), ("Q4_K_M", False, 0.866, 0.01, 105),
+                                       ("Q4_K_M", True, 0.945, 0.01, 105), ("Q4_0", False, 0.741, 0.01, 92)])
     w = idle_window
     choose(qtbot, w, bundled_model)
     pane = w.models.quality
@@ -42,16 +45,12 @@ def test_the_benchmark_page_charts_the_kept_figures_size_against_kld(qtbot, idle
     """#33: the Benchmark page's quality tab draws each kept type as a point (file size, mean KLD on a log axis),
     without and with the matrix as two series; the base measured as its own type (KLD 0) is named apart."""
     from app.bench.quality_chart import MATRIX, PLAIN
-    from app.bench.quality_store import save_quality
 
     text = tmp_path / "notes.md"
     text.write_text("my notes")
-    rows = [("Q8_0", False, 0.0043, 145), ("Q4_0", False, 0.298, 92), ("Q4_0", True, 0.168, 92),
-            ("Q4_1", False, 0.0, 98)]
-    save_quality({"source": str(bundled_model), "text": str(text), "ctx": 256,
-                  "base": {"path": "/models/smollm2-F16.gguf", "ppl": 20.0},
-                  "rows": [{"type": t, "imatrix": m, "ok": True, "same_top": 0.9, "kld_mean": k, "size_bytes": n * MB}
-                           for t, m, k, n in rows]})
+    keep_figures(bundled_model, text, [("Q8_0", False, 0.9, 0.0043, 145), ("Q4_0", False, 0.9, 0.298, 92),
+                                       ("Q4_0", True, 0.9, 0.168, 92), ("Q4_1", False, 0.9, 0.0, 98)],
+                 base="/models/smollm2-F16.gguf")
     w = idle_window
     w.tabs.setCurrentWidget(w.bench)
     w.bench.views.setCurrentWidget(w.bench.quality)  # shown: it reads the store again
