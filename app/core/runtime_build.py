@@ -3,6 +3,7 @@
     python -m app.core.runtime_build vulkan                 # build once (~20 min on 2 cores), print the folder
     python -m app.core.runtime_build vulkan --print         # the cached folder, or rc 1 (builds nothing)
     python -m app.core.runtime_build cuda --arch 86,90      # CUDA for the named architectures
+    python -m app.core.runtime_build vulkan --portable --tools   # and llama.cpp's llama-perplexity beside it
     (`hearth runtimes build vulkan|cuda` is the same build.)
 
 A build is cached by the binding's version and its flags: the runtime's folder is named
@@ -24,6 +25,8 @@ Flags, and why:
                                 per-CPU variant libraries) cannot be used under it.
   -DLLAMA_BUILD_{TESTS,EXAMPLES,TOOLS,SERVER,COMMON}=OFF, -DLLAMA_CURL=OFF, -DLLAMA_OPENSSL=OFF   only the
                                 libraries (targets llama, ggml, ggml-base, ggml-cpu, ggml-<backend>)
+  --tools                       COMMON and TOOLS on, and the target llama-perplexity too (bench quality's
+                                reference, #33), into <runtime>/tools/; the libraries and the key are the same
   RPATH $ORIGIN                 the libraries find each other in their folder after the move
 
 Vulkan on Debian 12 needs the packages glslc, spirv-headers and libvulkan-dev, and Vulkan headers newer than
