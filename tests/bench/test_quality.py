@@ -30,6 +30,7 @@ def measured(model_variant, text) -> dict:
     return measure(QualityOptions(text=str(text), model=str(model_variant("F16")), quants=["Q8_0", "Q4_0"], ctx=128))
 
 
+@pytest.mark.heavy
 def test_each_quant_is_measured_against_the_base_and_lower_bits_cost_more(measured):
     result = measured
     rows = {row["type"]: row for row in result["rows"]}
@@ -43,6 +44,7 @@ def test_each_quant_is_measured_against_the_base_and_lower_bits_cost_more(measur
     assert q8["mix"].startswith("Q8_0") and q4["size_bytes"] < q8["size_bytes"] < result["base"]["size_bytes"]
 
 
+@pytest.mark.heavy
 def test_the_figures_agree_with_llama_perplexity_on_the_same_files_text_and_context(measured, text, tmp_path):
     """#33: the definitions are llama-perplexity's, so its --kl-divergence on the same files, text and context gives
     the same mean KLD (within 2% relative) and same-top share (within 0.5 points). The tool is built from the pinned
@@ -84,6 +86,7 @@ def test_bad_input_gets_one_sentence(tmp_path, bundled_model):
     assert cli.returncode == 1 and "scoring needs at least one chunk" in cli.stderr and "Traceback" not in cli.stderr
 
 
+@pytest.mark.heavy
 def test_a_quantized_base_is_said_and_compared_against_all_the_same(bundled_model, text, tmp_path):
     chart = tmp_path / "size-vs-kld.png"
     cli = subprocess.run([sys.executable, "-m", "app", "bench", "quality", "--text", str(text), "--model",
@@ -130,6 +133,7 @@ IQ4_XS = pytest.param("IQ4_XS", marks=pytest.mark.skipif(
                                                         "HEARTH_TEST_IQ_QUANTS=1 runs it"))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("qtype", ["Q4_K_M", IQ4_XS])
 def test_a_matrix_from_another_text_is_measured_and_not_worse_beyond_the_noise(model_variant, text, bundled_imatrix,
                                                                                calibrated_variants, monkeypatch, qtype):
@@ -180,6 +184,7 @@ def test_a_matrix_of_another_model_is_one_sentence_before_anything_is_scored(mod
         measure(QualityOptions(text=str(text), model=str(model_variant("F16")), quants=["IQ2_XXS"]))
 
 
+@pytest.mark.heavy
 def test_kv_cache_types_are_scored_against_an_f16_cache_beside_the_weights(bundled_model, model_variant, text):
     """#33: --kv-types scores the base with each KV cache type against the base with an F16 cache (flash attention
     on in all passes, as a quantized V cache needs), reported and kept beside the weights' rows. Context 512 and one
