@@ -47,6 +47,8 @@ DEFAULT_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
 KV_CONTEXTS = (2048, 1024, 512)
 KV_REFERENCE = "f16"
 STORE_BYTES = 2 * 2**30  # at most this much disk for the base's log-probs (2,000+ chunks of 256 for a 49k vocabulary)
+# One-token decodes timed per model after its scoring: its generation speed beside what it costs in quality.
+TG_TOKENS = 32
 
 
 class QualityError(HearthError):
@@ -100,11 +102,13 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray | None, store: Path | None,
-          on_chunk=None, max_chunks: int | None = None, kv_type: str = "f16", flash_attn: str = "auto") -> dict:
+          on_chunk=None, max_chunks: int | None = None, kv_type: str = "f16", flash_attn: str = "auto",
+          tg_tokens: int = 0) -> dict:
     """One model over the text. With base None: its log-probs go to `store` (a new memory-mapped file) and the
     result has its perplexity; with base (that file, mapped): the KLD and top-token figures against it too.
     max_chunks: score at most the text's first chunks (the matrix's quick look). kv_type, flash_attn: the
-    context's KV cache type and flash attention, as the engine sets them (app/engine/runtime.py)."""
+    context's KV cache type and flash attention, as the engine sets them (app/engine/runtime.py). tg_tokens:
+    also time that many one-token decodes (tg_tok_s)."""
     import llama_cpp
 
     from app.engine.decode import Decoder
@@ -153,12 +157,15 @@ def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray 
                 same[at] = ref.argmax(axis=1) == logp.argmax(axis=1)
             if on_chunk:
                 on_chunk(c + 1, len(chunks))
+        seconds = time.perf_counter() - started
+        tg = _tg_speed(decoder, tokens, tg_tokens) if tg_tokens else None
         decoder.close()
         if kept is not None:
             kept.flush()
         out = {"positions": rows, "chunks": len(chunks), "tokens": len(tokens),
-               "text_chunks": len(tokens) // ctx, "ppl": float(np.exp(nll.mean())),
-               "seconds": round(time.perf_counter() - started, 2)}
+               "text_chunks": len(tokens) // ctx, "ppl": float(np.exp(nll.mean())), "seconds": round(seconds, 2)}
+        if tg is not None:
+            out["tg_tok_s"] = round(tg, 2)
         if kld is not None:
             # Standard errors of the two means over positions: what "within the noise" means for this text.
             out.update(kld_mean=float(kld.mean()), kld_p99=float(np.percentile(kld, 99)),
@@ -168,6 +175,19 @@ def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray 
         return out
     finally:
         rt.close()
+
+
+def _tg_speed(decoder, tokens: list[int], n: int) -> float:
+    """Tokens per second of n one-token decodes after an 8-token prompt, teacher-forced from the text: the same
+    work per step as generating them, with the scoring's thread count and no extra buffer types (so `bench
+    matrix`, which measures speed as the engine runs, is the figure to quote for speed alone)."""
+    decoder.reset()
+    decoder.eval_tokens(tokens[:8])
+    steps = tokens[8:8 + n]
+    started = time.perf_counter()
+    for tok in steps:
+        decoder.decode_one(tok)
+    return len(steps) / max(time.perf_counter() - started, 1e-9)
 
 
 def measure(options: QualityOptions, progress=None) -> dict:
@@ -196,7 +216,7 @@ def measure(options: QualityOptions, progress=None) -> dict:
         store = Path(tmp) / "base-logprobs.npy"
         say(0.0, f"scoring the base, {base_path.name}")
         base = score(str(base_path), text, options.ctx, options.threads, None, store,
-                     lambda i, n: say(0.0, f"base chunk {i}/{n}"))
+                     lambda i, n: say(0.0, f"base chunk {i}/{n}"), tg_tokens=TG_TOKENS)
         mapped = np.load(store, mmap_mode="r")
         rows = []
         for k, (qtype, matrix) in enumerate(jobs):
@@ -206,7 +226,8 @@ def measure(options: QualityOptions, progress=None) -> dict:
                 made = prepare_variant(base_path, qtype, imatrix=matrix)
                 path = made["path"]
                 figures = score(path, text, options.ctx, options.threads, mapped, None,
-                                lambda i, n, what=what, k=k: say(k / len(jobs), f"{what}: chunk {i}/{n}"))
+                                lambda i, n, what=what, k=k: say(k / len(jobs), f"{what}: chunk {i}/{n}"),
+                                tg_tokens=TG_TOKENS)
             except HearthError as exc:
                 rows.append({"type": qtype, "imatrix": bool(matrix), "ok": False, "reason": str(exc)})
                 continue
@@ -350,11 +371,13 @@ def format_table(result: dict) -> str:
                          f"{kv['ctx']}; a longer text shows the cost at long contexts, where it adds up.")
         lines += _table(("KV cache", "cache", ""), kv["rows"], "kv_bytes", None,
                         lambda row: row["kv_type"] + (" (reference)" if row.get("reference") else ""))
-    lines.append(f"\nLoad average while measuring: {result['load_average']}.")
+    lines.append(f"\ntg tok/s: {TG_TOKENS} one-token decodes per file after its scoring, at the scoring's threads and "
+                 "without extra buffer types (`hearth bench matrix` measures speed as the engine runs).")
+    lines.append(f"Load average while measuring: {result['load_average']}.")
     return "\n".join(lines)
 
 
-FIGURES_HEADER = f"{'mean KLD':>9} {'99% KLD':>9} {'same top':>9} {'PPL':>9} {'PPL/base':>9}"
+FIGURES_HEADER = f"{'mean KLD':>9} {'99% KLD':>9} {'same top':>9} {'PPL':>9} {'PPL/base':>9} {'tg tok/s':>9}"
 
 
 def _table(columns: tuple[str, str, str], rows: list[dict], size_key: str, last_key: str | None, name) -> list[str]:
@@ -371,8 +394,9 @@ def _table(columns: tuple[str, str, str], rows: list[dict], size_key: str, last_
 
 
 def _figures(row: dict) -> str:
+    tg = f"{row['tg_tok_s']:>9.1f}" if row.get("tg_tok_s") else f"{'-':>9}"
     return (f"{row['kld_mean']:>9.5f} {row['kld_p99']:>9.4f} {100 * row['same_top']:>8.2f}% {row['ppl']:>9.3f} "
-            f"{row['ppl_ratio']:>9.4f}")
+            f"{row['ppl_ratio']:>9.4f} {tg}")
 
 
 def run(options: QualityOptions, plot=None) -> int:

@@ -213,6 +213,7 @@ def _workers() -> list[psutil.Process]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_cancel_stops_the_running_configuration_and_its_process():
     from app.bench.matrix import MatrixCancelled, run_matrix
 
@@ -231,6 +232,7 @@ def test_cancel_stops_the_running_configuration_and_its_process():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_crashed_configuration_is_failed_with_the_signal_and_the_log():
     from app.bench.matrix import run_matrix
 

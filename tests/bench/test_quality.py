@@ -42,6 +42,8 @@ def test_each_quant_is_measured_against_the_base_and_lower_bits_cost_more(measur
     assert q4["kld_mean"] > 4 * q8["kld_mean"] and q4["same_top"] < q8["same_top"]  # INT4 costs more
     assert q4["kld_p99"] >= q4["kld_mean"] and q4["ppl_ratio"] > 1.0
     assert q8["mix"].startswith("Q8_0") and q4["size_bytes"] < q8["size_bytes"] < result["base"]["size_bytes"]
+    # Each file's generation speed beside its quality (one-token decodes, timed).
+    assert q8["tg_tok_s"] > 0 and q4["tg_tok_s"] > 0 and result["base"]["tg_tok_s"] > 0
 
 
 @pytest.mark.heavy
@@ -123,7 +125,10 @@ def test_a_long_text_is_scored_within_the_disk_bound(monkeypatch, bundled_model,
     result = measure(QualityOptions(text=str(text), model=str(bundled_model), quants=["Q4_1"], ctx=32))
     base, row = result["base"], result["rows"][0]
     assert base["chunks"] == row["chunks"] == 1 < base["text_chunks"] and row["positions"] == 15
-    assert "Scored the first 1 of the text's" in quality.format_table(result)
+    table = quality.format_table(result)
+    assert "Scored the first 1 of the text's" in table
+    # The row's generation speed is measured (32 one-token decodes) and printed in its own column.
+    assert row["tg_tok_s"] > 0 and "tg tok/s" in table and f"{row['tg_tok_s']:.1f}" in table
 
 
 # IQ4_XS's quantizer searches each block's scales: about 30 s a file here (two: one with the matrix, one without),

@@ -18,6 +18,7 @@ TOKENS = 8
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.heavy
 def test_bench_serve_takes_turns_and_reports_medians(tmp_path):
     other, url = start_server("--parallel", "2", env={"HEARTH_HOME": str(tmp_path / "other")}, ctx=512)
     try:

@@ -123,6 +123,7 @@ def test_doctor_text_mentions_gpu_and_extra_buffers():
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
+@pytest.mark.heavy
 def test_bench_json_fields():
     proc = hearth("bench", "--threads", "1", "--repeats", "1", "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr

@@ -208,6 +208,7 @@ def test_without_the_extra_it_says_what_to_install(tmp_path):
 
 
 @needs_extra
+@pytest.mark.heavy
 def test_checkpoints_it_cannot_convert_get_a_reason(tmp_path, bundled_model):
     import gguf
 
@@ -248,6 +249,7 @@ def test_checkpoints_it_cannot_convert_get_a_reason(tmp_path, bundled_model):
 
 @needs_extra
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_tiny_llama_logits_and_tokens_match_transformers(tmp_path, bundled_model, capsys):
     import gguf
     import torch
@@ -337,6 +339,7 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 @needs_extra
+@pytest.mark.heavy
 def test_cancel_stops_the_child_and_leaves_nothing(tmp_path, bundled_model):
     import gguf
 

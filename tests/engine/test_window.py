@@ -364,6 +364,7 @@ def test_find_reuse_picks_the_latest_full_run_and_survives_a_retokenized_start()
     assert find_reuse(head + [300, 301], 4, prompt) is None
 
 
+@pytest.mark.heavy
 def test_bench_window_json_has_the_issue_keys(capsys):
     import json
 

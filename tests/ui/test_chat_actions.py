@@ -109,10 +109,11 @@ def test_the_window_comes_back_with_its_size_model_settings_and_chats(qtbot, hea
         # The height comes back exactly. The width too, except that the layout's minimum width (about 1,000 px,
         # which depends on the texts shown: a loaded model's, a finished answer's) is above the offscreen screen's
         # 800 px, where Qt clamps to the screen and then to the minimum: never wider than saved, never narrower
-        # than the screen allows.
+        # than the screen allows. (The minimum itself moves while the remembered model loads: the header's
+        # tools badge, for one, so the width is held to the screen, not to a minimum read later.)
         assert second.height() == size[1]
         screen = second.screen().availableGeometry().width()
-        assert min(size[0], max(screen, second.minimumSizeHint().width())) <= second.width() <= size[0]
+        assert min(size[0], screen) <= second.width() <= size[0]
         assert second.chat.sampling.options().temperature == 0.35
         assert second.bridge.info["path"] == q8 and second.bridge.info["n_ctx"] == 2048
         assert "Remember me." in second.chat.transcript.toPlainText()
