@@ -779,6 +779,9 @@ class ChatView(QWidget):
         """text: what this answer added (a continued one's earlier text is not in it)."""
         self._reading = ""
         self._show_approval(None)
+        # The tokens still waiting for the next frame are rendered first: the thinking's end may be among them,
+        # and its time is read here (end_stream drops what is pending and renders the whole text at once).
+        self.transcript.flush()
         if self.transcript.stream_thought_s is not None and not self._detached:
             meta = {**meta, "thought_s": round(self.transcript.stream_thought_s, 1)}
         meta = {**self._answer_model, **meta}  # signed with the model that wrote it
