@@ -5,6 +5,8 @@ Only metadata changes; tensors are copied byte for byte, so the copy loads and r
 
 from __future__ import annotations
 
+import shutil
+import struct
 from pathlib import Path
 from typing import Callable
 
@@ -51,9 +53,6 @@ def copy_with_fields(src: str | Path, dst: str | Path, edits: dict[str, Callable
     so a copy takes about a second. (gguf.GGUFReader turns the 49,152-token vocabulary into numpy objects
     first: 8-16 s a copy, which several tests paid in their setup.) Only the edited values are decoded; a
     value keeps its type, a list of strings stays one."""
-    import shutil
-    import struct
-
     add = dict(add or {})
     with open(src, "rb") as f:
         head = f.read(24)
@@ -106,11 +105,10 @@ def copy_with_fields(src: str | Path, dst: str | Path, edits: dict[str, Callable
 class _Reader:
     """Sequential reads of a GGUF header, keeping what was read so a span can be copied as it is."""
 
-    def __init__(self, f):
-        import struct
+    BASE = 24  # the fixed header before the first key: where reading starts
 
-        self.f, self.pos, self.buf, self.struct = f, 24, bytearray(), struct
-        self.base = 24
+    def __init__(self, f):
+        self.f, self.pos, self.buf = f, self.BASE, bytearray()
 
     def read(self, n: int) -> bytes:
         data = self.f.read(n)
@@ -121,13 +119,13 @@ class _Reader:
         return data
 
     def raw(self, start: int, end: int) -> bytes:
-        return bytes(self.buf[start - self.base:end - self.base])
+        return bytes(self.buf[start - self.BASE:end - self.BASE])
 
     def u32(self) -> int:
-        return self.struct.unpack("<I", self.read(4))[0]
+        return struct.unpack("<I", self.read(4))[0]
 
     def u64(self) -> int:
-        return self.struct.unpack("<Q", self.read(8))[0]
+        return struct.unpack("<Q", self.read(8))[0]
 
     def string(self) -> str:
         return self.read(self.u64()).decode("utf-8", errors="surrogateescape")
@@ -140,7 +138,7 @@ class _Reader:
             sub, count = self.u32(), self.u64()
             return [self.value(sub)[0] for _ in range(count)], sub
         fmt = _SCALARS[vtype]
-        return self.struct.unpack("<" + fmt, self.read(self.struct.calcsize(fmt)))[0], None
+        return struct.unpack("<" + fmt, self.read(struct.calcsize(fmt)))[0], None
 
     def skip_value(self, vtype: int) -> None:
         if vtype == _STRING:
@@ -148,24 +146,20 @@ class _Reader:
         elif vtype == _ARRAY:
             sub, count = self.u32(), self.u64()
             if sub in _SCALARS:
-                self.read(self.struct.calcsize(_SCALARS[sub]) * count)
+                self.read(struct.calcsize(_SCALARS[sub]) * count)
             else:
                 for _ in range(count):
                     self.skip_value(sub)
         else:
-            self.read(self.struct.calcsize(_SCALARS[vtype]))
+            self.read(struct.calcsize(_SCALARS[vtype]))
 
 
 def _encode_key(key: str) -> bytes:
-    import struct
-
     data = key.encode("utf-8")
     return struct.pack("<Q", len(data)) + data
 
 
 def _encode(vtype: int, value, sub) -> bytes:
-    import struct
-
     if vtype == _STRING:
         data = value.encode("utf-8", errors="surrogateescape")
         return struct.pack("<Q", len(data)) + data
