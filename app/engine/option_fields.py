@@ -69,6 +69,12 @@ LOAD_FIELDS = (
     OptionField("window_fraction", "--window-fraction",
                 "share of the movable context dropped each time the window slides (default 0.5)", "F",
                 low=0.01, high=0.99),
+    OptionField("h2o_heavy", "--h2o-heavy",
+                "h2o policy (experimental): share of the context kept for the most-attended tokens at an eviction "
+                "(default 0.25)", "F", low=0.0, high=0.9),
+    OptionField("h2o_recent", "--h2o-recent",
+                "h2o policy (experimental): share of the context kept as the most recent tokens (default 0.25)", "F",
+                low=0.0, high=0.9),
     OptionField("chat_template", "--chat-template",
                 "chat template: auto (default: the model's own, else chosen by its vocabulary), a llama.cpp built-in "
                 "name (chatml, gemma, llama3, phi3, mistral-v7, ...), plain, or a Jinja file", "NAME|FILE"),
@@ -164,8 +170,17 @@ def check_options(options: Any) -> None:
                 raise OptionError(f"{name} {value}: this computer has {LOGICAL_CORES} CPU threads; use 1 to "
                                   f"{LOGICAL_CORES}.")
             raise OptionError(f"{name} must be between {_number(low)} and {_number(high)}, not {_number(value)}.")
+    if hasattr(options, "h2o_heavy"):
+        check_h2o_budgets(options.h2o_heavy, options.h2o_recent)
     if getattr(options, "lookup", False) and getattr(options, "draft_model", None):
         raise OptionError("--lookup and --draft-model are two ways of drafting; choose one.")
+
+
+def check_h2o_budgets(heavy: float, recent: float) -> None:
+    """The h2o policy's two shares must leave room: an eviction that keeps everything makes none."""
+    if heavy + recent > 0.9:
+        raise OptionError(f"--h2o-heavy {heavy:g} and --h2o-recent {recent:g} keep {heavy + recent:.0%} of the "
+                          "context at an eviction; together they must keep at most 90%, so that room is made.")
 
 
 def _number(value: float) -> str:

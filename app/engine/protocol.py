@@ -46,7 +46,7 @@ EXITED = "exited"  # client side only: the process ended because it was asked to
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 FLASH_ATTN = ("auto", "on", "off")
-CONTEXT_POLICIES = ("window", "truncate-middle", "stop")
+CONTEXT_POLICIES = ("window", "truncate-middle", "stop", "h2o")  # h2o: experimental (app/engine/h2o.py)
 # The native libraries an engine process starts with (app/core/runtimes.py; chosen by app/backends/runtime_choice.py).
 RUNTIMES = ("auto", "cpu", "vulkan", "cuda")
 
@@ -109,6 +109,9 @@ class LoadOptions(_Options):
     sink_tokens: int = 4
     keep_system: bool = True
     window_fraction: float = 0.5  # of the movable part dropped each time the window slides
+    # The h2o policy's budgets, as shares of the context kept at an eviction (app/engine/h2o.py).
+    h2o_heavy: float = 0.25
+    h2o_recent: float = 0.25
     # The chat template: auto (the model's own, else one chosen by its vocabulary, app/core/chat_formats.py),
     # a llama.cpp built-in name, "plain", or the path of a Jinja file.
     chat_template: str = "auto"

@@ -64,9 +64,11 @@ class Runtime:
     """
 
     def __init__(self, options: LoadOptions, extra_bufts: bool = True,
-                 progress: Callable[[float], bool] | None = None, eval_tap=None):
+                 progress: Callable[[float], bool] | None = None, eval_tap=None, attention=None):
         """progress(fraction) is called while loading; returning False cancels the load.
-        eval_tap: an app.engine.graph_tap.EvalTap that reads the compute graph (the importance matrix)."""
+        eval_tap: an app.engine.graph_tap.EvalTap that reads the compute graph (the importance matrix).
+        attention: an app.engine.attention_scores.AttentionScores that reads the attention (the h2o policy);
+        it needs flash attention off (the caller decides), and hears of every memory operation below."""
         ensure_backend()
         self.options = options
         self.path = check_model_file(options.model_path)
@@ -119,9 +121,15 @@ class Runtime:
         cp.type_k = _KV_TYPES[options.kv_type]
         cp.type_v = _KV_TYPES[options.kv_type]
         cp.flash_attn_type = _FLASH.get(options.flash_attn, llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO)
+        if eval_tap is not None and attention is not None:
+            raise ValueError("one graph callback per context: an eval tap or the attention scores")
         self._eval_tap = eval_tap  # its C callback must live as long as the context
+        self.attention = attention
         if eval_tap is not None:
             cp.cb_eval = eval_tap.callback
+        elif attention is not None:
+            attention.for_layers(llama_cpp.llama_model_n_layer(self.model))
+            cp.cb_eval = attention.callback
         self.ctx = llama_cpp.llama_init_from_model(self.model, cp)
         if not self.ctx:
             self.close()
@@ -351,11 +359,17 @@ class Runtime:
 
     # --- KV memory ------------------------------------------------------
     # `seq` is the sequence of a parallel slot; 0 is the only one without slots.
+    # The attention scores (h2o) mirror each operation: they must know which cell holds which position.
     def kv_remove(self, p0: int, p1: int = -1, seq: int = 0) -> bool:
-        return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq, p0, p1))
+        ok = bool(llama_cpp.llama_memory_seq_rm(self.memory, seq, p0, p1))
+        if ok and self.attention is not None:
+            self.attention.removed(p0, p1)
+        return ok
 
     def kv_shift(self, p0: int, p1: int, delta: int, seq: int = 0) -> None:
         llama_cpp.llama_memory_seq_add(self.memory, seq, p0, p1, delta)
+        if self.attention is not None:
+            self.attention.shifted(p0, p1, delta)
 
     def kv_pos_max(self, seq: int = 0) -> int:
         return llama_cpp.llama_memory_seq_pos_max(self.memory, seq)
@@ -366,6 +380,8 @@ class Runtime:
             llama_cpp.llama_memory_clear(self.memory, True)
         else:
             llama_cpp.llama_memory_seq_rm(self.memory, seq, -1, -1)
+        if self.attention is not None:
+            self.attention.cleared()
 
     def perf(self) -> dict:
         data = llama_cpp.llama_perf_context(self.ctx)

@@ -11,6 +11,7 @@ from app.core.errors import ContextTooLong, HearthError, InvalidRequest
 from app.core.model_purpose import cannot_generate
 from app.core.model_sampling import recommended_sampling
 from app.engine.decode import Decoder
+from app.engine.h2o import h2o_load
 from app.engine.literal import literal_spans
 from app.engine.prediction import prediction_speculator
 from app.engine.probe import decision_or_background_probe, start_background_probe
@@ -47,7 +48,8 @@ class Session:
         runtime.turn_stops = turn_stops(self.template, runtime.special_texts())
 
         def policy():
-            return make_policy(o.context_policy, runtime, o.sink_tokens, o.keep_system, o.window_fraction)
+            return make_policy(o.context_policy, runtime, o.sink_tokens, o.keep_system, o.window_fraction,
+                               o.h2o_heavy, o.h2o_recent)
 
         # Parallel slots: one Decoder per KV sequence, driven by the host between its commands; the first
         # slot's is the session's decoder (what `describe` reports).
@@ -77,7 +79,10 @@ class Session:
             # A draft model has a context of its own that the slots' shared batch cannot carry.
             raise HearthError("A draft model serves one request at a time: with --parallel, use --lookup "
                               "(prompt lookup drafts in every slot) or drop --draft-model.")
-        session = cls(Runtime(options, extra_bufts=extra, progress=progress), probe)
+        attention = None
+        if options.context_policy == "h2o":  # its scores are read from the graph: flash attention off
+            options, attention = h2o_load(options)
+        session = cls(Runtime(options, extra_bufts=extra, progress=progress, attention=attention), probe)
         if probe is not None and probe.get("background"):  # after the load: on two cores they shared the CPU
             start_background_probe(probe_model or options.model_path)
         return session

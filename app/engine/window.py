@@ -12,6 +12,9 @@ cache (recurrent and sliding-window-attention models), at the cost of a pause.
 
 `stop` ends the answer when the context is full.
 
+`h2o` (experimental, app/engine/h2o.py) keeps the tokens that received the most attention instead of the
+oldest ones' neighbours: it evicts by attention scores read from the graph.
+
 The Decoder calls `make_room(decoder, n)` when n more tokens do not fit and
 `fit_prompt(decoder, prompt)` when a prompt is longer than the context. Both
 keep `decoder.tokens` equal to the KV cache, at positions 0..n-1.
@@ -235,12 +238,19 @@ class SlidingContext(ContextPolicy):
 
 
 def make_policy(name: str, rt, sink_tokens: int = 4, keep_system: bool = True,
-                fraction: float = DEFAULT_FRACTION) -> ContextPolicy:
+                fraction: float = DEFAULT_FRACTION, h2o_heavy: float = 0.25, h2o_recent: float = 0.25) -> ContextPolicy:
     """The policy a user asked for, adjusted to what the model's cache can do."""
     if name == "stop":
         return ContextPolicy(sink_tokens, keep_system, fraction)
     can_shift = kv_can_shift(rt)
-    policy = SlidingContext(name == "window" and can_shift, sink_tokens, keep_system, fraction)
-    if name == "window" and not can_shift:
+    if name == "h2o" and can_shift and getattr(rt, "attention", None) is not None:
+        from app.engine.h2o import HeavyHitterContext  # h2o builds on this module
+
+        policy = HeavyHitterContext(rt.attention, sink_tokens, keep_system, h2o_heavy, h2o_recent)
+        policy.notice = rt.attention.notice
+        return policy
+    # h2o without its scores (a runtime loaded without them) slides as the window does.
+    policy = SlidingContext(name in ("window", "h2o") and can_shift, sink_tokens, keep_system, fraction)
+    if name in ("window", "h2o") and not can_shift:
         policy.notice = NO_SHIFT_NOTICE
     return policy
