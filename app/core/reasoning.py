@@ -43,6 +43,11 @@ class ReasoningSplitter:
         self.content = ""
 
     def feed(self, piece: str) -> tuple[str, str]:
+        if not self.seen_thinking and not self._pending and "<" not in piece:
+            # Most pieces of most answers: no tag can start here, and nothing is held or stripped. This is
+            # per token on the API's every stream, so it skips the general path's scanning.
+            self.content += piece
+            return "", piece
         text = self._pending + piece
         self._pending = ""
         reasoning, content = [], []
