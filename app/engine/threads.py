@@ -151,7 +151,12 @@ class ThreadController:
         kind = "up" if probed > home else "down"
         self._home = None
         self._times.clear()
-        if median < self._median[home] * (1 - MARGIN):  # the probed count is faster: it stays
+        # A move down must win by MARGIN: noise alone must never take threads away. A move up is a probe made
+        # with the CPU free, towards the count a free machine runs at: it stays unless it is slower. (Holding it
+        # to the margin too kept one thread on a CPU where two are only 13-15% faster: a probe window with one
+        # preempted token lost, and each loss doubled the wait before the next.)
+        needed = 1 - MARGIN if kind == "down" else 1.0
+        if median < self._median[home] * needed:  # the probed count is faster: it stays
             self._median[probed] = self._best[probed] = median
             self._backoff[kind] = FIRST_BACKOFF
             self._explain(freed_up=kind == "up")
@@ -180,18 +185,43 @@ class ThreadController:
 
 def runnable_others(samples: int = 3, gap_s: float = 0.001) -> float | None:
     """Threads of other programs that want a core now: Linux's count of runnable threads (/proc/loadavg, a file
-    read of a few microseconds) less this one, the least of a few samples a millisecond apart (a client
-    thread that just sent the request is not a busy program). None where it cannot be read."""
+    read of a few microseconds) less this process's own, the least of a few samples a millisecond apart (a
+    client thread that just sent the request is not a busy program). None where it cannot be read.
+
+    This process's threads are not others: right after a decode llama.cpp's workers spin for a few
+    milliseconds before they sleep, and counting them (with the client that sent the request) started an
+    answer on one thread on an idle machine."""
     counts = []
     for i in range(samples):
         if i:
             time.sleep(gap_s)
         try:
             with open("/proc/loadavg", "rb") as fh:
-                counts.append(int(fh.read().split()[3].split(b"/")[0]))
+                running = int(fh.read().split()[3].split(b"/")[0])
         except (OSError, ValueError, IndexError):
             return None
-    return max(0, min(counts) - 1)
+        counts.append(running - own_running_threads())
+    return max(0, min(counts))
+
+
+def own_running_threads() -> int:
+    """This process's threads that are running or want to (state R), the calling one included; 1 where the
+    threads cannot be read (the calling one is running)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 1
+    n = 0
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:  # the thread ended meanwhile
+            continue
+        # "tid (name) S ...": the name may hold spaces and parentheses, the state follows the last one.
+        if stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"R":
+            n += 1
+    return max(1, n)
 
 
 class OthersCpu:
