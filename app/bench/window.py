@@ -8,6 +8,8 @@
    the context is full: its pauses are printed.
 3. StreamingLLM's perplexity experiment on a long text that ships with Python: full cache,
    a window of W tokens with 4 sinks, and the same window with no sinks.
+With --policies full,window,h2o it compares the context policies instead, at the same KV budgets
+(app/bench/window_policies.py): perplexity, a retrieval probe, speed per token and memory.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class WindowOptions(ModelOptions):
     sinks: int = 4
     plot: str | None = None
     json: bool = False
+    policies: str | None = None  # "full,window,h2o": the policy comparison instead of the long run
+    budgets: str = "0.25,0.5,0.7"
+    speed_tokens: int = 600
 
 
 # --- long generation --------------------------------------------------------
@@ -204,6 +209,8 @@ def run(args: WindowOptions, plot: Callable[[str, dict], None] | None = None) ->
     # With --json, the progress and series go to stderr: a long run shows it is alive.
     say = functools.partial(print, file=sys.stderr, flush=True) if args.json else print
     result: dict = {"ctx": args.ctx, "model": path.name, "threads": threads}
+    if args.policies is not None:
+        return run_policies(args, base, say)
 
     say(f"window: generating {args.tokens} tokens in a {args.ctx}-token context ...")
     base.context_policy = "window"
@@ -237,6 +244,27 @@ def run(args: WindowOptions, plot: Callable[[str, dict], None] | None = None) ->
         print(json.dumps(result, indent=2))
     else:
         _print_summary(result, args.sinks)
+    return 0
+
+
+def run_policies(args: WindowOptions, base: LoadOptions, say) -> int:
+    from app.bench import window_policies as wp
+
+    policies = wp.check_policies([p.strip() for p in args.policies.split(",") if p.strip()])
+    budgets = wp.check_budgets(args.budgets)
+    base.extra_bufts = bool(extra_bufts_decision(base.model_path).get("ok"))
+    say(f"policies {', '.join(policies)} at budgets {', '.join(f'{b:.0%}' for b in budgets)} ...")
+    result = {"model": base.model_path, "threads": args.threads,
+              "quality": wp.compare(base, None, policies, budgets, args.ppl_tokens, args.ppl_tokens // 2,
+                                    args.sinks, say)}
+    if args.speed_tokens > 0 and any(p in policies for p in ("window", "h2o")):
+        ctx = max(256, int(args.ctx * budgets[0]))
+        say(f"speed: {args.speed_tokens} tokens in a {ctx}-token context ...")
+        result["speed"] = wp.speed(base, ctx, args.speed_tokens, say=say)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(wp.table(result))
     return 0
 
 

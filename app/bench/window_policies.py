@@ -50,6 +50,38 @@ def check_policies(names: list[str]) -> list[str]:
     return names
 
 
+def check_budgets(text: str) -> list[float]:
+    try:
+        budgets = [float(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        budgets = []
+    if not budgets or not all(0.05 <= b < 1 for b in budgets):
+        raise HearthError(f"--budgets takes shares of the text between 0.05 and 1 (0.25,0.5,0.7), not {text!r}.")
+    return budgets
+
+
+def table(result: dict) -> str:
+    """The report: one row per policy and budget, then the speed runs."""
+    q = result["quality"]
+    lines = [f"perplexity on {q['ppl_tokens']} tokens, retrieval of {len(FACTS)} facts in {q['probe_tokens']} tokens; "
+             f"h2o reads {q['layers_read']} layers (a stride of {q['layer_stride']}); {q['sinks']} sinks, steps of {q['step']}",
+             "| budget | policy | KV cells (MB) | perplexity | vs full | retrieved | answer log-p |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    full = next((r["ppl"] for r in q["rows"] if r["policy"] == "full"), None)
+    for r in q["rows"]:
+        rel = f"{r['ppl'] / full - 1:+.1%}" if full else ""
+        cells = "all" if r["policy"] == "full" else f"{r['ppl_cells']} ({r['kv_mb']:.1f})"
+        lines.append(f"| {r['budget']:.0%} | {r['policy']} | {cells} | {r['ppl']:.3f} | {rel} | "
+                     f"{r['probe_found']}/{r['probe_of']} | {r['probe_logp']:.2f} |")
+    sp = result.get("speed")
+    if sp:
+        lines += ["", f"speed, {sp['tokens']} tokens in a {sp['ctx']}-token context (median of {sp['repeats']}):",
+                  "| policy | tok/s | tok/CPU-s | runs (tok/s, tok/CPU-s) |", "| --- | --- | --- | --- |"]
+        for kind, k in sp["kinds"].items():
+            lines.append(f"| {kind} | {k['tok_s']:.1f} | {k['tok_per_cpu_s']:.1f} | {k['runs']} |")
+    return "\n".join(lines)
+
+
 # --- the cache at a budget -----------------------------------------------------------------------------------
 def score_tokens(rt: Runtime, tokens: list[int], policy: str, budget: int, sinks: int, step: int = STEP,
                  recent_share: float = RECENT_SHARE) -> np.ndarray:

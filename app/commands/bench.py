@@ -102,6 +102,13 @@ def _add_window(kinds) -> None:
     p.add_argument("--ppl-tokens", type=int, default=3000, metavar="N", help="text length for perplexity (default 3000)")
     p.add_argument("--ppl-window", type=int, default=256, metavar="W", help="window for perplexity (default 256)")
     p.add_argument("--sinks", type=int, default=4, metavar="N", help="attention sinks (default 4)")
+    p.add_argument("--policies", metavar="LIST",
+                   help="compare context policies instead (full,window,h2o): perplexity, retrieval, speed and memory "
+                        "at the same KV budgets")
+    p.add_argument("--budgets", default="0.25,0.5,0.7", metavar="LIST",
+                   help="with --policies: KV budgets as shares of the text (default 0.25,0.5,0.7)")
+    p.add_argument("--speed-tokens", type=int, default=600, metavar="N",
+                   help="with --policies: tokens per speed run (default 600; 0 skips the speed runs)")
     p.add_argument("--plot", metavar="PATH", help="save the tok/s and RSS series as a PNG")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_run_window)

@@ -37,7 +37,8 @@ SHOWN = {"runtime", "n_gpu_layers", "n_threads", "n_ctx", "use_mmap", "use_mlock
 # What a default can be set for (Settings): a draft model belongs to one model's vocabulary and a chat template to
 # one model's turn markers, not to all.
 DEFAULTABLE = SHOWN - {"draft_model", "chat_template"}
-TEMPLATE_FILE = "Jinja file…"  # the Chat template box's entry that opens a file dialog
+TEMPLATE_FILE = "Jinja file…"
+EXPERIMENTAL_POLICIES = ("h2o",)  # the Chat template box's entry that opens a file dialog
 HEARTH_DEFAULTS = LoadOptions()
 
 
@@ -190,7 +191,11 @@ class LoadSettings(QWidget):
         draft_row.addWidget(self.draft_choice, 1)
         draft_row.addWidget(self.draft_browse)
         self.policy = QComboBox()
-        self.policy.addItems(list(CONTEXT_POLICIES))
+        for name in CONTEXT_POLICIES:
+            # h2o is labelled experimental until its benchmark shows where it wins (docs/window_benchmark.md).
+            self.policy.addItem(f"{name} (experimental)" if name in EXPERIMENTAL_POLICIES else name, name)
+        self.policy.setItemData(self.policy.findData("h2o"), "h2o: keep the first tokens, the recent ones and the "
+                                "ones that got the most attention; turns flash attention off", Qt.ToolTipRole)
         self.policy.setToolTip("window: keep the first tokens (attention sinks) and slide over the rest")
         self.sinks = QSpinBox()
         self.sinks.setRange(0, 64)
@@ -226,7 +231,8 @@ class LoadSettings(QWidget):
             self.spec_mode.model().item(1).setEnabled(False)
             self.spec_mode.setItemData(1, "A draft model is chosen per model, on the Models page", Qt.ToolTipRole)
         self.spec_mode.currentIndexChanged.connect(self._on_spec_mode_changed)
-        self.policy.currentTextChanged.connect(lambda p: self.sinks.setEnabled(p == "window"))
+        self.policy.currentIndexChanged.connect(
+            lambda _i: self.sinks.setEnabled(self.policy.currentData() in ("window", "h2o")))
         self.runtime.currentIndexChanged.connect(self._update_offload)
         for signal in (self.runtime.currentIndexChanged, self.template.currentIndexChanged,
                        self.gpu_layers.valueChanged, self.threads.valueChanged, self.ctx.currentIndexChanged,
@@ -410,7 +416,7 @@ class LoadSettings(QWidget):
             flash_attn=self.flash.currentText(),
             draft_model=self.draft_path() if mode == 1 else None, lookup=mode == 2,
             runtime=self.runtime.currentData() or "auto", chat_template=self.template.currentData() or "auto",
-            context_policy=self.policy.currentText(), sink_tokens=self.sinks.value(),
+            context_policy=self.policy.currentData() or "window", sink_tokens=self.sinks.value(),
             keep_system=self.keep_system.isChecked(),
         )
         return with_values(LoadOptions(model_path=model_path), {**self._kept, **shown})
@@ -442,6 +448,6 @@ class LoadSettings(QWidget):
         self.spec_mode.setCurrentIndex(1 if o.draft_model else 2 if o.lookup else 0)
         self.set_draft(o.draft_model)
         self._on_spec_mode_changed(self.spec_mode.currentIndex())
-        self.policy.setCurrentText(o.context_policy)
+        self.policy.setCurrentIndex(max(0, self.policy.findData(o.context_policy)))
         self.sinks.setValue(o.sink_tokens)
         self.keep_system.setChecked(o.keep_system)
