@@ -79,9 +79,8 @@ class ThreadController:
         busy = self.others_now()
         if busy is None:
             return None
-        # One runnable thread is allowed for the client that has just sent this request (the window drawing
-        # the question, the API server): it is part of the work, and it is gone a moment later.
-        target = max(1, min(self.max, self.max - int(max(0, busy - 1))))
+        # The program that sent this request (the window, the API server) is not counted (runnable_others).
+        target = max(1, min(self.max, self.max - int(busy)))
         if target < self.current or (target > self.current and busy < FREE_CORES):
             self._home = None
             self._times.clear()
@@ -185,12 +184,13 @@ class ThreadController:
 
 def runnable_others(samples: int = 3, gap_s: float = 0.001) -> float | None:
     """Threads of other programs that want a core now: Linux's count of runnable threads (/proc/loadavg, a file
-    read of a few microseconds) less this process's own, the least of a few samples a millisecond apart (a
-    client thread that just sent the request is not a busy program). None where it cannot be read.
+    read of a few microseconds) less this process's and its parent's, the least of a few samples a millisecond
+    apart (a thread that wakes for a moment is not a busy program). None where it cannot be read.
 
-    This process's threads are not others: right after a decode llama.cpp's workers spin for a few
-    milliseconds before they sleep, and counting them (with the client that sent the request) started an
-    answer on one thread on an idle machine."""
+    Neither this engine nor the program that started it is another program (as in OthersCpu): right after a
+    decode llama.cpp's workers spin for a few milliseconds before they sleep, and the window or the API server
+    has just handed over the request. Counting them started answers on one thread on an idle machine."""
+    parent = os.getppid()
     counts = []
     for i in range(samples):
         if i:
@@ -200,28 +200,29 @@ def runnable_others(samples: int = 3, gap_s: float = 0.001) -> float | None:
                 running = int(fh.read().split()[3].split(b"/")[0])
         except (OSError, ValueError, IndexError):
             return None
-        counts.append(running - own_running_threads())
+        ours = max(1, running_threads("self")) + (running_threads(str(parent)) if parent > 1 else 0)
+        counts.append(running - ours)
     return max(0, min(counts))
 
 
-def own_running_threads() -> int:
-    """This process's threads that are running or want to (state R), the calling one included; 1 where the
-    threads cannot be read (the calling one is running)."""
+def running_threads(pid: str) -> int:
+    """How many of a process's threads are running or want to (state R); 0 where they cannot be read."""
     try:
-        tasks = os.listdir("/proc/self/task")
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return 1
+        return 0
     n = 0
     for tid in tasks:
         try:
-            with open(f"/proc/self/task/{tid}/stat", "rb") as fh:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
                 stat = fh.read()
         except OSError:  # the thread ended meanwhile
             continue
         # "tid (name) S ...": the name may hold spaces and parentheses, the state follows the last one.
-        if stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"R":
+        end = stat.rfind(b")")
+        if stat[end + 2:end + 3] == b"R":
             n += 1
-    return max(1, n)
+    return n
 
 
 class OthersCpu:

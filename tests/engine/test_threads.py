@@ -132,7 +132,7 @@ def test_this_process_s_own_threads_are_not_other_programs():
     take them for another program. A hashing thread runs without the GIL, so it is a running thread here."""
     import hashlib
 
-    from app.engine.threads import own_running_threads
+    from app.engine.threads import running_threads
 
     data = b"x" * 20_000_000
     stop = threading.Event()
@@ -145,12 +145,13 @@ def test_this_process_s_own_threads_are_not_other_programs():
     worker.start()
     try:
         time.sleep(0.05)
-        seen = max(own_running_threads() for _ in range(20))
+        seen = max(running_threads("self") for _ in range(20))
     finally:
         stop.set()
         worker.join()
     assert seen >= 2  # this thread and the hashing one
-    assert own_running_threads() >= 1
+    assert running_threads("self") >= 1  # this one
+    assert running_threads("no-such-process") == 0
 
 
 def test_a_fixed_count_is_kept(bundled_model):
@@ -260,9 +261,9 @@ def test_a_greedy_answer_is_the_same_on_a_busy_machine_under_the_default_setting
 
 def test_an_answer_that_starts_on_a_busy_machine_starts_with_the_cores_left():
     """The first token at the full count can stall for seconds when every core is taken: decide before it."""
-    c = ThreadController(2, others_now=lambda: 1)  # the client that sent the request: not a busy program
+    c = ThreadController(2, others_now=lambda: 0)  # the program that sent the request is not counted
     assert c.start_of_answer() is None and c.current == 2
-    c.others_now = lambda: 2
+    c.others_now = lambda: 1  # one core taken by another program: start on the one left
     assert c.start_of_answer() == 1 and "other programs" in c.reason
     c.others_now = lambda: 0
     assert c.start_of_answer() == 2 and c.reason == "2 of 2 threads: the CPU is free again"
