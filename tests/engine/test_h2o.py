@@ -1,0 +1,154 @@
+"""The h2o context policy (heavy-hitter eviction) on the real bundled model.
+
+The cell->position map is checked against llama.cpp's own serialisation of the sequence
+(llama_state_seq_get_data writes each cell's position in cell order) and its pos_min/pos_max, and by
+decoding the next token where the map says it goes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+
+import llama_cpp
+import numpy as np
+import pytest
+
+from app.core.errors import HearthError
+from app.engine.h2o import FLASH_OFF_NOTICE, PARALLEL_REFUSAL, choose_evicted, runs
+from app.engine.option_fields import OptionError, check_options
+from app.engine.protocol import LoadOptions, SamplingOptions
+from app.engine.session import Session
+from tests.engine.kv_checks import assert_cache_consistent, kv_span
+
+CTX = 256
+SYSTEM = ("You are Captain Hearth, a pirate who answers every question with a sea shanty "
+          "and always mentions the parrot named Biscuit.")
+STORY = [{"role": "system", "content": SYSTEM},
+         {"role": "user", "content": "Tell me a long story about the sea."}]
+
+
+def greedy(n: int) -> SamplingOptions:
+    return SamplingOptions(max_tokens=n, temperature=0.0, repeat_penalty=1.0, ignore_eos=True)
+
+
+def load(model, **kw) -> Session:
+    kw.setdefault("n_ctx", CTX)
+    kw.setdefault("context_policy", "h2o")
+    return Session.load(LoadOptions(model_path=str(model), n_threads=1, extra_bufts=False, **kw))
+
+
+def seq_positions(rt, seq: int = 0) -> list[int]:
+    """Positions of the sequence's cells in cell order, as llama.cpp serialises them (llama-kv-cache.cpp
+    state_write: magic, seq id, n_stream, then per stream a cell count and per cell pos, n_seq_id, seq ids)."""
+    size = llama_cpp.llama_state_seq_get_size(rt.ctx, seq)
+    buf = (ctypes.c_uint8 * size)()
+    data = bytes(buf[: llama_cpp.llama_state_seq_get_data(rt.ctx, buf, size, seq)])
+    _magic, _seq, n_stream = struct.unpack_from("<Iii", data, 0)
+    assert n_stream == 1
+    (count,) = struct.unpack_from("<I", data, 12)
+    at, out = 16, []
+    for _ in range(count):
+        pos, n_seq = struct.unpack_from("<iI", data, at)
+        at += 8 + 4 * n_seq
+        out.append(pos)
+    return out
+
+
+def assert_map_is_llama_cpps(session) -> None:
+    att, dec = session.rt.attention, session.decoder
+    assert att.broken is None
+    assert att.positions_in_cell_order() == seq_positions(session.rt)
+    assert sorted(att.positions_in_cell_order()) == list(range(len(dec.tokens)))
+    assert kv_span(session.rt) == (0, len(dec.tokens) - 1)
+
+
+def test_generation_past_the_context_evicts_in_blocks_and_keeps_the_map_and_the_head(bundled_model):
+    s = load(bundled_model)
+    try:
+        done = s.chat(STORY, greedy(420), lambda e: None, None)
+        policy, dec = s.decoder.context_policy, s.decoder
+        assert done["completion_tokens"] == 420
+        assert policy.name == "h2o" and policy.evictions >= 2
+        # Blocks: each eviction made room for many tokens, not one.
+        assert policy.dropped / policy.evictions >= CTX // 4
+        system = policy.system_tokens(s.rt)
+        assert len(system) > 20 and dec.tokens[: len(system)] == system  # the protected head never goes
+        # llama.cpp reuses freed cells: the map is not the identity, and it is llama.cpp's.
+        assert s.rt.attention.positions_in_cell_order() != sorted(s.rt.attention.positions_in_cell_order())
+        assert_map_is_llama_cpps(s)
+        assert_cache_consistent(dec)  # the next token goes to position n, where the map says
+        assert done["window"]["notice"] == FLASH_OFF_NOTICE
+    finally:
+        s.close()
+
+
+def test_an_eviction_keeps_exactly_the_head_the_recent_part_and_the_best_scored_cells(bundled_model):
+    s = load(bundled_model, h2o_heavy=0.25, h2o_recent=0.25)
+    try:
+        rt, dec, att, policy = s.rt, s.decoder, s.rt.attention, s.decoder.context_policy
+        s.chat(STORY, greedy(CTX), lambda e: None, None)  # fills the cache, one eviction on the way
+        dec.eval_tokens(list(range(1000, 1000 + CTX - len(dec.tokens))))  # the cache is full again
+        assert len(dec.tokens) == CTX and att.broken is None
+        # Known scores: position p scores (p * 37) % 101, so which ones are best is known.
+        for cell in np.flatnonzero(att.cell_pos >= 0):
+            p = int(att.cell_pos[cell])
+            att.score[cell], att.seen_by[cell] = (p * 37) % 101, 1.0
+        before_tokens, before_cells = list(dec.tokens), att.cell_pos.copy()
+        head = policy.protected(rt, dec.tokens)
+        assert policy.make_room(dec, 1)
+        n_recent, n_heavy = CTX // 4, CTX // 4
+        middle = range(head, CTX - n_recent)
+        best = sorted(sorted(middle, key=lambda p: (-((p * 37) % 101), -p))[:n_heavy])
+        kept = list(range(head)) + best + list(range(CTX - n_recent, CTX))
+        assert dec.tokens == [before_tokens[p] for p in kept]
+        # Each kept token stays in its cell, at its new place in the order; the evicted cells are empty.
+        for new, old in enumerate(kept):
+            (cell,) = np.flatnonzero(before_cells == old)
+            assert att.cell_pos[cell] == new
+        assert (att.cell_pos >= 0).sum() == len(kept)
+        assert_map_is_llama_cpps(s)
+        assert_cache_consistent(dec)
+    finally:
+        s.close()
+
+
+def test_answer_unchanged_while_nothing_needs_evicting(bundled_model):
+    """Reading the attention changes no token: the same load with flash attention off and the window policy."""
+    answers = []
+    for policy in ("h2o", "window"):
+        s = load(bundled_model, n_ctx=512, context_policy=policy, flash_attn="off")
+        try:
+            done = s.chat(STORY, greedy(48), lambda e: None, None)
+            answers.append(done["text"])
+            assert done["window"].get("shifts", 0) == 0
+            if policy == "h2o":
+                assert done["window"].get("notice") is None  # flash attention was off already: nothing to say
+                # One prompt batch and 47 single decodes (the last token is handed out, not decoded), each read
+                # at the sampled layers only.
+                assert len(s.rt.attention.layers) == 10
+                assert s.rt.attention.reads == 10 * (1 + 47)
+        finally:
+            s.close()
+    assert answers[0] == answers[1]
+
+
+def test_refusals_are_one_sentence():
+    with pytest.raises(HearthError) as parallel:
+        Session.load(LoadOptions(model_path="unused.gguf", context_policy="h2o", n_parallel=2, extra_bufts=False))
+    assert str(parallel.value) == PARALLEL_REFUSAL
+    with pytest.raises(HearthError, match="--kv-type f16"):
+        Session.load(LoadOptions(model_path="unused.gguf", context_policy="h2o", kv_type="q8_0", extra_bufts=False))
+    with pytest.raises(OptionError, match="at most 90%"):
+        check_options(LoadOptions(context_policy="h2o", h2o_heavy=0.6, h2o_recent=0.5))
+
+
+def test_choose_evicted_and_runs():
+    scores = np.array([9, 9, 1, 5, 0, 7, 2, 2, 8, 8], dtype=float)
+    # head 2, 2 recent (8, 9), keep the 2 best of positions 2..7: 5 (7) and 3 (5).
+    assert list(choose_evicted(scores, 2, 2, 2)) == [2, 4, 6, 7]
+    assert list(choose_evicted(scores, 2, 2, 10)) == []
+    # Ties: the later position stays.
+    assert list(choose_evicted(np.zeros(6), 1, 1, 2)) == [1, 2]
+    assert runs(np.array([2, 4, 6, 7])) == [(2, 3), (4, 5), (6, 8)]
+    assert runs(np.array([], dtype=np.int64)) == []
