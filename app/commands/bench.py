@@ -269,6 +269,8 @@ def _add_docs(kinds) -> None:
     p = kinds.add_parser("docs", help="documents: indexing rate, query latency and recall@5 (BM25, vectors, fused)",
                          description=docs.__doc__.split("\n\n")[1])
     p.add_argument("--topics", type=int, default=0, metavar="N", help="index only N pydoc topics (default: all 79)")
+    p.add_argument("--copies", type=int, default=1, metavar="N",
+                   help="index the corpus N times over, each copy a folder of its own (43: about 20 MB)")
     p.add_argument("--no-vectors", dest="vectors", action="store_false", help="BM25 only: no embedding model")
     p.add_argument("--embed-model", metavar="GGUF", help="an embedding GGUF instead of all-MiniLM-L6-v2")
     p.add_argument("--scale-chunks", type=int, default=0, metavar="N",

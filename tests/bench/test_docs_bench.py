@@ -36,3 +36,36 @@ def test_a_bm25_only_run_reports_rates_latency_and_recall(capsys):
     assert "vector" not in out and "fused" not in out
     scale = out["at_scale"]
     assert scale["chunks"] == 400 and 0 < scale["bm25"]["p50_ms"] <= scale["bm25"]["p95_ms"]
+
+
+def test_copies_multiply_the_corpus(capsys, tmp_path):
+    assert bench_docs.run(DocsBenchOptions(topics=5, copies=3, vectors=False, json=True)) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["files"] == 15
+    (tmp_path / "one").mkdir()
+    assert out["corpus_bytes"] == 3 * bench_docs.corpus(tmp_path / "one", 5)
+
+
+def test_a_large_index_s_pruned_query_still_finds_the_passages(tmp_path, monkeypatch):
+    """Past LARGE_INDEX chunks the query leaves out common words (for speed). Forced on the whole pydoc corpus,
+    it must find nearly every answer the whole query finds (20 of 22 measured; 5% and 2 words kept found 13)."""
+    from pathlib import Path
+
+    from app.docs import search as S
+    from app.docs.indexer import Indexer
+    from app.docs.store import Store
+
+    folder = tmp_path / "topics"
+    folder.mkdir()
+    bench_docs.corpus(folder)
+    store = Store(tmp_path / "index.sqlite3")
+    Indexer(store).add("bench", folder)
+
+    def found(large_index: int) -> int:
+        monkeypatch.setattr(S, "LARGE_INDEX", large_index)
+        return sum(any(Path(h.path).stem in answers for h in S.search(store, q, ["bench"], 5, None, "bm25"))
+                   for q, answers in QUESTIONS)
+
+    whole, pruned = found(10**9), found(100)
+    store.close()
+    assert whole >= 20 and pruned >= whole - 3
