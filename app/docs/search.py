@@ -28,14 +28,15 @@ STOPWORDS = frozenset("""a an and are as at be by can do does for from how i if 
 this to was what when where which who why will with you your""".split())
 _WORD = re.compile(r"\w+", re.UNICODE)
 # In a large index, BM25 over an OR of common words scores most of the index (FTS5 ranks every match: 150 ms at
-# 100,000 chunks here, where counting the matches takes 5 ms). There, words in more than COMMON_SHARE of the
-# chunks are left out of the query (their IDF is small: they barely move the ranking), keeping at least the
-# KEEP_WORDS rarest. How far to go was measured on bench docs' 28 questions with the pruning forced on the
-# pydoc corpus (recall@5 of the unpruned query: 22): 5% and 2 words kept 13 (the top hit the same for 13 of 28),
-# 20% and 3 words 20 (25 of 28), 30% and 3 words 22 (26 of 28). At 100,000 chunks BM25 took p50/p95 39/62 ms,
-# 77/112 and 84/129 ms. Finding the passage comes first; 20% and 3 words keeps nearly all of it.
+# 100,000 chunks here, where counting a word's matches takes under a millisecond). There the query keeps the
+# question's words rarest first while their matches add up to at most MATCH_BUDGET of the chunks, and always
+# the KEEP_WORDS rarest: the ranking's work is bounded, and the words left out are the common ones, whose IDF
+# barely moves the ranking. Measured on bench docs' 28 questions with this forced on the pydoc corpus (the whole
+# query finds 22 answers in its top 5), and at 100,000 chunks (p50/p95): words in over 5% of chunks left out and
+# 2 kept found 13 (39/62 ms); over 20% left out and 3 kept, 20 (84/123); a budget of 30% and 3 kept, 20
+# (69/106); a budget of 50%, 21 (100/120).
 LARGE_INDEX = 20_000
-COMMON_SHARE = 0.2
+MATCH_BUDGET = 0.3
 KEEP_WORDS = 3
 
 
@@ -87,7 +88,13 @@ def bm25_ids(store: Store, question: str, collection_ids: list[int], limit: int 
     if total > LARGE_INDEX and len(words) > KEEP_WORDS:
         df = {w: store.matches(fts_query([w])) for w in words}
         rare = sorted(words, key=df.get)
-        words = [w for w in words if df[w] <= COMMON_SHARE * total or w in rare[:KEEP_WORDS]]
+        kept, matches = set(rare[:KEEP_WORDS]), sum(df[w] for w in rare[:KEEP_WORDS])
+        for word in rare[KEEP_WORDS:]:
+            if matches + df[word] > MATCH_BUDGET * total:
+                break
+            kept.add(word)
+            matches += df[word]
+        words = [w for w in words if w in kept]
     return store.bm25(fts_query(words), collection_ids, limit)
 
 

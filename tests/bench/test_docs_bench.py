@@ -48,7 +48,8 @@ def test_copies_multiply_the_corpus(capsys, tmp_path):
 
 def test_a_large_index_s_pruned_query_still_finds_the_passages(tmp_path, monkeypatch):
     """Past LARGE_INDEX chunks the query leaves out common words (for speed). Forced on the whole pydoc corpus,
-    it must find nearly every answer the whole query finds (20 of 22 measured; 5% and 2 words kept found 13)."""
+    it must find nearly every answer the whole query finds (20 of 22 measured; leaving out words in over 5% of
+    the chunks and keeping 2 found 13)."""
     from pathlib import Path
 
     from app.docs import search as S
