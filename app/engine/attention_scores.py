@@ -28,7 +28,7 @@ import ctypes
 
 import numpy as np
 
-from app.engine.graph_tap import GGML_TYPE_F32, GgmlTensor, TensorP, ggml
+from app.engine.graph_tap import GGML_TYPE_F32, GgmlTensor, TensorP, ggml, tensor_name
 
 # Every 3rd layer: on the bundled 30-layer model its eviction choices gave the same perplexity as all 30 layers
 # (12.32 at a 25% budget) at a third of the reads; every 6th or 10th gave 14.0 (docs/window_benchmark.md).
@@ -52,6 +52,7 @@ class AttentionScores:
 
     def __init__(self, n_cells: int, stride: int = LAYER_STRIDE, n_layer: int = 1024):
         self.stride = max(1, int(stride))
+        self._wanted: set[bytes] = set()
         self.for_layers(n_layer)
         self._first = NAME_PREFIX + b"0"  # the first sampled layer of a decode reads the placement
         self.cell_pos = np.full(n_cells, -1, dtype=np.int64)
@@ -61,41 +62,56 @@ class AttentionScores:
         self.notice: str | None = None  # what the user is told at load (flash attention turned off)
         self.error: BaseException | None = None
         self.reads = 0  # tensors read: a test checks that only the sampled layers are
-        self._soft_max = ggml().op("SOFT_MAX")
         from llama_cpp import llama_cpp as bindings
 
-        self.callback = bindings.ggml_backend_sched_eval_callback(self._call)
+        self.callback = bindings.ggml_backend_sched_eval_callback(self._make_call())
 
     def for_layers(self, n_layer: int) -> None:
         """The model's layer count, once loaded (the Runtime tells): which layers are read."""
         self.layers = tuple(range(0, n_layer, self.stride))
-        self._wanted = {NAME_PREFIX + str(layer).encode() for layer in self.layers}
+        self._wanted.clear()  # in place: the callback holds this very set
+        self._wanted.update(NAME_PREFIX + str(layer).encode() for layer in self.layers)
 
     # --- the callback: keep the ask path short, it runs for every node ---------------------
-    def _call(self, pointer: int, ask: bool, _user_data) -> bool:
-        if ask:
-            if ctypes.c_int.from_address(pointer + _OP_OFFSET).value != self._soft_max or self.error is not None:
-                return False
-            return ctypes.string_at(pointer + _NAME_OFFSET) in self._wanted
-        try:
-            self._seen(ctypes.cast(pointer, TensorP).contents, ctypes.string_at(pointer + _NAME_OFFSET))
-        except BaseException as exc:  # noqa: BLE001 - cannot cross into C; the policy raises it after the decode
-            self.error = exc
-        return True  # False would abort the graph
+    def _make_call(self):
+        """The cb_eval function. Asked about every node, it reads the node's op number through one reusable
+        pointer (setting its address and reading through it costs half of building a ctypes int per node) and
+        looks at the name of soft_max nodes only; everything it needs is a local of the closure."""
+        soft_max = ggml().op("SOFT_MAX")
+        holder = ctypes.c_void_p()
+        op_at = ctypes.cast(ctypes.pointer(holder), ctypes.POINTER(ctypes.POINTER(ctypes.c_int))).contents
+        string_at = ctypes.string_at
+        wanted = self._wanted
+        seen = self._seen
 
-    def _seen(self, t: GgmlTensor, name: bytes) -> None:
-        n_kv, n_rows, n_head, n_stream = (int(x) for x in t.ne)
+        def call(pointer: int, ask: bool, _user_data) -> bool:
+            if ask:
+                holder.value = pointer + _OP_OFFSET
+                if op_at[0] != soft_max:
+                    return False
+                return self.error is None and string_at(pointer + _NAME_OFFSET) in wanted
+            try:
+                seen(pointer)
+            except BaseException as exc:  # noqa: BLE001 - cannot cross into C; the policy raises it after the decode
+                self.error = exc
+            return True  # False would abort the graph
+
+        return call
+
+    def _seen(self, pointer: int) -> None:
+        t = ctypes.cast(pointer, TensorP).contents
+        n_kv, n_rows, n_head, n_stream = t.ne
         if t.type != GGML_TYPE_F32 or n_stream != 1 or t.nb[0] != 4:
-            self.broken = self.broken or f"{name.decode()} is not one F32 stream (shape {n_kv}x{n_rows}x{n_head}x{n_stream})"
+            self.broken = self.broken or f"{tensor_name(t)} is not one F32 stream ({n_kv}x{n_rows}x{n_head}x{n_stream})"
             return
         if n_kv > len(self.cell_pos):
             self._grow(n_kv)
-        if name == self._first:
+        if ctypes.string_at(pointer + _NAME_OFFSET) == self._first:
             self._place(t, n_kv, n_rows)
         # soft_max writes a fresh contiguous result, so the rows are one block: a view, summed, never copied.
-        probs = np.ctypeslib.as_array(ctypes.cast(t.data, ctypes.POINTER(ctypes.c_float)),
-                                      shape=(n_head * n_rows, n_kv))
-        self.score[:n_kv] += probs.sum(axis=0, dtype=np.float64) if n_rows > 1 else probs.sum(axis=0)
+        probs = np.frombuffer((ctypes.c_float * (n_head * n_rows * n_kv)).from_address(t.data), dtype=np.float32)
+        # One token's few rows sum exactly enough in float32; a prompt's hundreds of rows are summed in float64.
+        self.score[:n_kv] += probs.reshape(n_head * n_rows, n_kv).sum(axis=0, dtype=np.float64 if n_rows > 1 else None)
         self.reads += 1
 
     def _place(self, t: GgmlTensor, n_kv: int, n_rows: int) -> None:
@@ -109,10 +125,21 @@ class AttentionScores:
             self.broken = self.broken or "the attention mask is not F32"
             return
         row_stride = int(m.nb[1]) // 4
-        flat = np.ctypeslib.as_array(ctypes.cast(m.data, ctypes.POINTER(ctypes.c_float)),
-                                     shape=((n_rows - 1) * row_stride + n_kv,))
-        mask = np.lib.stride_tricks.as_strided(flat, shape=(n_rows, n_kv), strides=(row_stride * 4, 4))
+        flat = np.frombuffer((ctypes.c_float * ((n_rows - 1) * row_stride + n_kv)).from_address(m.data),
+                             dtype=np.float32)
         empty = self.cell_pos[:n_kv] < 0
+        if n_rows == 1:  # generation: one token, one new cell (the common case, kept short)
+            row = np.isfinite(flat[:n_kv])
+            self.seen_by[:n_kv] += row
+            cell = np.flatnonzero(row & empty)
+            if len(cell) != 1:
+                self.broken = self.broken or f"a one-token decode filled {len(cell)} empty cells"
+                return
+            self.cell_pos[cell] = self.cell_pos.max() + 1
+            self.score[cell] = 0.0
+            self.seen_by[cell] = 1.0
+            return
+        mask = np.lib.stride_tricks.as_strided(flat, shape=(n_rows, n_kv), strides=(row_stride * 4, 4))
         self.seen_by[:n_kv] += np.isfinite(mask).sum(axis=0)
         visible = np.isfinite(mask[:, empty])  # rows x the empty cells
         seen = visible.any(axis=0)
