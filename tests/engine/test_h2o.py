@@ -152,3 +152,28 @@ def test_choose_evicted_and_runs():
     assert list(choose_evicted(np.zeros(6), 1, 1, 2)) == [1, 2]
     assert runs(np.array([2, 4, 6, 7])) == [(2, 3), (4, 5), (6, 8)]
     assert runs(np.array([], dtype=np.int64)) == []
+
+
+@pytest.mark.heavy
+def test_perplexity_at_70_percent_is_near_the_full_cache_and_at_25_near_the_window(bundled_model):
+    """The issue's goals on 1,000 tokens of the pydoc text. Measured here (AVX2, 1 thread): full 11.55; at 70%
+    window and h2o both within 0.2% of it; at 25% window 12.28, h2o 12.32. The margins (5%) are the method's
+    claim, wide of what other CPUs' rounding moves."""
+    from app.bench.window import long_text
+    from app.bench.window_policies import score_tokens
+    from app.engine.attention_scores import AttentionScores
+    from app.engine.runtime import Runtime
+
+    n = 1000
+    rt = Runtime(LoadOptions(model_path=str(bundled_model), n_ctx=n + 64, n_threads=1, flash_attn="off"),
+                 extra_bufts=False, attention=AttentionScores(n + 64))
+    try:
+        tokens = rt.tokenize(long_text(), add_special=rt.add_bos())[:n]
+        ppl = {(policy, share): float(np.exp(score_tokens(rt, tokens, policy, int(n * share), 4)[:, 0].mean()))
+               for policy, share in (("full", 1.0), ("h2o", 0.7), ("window", 0.25), ("h2o", 0.25))}
+    finally:
+        rt.close()
+    full = ppl["full", 1.0]
+    assert full <= ppl["h2o", 0.7] * 1.01 and ppl["h2o", 0.7] <= full * 1.05
+    assert ppl["h2o", 0.25] <= ppl["window", 0.25] * 1.05
+    assert ppl["window", 0.25] > full  # a quarter of the text is not free
