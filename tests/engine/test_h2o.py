@@ -79,6 +79,12 @@ def test_generation_past_the_context_evicts_in_blocks_and_keeps_the_map_and_the_
         assert_map_is_llama_cpps(s)
         assert_cache_consistent(dec)  # the next token goes to position n, where the map says
         assert done["window"]["notice"] == FLASH_OFF_NOTICE
+        # A speculative verify (several rows in one decode, into reused cells) and its rejected drafts dropped.
+        dec.verify([dec.tokens[-1]] * 5)
+        assert_map_is_llama_cpps(s)
+        assert dec.truncate(len(dec.tokens) - 3)
+        assert_map_is_llama_cpps(s)
+        assert_cache_consistent(dec)
     finally:
         s.close()
 
