@@ -42,6 +42,23 @@ _OP_OFFSET = GgmlTensor.op.offset
 _NAME_OFFSET = GgmlTensor.name.offset
 
 
+_host_buffers: dict[int, bool] = {}  # backend buffer -> whether it is host memory (asked once per buffer)
+
+
+def _floats(t: GgmlTensor, count: int) -> np.ndarray:
+    """The first `count` floats of a tensor: a view of host memory, or a copy from a device buffer (a GPU layer's
+    attention is in device memory, where reading its address from the CPU would crash)."""
+    buffer = t.buffer
+    host = _host_buffers.get(buffer) if buffer else True
+    if host is None:
+        host = _host_buffers[buffer] = bool(ggml().lib.ggml_backend_buffer_is_host(buffer))
+    if host:
+        return np.frombuffer((ctypes.c_float * count).from_address(t.data), dtype=np.float32)
+    out = np.empty(count, dtype=np.float32)
+    ggml().lib.ggml_backend_tensor_get(ctypes.byref(t), out.ctypes.data, 0, count * 4)
+    return out
+
+
 class AttentionScores:
     """Accumulated attention and position per KV cell of sequence 0; `callback` goes into cb_eval.
 
@@ -109,7 +126,7 @@ class AttentionScores:
         if ctypes.string_at(pointer + _NAME_OFFSET) == self._first:
             self._place(t, n_kv, n_rows)
         # soft_max writes a fresh contiguous result, so the rows are one block: a view, summed, never copied.
-        probs = np.frombuffer((ctypes.c_float * (n_head * n_rows * n_kv)).from_address(t.data), dtype=np.float32)
+        probs = _floats(t, n_head * n_rows * n_kv)
         # One token's few rows sum exactly enough in float32; a prompt's hundreds of rows are summed in float64.
         self.score[:n_kv] += probs.reshape(n_head * n_rows, n_kv).sum(axis=0, dtype=np.float64 if n_rows > 1 else None)
         self.reads += 1
@@ -125,8 +142,7 @@ class AttentionScores:
             self.broken = self.broken or "the attention mask is not F32"
             return
         row_stride = int(m.nb[1]) // 4
-        flat = np.frombuffer((ctypes.c_float * ((n_rows - 1) * row_stride + n_kv)).from_address(m.data),
-                             dtype=np.float32)
+        flat = _floats(m, (n_rows - 1) * row_stride + n_kv)
         empty = self.cell_pos[:n_kv] < 0
         if n_rows == 1:  # generation: one token, one new cell (the common case, kept short)
             row = np.isfinite(flat[:n_kv])
