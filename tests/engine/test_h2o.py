@@ -183,3 +183,19 @@ def test_perplexity_at_70_percent_is_near_the_full_cache_and_at_25_near_the_wind
     assert full <= ppl["h2o", 0.7] * 1.01 and ppl["h2o", 0.7] <= full * 1.05
     assert ppl["h2o", 0.25] <= ppl["window", 0.25] * 1.05
     assert ppl["window", 0.25] > full  # a quarter of the text is not free
+
+
+def test_a_prompt_longer_than_the_context_is_fitted_and_the_map_follows(bundled_model):
+    s = load(bundled_model)
+    try:
+        long = [{"role": "system", "content": SYSTEM},
+                {"role": "user", "content": " ".join(f"Line {i} of the logbook: calm seas." for i in range(60))}]
+        done = s.chat(long, greedy(40), lambda e: None, None)
+        dec, policy = s.decoder, s.decoder.context_policy
+        assert done["prompt_dropped"] > 0 and done["completion_tokens"] == 40
+        system = policy.system_tokens(s.rt)
+        assert dec.tokens[: len(system)] == system
+        assert_map_is_llama_cpps(s)
+        assert_cache_consistent(dec)
+    finally:
+        s.close()
