@@ -38,7 +38,11 @@ SHOWN = {"runtime", "n_gpu_layers", "n_threads", "n_ctx", "use_mmap", "use_mlock
 # one model's turn markers, not to all.
 DEFAULTABLE = SHOWN - {"draft_model", "chat_template"}
 TEMPLATE_FILE = "Jinja file…"
-EXPERIMENTAL_POLICIES = ("h2o",)  # the Chat template box's entry that opens a file dialog
+EXPERIMENTAL_POLICIES = ("h2o",)
+FLASH_TIP = ("Flash attention: a faster attention kernel that needs less memory for long contexts; auto uses it "
+             "where llama.cpp supports it")
+FLASH_OFF_TIP = ("The h2o context policy reads the attention scores, which flash attention never computes, so "
+                 "flash attention is off while it is chosen.")  # the Chat template box's entry that opens a file dialog
 HEARTH_DEFAULTS = LoadOptions()
 
 
@@ -171,8 +175,7 @@ class LoadSettings(QWidget):
         self.kv_type.setToolTip("q8_0 halves and q4_0 quarters the KV cache's memory, at a small accuracy cost")
         self.flash = QComboBox()
         self.flash.addItems(list(FLASH_ATTN))
-        self.flash.setToolTip("Flash attention: a faster attention kernel that needs less memory for long "
-                              "contexts; auto uses it where llama.cpp supports it")
+        self.flash.setToolTip(FLASH_TIP)
         self.spec_mode = QComboBox()
         self.spec_mode.addItems(["Off", "Draft model", "Prompt lookup (n-grams)"])
         self.spec_mode.setToolTip("A small model (or n-grams from the chat) guesses tokens that the model checks "
@@ -231,8 +234,7 @@ class LoadSettings(QWidget):
             self.spec_mode.model().item(1).setEnabled(False)
             self.spec_mode.setItemData(1, "A draft model is chosen per model, on the Models page", Qt.ToolTipRole)
         self.spec_mode.currentIndexChanged.connect(self._on_spec_mode_changed)
-        self.policy.currentIndexChanged.connect(
-            lambda _i: self.sinks.setEnabled(self.policy.currentData() in ("window", "h2o")))
+        self.policy.currentIndexChanged.connect(self._on_policy_changed)
         self.runtime.currentIndexChanged.connect(self._update_offload)
         for signal in (self.runtime.currentIndexChanged, self.template.currentIndexChanged,
                        self.gpu_layers.valueChanged, self.threads.valueChanged, self.ctx.currentIndexChanged,
@@ -243,6 +245,15 @@ class LoadSettings(QWidget):
             signal.connect(self._on_changed)
         self._kept = {name: getattr(LoadOptions(), name) for name in kept_fields(LOAD_FIELDS, SHOWN)}
         self.set_options(LoadOptions())
+
+    def _on_policy_changed(self, _index: int) -> None:
+        policy = self.policy.currentData()
+        self.sinks.setEnabled(policy in ("window", "h2o"))
+        # h2o reads the attention probabilities, which flash attention never computes: the engine turns it off,
+        # and the box says so rather than offering a choice that would not be kept.
+        h2o = policy == "h2o"
+        self.flash.setEnabled(not h2o)
+        self.flash.setToolTip(FLASH_OFF_TIP if h2o else FLASH_TIP)
 
     def _with_reset_button(self, field, names: tuple[str, ...]) -> QWidget:
         button = QToolButton()
