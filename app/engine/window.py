@@ -34,6 +34,10 @@ NO_SHIFT_NOTICE = ("This model's KV cache cannot be shifted, so the context wind
                    "truncate-middle: when the context is full, the recent part is evaluated again (a pause).")
 
 
+NO_SCORES_NOTICE = ("This model was loaded without reading attention scores, so the h2o context policy works as "
+                    "the window policy does.")
+
+
 def kv_can_shift(rt) -> bool:
     return bool(llama_cpp.llama_memory_can_shift(rt.memory))
 
@@ -253,4 +257,6 @@ def make_policy(name: str, rt, sink_tokens: int = 4, keep_system: bool = True,
     policy = SlidingContext(name in ("window", "h2o") and can_shift, sink_tokens, keep_system, fraction)
     if name in ("window", "h2o") and not can_shift:
         policy.notice = NO_SHIFT_NOTICE
+    elif name == "h2o":
+        policy.notice = NO_SCORES_NOTICE
     return policy
