@@ -165,7 +165,8 @@ def probe_text(rt: Runtime, filler: list[int], n_filler: int) -> tuple[list[int]
 
 # --- the runs ---------------------------------------------------------------------------------------------------
 def compare(options: LoadOptions, text_tokens: list[int] | None, policies: list[str], budgets=BUDGETS,
-            n_ppl: int = 2000, n_probe: int = 1200, sinks: int = 4, say: Callable[[str], None] = print) -> dict:
+            n_ppl: int = 2000, n_probe: int = 1200, sinks: int = 4, say: Callable[[str], None] = print,
+            recent_share: float = RECENT_SHARE) -> dict:
     """Perplexity and the retrieval probe of each policy at each budget (one context, flash attention off)."""
     from app.bench.window import long_text
 
@@ -189,9 +190,9 @@ def compare(options: LoadOptions, text_tokens: list[int] | None, policies: list[
                     continue
                 started = time.perf_counter()
                 budget_ppl = int(len(ppl_tokens) * share) if policy != "full" else len(ppl_tokens)
-                scored = score_tokens(rt, ppl_tokens, policy, budget_ppl, sinks)
+                scored = score_tokens(rt, ppl_tokens, policy, budget_ppl, sinks, recent_share=recent_share)
                 budget_probe = int(len(probe) * share) if policy != "full" else len(probe)
-                answers = score_tokens(rt, probe, policy, budget_probe, sinks)
+                answers = score_tokens(rt, probe, policy, budget_probe, sinks, recent_share=recent_share)
                 found = [bool(answers[a - 1 : b - 1, 1].all()) for a, b in spans]
                 logp = [float(-answers[a - 1 : b - 1, 0].mean()) for a, b in spans]
                 row = {"policy": policy, "budget": share, "ppl": float(np.exp(scored[:, 0].mean())),
@@ -205,6 +206,7 @@ def compare(options: LoadOptions, text_tokens: list[int] | None, policies: list[
                     f"{row['seconds']} s")
         return {"ppl_tokens": len(ppl_tokens), "probe_tokens": len(probe), "layer_stride": attention.stride,
                 "layers_read": len(attention.layers), "kv_bytes_per_cell": per_cell, "sinks": sinks, "step": STEP,
+                "recent_share": recent_share,
                 "rows": rows}
     finally:
         rt.close()
