@@ -13,7 +13,9 @@ WARN, ERROR, INFO, CONT = 3, 4, 2, 5
 
 @pytest.fixture
 def log_levels(monkeypatch):
-    monkeypatch.setattr(llamalog, "_echo_level", llamalog._echo_level)
+    # The engine's own level, whatever ran before in this process (a benchmark command run in-process by an
+    # earlier test leaves errors_only() set).
+    monkeypatch.setattr(llamalog, "_echo_level", llamalog._WARN)
     monkeypatch.setattr(llamalog, "_verbose", False)
     llamalog.clear()
 
