@@ -7,7 +7,7 @@ computed (app/engine/graph_tap.py has the tensor layout).
 
 Two things are read per decode:
 - the probabilities of every `stride`-th layer, summed over heads and query rows into one score per cell
-  (H2O's accumulated attention);
+  (H2O's accumulated attention), and how many query rows could see each cell, so the policy can average (MEAN);
 - where llama.cpp put the new tokens: the soft_max's mask (its src[1], [n_kv, n_tokens]) is finite exactly where
   a query row may look, so the cell a row sees first among the cells that were empty is that row's own.
   llama.cpp has no public call for cell positions, and after a removal it reuses freed cells, so cell order is
@@ -42,16 +42,14 @@ _OP_OFFSET = GgmlTensor.op.offset
 _NAME_OFFSET = GgmlTensor.name.offset
 
 
-_host_buffers: dict[int, bool] = {}  # backend buffer -> whether it is host memory (asked once per buffer)
-
-
-def _floats(t: GgmlTensor, count: int) -> np.ndarray:
+def _floats(t: GgmlTensor, count: int, host_buffers: dict[int, bool]) -> np.ndarray:
     """The first `count` floats of a tensor: a view of host memory, or a copy from a device buffer (a GPU layer's
-    attention is in device memory, where reading its address from the CPU would crash)."""
+    attention is in device memory, where reading its address from the CPU would crash). host_buffers: what is
+    known of this context's buffers (a freed buffer's address may come back as another context's)."""
     buffer = t.buffer
-    host = _host_buffers.get(buffer) if buffer else True
+    host = host_buffers.get(buffer) if buffer else True
     if host is None:
-        host = _host_buffers[buffer] = bool(ggml().lib.ggml_backend_buffer_is_host(buffer))
+        host = host_buffers[buffer] = bool(ggml().lib.ggml_backend_buffer_is_host(buffer))
     if host:
         return np.frombuffer((ctypes.c_float * count).from_address(t.data), dtype=np.float32)
     out = np.empty(count, dtype=np.float32)
@@ -78,6 +76,7 @@ class AttentionScores:
         self.broken: str | None = None
         self.notice: str | None = None  # what the user is told at load (flash attention turned off)
         self.error: BaseException | None = None
+        self._host_buffers: dict[int, bool] = {}  # backend buffer -> host memory or not, asked once each
         self.reads = 0  # tensors read: a test checks that only the sampled layers are
         from llama_cpp import llama_cpp as bindings
 
@@ -126,7 +125,7 @@ class AttentionScores:
         if ctypes.string_at(pointer + _NAME_OFFSET) == self._first:
             self._place(t, n_kv, n_rows)
         # soft_max writes a fresh contiguous result, so the rows are one block: a view, summed, never copied.
-        probs = _floats(t, n_head * n_rows * n_kv)
+        probs = _floats(t, n_head * n_rows * n_kv, self._host_buffers)
         # One token's few rows sum exactly enough in float32; a prompt's hundreds of rows are summed in float64.
         self.score[:n_kv] += probs.reshape(n_head * n_rows, n_kv).sum(axis=0, dtype=np.float64 if n_rows > 1 else None)
         self.reads += 1
@@ -142,7 +141,7 @@ class AttentionScores:
             self.broken = self.broken or "the attention mask is not F32"
             return
         row_stride = int(m.nb[1]) // 4
-        flat = _floats(m, (n_rows - 1) * row_stride + n_kv)
+        flat = _floats(m, (n_rows - 1) * row_stride + n_kv, self._host_buffers)
         empty = self.cell_pos[:n_kv] < 0
         if n_rows == 1:  # generation: one token, one new cell (the common case, kept short)
             row = np.isfinite(flat[:n_kv])
