@@ -1,4 +1,5 @@
-"""Checks that a Decoder's token history and its KV sequence agree (the window's and the slots' tests)."""
+"""Checks that a Decoder's token history and its KV sequence agree (the window's, h2o's and the slots' tests),
+and the long chat those context-policy tests fill a small context with."""
 
 from __future__ import annotations
 
@@ -6,7 +7,18 @@ import llama_cpp
 import numpy as np
 
 from app.engine.decode import Decoder
+from app.engine.protocol import SamplingOptions
 from app.engine.runtime import Runtime
+
+CTX = 256  # llama.cpp's smallest context; a few hundred tokens fill it several times
+SYSTEM = ("You are Captain Hearth, a pirate who answers every question with a sea shanty "
+          "and always mentions the parrot named Biscuit.")
+STORY = [{"role": "system", "content": SYSTEM},
+         {"role": "user", "content": "Tell me a long story about the sea."}]
+
+
+def greedy(n: int) -> SamplingOptions:
+    return SamplingOptions(max_tokens=n, temperature=0.0, repeat_penalty=1.0, ignore_eos=True)
 
 
 def kv_span(rt, seq: int = 0) -> tuple[int, int]:

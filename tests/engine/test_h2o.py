@@ -17,19 +17,9 @@ import pytest
 from app.core.errors import HearthError
 from app.engine.h2o import FLASH_OFF_NOTICE, PARALLEL_REFUSAL, choose_evicted, runs
 from app.engine.option_fields import OptionError, check_options
-from app.engine.protocol import LoadOptions, SamplingOptions
+from app.engine.protocol import LoadOptions
 from app.engine.session import Session
-from tests.engine.kv_checks import assert_cache_consistent, kv_span
-
-CTX = 256
-SYSTEM = ("You are Captain Hearth, a pirate who answers every question with a sea shanty "
-          "and always mentions the parrot named Biscuit.")
-STORY = [{"role": "system", "content": SYSTEM},
-         {"role": "user", "content": "Tell me a long story about the sea."}]
-
-
-def greedy(n: int) -> SamplingOptions:
-    return SamplingOptions(max_tokens=n, temperature=0.0, repeat_penalty=1.0, ignore_eos=True)
+from tests.engine.kv_checks import CTX, STORY, SYSTEM, assert_cache_consistent, greedy, kv_span
 
 
 def load(model, **kw) -> Session:

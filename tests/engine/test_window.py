@@ -17,21 +17,12 @@ import pytest
 
 from app.core.errors import GenerationError
 from app.engine.decode import Decoder, fill_batch
-from app.engine.protocol import DONE, STATS, LoadOptions, SamplingOptions
+from app.engine.protocol import DONE, STATS, LoadOptions
 from app.engine.runtime import Runtime
 from app.engine.session import Session
 from app.engine.window import NO_SHIFT_NOTICE
-from tests.engine.kv_checks import assert_cache_consistent, assert_cache_means_its_tokens, kv_span
-
-CTX = 256  # llama.cpp's smallest context; a few hundred tokens fill it several times
-SYSTEM = ("You are Captain Hearth, a pirate who answers every question with a sea shanty "
-          "and always mentions the parrot named Biscuit.")
-STORY = [{"role": "system", "content": SYSTEM},
-         {"role": "user", "content": "Tell me a long story about the sea."}]
-
-
-def greedy(n: int) -> SamplingOptions:
-    return SamplingOptions(max_tokens=n, temperature=0.0, repeat_penalty=1.0, ignore_eos=True)
+from tests.engine.kv_checks import (CTX, STORY, SYSTEM, assert_cache_consistent, assert_cache_means_its_tokens,
+                                    greedy, kv_span)
 
 
 def options(model, **kw) -> LoadOptions:
