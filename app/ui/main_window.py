@@ -57,13 +57,31 @@ def default_size(available_width: int, available_height: int) -> tuple[int, int]
 
 
 def extra_bufts_notice(info: dict) -> str:
-    """A sentence when the extra-buffer-types probe turned them off on this machine (else '')."""
+    """A sentence when the extra-buffer-types probe turned them off on this machine, or has not answered yet
+    (else '')."""
     probe = info.get("extra_bufts_probe") or {}
+    if info.get("extra_bufts") is False and probe.get("background"):  # a first start: no answer yet, no crash
+        return ("llama.cpp's extra buffer types (AMX / weight repacking) are off for this first load while a test "
+                "run checks that they are safe on this machine; the next load uses its answer.")
     if info.get("extra_bufts") is False and probe and not probe.get("ok", True):
         detail = probe.get("detail") or "the probe crashed"
         return ("llama.cpp's extra buffer types (AMX / weight repacking) are off on this machine because they "
                 f"crashed in a test run ({detail}); models run safely without them, a little slower.")
     return ""
+
+
+def load_notices(info: dict) -> tuple[str, str]:
+    """(the status bar's few words, the tooltip's sentences) for what the load changed on its own: extra buffer
+    types turned off by the probe, a context policy that changed a setting or fell back (h2o turns flash
+    attention off; a cache that cannot shift makes the window evaluate again). ("", "") when nothing did."""
+    notices = []
+    bufts = extra_bufts_notice(info)
+    if bufts:
+        notices.append(("Extra buffer types off", bufts))
+    window = info.get("window") or {}
+    if window.get("notice"):
+        notices.append((f"Context policy {window.get('policy', '')}: see note".replace("  ", " "), window["notice"]))
+    return " · ".join(short for short, _ in notices), "\n\n".join(sentence for _, sentence in notices)
 
 
 def memory_text(stats: dict) -> str:
@@ -370,9 +388,9 @@ class MainWindow(QMainWindow):
         self.speed_label.setText("")  # the last model's speed is not this one's
         self.ctx_label.setText(f"context {info.get('n_ctx') or '?'}")
         self.mem_label.setText(memory_text(info))
-        notice = extra_bufts_notice(info)
-        self.notice_label.setText("Extra buffer types off" if notice else "")
-        self.notice_label.setToolTip(notice)
+        short, sentences = load_notices(info)
+        self.notice_label.setText(short)
+        self.notice_label.setToolTip(sentences)
         if self.bridge.options is not None:
             self.settings["load_options"] = self.bridge.options.to_dict()
 

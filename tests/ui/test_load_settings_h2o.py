@@ -20,3 +20,4 @@ def test_h2o_is_listed_as_experimental_and_round_trips_with_its_budgets(qtbot):
     panel.policy.setCurrentIndex(panel.policy.findData("stop"))
     assert panel.options("m.gguf").context_policy == "stop" and not panel.sinks.isEnabled()
     assert panel.flash.isEnabled()
+
