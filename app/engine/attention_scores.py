@@ -188,25 +188,23 @@ class AttentionScores:
 
     def removed(self, p0: int, p1: int) -> None:
         lo, hi = self._range(p0, p1)
-        gone = (self.cell_pos >= lo) & (self.cell_pos < hi)
-        self.cell_pos[gone] = -1
-        self.score[gone] = 0.0
-        self.seen_by[gone] = 0.0
+        self._free((self.cell_pos >= lo) & (self.cell_pos < hi))
 
     def shifted(self, p0: int, p1: int, delta: int) -> None:
         lo, hi = self._range(p0, p1)
         moved = (self.cell_pos >= lo) & (self.cell_pos < hi)
         self.cell_pos[moved] += delta
-        below = moved & (self.cell_pos < 0)  # llama.cpp frees a cell shifted below position 0
-        self.cell_pos[below] = -1
-        self.score[below] = 0.0
-        self.seen_by[below] = 0.0
+        self._free(moved & (self.cell_pos < 0))  # llama.cpp frees a cell shifted below position 0
 
     def cleared(self) -> None:
-        self.cell_pos[:] = -1
-        self.score[:] = 0.0
-        self.seen_by[:] = 0.0
+        self._free(slice(None))
         self.broken = None  # an empty cache is known exactly again
+
+    def _free(self, cells) -> None:
+        """Cells (a mask or a slice) that hold nothing any more: no position, no attention."""
+        self.cell_pos[cells] = -1
+        self.score[cells] = 0.0
+        self.seen_by[cells] = 0.0
 
     # --- what the policy asks -------------------------------------------------------------
     def by_position(self, n: int, mean: bool = MEAN) -> np.ndarray:

@@ -28,10 +28,11 @@ import numpy as np
 
 from app.core.errors import HearthError
 from app.engine.option_fields import check_h2o_budgets
+from app.engine.protocol import LoadOptions
 from app.engine.window import SlidingContext
 
-DEFAULT_HEAVY = 0.25  # of the context kept for heavy hitters at an eviction
-DEFAULT_RECENT = 0.25  # of the context kept as the most recent tokens
+DEFAULT_HEAVY = LoadOptions.h2o_heavy  # of the context kept for heavy hitters at an eviction
+DEFAULT_RECENT = LoadOptions.h2o_recent  # of the context kept as the most recent tokens
 FLASH_OFF_NOTICE = ("The h2o context policy reads the attention scores, which flash attention never computes, so "
                     "flash attention is off for this model.")
 PARALLEL_REFUSAL = ("The h2o context policy keeps one conversation's attention scores and cannot yet serve "
@@ -95,8 +96,6 @@ def h2o_load(options):
 
 class HeavyHitterContext(SlidingContext):
     """The h2o policy; prompts longer than the context are fitted as the window fits them."""
-
-    name = "h2o"
 
     def __init__(self, scores, sink_tokens: int = 4, keep_system: bool = True, heavy: float = DEFAULT_HEAVY,
                  recent: float = DEFAULT_RECENT):

@@ -28,6 +28,7 @@ import llama_cpp
 
 from app.core.errors import GenerationError
 from app.engine.decode import common_prefix
+from app.engine.protocol import LoadOptions
 
 DEFAULT_FRACTION = 0.5  # of the movable part, dropped at once: one shift per half window
 NO_SHIFT_NOTICE = ("This model's KV cache cannot be shifted, so the context window falls back to "
@@ -242,7 +243,8 @@ class SlidingContext(ContextPolicy):
 
 
 def make_policy(name: str, rt, sink_tokens: int = 4, keep_system: bool = True,
-                fraction: float = DEFAULT_FRACTION, h2o_heavy: float = 0.25, h2o_recent: float = 0.25) -> ContextPolicy:
+                fraction: float = DEFAULT_FRACTION, h2o_heavy: float = LoadOptions.h2o_heavy,
+                h2o_recent: float = LoadOptions.h2o_recent) -> ContextPolicy:
     """The policy a user asked for, adjusted to what the model's cache can do."""
     if name == "stop":
         return ContextPolicy(sink_tokens, keep_system, fraction)

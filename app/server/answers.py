@@ -76,7 +76,6 @@ def compact_json(obj) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-_TEXT_SLOT = "\ue000hearth-text\ue000"  # private-use characters: in no id or model name around it
 _json_string = json.encoder.encode_basestring  # json.dumps(text, ensure_ascii=False) for a str, in C
 
 
@@ -86,10 +85,10 @@ class TextFrame:
     Every token of a stream goes out in the same object (OpenAI's chunk, Anthropic's text delta) with only
     the text different. Building the dict and encoding all of it again per token was most of the server's
     work per token; the frame is encoded once and each token costs one string encoding. The bytes are the
-    ones compact_json gives for the same object (tests/server/test_text_frame.py holds them to it).
+    ones compact_json gives for the same object (tests/server/test_stream_path.py holds them to it).
     """
 
-    SLOT = _TEXT_SLOT
+    SLOT = "\ue000hearth-text\ue000"  # private-use characters: in no id or model name around it
 
     def __init__(self, template: dict, head: bytes = b"data: ", tail: bytes = b"\n\n"):
         """template: the object with the text's place marked by TextFrame.SLOT."""

@@ -347,7 +347,8 @@ class _Shape:
         # Each token's chunk from one encoded template (answers.TextFrame): the same bytes, a fraction of the work.
         slot = TextFrame.SLOT
         self._text_frame = TextFrame(self._chunk({"content": slot}) if chat else self._chunk(text=slot))
-        self._reasoning_frame = TextFrame(self._chunk({"reasoning_content": slot})) if chat else None
+        self._reasoning_frame = (TextFrame(self._chunk({"reasoning_content": slot})) if self.thinking is not None
+                                 else None)
 
     def _head(self, obj: str) -> dict:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,

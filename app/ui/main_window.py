@@ -80,7 +80,7 @@ def load_notices(info: dict) -> tuple[str, str]:
         notices.append(("Extra buffer types off", bufts))
     window = info.get("window") or {}
     if window.get("notice"):
-        notices.append((f"Context policy {window.get('policy', '')}: see note".replace("  ", " "), window["notice"]))
+        notices.append((f"Context policy {window.get('policy') or ''}".rstrip() + ": see note", window["notice"]))
     return " · ".join(short for short, _ in notices), "\n\n".join(sentence for _, sentence in notices)
 
 
