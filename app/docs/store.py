@@ -80,8 +80,10 @@ CREATE TABLE IF NOT EXISTS chat_collections (
 );
 PRAGMA user_version = 1;
 """
-# BM25 with the text weighted above the heading, as FTS5's rank (so ORDER BY rank uses it).
-RANK = "INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('rank', 'bm25(1.0, 0.5)')"
+# BM25 with the text weighted above the heading. Ordered by the function itself, not by FTS5's configured
+# `rank`: ORDER BY rank runs FTS5's own sorter (a nested query per statement), which took 125 ms for 56,000
+# matches at 100,000 chunks where SQLite's top-N sort over the same bm25() took 89, with the same order.
+BM25 = "bm25(chunks_fts, 1.0, 0.5)"
 
 
 class DocsIndexError(HearthError):
@@ -117,8 +119,6 @@ class Store:
         try:
             self.db = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
             self.db.executescript(SCHEMA)
-            with self.db:
-                self.db.execute(RANK)
             self.db.execute("PRAGMA journal_mode = WAL" if self.path != ":memory:" else "PRAGMA journal_mode = MEMORY")
         except sqlite3.DatabaseError as exc:
             raise DocsIndexError(f"The documents' index {self.path} cannot be opened ({exc}); remove it and add the "
@@ -268,7 +268,7 @@ class Store:
     def bm25(self, fts_query: str, collection_ids: list[int], limit: int) -> list[int]:
         """Chunk ids best first by FTS5's BM25 (text weighted above headings).
 
-        FTS5 ranks inside its own table fastest (ORDER BY rank LIMIT: no join per matching row), so the best
+        FTS5 ranks inside its own table fastest (ORDER BY bm25() LIMIT: no join per matching row), so the best
         few hundred are taken from the whole index and then kept to the collections asked for; only when that
         leaves too few (the collections are a small part of the index) is the slower joined query run."""
         if not fts_query or not collection_ids:
@@ -276,7 +276,7 @@ class Store:
         marks = ",".join("?" * len(collection_ids))
         keep = (f"SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.collection_id IN ({marks}) "
                 f"AND c.id IN ")
-        top = self.db.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+        top = self.db.execute(f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY {BM25} LIMIT ?",
                               (fts_query, limit * 8)).fetchall()
         ids = [r[0] for r in top]
         if ids:
@@ -287,7 +287,7 @@ class Store:
         rows = self.db.execute(
             f"SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
             f"JOIN files f ON f.id = c.file_id WHERE chunks_fts MATCH ? AND f.collection_id IN ({marks}) "
-            f"ORDER BY rank LIMIT ?", (fts_query, *collection_ids, limit))
+            f"ORDER BY {BM25} LIMIT ?", (fts_query, *collection_ids, limit))
         return [r[0] for r in rows]
 
     def chunk_count(self) -> int:
