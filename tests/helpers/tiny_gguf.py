@@ -181,3 +181,82 @@ def write_random_gemma3(path: Path, n_vocab: int = 262_144, n_embd: int = 128, n
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def copy_tokenizer(writer, source: Path) -> None:
+    """The tokenizer.* fields of another GGUF (its vocabulary, merges, special tokens, chat template)."""
+    import gguf
+
+    for key, field in gguf.GGUFReader(str(source)).fields.items():
+        if key.startswith("tokenizer."):
+            array = field.types[0] == gguf.GGUFValueType.ARRAY
+            writer.add_key_value(key, field.contents(), field.types[0], sub_type=field.types[-1] if array else None)
+
+
+def write_random_llama(path: Path, tokenizer_from: Path, n_embd: int = 2048, n_layer: int = 22, n_ff: int = 5632,
+                       n_head: int = 32, n_head_kv: int = 4, n_ctx_train: int = 4096) -> Path:
+    """A random-weight llama of any size with another GGUF's tokenizer, for speed: the defaults are TinyLlama
+    1.1B's shape (22 layers, the GPU figures of issue #28). F16; each shape's random block is drawn once and
+    reused by every layer, so a 1.1B file (2.2 GB) is written in seconds. Speed does not depend on the values;
+    the answers it gives are noise."""
+    import gguf
+
+    rng = np.random.default_rng(11)
+    n_vocab = len(gguf.GGUFReader(str(tokenizer_from)).fields["tokenizer.ggml.tokens"].data)
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(f"random llama {n_layer}x{n_embd}")
+    w.add_context_length(n_ctx_train)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_rope_dimension_count(n_embd // n_head)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(10_000.0)
+    w.add_vocab_size(n_vocab)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    copy_tokenizer(w, tokenizer_from)
+    drawn: dict[tuple, np.ndarray] = {}
+
+    def tensor(name: str, *shape: int) -> None:
+        if shape not in drawn:
+            drawn[shape] = (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
+        w.add_tensor(name, drawn[shape])
+
+    def norm(name: str) -> None:
+        w.add_tensor(name, np.ones(n_embd, dtype=np.float32))
+
+    kv = n_head_kv * (n_embd // n_head)
+    tensor("token_embd.weight", n_vocab, n_embd)
+    norm("output_norm.weight")
+    tensor("output.weight", n_vocab, n_embd)
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        norm(f"{b}.attn_norm.weight")
+        tensor(f"{b}.attn_q.weight", n_embd, n_embd)
+        tensor(f"{b}.attn_k.weight", kv, n_embd)
+        tensor(f"{b}.attn_v.weight", kv, n_embd)
+        tensor(f"{b}.attn_output.weight", n_embd, n_embd)
+        norm(f"{b}.ffn_norm.weight")
+        tensor(f"{b}.ffn_gate.weight", n_ff, n_embd)
+        tensor(f"{b}.ffn_up.weight", n_ff, n_embd)
+        tensor(f"{b}.ffn_down.weight", n_embd, n_ff)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_tokenizer_only(path: Path, source: Path) -> Path:
+    """A GGUF with no tensors that holds another's tokenizer: what write_random_llama needs, a few MB."""
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    copy_tokenizer(w, source)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

@@ -1,0 +1,32 @@
+"""The GPU check (scripts/gpu_check.py, issue #28) is run on a borrowed GPU machine with minutes to spare, so its
+bench step is run here first, on the CPU runtime with small random models (--dry-run): every command it runs
+there must work here, and each must leave its figures in the results file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.heavy, pytest.mark.slow, pytest.mark.timeout(960)]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_gpu_check_s_bench_step_runs_here_on_the_cpu(tmp_path):
+    env = {**os.environ, "OUT": str(tmp_path)}
+    done = subprocess.run([sys.executable, "scripts/gpu_check.py", "bench", "--dry-run"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    log = (tmp_path / "gpu_check-bench-dry.log").read_text()
+    assert done.returncode == 0, log[-3000:]
+    assert "exit code" not in log and "timed out" not in log, log[-3000:]
+    results = json.loads((tmp_path / "gpu_check-bench-dry.json").read_text())
+    runs = [k for k in results if k.startswith("bench random-")]
+    assert len(runs) == 5  # the big model at all, none and half of its layers; big F16 and small, all layers
+    assert all(results[k]["tg128"] > 0 and results[k]["pp512"] > 0 for k in runs)
+    serve = results["bench serve"]["rows"]
+    assert serve and serve[0]["single"]["tok_s"] > 0 and serve[0]["parallel"]["tok_s"] > 0
+    assert results["bench spec"]["rows"]
