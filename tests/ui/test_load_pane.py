@@ -33,13 +33,13 @@ def test_draft_models_offered_are_the_smaller_library_models_with_the_same_vocab
     for path in (q8, q4_0, strange):
         w.models.import_file(path)
     paths = lambda: [m["path"] for m in w.models.models]  # noqa: E731
-    qtbot.waitUntil(lambda: {q8, q4_0, strange} <= set(paths()), timeout=10_000)
+    qtbot.waitUntil(lambda: {q8, q4_0, strange} <= set(paths()), timeout=30_000)
     w.tabs.setCurrentWidget(w.models)
     w.models.table.selectRow(paths().index(q8))
     settings = w.models.load_settings
     settings.spec_mode.setCurrentText("Draft model")
     offered = lambda: [settings.draft_choice.itemData(i) for i in range(settings.draft_choice.count())]  # noqa: E731
-    qtbot.waitUntil(lambda: q4_0 in offered(), timeout=10_000)
+    qtbot.waitUntil(lambda: q4_0 in offered(), timeout=30_000)
     assert w.models.models[0]["path"] in offered()  # the bundled Q4_1 is smaller than Q8_0 and shares its words
     assert strange not in offered() and q8 not in offered()
     settings.draft_choice.setCurrentIndex(offered().index(q4_0))
