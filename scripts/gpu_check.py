@@ -7,9 +7,9 @@ The device machine this project is sometimes lent (one H200, 16 cores, Python 3.
 
   here:   python scripts/gpu_check.py pack
           .gpu/: llama.cpp from the pinned sdist without the folders Hearth's build skips, as an sdist-shaped
-          tarball; cp312 wheels of what Hearth needs there and that machine's image lacks; llama-cpp-python's
-          Python files (its libraries are what the runtime build makes there); the bundled model's tokenizer
-          alone (a GGUF without tensors). About 15 MB.
+          tarball; cp312 wheels of what Hearth needs there and that machine's image lacks; llama-cpp-python as
+          installed here (its Python files and CPU libraries: the cpu runtime there); the bundled model's
+          tokenizer alone (a GGUF without tensors). About 40 MB.
   there:  python3 scripts/gpu_check.py build     (carry .gpu; about 6 minutes with 16 cores; timeout_s 600)
           `hearth runtimes build cuda --arch 90 --tools --keep-build`, Hearth's own build of the CUDA runtime
           for sm_90, then llama-bench and llama-server in the same tree, against the same libraries.
@@ -20,8 +20,10 @@ The device machine this project is sometimes lent (one H200, 16 cores, Python 3.
           all layers beside llama-bench of the same build, `hearth bench serve --parallel 4` against
           `llama-server -np 4`, and `hearth bench spec` fully offloaded.
 
-Each step prints as it goes, and writes its log and JSON results under $OUT (or .gpu/out). `bench --dry-run`
-runs the bench step here on the CPU runtime with small models, to find a mistake before device time is spent.
+Each step prints as it goes, and writes its log and JSON results under $OUT (or .gpu/out). Before device time
+is spent: `bench --dry-run` runs the bench step here on the CPU runtime with small models; a rehearsal runs it as
+there, with only the device image's packages and the carried ones (a Python 3.12 venv holding those) and the CPU
+libraries in the runtime's place: HEARTH_GPU_CHECK_LIB=<the binding's lib folder> ... bench --quick --small.
 Not covered: the Vulkan runtime on the NVIDIA driver's Vulkan device (its build needs glslc, which that machine
 lacks, and a prebuilt Vulkan runtime is too big to carry beside the rest).
 """
@@ -44,7 +46,7 @@ CARRY = ROOT / ".gpu"  # ignored by git (.gitignore); carried to the device mach
 SOURCES = CARRY / "llama-src.tar.gz"
 VOCAB = CARRY / "vocab.gguf"
 WHEELS = CARRY / "wheels"
-PKGS = CARRY / "pkgs"  # llama-cpp-python's Python files and metadata, without its libraries
+PKGS = CARRY / "pkgs"  # llama-cpp-python as installed here: its Python files, metadata and CPU libraries
 # Made there: the installed wheels, Hearth's home, the runtimes, the models. Beside .gpu, not in it: a second call
 # carries .gpu again, which replaces that folder there, and an ignored folder not carried is kept between calls.
 WORK = ROOT / ".gpu-work"
@@ -156,7 +158,8 @@ def pack() -> int:
     shutil.rmtree(PKGS, ignore_errors=True)
     dist = importlib.metadata.distribution("llama_cpp_python")
     package = Path(dist.locate_file("llama_cpp"))
-    shutil.copytree(package, PKGS / "llama_cpp", ignore=shutil.ignore_patterns("lib", "__pycache__"))
+    # With its CPU libraries (24 MB): the cpu runtime there, which Hearth falls back to and probes beside CUDA.
+    shutil.copytree(package, PKGS / "llama_cpp", ignore=shutil.ignore_patterns("__pycache__"))
     info = Path(dist._path)  # the .dist-info folder: binding_version() reads it
     shutil.copytree(info, PKGS / info.name)
     size = sum(p.stat().st_size for p in CARRY.rglob("*") if p.is_file())
@@ -229,10 +232,11 @@ def build(jobs: int) -> int:
     for cmd in steps:
         if run(log, cmd, 150, env=env) is None:
             return 1
+    # Run where they were built: beside them are the shared libraries they link (llama.cpp's common one too).
     tools = WORK / "tools"
-    tools.mkdir(exist_ok=True)
-    for name in ("llama-bench", "llama-server"):
-        shutil.copy2(tree / "build" / "bin" / name, tools / name)
+    if tools.is_symlink() or tools.exists():
+        tools.unlink()
+    tools.symlink_to(tree / "build" / "bin", target_is_directory=True)
     log(f"llama-bench and llama-server in {tools}; {time.monotonic() - started:.0f} s in all")
     run(log, hearth("runtimes", "list", "--json"), 120, env=env, save="runtimes list")
     return 0
@@ -253,10 +257,10 @@ def runtime_folder(env: dict, log: Log) -> Path | None:
     return None
 
 
-def make_models(env: dict, log: Log, dry_run: bool) -> dict[str, Path] | None:
+def make_models(env: dict, log: Log, dry_run: bool, small: bool) -> dict[str, Path] | None:
     from tests.helpers.tiny_gguf import write_random_llama, write_tokenizer_only
 
-    models = WORK / ("models-dry" if dry_run else "models")
+    models = WORK / ("models-dry" if dry_run or small else "models")
     models.mkdir(parents=True, exist_ok=True)
     vocab = VOCAB
     if dry_run and not vocab.exists():
@@ -264,8 +268,8 @@ def make_models(env: dict, log: Log, dry_run: bool) -> dict[str, Path] | None:
 
         vocab = write_tokenizer_only(models / "vocab.gguf", bundled_model_path())
     made = {}
-    for name, shape, quant in (("big", DRY_BIG if dry_run else BIG, "Q4_0"),
-                               ("small", DRY_SMALL if dry_run else SMALL, "Q4_0")):
+    for name, shape, quant in (("big", DRY_BIG if dry_run or small else BIG, "Q4_0"),
+                               ("small", DRY_SMALL if dry_run or small else SMALL, "Q4_0")):
         f16 = models / f"random-{name}-f16.gguf"
         if not f16.exists():
             started = time.monotonic()
@@ -279,21 +283,26 @@ def make_models(env: dict, log: Log, dry_run: bool) -> dict[str, Path] | None:
     return made
 
 
-def bench(dry_run: bool, quick: bool) -> int:
+def bench(dry_run: bool, quick: bool, small: bool = False) -> int:
     log = Log("bench-dry" if dry_run else "bench")
     WORK.mkdir(parents=True, exist_ok=True)
-    if not dry_run and not install_wheels(log):
-        return 1
+    if not dry_run:
+        if not install_wheels(log):
+            return 1
+        sys.path[:0] = [str(WORK / "site"), str(PKGS)]  # this process writes the models with gguf too
     env = environment(dry_run)
     if not dry_run:
-        folder = runtime_folder(env, log)
+        # HEARTH_GPU_CHECK_LIB: other llama.cpp libraries in the runtime's place, to rehearse this step on a machine
+        # without the CUDA build (with the device image's packages and the carried ones only).
+        rehearsal = os.environ.get("HEARTH_GPU_CHECK_LIB")
+        folder = Path(rehearsal) if rehearsal else runtime_folder(env, log)
         if folder is None:
             return 1
-        # Every process loads the CUDA runtime's libraries: the in-process benchmarks and quantize too (the carried
-        # binding has no libraries of its own).
+        # The in-process benchmarks and quantize load the CUDA runtime's libraries too (engine processes are
+        # given them by Hearth's runtime choice).
         env["LLAMA_CPP_LIB_PATH"] = str(folder)
         env["LD_LIBRARY_PATH"] = os.pathsep.join([str(folder), env.get("LD_LIBRARY_PATH", "")])
-    models = make_models(env, log, dry_run)
+    models = make_models(env, log, dry_run, small)
     if models is None:
         return 1
     # The extra-buffer probe and bench spec's defaults look for the bundled model, which is too big to carry:
@@ -301,7 +310,7 @@ def bench(dry_run: bool, quick: bool) -> int:
     env["HEARTH_BUNDLED_MODEL"] = str(models["small-q4_0"])
     tools = WORK / "tools"
     repeats = "1" if dry_run or quick else "2"
-    big, n_layer = models["big-q4_0"], (DRY_BIG if dry_run else BIG)["n_layer"]
+    big, n_layer = models["big-q4_0"], (DRY_BIG if dry_run or small else BIG)["n_layer"]
     # Most telling first, so a command stopped at its limit has taken those: all layers, then the curve; the
     # F16 1.1B and the small model fully offloaded only (the device call has about 6 minutes for all of this).
     plan = ((big, ("-1", "0", str(n_layer // 2))), (models["big-f16"], ("-1",)), (models["small-q4_0"], ("-1",)))
@@ -363,12 +372,13 @@ def main(argv: list[str] | None = None) -> int:
     c = steps.add_parser("bench", help="there: the benchmarks (--dry-run: here, on the CPU runtime)")
     c.add_argument("--dry-run", action="store_true")
     c.add_argument("--quick", action="store_true", help="one repeat and one round each")
+    c.add_argument("--small", action="store_true", help="the dry run's small models (a rehearsal's)")
     args = parser.parse_args(argv)
     if args.step == "pack":
         return pack()
     if args.step == "build":
         return build(args.jobs)
-    return bench(args.dry_run, args.quick)
+    return bench(args.dry_run, args.quick, args.small)
 
 
 if __name__ == "__main__":
