@@ -106,6 +106,9 @@ def run(log: Log, cmd: list[str], timeout: float, env: dict | None = None, save:
     try:
         done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
                               env=env, cwd=cwd)
+    except OSError as exc:  # the program is not there
+        log(f"  cannot run {cmd[0]}: {exc.strerror or exc}")
+        return None
     except subprocess.TimeoutExpired as exc:
         log(f"  timed out after {timeout:.0f} s")
         for stream in (exc.stdout, exc.stderr):
