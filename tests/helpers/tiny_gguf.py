@@ -115,6 +115,30 @@ def write_tiny_bert(path: Path, n_embd: int = 32, n_layer: int = 2, n_ff: int = 
     return path
 
 
+def _shaped_writer(path: Path, arch: str, name: str, n_ctx_train: int, n_embd: int, n_layer: int, n_ff: int,
+                   n_head: int, n_head_kv: int):
+    """A GGUFWriter with a transformer's shape keys set."""
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(name)
+    w.add_context_length(n_ctx_train)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    return w
+
+
+def _finish(w, path: Path) -> Path:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
 def write_random_gemma3(path: Path, n_vocab: int = 262_144, n_embd: int = 128, n_layer: int = 6, n_ff: int = 512,
                         n_head: int = 4, n_head_kv: int = 1, head_dim: int = 64, n_ctx_train: int = 32_768,
                         sliding_window: int = 512) -> Path:
@@ -124,14 +148,8 @@ def write_random_gemma3(path: Path, n_vocab: int = 262_144, n_embd: int = 128, n
     import gguf
 
     rng = np.random.default_rng(3)
-    w = gguf.GGUFWriter(str(path), "gemma3")
-    w.add_name("random gemma3-shaped test model")
-    w.add_context_length(n_ctx_train)
-    w.add_embedding_length(n_embd)
-    w.add_block_count(n_layer)
-    w.add_feed_forward_length(n_ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_head_kv)
+    w = _shaped_writer(path, "gemma3", "random gemma3-shaped test model", n_ctx_train, n_embd, n_layer, n_ff, n_head,
+                       n_head_kv)
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
     w.add_layer_norm_rms_eps(1e-6)
@@ -176,11 +194,7 @@ def write_random_gemma3(path: Path, n_vocab: int = 262_144, n_embd: int = 128, n
         tensor(f"{b}.ffn_up.weight", n_ff, n_embd)
         tensor(f"{b}.ffn_down.weight", n_embd, n_ff)
         norm(f"{b}.post_ffw_norm.weight")
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _finish(w, path)
 
 
 def copy_tokenizer(writer, source: Path) -> None:
@@ -203,14 +217,8 @@ def write_random_llama(path: Path, tokenizer_from: Path, n_embd: int = 2048, n_l
 
     rng = np.random.default_rng(11)
     n_vocab = len(gguf.GGUFReader(str(tokenizer_from)).fields["tokenizer.ggml.tokens"].data)
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name(f"random llama {n_layer}x{n_embd}")
-    w.add_context_length(n_ctx_train)
-    w.add_embedding_length(n_embd)
-    w.add_block_count(n_layer)
-    w.add_feed_forward_length(n_ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_head_kv)
+    w = _shaped_writer(path, "llama", f"random llama {n_layer}x{n_embd}", n_ctx_train, n_embd, n_layer, n_ff, n_head,
+                       n_head_kv)
     w.add_rope_dimension_count(n_embd // n_head)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10_000.0)
@@ -242,11 +250,7 @@ def write_random_llama(path: Path, tokenizer_from: Path, n_embd: int = 2048, n_l
         tensor(f"{b}.ffn_gate.weight", n_ff, n_embd)
         tensor(f"{b}.ffn_up.weight", n_ff, n_embd)
         tensor(f"{b}.ffn_down.weight", n_embd, n_ff)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _finish(w, path)
 
 
 def write_tokenizer_only(path: Path, source: Path) -> Path:
@@ -255,8 +259,4 @@ def write_tokenizer_only(path: Path, source: Path) -> Path:
 
     w = gguf.GGUFWriter(str(path), "llama")
     copy_tokenizer(w, source)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _finish(w, path)
