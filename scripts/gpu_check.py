@@ -217,7 +217,7 @@ def build(jobs: int) -> int:
     run(log, ["nvidia-smi", "--query-gpu=name,memory.total,memory.free,driver_version", "--format=csv"], 30)
     started = time.monotonic()
     done = run(log, hearth("runtimes", "build", "cuda", "--arch", ARCH, "--tools", "--keep-build", "--sdist",
-                           str(SOURCES), "-j", str(jobs), "--json"), 480, env=env, save="runtimes build")
+                           str(SOURCES), "-j", str(jobs), "--json"), 540, env=env, save="runtimes build")
     if done is None:
         return 1
     log(f"the CUDA runtime built in {time.monotonic() - started:.0f} s")
@@ -227,7 +227,8 @@ def build(jobs: int) -> int:
         return 1
     tree = kept[-1]
     source = next(tree.glob("src/*/vendor/llama.cpp"))
-    # llama.cpp's server and bench, in the same tree: the same libraries, only their own files compile.
+    # llama.cpp's server and bench, in the same tree: the same libraries, only their own files compile. Should the
+    # call's 10 minutes end here, `build` again returns the cached runtime at once and goes on in this same tree.
     steps = (["cmake", "-S", source, "-B", tree / "build", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF",
               "-DLLAMA_USE_PREBUILT_UI=OFF"],
              ["cmake", "--build", tree / "build", "--config", "Release", "-j", str(jobs), "--target", "llama-bench",
