@@ -221,7 +221,9 @@ def build(jobs: int) -> int:
     if done is None:
         return 1
     log(f"the CUDA runtime built in {time.monotonic() - started:.0f} s")
-    kept = sorted((WORK / "runtimes").glob(".build-cuda-*"))
+    # The newest tree that finished its libraries (a call stopped mid-build leaves a partial one beside it).
+    kept = sorted((t for t in (WORK / "runtimes").glob(".build-cuda-*") if list(t.glob("build/bin/libllama.so*"))),
+                  key=lambda t: t.stat().st_mtime)
     if not kept:
         log("the kept build tree is not there; llama-bench and llama-server are not built")
         return 1
