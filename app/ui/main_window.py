@@ -254,7 +254,8 @@ class MainWindow(QMainWindow):
         self.speed_label = LiveText()
         self.ctx_label = LiveText()
         self.mem_label = LiveText()
-        self.notice_label = QLabel("")
+        # Elided too: a first start's probe notice, as a QLabel's whole text, made the window 1138 px wide.
+        self.notice_label = ElidedLabel("")  # its tooltip holds the whole sentences
         self.notice_label.setStyleSheet("color: #f59e0b")
         # Permanent widgets: a message (showMessage, on the left) no longer hides the model and the speed.
         for label in (self.state_label, self.model_label, self.runtime_label, self.speed_label, self.ctx_label,

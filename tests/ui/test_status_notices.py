@@ -37,3 +37,24 @@ def test_a_first_start_s_notice_says_the_probe_has_not_answered_yet(monkeypatch,
     assert "first load" in text and "crashed" not in text
     crashed = {"ok": False, "detail": "SIGILL"}
     assert "crashed in a test run (SIGILL)" in extra_bufts_notice({"extra_bufts": False, "extra_bufts_probe": crashed})
+
+
+def test_a_long_notice_never_widens_the_window(qtbot, main_window):
+    """At 1024 px with a model loaded, the status bar's notice and the chat's tools badge are elided to the room
+    they have (their tooltips keep the sentences). The badge at its whole width made the window 1138 px wide,
+    past a 1024-px screen (test_which_model_runs saw it when the badge came in before its resize)."""
+    w = main_window
+    qtbot.waitUntil(lambda: w.bridge.ready, timeout=60_000)
+    w.resize(1024, 700)
+    qtbot.waitUntil(lambda: w.width() == 1024, timeout=2_000)
+    info = {**w.bridge.info, "extra_bufts": False, "extra_bufts_probe": {"ok": False, "detail": "SIGILL"},
+            "window": {"policy": "h2o", "notice": "Flash attention is off: h2o reads the attention scores. " * 3}}
+    w._on_model_loaded(info)
+    w.notice_label.setText(w.notice_label.text() + " · " + "a much longer notice than any so far " * 4)
+    qtbot.wait(50)  # the layout's turn
+    assert w.width() == 1024
+    assert w.notice_label.text().startswith("Extra buffer types off")  # the whole text, shown elided
+    assert "SIGILL" in w.notice_label.toolTip()
+    # The chat's tools badge beside the picker gives way too: a pill with room for its text, or no pill at all.
+    badge = w.chat.picker.tools_badge
+    assert badge.text() and (badge.width() >= badge.ROOM or badge.styleSheet() == "")

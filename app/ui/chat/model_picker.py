@@ -41,6 +41,29 @@ class ElidedComboBox(QComboBox):
         painter.drawControl(QStyle.CE_ComboBoxLabel, option)
 
 
+class _Badge(ElidedLabel):
+    """The tools badge: a pill while it has room for its text (or its "…"), nothing at all when squeezed to a
+    sliver (an empty pill's border was left beside Eject at 1024 px). Decided by its width alone, which its
+    style does not change, so restyling cannot feed back into the layout."""
+
+    ROOM = 24  # pixels: below this not even "…" fits inside the pill's padding
+
+    pill = ""
+
+    def set_pill(self, css: str) -> None:
+        self.pill = css
+        self._restyle()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._restyle()
+
+    def _restyle(self) -> None:
+        css = self.pill if self.width() >= self.ROOM else ""
+        if self.styleSheet() != css:
+            self.setStyleSheet(css)
+
+
 class ModelPicker(QWidget):
     load_requested = Signal(str)  # a library path
     eject_requested = Signal()
@@ -61,7 +84,10 @@ class ModelPicker(QWidget):
         # width, which at 1024 pixels pushed the window past the screen and squeezed the monitor.
         self.state = ElidedLabel(shortest=0)
         self.state.setObjectName("hint")
-        self.tools_badge = QLabel()
+        # Elided to the room left, down to nothing: at its whole width (142 px) beside the picker it made the chat
+        # page too wide for a 1024-px screen with a model loaded (the window went to 1138 px). Its tooltip, and
+        # the Tools page, say it in full.
+        self.tools_badge = _Badge("", shortest=0)
         self.tools_badge.setObjectName("toolsBadge")
         self.tools_badge.hide()
         row = QHBoxLayout(self)
@@ -132,9 +158,9 @@ class ModelPicker(QWidget):
         self.tools_badge.setText(text)
         self.tools_badge.setToolTip(tip)
         # A pill, green when trained: the same mark as the Tools page's line, short enough for a 1024-pixel row.
-        self.tools_badge.setStyleSheet(f"QLabel {{ border: 1px solid {'#10b981' if trained else '#9ca3af'}; "
-                                       f"border-radius: 8px; padding: 1px 6px; color: "
-                                       f"{'#10b981' if trained else '#6b7280'}; }}")
+        self.tools_badge.set_pill(f"QLabel {{ border: 1px solid {'#10b981' if trained else '#9ca3af'}; "
+                                  f"border-radius: 8px; padding: 1px 6px; color: "
+                                  f"{'#10b981' if trained else '#6b7280'}; }}")
         self.tools_badge.setVisible(bool(text))
 
     def _update(self, *_args) -> None:
