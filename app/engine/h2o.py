@@ -27,14 +27,13 @@ from dataclasses import replace
 import numpy as np
 
 from app.core.errors import HearthError
-from app.engine.option_fields import check_h2o_budgets
+from app.engine.option_fields import H2O_FLASH_OFF, check_h2o_budgets
 from app.engine.protocol import LoadOptions
 from app.engine.window import SlidingContext
 
 DEFAULT_HEAVY = LoadOptions.h2o_heavy  # of the context kept for heavy hitters at an eviction
 DEFAULT_RECENT = LoadOptions.h2o_recent  # of the context kept as the most recent tokens
-FLASH_OFF_NOTICE = ("The h2o context policy reads the attention scores, which flash attention never computes, so "
-                    "flash attention is off for this model.")
+FLASH_OFF_NOTICE = H2O_FLASH_OFF
 PARALLEL_REFUSAL = ("The h2o context policy keeps one conversation's attention scores and cannot yet serve "
                     "--parallel slots; use the window policy with --parallel.")
 BROKEN_NOTICE = "h2o could not follow where llama.cpp placed tokens ({why}); it evicts the oldest tokens instead."

@@ -176,6 +176,11 @@ def check_options(options: Any) -> None:
         raise OptionError("--lookup and --draft-model are two ways of drafting; choose one.")
 
 
+# Said at an h2o load (app/engine/h2o.py) and in the load settings' flash attention box (app/ui/models): one sentence.
+H2O_FLASH_OFF = ("The h2o context policy reads the attention scores, which flash attention never computes, so "
+                 "flash attention is off for this model.")
+
+
 def check_h2o_budgets(heavy: float, recent: float) -> None:
     """The h2o policy's two shares must leave room: an eviction that keeps everything makes none."""
     if heavy + recent > 0.9:

@@ -33,8 +33,6 @@ from app.engine.protocol import LoadOptions
 DEFAULT_FRACTION = 0.5  # of the movable part, dropped at once: one shift per half window
 NO_SHIFT_NOTICE = ("This model's KV cache cannot be shifted, so the context window falls back to "
                    "truncate-middle: when the context is full, the recent part is evaluated again (a pause).")
-
-
 NO_SCORES_NOTICE = ("This model was loaded without reading attention scores, so the h2o context policy works as "
                     "the window policy does.")
 

@@ -157,7 +157,7 @@ class ModelPicker(QWidget):
         trained = bool(info and info.get("knows_tools"))
         self.tools_badge.setText(text)
         self.tools_badge.setToolTip(tip)
-        # A pill, green when trained: the same mark as the Tools page's line, short enough for a 1024-pixel row.
+        # A pill, green when trained: the same mark as the Tools page's line (elided where the row is short).
         self.tools_badge.set_pill(f"QLabel {{ border: 1px solid {'#10b981' if trained else '#9ca3af'}; "
                                   f"border-radius: 8px; padding: 1px 6px; color: "
                                   f"{'#10b981' if trained else '#6b7280'}; }}")

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
 from app.core.chat_formats import BUILTIN_NAMES, PLAIN
 from app.core.modelfile import above_trained_context
 from app.core.metrics import default_threads
-from app.engine.option_fields import LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
+from app.engine.option_fields import H2O_FLASH_OFF, LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
 from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
 from app.ui.models.titles import row_title
 
@@ -37,12 +37,10 @@ SHOWN = {"runtime", "n_gpu_layers", "n_threads", "n_ctx", "use_mmap", "use_mlock
 # What a default can be set for (Settings): a draft model belongs to one model's vocabulary and a chat template to
 # one model's turn markers, not to all.
 DEFAULTABLE = SHOWN - {"draft_model", "chat_template"}
-TEMPLATE_FILE = "Jinja file…"
+TEMPLATE_FILE = "Jinja file…"  # the Chat template box's entry that opens a file dialog
 EXPERIMENTAL_POLICIES = ("h2o",)
 FLASH_TIP = ("Flash attention: a faster attention kernel that needs less memory for long contexts; auto uses it "
              "where llama.cpp supports it")
-FLASH_OFF_TIP = ("The h2o context policy reads the attention scores, which flash attention never computes, so "
-                 "flash attention is off while it is chosen.")  # the Chat template box's entry that opens a file dialog
 HEARTH_DEFAULTS = LoadOptions()
 
 
@@ -253,7 +251,7 @@ class LoadSettings(QWidget):
         # and the box says so rather than offering a choice that would not be kept.
         h2o = policy == "h2o"
         self.flash.setEnabled(not h2o)
-        self.flash.setToolTip(FLASH_OFF_TIP if h2o else FLASH_TIP)
+        self.flash.setToolTip(H2O_FLASH_OFF if h2o else FLASH_TIP)
 
     def _with_reset_button(self, field, names: tuple[str, ...]) -> QWidget:
         button = QToolButton()
