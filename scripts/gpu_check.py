@@ -51,7 +51,6 @@ PKGS = CARRY / "pkgs"  # llama-cpp-python as installed here: its Python files, m
 # carries .gpu again, which replaces that folder there, and an ignored folder not carried is kept between calls.
 WORK = ROOT / ".gpu-work"
 ARCH = "90"  # the H100 and H200
-ENV_MARK = "HEARTH_GPU_CHECK_ENV"
 
 # What Hearth needs for these commands that the device image (listed in the device library's KINDS.md) lacks,
 # at the versions installed here. The image has numpy, psutil, jinja2, httpx, anyio, h11, click, uvloop,
@@ -98,14 +97,14 @@ class Log:
         self.file.flush()
 
 
-def run(log: Log, cmd: list[str], timeout: float, env: dict | None = None, save: str | None = None,
-        cwd: Path | None = None) -> subprocess.CompletedProcess | None:
+def run(log: Log, cmd: list[str], timeout: float, env: dict | None = None,
+        save: str | None = None) -> subprocess.CompletedProcess | None:
     """A step's command, its output logged (and saved under $OUT/save); None when it failed or ran out of time,
     so one step's failure leaves the others their time."""
     log("$ " + " ".join(str(c) for c in cmd))
     try:
         done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
-                              env=env, cwd=cwd)
+                              env=env)
     except OSError as exc:  # the program is not there
         log(f"  cannot run {cmd[0]}: {exc.strerror or exc}")
         return None
@@ -129,22 +128,19 @@ def run(log: Log, cmd: list[str], timeout: float, env: dict | None = None, save:
 # --- pack (here) ---------------------------------------------------------------------------------------------
 
 def pack() -> int:
-    from app.core.llama_sources import SKIPPED_FOLDERS, binding_version, fetch_sdist, find_sdist, sdist_name
     from app.core.bundled import bundled_model_path
+    from app.core.llama_sources import binding_version, llama_cpp_members, sdist_name
+    from app.core.runtime_build import sdist_for
+    from app.core.runtimes import runtimes_dir
     from tests.helpers.tiny_gguf import write_tokenizer_only
 
     log = Log("pack")
     CARRY.mkdir(exist_ok=True)
     version = binding_version()
-    cache = Path(os.environ.get("HEARTH_RUNTIMES_DIR") or Path.home() / ".cache" / "hearth-runtimes") / "sdist"
-    sdist = find_sdist([cache, Path.home() / ".cache" / "hearth-llama-server" / "sdist"], version) \
-        or fetch_sdist(cache, version)
-    prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
-    skipped = tuple(prefix + d for d in SKIPPED_FOLDERS)
+    sdist = sdist_for(runtimes_dir(), None, version, sys.stderr)  # the one `hearth runtimes build` would read
     with tarfile.open(sdist) as src, tarfile.open(SOURCES, "w:gz", compresslevel=9) as dst:
-        for member in src:
-            if member.name.startswith(prefix) and not member.name.startswith(skipped):
-                dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+        for member in llama_cpp_members(src, version):
+            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
     log(f"{SOURCES.name}: llama.cpp of {sdist_name(version)}, {SOURCES.stat().st_size / 1e6:.1f} MB")
 
     write_tokenizer_only(VOCAB, bundled_model_path())
@@ -182,7 +178,6 @@ def environment(dry_run: bool) -> dict:
     env["HEARTH_RUNTIMES_DIR"] = str(WORK / ("runtimes-dry" if dry_run else "runtimes"))
     env["HEARTH_NO_DISCOVERY"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
-    env[ENV_MARK] = "1"
     return env
 
 

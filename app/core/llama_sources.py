@@ -79,18 +79,27 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def llama_cpp_prefix(version: str) -> str:
+    return f"llama_cpp_python-{version}/vendor/llama.cpp/"
+
+
+def llama_cpp_members(tar: tarfile.TarFile, version: str) -> list[tarfile.TarInfo]:
+    """The sdist's vendor/llama.cpp, without the folders no build reads (what is unpacked, and what the GPU check
+    carries)."""
+    prefix = llama_cpp_prefix(version)
+    skipped = tuple(prefix + d for d in SKIPPED_FOLDERS)
+    return [m for m in tar.getmembers() if m.name.startswith(prefix) and not m.name.startswith(skipped)]
+
+
 def unpack_llama_cpp(sdist: Path, into: Path, version: str) -> Path:
     """Unpack only vendor/llama.cpp, without the folders no build reads; returns the llama.cpp source folder."""
-    prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
-    skipped = tuple(prefix + d for d in SKIPPED_FOLDERS)
     try:
         with tarfile.open(sdist) as tar:
-            members = [m for m in tar.getmembers()
-                       if m.name.startswith(prefix) and not m.name.startswith(skipped)]
+            members = llama_cpp_members(tar, version)
             if not members:
                 raise SourcesError(f"{sdist} has no vendor/llama.cpp for {DIST} {version}; "
                                    "pass the sdist of that version.")
             tar.extractall(into, members=members, filter="data")
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise SourcesError(f"could not unpack {sdist} ({exc}); delete it so that it is downloaded again.") from exc
-    return into / prefix
+    return into / llama_cpp_prefix(version)

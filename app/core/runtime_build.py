@@ -581,7 +581,8 @@ def build_runtime(spec: BuildSpec, *, root: Path | None = None, sdist: Path | No
                                  keep_build, on_progress, cancelled, log, log_file)
 
 
-def _sdist_for(root: Path, given: Path | None, version: str, log: IO[str]) -> Path:
+def sdist_for(root: Path, given: Path | None, version: str, log: IO[str]) -> Path:
+    """The sdist a build reads: the one given, $HEARTH_LLAMA_SDIST, one already cached, or a download."""
     if given is not None:
         if not Path(given).is_file():
             raise RuntimeBuildError(f"the sdist {given} does not exist.")
@@ -599,7 +600,7 @@ def _build_locked(spec, root, sdist, jobs, vulkan_include, fetch_headers, keep_b
     started = time.monotonic()
     tools = check_toolchain(spec, root, vulkan_include, fetch_headers, log)
     try:
-        sdist_path = _sdist_for(root, sdist, spec.version, log)
+        sdist_path = sdist_for(root, sdist, spec.version, log)
     except SourcesError as exc:
         raise RuntimeBuildError(str(exc)) from exc
     work = Path(tempfile.mkdtemp(prefix=f".build-{spec.key}-", dir=root))
