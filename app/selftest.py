@@ -109,7 +109,7 @@ def check_gui() -> str:
 
 def check_engine() -> str:
     from app.core.bundled import bundled_model_path
-    from app.engine import protocol as P
+    from app.protocol import messages as P
     from app.backends.client import EngineClient
 
     client = EngineClient()

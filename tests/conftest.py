@@ -38,7 +38,7 @@ def _probe_once(shared: Path, probe_home: Path, monkeypatch) -> None:
     """The probe, run once for the session as a machine's first start runs it, so that no test's engine starts
     one beside its own work (two cores: a probe child loading a model would slow the test's answer)."""
     from app.core.bundled import bundled_model_path
-    from app.engine.probe import run_probe
+    from app.engine.probes.probe import run_probe
 
     with monkeypatch.context() as m:
         m.setenv("HEARTH_HOME", str(probe_home))
@@ -97,7 +97,7 @@ def bundled_imatrix(tmp_path_factory, bundled_model):
     session by Hearth's real child process from a slice of the README (chars 3000-3900: not the slice that
     tests/bench/test_quality.py measures on), chunks of 64 tokens, one thread (about 3 s)."""
     from app.core.calibration_text import dataset_name, file_documents
-    from app.engine.imatrix import make_imatrix
+    from app.backends.imatrix import make_imatrix
 
     folder = tmp_path_factory.mktemp("imatrix")
     text = folder / "readme-calibration.md"
@@ -141,7 +141,7 @@ def gemma3_model(tmp_path_factory) -> Path:
 def extra_bufts_work(bundled_model) -> bool:
     """Whether llama.cpp's extra buffer types run quantized models on this CPU (Hearth's own probe). On AMX
     machines they segfault (llama.cpp issue 20824): Hearth turns them off itself, other programs do not."""
-    from app.engine.probe import extra_bufts_decision
+    from app.engine.probes.probe import extra_bufts_decision
 
     return bool(extra_bufts_decision(str(bundled_model)).get("ok"))
 

@@ -1,8 +1,9 @@
-"""Imports point one way: core <- engine <- backends <- bench / server / docs / tools <- ui / commands, and Qt
-only under app/ui.
+"""Imports point one way: core <- protocol <- engine <- backends <- bench / server / docs / tools <- ui / commands,
+Qt only under app/ui, and llama.cpp only in the engine process.
 
-engine is the engine process (and the protocol both sides share); backends is the client side of the seam,
-which runs in the window's, the CLI's and the server's process and starts engine processes.
+protocol is what both sides of the seam share (messages, option fields, tool-call and grammar formats); engine
+is the engine process; backends is the client side of the seam, which runs in the window's, the CLI's and the
+server's process and starts engine processes.
 
 Every module under app/ is read with `ast` (not imported, so a module that would fail to import is still
 checked), and every `import` / `from ... import` in it counts, the ones inside functions too: a lazy import
@@ -22,9 +23,18 @@ APP = Path(__file__).resolve().parents[1] / "app"
 # docs (chat with your documents) runs its embedding model through backends and is used by the CLI, the window
 # and the benchmark (`hearth bench docs`), so it sits beside bench and server. tools (MCP servers and the loop
 # of approved tool calls) chats through backends and is used by the CLI and the window, so it sits there too.
-RANKS = {"core": 0, "engine": 1, "backends": 2, "bench": 3, "server": 3, "docs": 3, "tools": 3,
-         "ui": 4, "commands": 4}
+RANKS = {"core": 0, "protocol": 1, "engine": 2, "backends": 3, "bench": 4, "server": 4, "docs": 4, "tools": 4,
+         "ui": 5, "commands": 5}
 QT = ("PySide6", "shiboken6", "pyqtgraph")
+
+# llama.cpp runs in the engine process and in children started for one job, never in the window's, the
+# server's or the CLI's own process, where its crash would take them down. The children: the quantizer and
+# converter workers (app/core), the benchmarks, which measure llama.cpp in the process they time (`hearth
+# bench`, its worker), and `hearth doctor`, which prints llama.cpp's own report of this build and loads no
+# model. Anything else that needs llama.cpp asks the engine or a child.
+LLAMA = "llama_cpp"
+LLAMA_ALLOWED = ("app.engine", "app.bench", "app.core.quantize_worker", "app.core.convert_worker",
+                 "app.commands.doctor", "app.commands.bench")
 
 # Entry points sit above every layer and may import anything: `python -m app` / the frozen executable
 # (__main__), the argparse front (cli), the self-test that exercises every layer at once (selftest), and
@@ -72,6 +82,9 @@ def violations() -> list[str]:
             if target.split(".")[0] in QT and mine != "ui":
                 problems.append(f"{where} imports {target}: Qt belongs under app/ui")
                 continue
+            if target.split(".")[0] == LLAMA and not module.startswith(LLAMA_ALLOWED):
+                problems.append(f"{where} imports {target}: llama.cpp runs only in the engine process")
+                continue
             theirs = _layer(target)
             if target.startswith(ENTRY_POINTS):
                 problems.append(f"{where} imports the entry point {target}")
@@ -80,9 +93,54 @@ def violations() -> list[str]:
     return problems
 
 
+def llama_reachers() -> list[str]:
+    """Modules outside LLAMA_ALLOWED from which a chain of imports (lazy ones too) reaches llama_cpp."""
+    graph, direct = {}, set()
+    for path in sorted(APP.rglob("*.py")):
+        module = _module_name(path)
+        targets = {target for _, target in _imports(path, module)}
+        if any(t.split(".")[0] == LLAMA for t in targets):
+            direct.add(module)
+        graph[module] = {t for t in targets if t.startswith("app.")}
+    reaches = {}
+
+    def reach(module: str, seen: set) -> list[str] | None:
+        if module in direct:
+            return [module]
+        for target in sorted(graph.get(module, ())):
+            if target in seen:
+                continue
+            seen.add(target)
+            chain = reach(target, seen)
+            if chain:
+                return [module, *chain]
+        return None
+
+    for module in graph:
+        if not module.startswith(LLAMA_ALLOWED) and not module.startswith(ENTRY_POINTS):
+            chain = reach(module, {module})
+            if chain:
+                reaches[module] = " -> ".join(chain) + " -> llama_cpp"
+    return [f"{m}: {c}" for m, c in sorted(reaches.items())]
+
+
+def test_llama_cpp_is_reached_only_from_the_engine_process():
+    """The window, the server and the CLI reach llama.cpp only through child processes (named by string in
+    app/core/proc.py): no chain of imports, lazy ones included, leads from them to llama_cpp."""
+    problems = llama_reachers()
+    assert not problems, "\n".join(problems)
+
+
 def test_imports_follow_the_layer_order():
     problems = violations()
     assert not problems, "\n".join(problems)
+
+
+def test_the_walk_catches_llama_cpp_outside_the_engine(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    import llama_cpp\n", encoding="utf-8")
+    found = [t for _, t in _imports(source, "app.ui.m")]
+    assert found == ["llama_cpp"] and not "app.ui.m".startswith(LLAMA_ALLOWED)
 
 
 def test_the_walk_sees_imports_inside_functions(tmp_path):

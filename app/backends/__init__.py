@@ -4,5 +4,5 @@ The `Backend` protocol (backend.py) is what every client talks to. Behind it, th
 process that the Supervisor (supervisor.py) starts, restarts after a crash and falls back for, over the
 pipe of transport.py; a RemoteEndpoint (remote.py) is any OpenAI-compatible server instead. client.py is the
 blocking convenience the CLI and tests use. The engine process itself lives in app/engine and shares only
-app/engine/protocol.py with this side.
+app/protocol/messages.py with this side.
 """

@@ -6,7 +6,7 @@ benchmarks. Backends: the local engine process (app.backends.supervisor.Supervis
 and, next, a remote OpenAI-compatible endpoint. A backend is asynchronous and
 thread-safe: `load` returns at once and reports to listeners; `chat` and
 `complete` return a request id at once and send that request's events
-(Token, Stats, then one Done or Failed; app.engine.protocol) to the sink given
+(Token, Stats, then one Done or Failed; app.protocol.messages) to the sink given
 with it, on the backend's own thread; `embed` likewise, with one Done that
 carries the vectors. A sink and a listener must not block.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-from app.engine import protocol as P
+from app.protocol import messages as P
 
 Sink = Callable[[P.Event], None]
 

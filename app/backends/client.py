@@ -16,7 +16,7 @@ import threading
 from typing import Iterator
 
 from app.core.errors import HearthError
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.backends.backend import Backend, BackendListener
 
 LOAD_TIMEOUT_S = 300.0
@@ -91,7 +91,7 @@ class EngineClient:
 
     def chat(self, messages: list[dict], sampling: P.SamplingOptions, stream_interval_ms: float = 0,
              timeout: float | None = None, tools: list[dict] | None = None) -> Iterator[P.Event]:
-        """stream_interval_ms > 0: tokens arrive merged, at most one event per interval (app.engine.coalesce).
+        """stream_interval_ms > 0: tokens arrive merged, at most one event per interval (app.protocol.coalesce).
         tools: OpenAI's function tools, for the chat template (MCP tools in the CLI and the window)."""
         return self._stream(lambda sink: self.backend.chat(messages, sampling, sink, stream_interval_ms,
                                                            tools=tools), timeout)

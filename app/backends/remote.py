@@ -34,9 +34,9 @@ import httpx
 
 from app.core.errors import EngineBusy, HearthError, ModelLoadError
 from app.core.model_sampling import RECOMMENDABLE
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.backends.backend import BackendListener, Sink
-from app.engine.coalesce import coalescing
+from app.protocol.coalesce import coalescing
 
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 300.0  # the longest wait for the next chunk: a long prompt on a slow server

@@ -6,7 +6,7 @@ with request ids, routes each event to the request it belongs to, and owns the
 state machine that used to live in the window:
 
 - a load that fails loses nothing: a model refused before unloading (the fit
-  check, app.engine.preflight) leaves the old one loaded; a file llama.cpp
+  check, app.engine.process.preflight) leaves the old one loaded; a file llama.cpp
   refuses brings the last good model back;
 - a cancelled load ends the process (llama.cpp cannot be interrupted inside a
   load) and starts a fresh one with the last good model;
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from app.core.errors import EngineBusy, EngineCrashed, HearthError
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.backends.backend import BackendListener, Sink
 from app.backends.transport import EngineProcess
 
@@ -374,7 +374,7 @@ class Supervisor:
         self.loading = False
         self.failed_options, self.load_error_kind = self.options, event.kind
         last = self.last_good
-        if event.kept:  # refused before unloading (app/engine/preflight.py)
+        if event.kept:  # refused before unloading (app/engine/process/preflight.py)
             self.info, self.options = P.Loaded(event.kept), last
             self._tell(lambda listener: listener.load_failed(event))
         elif last is not None and self.options is not last:

@@ -1,6 +1,6 @@
 """The engine process and the pipe to it: start, send a command, hear events, end.
 
-A reader thread turns the child's stdout into typed events (app.engine.protocol)
+A reader thread turns the child's stdout into typed events (app.protocol.messages)
 and hands each to one callback, on that thread. When the process dies the
 reader sees end-of-file at once and reports a Failed event of kind
 ENGINE_CRASHED naming the exit signal and the engine log; a process that was
@@ -23,7 +23,7 @@ from typing import IO, Callable
 from app.core import paths
 from app.core.errors import EngineCrashed, HearthError
 from app.core.proc import JsonChild, exit_reason
-from app.engine import protocol as P
+from app.protocol import messages as P
 
 KEEP_LOGS = 20
 NICE_ENV = "HEARTH_ENGINE_NICE"
@@ -102,7 +102,7 @@ class EngineProcess:
         """Start the child and wait until it reads commands; EngineCrashed if it does not."""
         self.log_path, log = open_engine_log()
         with log:  # the child keeps its own handle: its stderr is the log
-            self.child = JsonChild("app.engine.host", log=log, interactive=True, on_event=self._on_line,
+            self.child = JsonChild("app.engine.process.host", log=log, interactive=True, on_event=self._on_line,
                                    decode=P.decode_event,
                                    env={**self.env, **({NICE_ENV: str(ENGINE_NICENESS)} if self.below_caller else {})})
         if not self._ready.wait(timeout) or not self.alive:

@@ -24,10 +24,10 @@ from app.core.bundled import bundled_model_path
 from app.core.errors import HearthError
 from app.core.metrics import default_threads
 from app.core.modelfile import check_model_file
-from app.engine import protocol as P
-from app.engine.decode import Decoder
-from app.engine.probe import extra_bufts_decision
-from app.engine.runtime import Runtime
+from app.protocol import messages as P
+from app.engine.decoding.decode import Decoder
+from app.engine.probes.probe import extra_bufts_decision
+from app.engine.decoding.runtime import Runtime
 
 PP_TOKENS = 512
 TG_TOKENS = 128
@@ -45,7 +45,7 @@ def _median_spread(values: list[float]) -> dict:
 
 
 def _emitter():
-    """Tag and serialize each event exactly as the engine host does (app/engine/host.py), into /dev/null."""
+    """Tag and serialize each event exactly as the engine host does (app/engine/process/host.py), into /dev/null."""
     fd = os.open(os.devnull, os.O_WRONLY)
 
     def emit(event: dict) -> None:

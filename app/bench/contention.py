@@ -1,5 +1,5 @@
 """`hearth bench contention`: generation speed while other programs use the CPU, fixed thread counts against
-adaptive threads (app/engine/threads.py), in one run.
+adaptive threads (app/engine/decoding/threads.py), in one run.
 
 Conditions: idle; one core busy; every core busy. The bench makes the load itself with busy loops in child
 processes (each one ends on its own after a deadline too, so none outlives a bench that is killed) and
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 from app.bench.model_options import ModelOptions
 from app.core.metrics import default_threads
-from app.engine import protocol as P
-from app.engine.decode import Decoder
-from app.engine.runtime import Runtime
+from app.protocol import messages as P
+from app.engine.decoding.decode import Decoder
+from app.engine.decoding.runtime import Runtime
 
 PROMPT = "Write a long story about a lighthouse keeper and a storm."
 RUN_LIMIT_S = 12.0

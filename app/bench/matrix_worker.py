@@ -29,8 +29,8 @@ def measure(cfg: dict) -> dict:
     from app.bench.basic import _emitter, measure_pp
     from app.core.bundled import bundled_model_path
     from app.core.metrics import rss_mb
-    from app.engine.protocol import LoadOptions, SamplingOptions
-    from app.engine.session import Session
+    from app.protocol.messages import LoadOptions, SamplingOptions
+    from app.engine.process.session import Session
 
     def note(message: str) -> None:
         emit_event("progress", message=message)
@@ -75,7 +75,7 @@ def measure(cfg: dict) -> dict:
                     run["spec"] = done["spec"]
                 result["workloads"][name].append(run)
         # When layers are offloaded: the GPUs' memory in use with the model loaded (device-wide, as
-        # nvidia-smi shows it; app/engine/gpu_memory.py). None on a CPU-only build.
+        # nvidia-smi shows it; app/engine/probes/gpu_memory.py). None on a CPU-only build.
         result["gpu_mb"] = session.rt.memory_now().get("gpu_mb")
     finally:
         os.close(fd)

@@ -107,13 +107,13 @@ def score(path: str, text: str, ctx: int, threads: int | None, base: np.ndarray 
     """One model over the text. With base None: its log-probs go to `store` (a new memory-mapped file) and the
     result has its perplexity; with base (that file, mapped): the KLD and top-token figures against it too.
     max_chunks: score at most the text's first chunks (the matrix's quick look). kv_type, flash_attn: the
-    context's KV cache type and flash attention, as the engine sets them (app/engine/runtime.py). tg_tokens:
+    context's KV cache type and flash attention, as the engine sets them (app/engine/decoding/runtime.py). tg_tokens:
     also time that many one-token decodes (tg_tok_s)."""
     import llama_cpp
 
-    from app.engine.decode import Decoder
-    from app.engine.protocol import LoadOptions
-    from app.engine.runtime import Runtime
+    from app.engine.decoding.decode import Decoder
+    from app.protocol.messages import LoadOptions
+    from app.engine.decoding.runtime import Runtime
 
     # A fixed thread count for every model: the figures compare models, never two thread counts' rounding.
     rt = Runtime(LoadOptions(model_path=path, n_ctx=ctx, n_batch=ctx, n_threads=threads or default_threads(),

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from app.core import proc
 from app.core.errors import HearthError
-from app.engine import protocol as P
+from app.protocol import messages as P
 
 PROMPTS = [  # different openings, so no stream rides on another's cached prompt
     "Write a long story about a lighthouse keeper and a storm.",

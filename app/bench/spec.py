@@ -25,15 +25,15 @@ from app.bench.model_options import ModelOptions
 from app.core import paths
 from app.core.bundled import bundled_model_path
 from app.core.metrics import default_threads
-from app.engine.decode import Decoder
-from app.engine.draft_model import DraftModelDrafter
-from app.engine.lookup import LookupDrafter
-from app.engine.prediction import prediction_speculator
-from app.engine.probe import extra_bufts_decision
-from app.engine.protocol import LoadOptions, SamplingOptions
-from app.engine.runtime import Runtime
-from app.engine.speculative import Speculator
-from app.engine.template import template_for
+from app.engine.decoding.decode import Decoder
+from app.engine.speculation.draft_model import DraftModelDrafter
+from app.engine.speculation.lookup import LookupDrafter
+from app.engine.speculation.prediction import prediction_speculator
+from app.engine.probes.probe import extra_bufts_decision
+from app.protocol.messages import LoadOptions, SamplingOptions
+from app.engine.decoding.runtime import Runtime
+from app.engine.speculation.speculative import Speculator
+from app.engine.prompt.template import template_for
 
 QUANTS = ("F16", "Q8_0", "Q4_0", "Q4_1", "Q4_K_M")
 CODE = '''def parse_config(path):

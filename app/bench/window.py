@@ -28,11 +28,11 @@ import numpy as np
 from app.bench.model_options import ModelOptions
 from app.core.errors import HearthError
 from app.core.modelfile import check_model_file
-from app.engine.decode import fill_batch
-from app.engine.probe import extra_bufts_decision
-from app.engine.protocol import STATS, LoadOptions, SamplingOptions
-from app.engine.runtime import Runtime
-from app.engine.session import Session
+from app.engine.decoding.decode import fill_batch
+from app.engine.probes.probe import extra_bufts_decision
+from app.protocol.messages import STATS, LoadOptions, SamplingOptions
+from app.engine.decoding.runtime import Runtime
+from app.engine.process.session import Session
 
 BLOCK = 1000  # tokens per point of the tok/s and RSS series
 SYSTEM = "You are a storyteller who never stops."

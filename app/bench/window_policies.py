@@ -27,11 +27,11 @@ import llama_cpp
 import numpy as np
 
 from app.core.errors import HearthError
-from app.engine.attention_scores import LAYER_STRIDE, AttentionScores
-from app.engine.decode import fill_batch
-from app.engine.h2o import choose_evicted, evict
-from app.engine.protocol import LoadOptions, SamplingOptions, STATS
-from app.engine.runtime import Runtime
+from app.engine.context.attention_scores import LAYER_STRIDE, AttentionScores
+from app.engine.decoding.decode import fill_batch
+from app.engine.context.h2o import choose_evicted, evict
+from app.protocol.messages import LoadOptions, SamplingOptions, STATS
+from app.engine.decoding.runtime import Runtime
 
 POLICIES = ("full", "window", "h2o")
 BUDGETS = (0.25, 0.5, 0.7)
@@ -216,7 +216,7 @@ def speed(options: LoadOptions, ctx: int, n_tokens: int, repeats: int = 2, say: 
     """Generated tok/s (wall and per CPU-second) of window with flash attention as loaded by default, window with it
     off and h2o (off by necessity), at the same context, runs interleaved so that the machine's load falls on all."""
     from app.bench.window import REQUEST, SYSTEM
-    from app.engine.session import Session
+    from app.engine.process.session import Session
 
     kinds = {"window (flash auto)": dict(context_policy="window"),
              "window (flash off)": dict(context_policy="window", flash_attn="off"),

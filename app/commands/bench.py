@@ -40,7 +40,7 @@ def register(sub) -> None:
 def _errors_only(run):
     """Benchmarks run llama.cpp in this process, in the user's terminal: only its errors are printed there."""
     def quiet_run(args) -> int:
-        from app.engine import llamalog
+        from app.engine.process import llamalog
 
         llamalog.errors_only()
         return run(args)

@@ -17,8 +17,8 @@ from app.commands.serve import API_KEY_ENV
 from app.core.errors import EngineCrashed, HearthError
 from app.core.modelfile import above_trained_context, check_model_file
 from app.backends.client import EngineClient
-from app.engine.option_fields import LOAD_FIELDS
-from app.engine.protocol import Done, LoadOptions, Token
+from app.protocol.option_fields import LOAD_FIELDS
+from app.protocol.messages import Done, LoadOptions, Token
 
 HELP = "Commands: /reset starts over, /exit quits. Ctrl-C stops an answer; Ctrl-D quits."
 

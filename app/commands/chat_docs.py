@@ -93,7 +93,7 @@ def open_docs(args: argparse.Namespace, info: dict, model_path: str | None, firs
     from app.docs.context import DocContext
     from app.docs.store import Store
     from app.docs.vectors import QUERY_THREADS
-    from app.engine.token_count import TokenCounter
+    from app.backends.vocab import TokenCounter
 
     counter = TokenCounter(model_path)
     n_ctx = int(info.get("n_ctx") or 4096)

@@ -68,7 +68,7 @@ class ChatTools:
             raise HearthError(f"--tool-choice {args.tool_choice}: the servers ({', '.join(names)}) have no such tool; "
                               f"theirs: {', '.join(self.tools.by_name) or 'none'}.")
         self.n_ctx = int(info.get("n_ctx") or 2048)
-        from app.engine.token_count import TokenCounter
+        from app.backends.vocab import TokenCounter
 
         self.counter = TokenCounter(model_path)
         self.quiet = bool(getattr(args, "json", False))

@@ -30,7 +30,8 @@ def _version(dist: str) -> str | None:
 def collect() -> dict:
     import llama_cpp
 
-    from app.engine import probe, spec_calibration
+    from app.engine.probes import probe
+    from app.engine.speculation import spec_calibration
 
     try:
         model = str(bundled_model_path())
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         "Versions:   " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v),
         f"Bundled model: {report['bundled_model'] or report.get('bundled_model_error')}",
     ]
-    from app.engine.spec_calibration import describe
+    from app.engine.speculation.spec_calibration import describe
 
     kept = report["spec_calibration"]
     lines.append("Speculation calibration: " + ("" if kept else "none yet (measured the first time a model drafts; "

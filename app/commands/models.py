@@ -323,11 +323,11 @@ def _rm(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from app.core.fit import estimate_fit
-    from app.core.units import mib_as_mb
+    from app.backends.runtime_choice import fit_on
     from app.core.library import resolve
+    from app.core.units import mib_as_mb
 
-    est = estimate_fit(resolve(args.model).path, n_ctx=args.ctx, kv_type=args.kv_type)
+    est = fit_on(resolve(args.model).path, args.ctx, args.kv_type)
     if args.json:
         return _print_json(est.to_dict())
     gpu = f"{mib_as_mb(est.gpu_free_mb)} free" if est.gpu_free_mb is not None else "none usable by this llama.cpp build"
@@ -365,7 +365,7 @@ def _quantize(args: argparse.Namespace) -> int:
 
 def _imatrix(args: argparse.Namespace) -> int:
     from app.core.calibration_text import chat_documents, dataset_name, file_documents
-    from app.engine.imatrix import make_imatrix
+    from app.backends.imatrix import make_imatrix
 
     docs = chat_documents() if args.chats else file_documents(args.text)
     bar = ProgressBar("Computing the importance matrix", unit="chunks")

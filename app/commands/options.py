@@ -1,6 +1,6 @@
 """Command-line flags shared by chat, bench and the GUI launcher, mapped to engine options.
 
-The flags come from the option tables in app/engine/option_fields.py, so every settable field has its flag
+The flags come from the option tables in app/protocol/option_fields.py, so every settable field has its flag
 and every flag reaches its field.
 """
 
@@ -11,8 +11,8 @@ from dataclasses import fields
 from pathlib import Path
 
 from app.core.bundled import bundled_model_path
-from app.engine.option_fields import LOAD_FIELDS, SAMPLING_FIELDS, OptionField, check_options
-from app.engine.protocol import LoadOptions, SamplingOptions
+from app.protocol.option_fields import LOAD_FIELDS, SAMPLING_FIELDS, OptionField, check_options
+from app.protocol.messages import LoadOptions, SamplingOptions
 
 _TYPES = {"int": int, "float": float, "str": str}
 _MODEL_FIELDS = ("n_threads", "n_gpu_layers")  # with --model: what every command that loads a model takes

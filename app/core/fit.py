@@ -21,13 +21,11 @@ Measured against the real engine in tests/engine/test_fit.py.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
 
-from app.core import machine
 from app.core.errors import HearthError
 from app.core.gguf_info import GGUFInfo, read_gguf_info
 from app.core.quant_types import bits_per_weight
@@ -101,34 +99,15 @@ def compute_bytes(info: GGUFInfo, n_ctx: int, n_ubatch: int = 512, flash_attn: b
     return activations + output + tables, activations + logits_reserved + output + tables
 
 
-def gpu_free_mb() -> float | None:
-    """Free memory of the first GPU llama.cpp could offload to, or None without one."""
-    try:
-        import llama_cpp
-
-        if not llama_cpp.llama_supports_gpu_offload():
-            return None
-    except Exception:
-        return None
-    gpus = machine.nvidia_gpus()
-    if gpus:
-        return max(g["free_mb"] for g in gpus)
-    if sys.platform == "darwin":
-        # Apple Silicon (Metal) shares RAM with the GPU: what is free for one is free for the other.
-        return psutil.virtual_memory().available / MB
-    # Anything else is unknown here (a Vulkan device of another vendor): the engine, whose runtime sees the
-    # device, passes its free memory in (app/engine/preflight.py); system RAM is no stand-in for it.
-    return None
-
-
 def estimate_fit(model: str | Path | GGUFInfo, n_ctx: int | None = None, kv_type: str = "f16",
                  n_ubatch: int = 512, flash_attn: bool = True, ram_available_mb: float | None = None,
-                 gpu_available_mb: float | None | bool = True, gpu_device: str | None = None) -> FitEstimate:
+                 gpu_available_mb: float | None = None, gpu_device: str | None = None) -> FitEstimate:
     """Estimate memory for a model file at a context size and KV type.
 
     n_ctx None: the engine's default context (4096), or the trained context when that is smaller.
-    gpu_available_mb True: ask the machine; None: no GPU; a number: use it (the chosen runtime's device, as its
-    probe read it; tests, what-if). gpu_device: that device's name, for the verdict.
+    gpu_available_mb None: no GPU; a number: the free memory of the device the load will use (the chosen
+    runtime's, as its probe read it: app/backends/runtime_choice.fit_on; the engine's own reading in its
+    preflight; tests, what-if). gpu_device: that device's name, for the verdict.
     """
     info = model if isinstance(model, GGUFInfo) else read_gguf_info(model)
     if n_ctx is None:
@@ -140,7 +119,7 @@ def estimate_fit(model: str | Path | GGUFInfo, n_ctx: int | None = None, kv_type
     touched, reserved = (b / MB for b in compute_bytes(info, n_ctx, n_ubatch, flash_attn))
     total = ENGINE_OVERHEAD_MB + weights + kv + touched
     ram = psutil.virtual_memory().available / MB if ram_available_mb is None else float(ram_available_mb)
-    gpu = gpu_free_mb() if gpu_available_mb is True else gpu_available_mb
+    gpu = gpu_available_mb
     n_layers = info.layers or 0
 
     gpu_layers = 0

@@ -3,7 +3,7 @@
 One place reads them (/proc/cpuinfo on Linux, psutil and platform elsewhere, nvidia-smi for NVIDIA GPUs), so
 `hearth doctor`, the benchmarks, the fit check and the test-run header say the same thing. The GPU memory
 the engine reports while it runs comes from llama.cpp's own device registry instead
-(app/engine/gpu_memory.py): that is what the loaded build can use.
+(app/engine/probes/gpu_memory.py): that is what the loaded build can use.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Model makers write them (llama.cpp's LLAMA_MODEL_META_KEY_SAMPLING_*: Qwen3 and others ship a temperature
 and top-p they tested), and llama.cpp's own tools apply them the way Hearth does: each replaces the default of
 a setting the user did not give, and never a setting the user gave. Every surface (CLI, window, both APIs)
-sends which settings the user gave, and the engine applies the rest from here (app/engine/session.py), so one
+sends which settings the user gave, and the engine applies the rest from here (app/engine/process/session.py), so one
 request gets one answer wherever it comes from.
 
 Qt-free and engine-free: the keys are read through a `meta(key) -> str | None` function, the loaded model's

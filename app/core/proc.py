@@ -32,14 +32,15 @@ class EntryPoint:
 
 # Hidden flags of the frozen executable: the one table that both starts children and dispatches them.
 ENTRY_POINTS = {
-    "--engine-host": EntryPoint("app.engine.host", "main", False),
-    "--engine-probe": EntryPoint("app.engine.probe", "child_main", True),
-    "--runtime-probe": EntryPoint("app.engine.runtime_probe", "child_main", True),
+    "--engine-host": EntryPoint("app.engine.process.host", "main", False),
+    "--engine-vocab": EntryPoint("app.engine.process.vocab", "main", False),
+    "--engine-probe": EntryPoint("app.engine.probes.probe", "child_main", True),
+    "--runtime-probe": EntryPoint("app.engine.probes.runtime_probe", "child_main", True),
     "--runtime-build": EntryPoint("app.core.runtime_build", "main", True),
     "--quantize-worker": EntryPoint("app.core.quantize_worker", "main", True),
     "--convert-worker": EntryPoint("app.core.convert_worker", "main", True),
     "--bench-matrix-worker": EntryPoint("app.bench.matrix_worker", "main", False),
-    "--imatrix-worker": EntryPoint("app.engine.imatrix_worker", "main", True),
+    "--imatrix-worker": EntryPoint("app.engine.quantization.imatrix_worker", "main", True),
 }
 # module -> flag, as child_command needs it.
 ENTRY_FLAGS = {entry.module: flag for flag, entry in ENTRY_POINTS.items()}

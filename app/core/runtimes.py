@@ -13,7 +13,7 @@ without one is never taken for a runtime. Where runtimes live: $HEARTH_RUNTIMES_
 share one cached build across temporary HEARTH_HOMEs), else <data dir>/runtimes; each in
 <name>-<llama-cpp-python version>-<flags hash>/.
 
-Which devices a runtime sees, probe_runtime asks a child process (app/engine/runtime_probe.py, named here
+Which devices a runtime sees, probe_runtime asks a child process (app/engine/probes/runtime_probe.py, named here
 as a string only, as app/core/proc.py does): a library that does not load or a driver that crashes must not
 take Hearth with it, and a process can load only one runtime.
 """
@@ -47,7 +47,7 @@ BACKENDS = {"cpu": "CPU", "vulkan": "Vulkan", "cuda": "CUDA"}
 DEVICE_ENV = {"vulkan": "GGML_VK_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
 # Order of preference when more than one runtime sees a real GPU (the issue: CUDA before Vulkan).
 PREFERENCE = ("cuda", "vulkan", "cpu")
-PROBE_MODULE = "app.engine.runtime_probe"
+PROBE_MODULE = "app.engine.probes.runtime_probe"
 # Loading a runtime and starting its backend: well under a second for the cpu runtime and lavapipe, a few
 # seconds for CUDA's first start (it may compile kernels for an architecture it has only PTX for).
 PROBE_TIMEOUT_S = 120

@@ -45,7 +45,7 @@ class ConversationDocs:
     # --- counting and reading --------------------------------------------------------------------------
     def count(self, model_path: str | None):
         """text -> tokens for the chat model (its vocabulary when it is a local file, else an estimate)."""
-        from app.engine.token_count import TokenCounter
+        from app.backends.vocab import TokenCounter
 
         with self._lock:
             if model_path not in self._counters:

@@ -14,7 +14,7 @@ import numpy as np
 
 from app.backends.client import EngineClient
 from app.core.errors import ContextTooLong
-from app.engine.protocol import LoadOptions
+from app.protocol.messages import LoadOptions
 
 # MiniLM was trained on 512 positions (the engine's Embedder evaluates an input in one batch of n_ctx).
 N_CTX = 512

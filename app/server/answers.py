@@ -12,7 +12,7 @@ from typing import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.server.errors import from_engine
 from app.server.streams import EngineStream
 
@@ -60,7 +60,7 @@ def token_counts(done: P.Done) -> tuple[int, int, int]:
 
 
 def prediction_counts(done: P.Done) -> tuple[int, int]:
-    """OpenAI's (accepted, rejected) prediction tokens (app/engine/prediction.py counts them); 0, 0 without one."""
+    """OpenAI's (accepted, rejected) prediction tokens (app/engine/speculation/prediction.py counts them); 0, 0 without one."""
     counts = done.get("prediction")
     if not isinstance(counts, dict):
         return 0, 0

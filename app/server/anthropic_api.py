@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.server.answers import TextFrame, chain, compact_json, event_stream, open_answer, token_counts, whole_answer
 from app.server.errors import from_engine, invalid
 from app.server.requests import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming

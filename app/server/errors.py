@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from app.engine.protocol import ErrorKind
+from app.protocol.messages import ErrorKind
 
 
 class ApiError(Exception):
@@ -42,7 +42,7 @@ def invalid(message: str, param: str | None = None, code: str | None = None) -> 
     return ApiError(400, message, param=param, code=code)
 
 
-# An engine error (app.engine.protocol.ErrorKind) as the API reports it: status, type, code.
+# An engine error (app.protocol.messages.ErrorKind) as the API reports it: status, type, code.
 _FROM_ENGINE = {
     ErrorKind.CONTEXT_LENGTH: (400, "invalid_request_error", "context_length_exceeded"),
     ErrorKind.BUSY: (503, "unavailable_error", "model_loading"),

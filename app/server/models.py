@@ -23,7 +23,7 @@ from typing import Callable
 from app.core import library
 from app.core.errors import HearthError
 from app.backends.backend import Backend
-from app.engine.protocol import ErrorKind, LoadOptions
+from app.protocol.messages import ErrorKind, LoadOptions
 from app.server.errors import ApiError, from_engine
 
 REAP_INTERVAL_S = 1.0

@@ -33,7 +33,7 @@ from starlette.routing import Route
 
 from app.core.errors import HearthError
 from app.core.reasoning import ReasoningSplitter, split
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.backends.backend import Backend
 from app.server.anthropic_api import AnthropicMessages, is_anthropic
 from app.server.answers import (TextFrame, compact_json, event_stream, open_answer, prediction_counts,

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine.protocol import SamplingOptions
+from app.protocol.messages import SamplingOptions
 from app.server.errors import invalid
 from app.server.structured import format_grammar
 from app.server.tools import ToolUse, tool_grammar, tool_use

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from app.core.errors import HearthError
 from app.core.modelfile import above_trained_context
 from app.backends.client import EngineClient
-from app.engine.protocol import LoadOptions
+from app.protocol.messages import LoadOptions
 from app.backends.supervisor import Supervisor
 from app.server.guard import allowed_hosts, is_loopback
 from app.server.limits import Limits, http_protocol

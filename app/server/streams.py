@@ -17,7 +17,7 @@ import asyncio
 from collections import deque
 from typing import AsyncIterator, Awaitable, Callable
 
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.backends.backend import Backend
 
 DISCONNECT_CHECK_S = 0.25

@@ -1,6 +1,6 @@
 """Structured output: a request's `response_format` (or llama-server's `grammar`) as a llama.cpp grammar.
 
-JSON schemas become GBNF in the engine layer (app/engine/schema_grammar.py), which the window and the CLI
+JSON schemas become GBNF in the engine layer (app/protocol/schema_grammar.py), which the window and the CLI
 use too; here a schema the converter cannot handle is a 400 naming the field. A grammar llama.cpp cannot
 parse is refused by the engine (InvalidRequest), also a 400.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any
 
-from app.engine.schema_grammar import MAX_SCHEMA_CHARS, BadSchema
-from app.engine.schema_grammar import schema_grammar as _schema_grammar
+from app.protocol.schema_grammar import MAX_SCHEMA_CHARS, BadSchema
+from app.protocol.schema_grammar import schema_grammar as _schema_grammar
 from app.server.errors import invalid
 
 
@@ -44,9 +44,9 @@ def format_grammar(body: dict) -> str:
     if kind == "text":
         return ""
     if kind == "json_object":
-        from llama_cpp.llama_grammar import JSON_GBNF
+        from app.protocol.gbnf import converter
 
-        return JSON_GBNF
+        return converter().JSON_GBNF
     if kind == "json_schema":
         spec = fmt.get("json_schema")
         if not isinstance(spec, dict) or "schema" not in spec and "name" not in spec:

@@ -1,8 +1,8 @@
 """One answer with tools: the model calls, the user allows, the server answers, the model answers again.
 
 The model gets the enabled servers' tools through its chat template (or, for a template without tools, the
-described-in-system text the API uses: app/engine/tool_format.py), and its calls are forced well-formed by the
-same grammar as the API's (app/engine/tool_calls.py), so arguments always parse and fit the tool's schema.
+described-in-system text the API uses: app/protocol/tool_format.py), and its calls are forced well-formed by the
+same grammar as the API's (app/protocol/tool_calls.py), so arguments always parse and fit the tool's schema.
 No call runs before `approve` says so; "always" is remembered per server (app/tools/servers.py). Every
 result, an error or a refusal included, goes back into the conversation, so the model always has something
 to answer from, and a result longer than RESULT_SHARE of the context is cut with a note to the model.
@@ -16,8 +16,8 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from app.engine.protocol import Done, SamplingOptions, Token
-from app.engine.tool_calls import CALL_OPEN, CallReader, ToolUse, tool_grammar
+from app.protocol.messages import Done, SamplingOptions, Token
+from app.protocol.tool_calls import CALL_OPEN, CallReader, ToolUse, tool_grammar
 from app.tools.mcp_client import CALL_TIMEOUT_S, McpConnection, ToolInfo, ToolResult
 from app.tools.servers import ALWAYS, DENY, ONCE, STOPPED, allow_always, allowed_tools  # noqa: F401 (theirs)
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 
 from app.core.errors import HearthError
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.backends.backend import Backend, BackendListener
 from app.backends.supervisor import Supervisor
 from app.ui.models.titles import path_title
 
-# Tokens arrive merged at most this often (app.engine.coalesce), matching the transcript's FLUSH_MS:
+# Tokens arrive merged at most this often (app.protocol.coalesce), matching the transcript's FLUSH_MS:
 # one event per token cost the window ~0.5 ms of CPU per token, CPU the engine's threads need.
 STREAM_INTERVAL_MS = 80
 
@@ -177,7 +177,7 @@ class EngineBridge(QObject):
         """Start the window's answer; False when the engine cannot take it now."""
         if not self.ready or self._busy:
             return False
-        # Asked now, the engine answers the requests before it first (app/engine/host.py takes them in order).
+        # Asked now, the engine answers the requests before it first (app/engine/process/host.py takes them in order).
         self._waiting = not self.remote and bool(getattr(self.backend, "busy", False))
         self._busy = True  # before the request exists: its answer may end before chat() returns
         self.failed_text = ""

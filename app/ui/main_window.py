@@ -21,7 +21,7 @@ from app.core.chat_export import file_name, import_chat, write_export
 from app.core.chats import ChatStore
 from app.core.errors import HearthError
 from app.core.settings import THEMES, load_settings, problems, save_settings
-from app.engine.protocol import STATS, LoadOptions, SamplingOptions
+from app.protocol.messages import STATS, LoadOptions, SamplingOptions
 from app.backends.supervisor import Supervisor
 from app.ui.chat.chat_view import ChatView
 from app.ui.deferred_pages import DeferredPages

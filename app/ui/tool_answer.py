@@ -13,7 +13,7 @@ import threading
 import traceback
 
 from app.core.errors import HearthError
-from app.engine import protocol as P
+from app.protocol import messages as P
 
 WAKE_S = 0.25  # how often a wait looks at the stop flag (the approval, the engine's next event)
 
@@ -134,7 +134,7 @@ class ToolAnswer:
         try:
             tools = self.pool.tool_set(self.servers, self.pinned)
             # Results are measured in characters / 4, not the model's tokens: a vocabulary load per answer
-            # (app/engine/token_count.py) costs more than that estimate's error on a quarter of the context.
+            # (app/engine/decoding/token_count.py) costs more than that estimate's error on a quarter of the context.
             turn = answer_with_tools(_RoundClient(self), self.messages, self.sampling, tools, self._approve,
                                      choice=self.choice, forced=self.forced, n_ctx=self.n_ctx,
                                      max_rounds=self.max_rounds or MAX_ROUNDS,

@@ -20,3 +20,6 @@ else:
     wanted = [path for path in lib.iterdir() if path.suffix in (".dll", ".dylib") and "mtmd" not in path.name]
 binaries = [(str(path), "llama_cpp/lib") for path in sorted(wanted) if path.is_file()]
 excludedimports = ["llama_cpp.server", "llama_cpp.mtmd_cpp", "llama_cpp.llava_cpp", "openai"]
+# The JSON-schema converter, as a file: app/protocol/gbnf.py loads it on its own, without libllama, in the
+# window's and the server's processes (a module inside the bundle's archive would need the package import).
+datas = [(str(Path(package_dir) / "llama_grammar.py"), "llama_cpp")]

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from app.core.errors import EngineBusy, GenerationError, ModelLoadError
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.backends.client import EngineClient
 from app.backends.remote import RemoteEndpoint
 from tests.server.conftest import CTX, KEY, free_port, start_server, stop_server

@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from app.core.errors import EngineBusy, EngineCrashed
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.backends.backend import BackendListener
 from app.backends.supervisor import MAX_CRASHES, Supervisor
 

@@ -11,7 +11,7 @@ import sys
 import gguf
 import pytest
 
-from app.engine import protocol as P
+from app.protocol import messages as P
 from tests.helpers.tiny_gguf import write_random_llama, write_tokenizer_only
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from app.bench import window_policies as wp
 from app.cli import main
-from app.engine.protocol import LoadOptions
+from app.protocol.messages import LoadOptions
 
 
 def test_compare_scores_every_policy_at_the_budget_and_the_table_shows_them(bundled_model):

@@ -251,7 +251,7 @@ def test_the_window_paints_before_its_heavy_parts_are_imported_and_after_the_eng
 
 
 def test_gpu_layers_without_a_gpu_are_said_not_ignored():
-    from app.engine.gpu_memory import gpu_devices
+    from app.engine.probes.gpu_memory import gpu_devices
 
     if gpu_devices():
         pytest.skip("this machine has a GPU llama.cpp can use")

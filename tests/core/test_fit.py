@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.fit import estimate_fit
-from app.engine.protocol import LoadOptions, SamplingOptions
+from app.protocol.messages import LoadOptions, SamplingOptions
 
 pytestmark = pytest.mark.slow
 

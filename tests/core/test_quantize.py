@@ -12,7 +12,7 @@ from app.core import library, paths
 from app.core.errors import HearthError
 from app.core.gguf_info import read_gguf_info
 from app.core.quantize import QuantizeCancelled, RequantizeRefused, quantize, type_label
-from app.engine.protocol import LoadOptions, SamplingOptions
+from app.protocol.messages import LoadOptions, SamplingOptions
 
 pytestmark = pytest.mark.slow
 

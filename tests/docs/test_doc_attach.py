@@ -7,7 +7,7 @@ import pytest
 
 from app.docs.attach import budget, plan, read_attachment
 from app.docs.context import DocContext, Source, cited
-from app.engine.token_count import TokenCounter
+from app.backends.vocab import TokenCounter
 
 
 @pytest.fixture(scope="module")

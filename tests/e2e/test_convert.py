@@ -148,9 +148,9 @@ class Model:
     """A GGUF loaded in Hearth's engine runtime, in this process."""
 
     def __init__(self, path: Path):
-        from app.engine.decode import Decoder
-        from app.engine.protocol import LoadOptions
-        from app.engine.runtime import Runtime
+        from app.engine.decoding.decode import Decoder
+        from app.protocol.messages import LoadOptions
+        from app.engine.decoding.runtime import Runtime
 
         # No extra buffer types: quantized models crash in llama.cpp's AMX path on some CPUs (DESIGN.md).
         self.rt = Runtime(LoadOptions(model_path=str(path), n_ctx=512, n_batch=512), extra_bufts=False)

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.backends.client import EngineClient
 from app.backends.remote import RemoteEndpoint
 from tests.commands.test_cli import hearth

@@ -6,9 +6,9 @@ from __future__ import annotations
 import llama_cpp
 import numpy as np
 
-from app.engine.decode import Decoder
-from app.engine.protocol import SamplingOptions
-from app.engine.runtime import Runtime
+from app.engine.decoding.decode import Decoder
+from app.protocol.messages import SamplingOptions
+from app.engine.decoding.runtime import Runtime
 
 CTX = 256  # llama.cpp's smallest context; a few hundred tokens fill it several times
 SYSTEM = ("You are Captain Hearth, a pirate who answers every question with a sea shanty "

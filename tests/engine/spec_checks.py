@@ -6,10 +6,10 @@ from __future__ import annotations
 import llama_cpp
 import numpy as np
 
-from app.engine.decode import Decoder
-from app.engine.prediction import prediction_speculator
-from app.engine.protocol import SamplingOptions
-from app.engine.speculative import Speculator
+from app.engine.decoding.decode import Decoder
+from app.engine.speculation.prediction import prediction_speculator
+from app.protocol.messages import SamplingOptions
+from app.engine.speculation.speculative import Speculator
 
 N_TOKENS = 48
 # A function the speculative tests ask the model to repeat: an answer that copies its input.

@@ -11,8 +11,8 @@ import threading
 import pytest
 from openai import BadRequestError, OpenAI
 
-from app.engine.protocol import LoadOptions, SamplingOptions
-from app.engine.session import NotAChatModel, Session
+from app.protocol.messages import LoadOptions, SamplingOptions
+from app.engine.process.session import NotAChatModel, Session
 from tests.helpers.tiny_gguf import write_tiny_bert
 from tests.server.conftest import KEY, start_server, stop_server
 

@@ -14,8 +14,8 @@ from app.cli import main
 from app.commands.options import add_sampling_args, sampling_options
 from app.core.model_sampling import recommended_sampling, unapplied_keys
 from app.devtools.gguf_edit import copy_with_fields
-from app.engine.protocol import LoadOptions, SamplingOptions
-from app.engine.session import Session
+from app.protocol.messages import LoadOptions, SamplingOptions
+from app.engine.process.session import Session
 from app.server import anthropic_api, requests
 
 QUESTION = [{"role": "user", "content": "Write a short story about a dragon."}]

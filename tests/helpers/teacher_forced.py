@@ -17,9 +17,9 @@ TEXT = "The history of the printing press begins in the fifteenth century, when 
 
 
 def main(argv: list[str]) -> int:
-    from app.engine.decode import Decoder
-    from app.engine.protocol import LoadOptions
-    from app.engine.runtime import Runtime
+    from app.engine.decoding.decode import Decoder
+    from app.protocol.messages import LoadOptions
+    from app.engine.decoding.runtime import Runtime
 
     rt = Runtime(LoadOptions(model_path=argv[0], n_ctx=256, n_gpu_layers=int(argv[1]), n_threads=2),
                  extra_bufts=False)

@@ -55,7 +55,7 @@ def test_models_and_health(server, client):
 
 def test_chat_answer_is_the_engines_answer(client, bundled_model):
     from app.backends.client import EngineClient
-    from app.engine.protocol import Done, LoadOptions, SamplingOptions
+    from app.protocol.messages import Done, LoadOptions, SamplingOptions
 
     # The first answer of this server: its engine evaluates the whole prompt at once, as a fresh engine does.
     r = client.chat.completions.create(model=model_of(client), messages=QUESTION, temperature=0, max_tokens=30)

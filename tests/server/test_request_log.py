@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from app.backends.client import EngineClient
-from app.engine.protocol import LoadOptions
+from app.protocol.messages import LoadOptions
 from app.backends.supervisor import Supervisor
 from app.server.openai_api import OpenAIApi
 

@@ -22,7 +22,7 @@ USER = [{"role": "user", "content": "Write a long story about the sea."}]
 
 
 def engine_of(proc) -> psutil.Process:
-    engines = [p for p in psutil.Process(proc.pid).children(recursive=True) if "app.engine.host" in p.cmdline()]
+    engines = [p for p in psutil.Process(proc.pid).children(recursive=True) if "app.engine.process.host" in p.cmdline()]
     assert len(engines) == 1, engines
     return engines[0]
 

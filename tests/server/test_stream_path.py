@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.server.answers import TextFrame, compact_json
 from app.server.streams import EngineStream
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.protocol import LoadOptions, SamplingOptions
+from app.protocol.messages import LoadOptions, SamplingOptions
 from app.tools.mcp_client import McpConnection
 from app.tools.servers import ServerEntry, allowed_tools
 from app.tools.tool_chat import ALWAYS, DENY, ONCE, ToolSet, answer_with_tools
@@ -86,7 +86,7 @@ def test_a_denied_call_never_reaches_the_server_and_the_model_still_answers(clie
 
 
 def test_a_result_longer_than_a_quarter_of_the_context_is_cut_with_a_note(misbehaving, bundled_model):
-    from app.engine.token_count import TokenCounter
+    from app.backends.vocab import TokenCounter
     from app.tools.tool_chat import _cut
 
     long = misbehaving.call("long_text", {"words": 20000}, timeout=30)

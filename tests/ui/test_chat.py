@@ -125,7 +125,7 @@ def test_load_a_second_model(qtbot, main_window, model_variant):
 
 def test_a_chat_longer_than_the_context_says_so_under_the_answer(qtbot, main_window, bundled_model):
     """#18 item 13: the window policy keeps the start and the end of a long chat; the user is told."""
-    from app.engine.protocol import LoadOptions
+    from app.protocol.messages import LoadOptions
 
     w = main_window
     with qtbot.waitSignal(w.bridge.model_loaded, timeout=60_000):

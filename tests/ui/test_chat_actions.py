@@ -83,7 +83,7 @@ def test_delete_a_chat_removes_it_from_the_list_and_the_store(qtbot, main_window
 
 
 def test_the_window_comes_back_with_its_size_model_settings_and_chats(qtbot, hearth_home, model_variant):
-    from app.engine.protocol import LoadOptions
+    from app.protocol.messages import LoadOptions
     from app.ui.app import make_app
     from app.ui.main_window import MainWindow
 
@@ -177,7 +177,7 @@ def test_switching_theme_restyles_the_open_window(qtbot, idle_window):
 
 def test_a_last_model_that_is_gone_starts_the_bundled_one_and_says_so(qtbot, hearth_home, tmp_path, bundled_model):
     from app.core.settings import load_settings, save_settings
-    from app.engine.protocol import LoadOptions
+    from app.protocol.messages import LoadOptions
     from app.ui.app import make_app
     from app.ui.main_window import MainWindow
 

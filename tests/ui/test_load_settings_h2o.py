@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.engine.protocol import LoadOptions
+from app.protocol.messages import LoadOptions
 
 
 def test_h2o_is_listed_as_experimental_and_round_trips_with_its_budgets(qtbot):

@@ -75,7 +75,7 @@ def test_bench_gui_prints_the_ratio_to_headless(hearth_home, capsys):
 
 
 def test_gpu_memory_gets_a_curve_only_when_layers_are_offloaded(qtbot):
-    from app.engine.gpu_memory import device_count, gpu_memory_mb
+    from app.engine.probes.gpu_memory import device_count, gpu_memory_mb
     from app.ui.main_window import memory_text
 
     # This machine has no GPU: the binding to ggml's device list works and finds only the CPU.
@@ -98,7 +98,7 @@ def test_gpu_memory_gets_a_curve_only_when_layers_are_offloaded(qtbot):
 
 
 def test_draft_graph_says_when_speculation_is_off_and_which_drafter_runs(qtbot, main_window):
-    from app.engine.protocol import LoadOptions
+    from app.protocol.messages import LoadOptions
 
     w = main_window
     assert "speculative decoding off" in w.monitor.plots["draft"].title

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.engine.protocol import LoadOptions, SamplingOptions
+from app.protocol.messages import LoadOptions, SamplingOptions
 
 
 def test_sampling_panel_keeps_stop_strings_and_the_repeat_window(qtbot):
@@ -64,7 +64,7 @@ def test_load_settings_keep_the_settings_without_a_control(qtbot):
 
 
 def test_threads_default_to_auto_and_a_number_fixes_them(qtbot):
-    from app.engine.protocol import LoadOptions
+    from app.protocol.messages import LoadOptions
     from app.ui.models.load_settings import LoadSettings
 
     panel = LoadSettings()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.ui.chat.chat_view import WAITING_TURN
 from app.ui.monitor.monitor_view import unbroken
 from tests.ui.conftest import ask, shot

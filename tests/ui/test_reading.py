@@ -55,7 +55,7 @@ def test_a_streaming_answer_is_followed_until_the_user_scrolls_up_and_jump_to_la
     w.chat.sampling_overrides = {"ignore_eos": True}  # an answer long enough to stream for a while
     start = bar.maximum()
     painted = PaintWatch(transcript)
-    # Sampled, not greedy: a greedy answer this far into a chat holds every thread (app/engine/threads.py), which
+    # Sampled, not greedy: a greedy answer this far into a chat holds every thread (app/engine/decoding/threads.py), which
     # a loaded machine makes slow, and this test is about the view, not the answer.
     ask(qtbot, w, "Write a poem about the sea.", max_tokens=96, temperature=0.7, wait=False)
     qtbot.waitUntil(lambda: transcript.flushes >= 3 and bar.maximum() > start, timeout=30_000)

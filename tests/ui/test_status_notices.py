@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from app.engine.protocol import LoadOptions
+from app.protocol.messages import LoadOptions
 
 
 def test_the_status_bar_names_what_a_context_policy_changed_at_load(bundled_model):
     """The engine's own description of a load (Session.describe, as the window receives it) with h2o: the status
     bar's notice names the policy and its tooltip says flash attention is off; the window policy adds nothing."""
-    from app.engine.h2o import FLASH_OFF_NOTICE
-    from app.engine.session import Session
+    from app.engine.context.h2o import FLASH_OFF_NOTICE
+    from app.engine.process.session import Session
     from app.ui.main_window import load_notices
 
     for policy in ("h2o", "window"):
@@ -28,7 +28,7 @@ def test_the_status_bar_names_what_a_context_policy_changed_at_load(bundled_mode
 def test_a_first_start_s_notice_says_the_probe_has_not_answered_yet(monkeypatch, bundled_model):
     """On a machine never probed the load runs with extra buffer types off while the probe runs: nothing crashed,
     and the sentence must not say so (it did)."""
-    from app.engine import probe
+    from app.engine.probes import probe
     from app.ui.main_window import extra_bufts_notice
 
     monkeypatch.setattr(probe, "cached_result", lambda: None)  # this machine's answer is shared by the suite

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from app.bench.model_options import ModelOptions
 from app.core.modelfile import check_model_file
 from app.backends.client import EngineClient
-from app.engine.protocol import Done, LoadOptions, SamplingOptions
+from app.protocol.messages import Done, LoadOptions, SamplingOptions
 
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
 BOUND = 0.97

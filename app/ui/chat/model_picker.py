@@ -16,7 +16,7 @@ from app.ui.widgets import ElidedLabel
 
 def tools_badge(info: dict | None) -> tuple[str, str]:
     """(badge, tooltip) for whether the loaded model was trained for tools, as LM Studio's badge says it: its
-    chat template takes them (app/engine/template.py, knows_tools). ("", "") where that is not known (no model,
+    chat template takes them (app/engine/prompt/template.py, knows_tools). ("", "") where that is not known (no model,
     or a server's model, whose template Hearth does not see)."""
     if not info or info.get("knows_tools") is None:
         return "", ""

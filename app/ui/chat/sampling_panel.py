@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QSpinBox, QWidget
 
-from app.engine.option_fields import SAMPLING_FIELDS, kept_fields, with_values
-from app.engine.protocol import SamplingOptions
+from app.protocol.option_fields import SAMPLING_FIELDS, kept_fields, with_values
+from app.protocol.messages import SamplingOptions
 
 PRESETS: dict[str, dict] = {
     "Precise": {"temperature": 0.2, "top_k": 40, "top_p": 0.9, "min_p": 0.05, "repeat_penalty": 1.0},

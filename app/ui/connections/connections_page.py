@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, Q
 
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
-from app.engine.protocol import LoadOptions
+from app.protocol.messages import LoadOptions
 from app.backends.remote import RemoteEndpoint, api_base
 from app.ui.connections.saved import forget_connection, remember_connection, saved_connections
 from app.ui.connections.server_figures import ServerFigures

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
 from app.core.chat_formats import BUILTIN_NAMES, PLAIN
 from app.core.modelfile import above_trained_context
 from app.core.metrics import default_threads
-from app.engine.option_fields import H2O_FLASH_OFF, LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
-from app.engine.protocol import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
+from app.protocol.option_fields import H2O_FLASH_OFF, LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
+from app.protocol.messages import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
 from app.ui.models.titles import row_title
 
 CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
@@ -146,7 +146,7 @@ class LoadSettings(QWidget):
         self.template.activated.connect(self._on_template_activated)
 
         self.threads = QSpinBox()
-        # 0 shows as "Auto": the engine moves the count with the machine's load (app/engine/threads.py).
+        # 0 shows as "Auto": the engine moves the count with the machine's load (app/engine/decoding/threads.py).
         # More than the machine has is refused (check_options).
         self.threads.setRange(0, LOGICAL_CORES)
         self.threads.setSpecialValueText(f"Auto (up to {default_threads()})")

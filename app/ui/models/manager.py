@@ -47,15 +47,9 @@ def fit(path: str, n_ctx: int, kv_type: str, runtime: str = "auto") -> dict:
     """The memory-fit verdict (FitEstimate as a dict: verdict, fits, gpu_layers, n_layers, ...) on the runtime
     the load settings chose: its device's free memory as the runtime's probe read it (any vendor's Vulkan device,
     not only what nvidia-smi sees), named in the verdict; the cpu runtime has none."""
-    from app.backends import runtime_choice
-    from app.core.fit import estimate_fit
+    from app.backends.runtime_choice import fit_on
 
-    devices = runtime_choice.choose(runtime).devices
-    best = max(devices, key=lambda d: d.memory_free_mb, default=None)
-    if best is None or not best.memory_free_mb:
-        return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type, gpu_available_mb=None).to_dict()
-    return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type, gpu_available_mb=float(best.memory_free_mb),
-                        gpu_device=best.description or best.name).to_dict()
+    return fit_on(path, n_ctx, kv_type, runtime).to_dict()
 
 
 def runtime_choices() -> list[dict]:
@@ -75,9 +69,9 @@ def runtime_choices() -> list[dict]:
 
 def draft_candidates(target: str, rows: list[dict]) -> list[dict]:
     """The library's models that can draft for target: smaller, and with the same vocabulary by llama.cpp's
-    own rule (only vocabularies are read: milliseconds each, nothing stays loaded)."""
-    from app.core.errors import HearthError
-    from app.engine.vocab_compat import check_draft_compatible
+    own rule (only vocabularies are read: milliseconds each, in the vocabulary child: llama.cpp never runs in
+    the window's process)."""
+    from app.backends.vocab import draft_refusal
 
     size = next((r.get("size_bytes") or 0 for r in rows if r.get("path") == target), 0)
     found = []
@@ -85,11 +79,8 @@ def draft_candidates(target: str, rows: list[dict]) -> list[dict]:
         path = row.get("path")
         if path == target or row.get("error") or not size or (row.get("size_bytes") or 0) >= size:
             continue
-        try:
-            check_draft_compatible(target, path)
-        except HearthError:
-            continue
-        found.append(row)
+        if draft_refusal(target, path) is None:
+            found.append(row)
     return found
 
 

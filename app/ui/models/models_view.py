@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroup
                                QTabWidget, QVBoxLayout, QWidget)
 
 from app.core.units import human_size
-from app.engine.protocol import ErrorKind, LoadOptions
+from app.protocol.messages import ErrorKind, LoadOptions
 from app.ui.engine_bridge import EngineBridge, model_title
 from app.ui.models import manager
 from app.ui.models.convert_panel import ConvertPanel

@@ -33,7 +33,7 @@ from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.core.metrics import system_memory_mb
-from app.engine import protocol as P
+from app.protocol import messages as P
 from app.ui.monitor.live_plot import LivePlot, nice_step
 from app.ui.runtime_text import placement_text, short_device
 from app.ui.speculation_text import answer_text

@@ -1,0 +1,201 @@
+"""One loaded model in the engine: runtime, decoder, chat template, and the
+decision about extra buffer types. The host turns commands into calls here."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+from app.core.chat_formats import check_override
+from app.core.errors import ContextTooLong, HearthError, InvalidRequest
+from app.core.model_purpose import cannot_generate
+from app.core.model_sampling import recommended_sampling
+from app.engine.decoding.decode import Decoder
+from app.engine.context.h2o import h2o_load
+from app.engine.prompt.literal import literal_spans
+from app.engine.speculation.prediction import prediction_speculator
+from app.engine.probes.probe import decision_or_background_probe, start_background_probe
+from app.protocol.messages import LoadOptions, SamplingOptions
+from app.engine.decoding.runtime import Runtime
+from app.engine.decoding.slots import Slots
+from app.engine.speculation.speculative import check_speculation_options, make_speculator
+from app.engine.prompt.template import opens_thinking, template_for, turn_stops
+from app.engine.context.policy import make_policy
+from app.engine.context.window import system_prefix
+
+
+class NotAChatModel(InvalidRequest):
+    """A model that cannot write text was asked to (an API client gets a 400)."""
+
+
+class Session:
+    def __init__(self, runtime: Runtime, probe: dict | None):
+        self.rt = runtime
+        self.probe = probe
+        self.embedder = None  # app.engine.decoding.embedding.Embedder, made on the first embeddings request
+        o = runtime.options
+        try:
+            self.chat_format, self.template = template_for(runtime, o.chat_template)
+            self.opens_thinking = opens_thinking(self.template)
+        except BaseException:
+            runtime.close()
+            raise
+        # An embedding or reranking model is refused for chat with this sentence (app/core/model_purpose.py).
+        self.refusal = cannot_generate(runtime.path.name, runtime.meta("general.architecture"), runtime.meta)
+        # The model's own recommended sampling (general.sampling.*), for the settings a request leaves to it.
+        self.recommended = recommended_sampling(runtime.meta)
+        # Where the template's turn marker is plain text in this vocabulary, it ends the answer as a stop string.
+        # (Kept on the runtime: every slot's decoder reports such a stop as the turn's end, not a client's stop.)
+        runtime.turn_stops = turn_stops(self.template, runtime.special_texts())
+
+        def policy():
+            return make_policy(o.context_policy, runtime, o.sink_tokens, o.keep_system, o.window_fraction,
+                               o.h2o_heavy, o.h2o_recent)
+
+        # Parallel slots: one Decoder per KV sequence, driven by the host between its commands; the first
+        # slot's is the session's decoder (what `describe` reports).
+        self.slots = Slots(runtime, policy) if runtime.n_parallel > 1 else None
+        if self.slots is not None:
+            self.decoder = self.slots.slots[0].decoder
+        else:
+            self.decoder = Decoder(runtime)
+            self.decoder.context_policy = policy()
+        try:
+            # With slots, each answer gets a speculator of its own (_generate); checked here all the same.
+            self.decoder.speculator = make_speculator(runtime, self.decoder)
+        except BaseException:
+            self.close()  # nothing stays loaded half-way
+            raise
+
+    @classmethod
+    def load(cls, options: LoadOptions, probe_model: str | None = None, progress=None) -> "Session":
+        probe = None
+        extra = options.extra_bufts
+        if extra is None:
+            probe = decision_or_background_probe(probe_model or options.model_path, start_probe=False)
+            extra = bool(probe.get("ok"))
+        check_speculation_options(options)
+        check_override(options.chat_template)  # a wrong name or file is said before the weights are read
+        if options.n_parallel > 1 and options.draft_model:
+            # A draft model has a context of its own that the slots' shared batch cannot carry.
+            raise HearthError("A draft model serves one request at a time: with --parallel, use --lookup "
+                              "(prompt lookup drafts in every slot) or drop --draft-model.")
+        attention = None
+        if options.context_policy == "h2o":  # its scores are read from the graph: flash attention off
+            options, attention = h2o_load(options)
+        session = cls(Runtime(options, extra_bufts=extra, progress=progress, attention=attention), probe)
+        if probe is not None and probe.get("background"):  # after the load: on two cores they shared the CPU
+            start_background_probe(probe_model or options.model_path)
+        return session
+
+    def describe(self) -> dict:
+        info = self.rt.describe()
+        if self.probe is not None:
+            info["extra_bufts_probe"] = self.probe
+        info["chat_template"] = self.template.source[:2000]
+        info["opens_thinking"] = self.opens_thinking  # answers start inside <think> (app/core/reasoning.py)
+        # Trained for tools: its template takes them (else they are described in the system prompt).
+        info["knows_tools"] = bool(getattr(self.template, "knows_tools", False))
+        info["cannot_generate"] = self.refusal
+        info["recommended_sampling"] = self.recommended
+        info["chat_format"] = {**self.chat_format.to_dict(), "turn_stops": self.rt.turn_stops}
+        info["window"] = self.decoder.context_policy.state(self.decoder)
+        speculator = self.decoder.speculator
+        info["drafter"] = speculator.drafter.name if speculator is not None else None
+        # Decided at load (calibration): the window says at once why it will not draft, not after an answer.
+        info["spec_plain_reason"] = speculator.plain_reason if speculator is not None else None
+        if self.slots is not None:
+            info["slots"] = self.slots.batching()
+        return info
+
+    def chat(self, messages: list[dict], sampling: SamplingOptions, emit, cancelled: threading.Event,
+             truncate: bool = True, tools: list[dict] | None = None) -> dict | None:
+        """The answer's Done event; None with slots, where the answer has only started (Done comes by emit)."""
+        self._check_generates()
+        if not truncate and len(messages) > self.rt.n_ctx:  # every message is at least a token: no need to render
+            raise ContextTooLong(f"These {len(messages):,} messages cannot fit the model's context of "
+                                 f"{self.rt.n_ctx} tokens (each takes at least one); send fewer.")
+        prefill = _prefill(messages)
+        if prefill is not None:
+            # The last message is the start of the answer (assistant prefill, as Anthropic's API and llama-server
+            # take it): the answer continues that text rather than starting a new turn after it.
+            prompt = self.template.render(messages[:-1], add_generation_prompt=True, tools=tools,
+                                          cancelled=cancelled) + prefill
+        else:
+            prompt = self.template.render(messages, add_generation_prompt=True, tools=tools, cancelled=cancelled)
+        stops = self.rt.turn_stops
+        if stops:
+            sampling = replace(sampling, stop=[*sampling.stop, *(s for s in stops if s not in sampling.stop)])
+        literal = literal_spans(prompt, messages, self.rt.special_texts())
+        return self._generate(prompt, system_prefix(self.template, messages, prompt), sampling, emit, cancelled,
+                              truncate, literal)
+
+    def complete(self, prompt: str, sampling: SamplingOptions, emit, cancelled: threading.Event,
+                 truncate: bool = True) -> dict | None:
+        self._check_generates()
+        return self._generate(prompt, None, sampling, emit, cancelled, truncate)
+
+    def _check_generates(self) -> None:
+        if self.refusal:
+            raise NotAChatModel(self.refusal)
+
+    def _generate(self, prompt: str, system_text: str | None, sampling, emit, cancelled, truncate,
+                  literal=()) -> dict | None:
+        sampling = self.with_recommended(sampling)
+        if self.slots is not None:
+            make = None  # each answer drafts on its own: a prediction, or the model's prompt lookup
+            if sampling.prediction:
+                make = lambda decoder: prediction_speculator(decoder, sampling.prediction)  # noqa: E731
+            elif self.decoder.speculator is not None:
+                make = lambda decoder: make_speculator(self.rt, decoder)  # noqa: E731
+            self.slots.start(prompt, system_text, sampling, emit, cancelled, truncate, literal, make)
+            return None
+        self.decoder.context_policy.system_text = system_text
+        speculator = prediction_speculator(self.decoder, sampling.prediction) if sampling.prediction else None
+        return self.decoder.generate(prompt, sampling, emit, cancelled, truncate, literal, speculator)
+
+    def with_recommended(self, sampling: SamplingOptions) -> SamplingOptions:
+        """The request's settings, with the model's recommendation for each one the user did not give."""
+        if sampling.given is None or not self.recommended:
+            return sampling
+        taken = {name: value for name, value in self.recommended.items() if name not in sampling.given}
+        return replace(sampling, **taken) if taken else sampling
+
+    def embed(self, inputs: list) -> dict:
+        """Unit-length embeddings of texts or token lists (see app/engine/decoding/embedding.py)."""
+        if self.embedder is None:
+            from app.engine.decoding.embedding import Embedder
+
+            self.embedder = Embedder(self.rt)
+        return self.embedder.embed(inputs)
+
+    def reset(self) -> None:
+        if self.slots is not None:
+            self.slots.reset()
+            return
+        self.decoder.reset()
+        self.decoder.context_policy.reset()
+
+    def close(self) -> None:
+        if self.embedder is not None:
+            self.embedder.close()
+            self.embedder = None
+        if self.slots is not None:
+            self.slots.close()  # the decoders too, the session's included
+            self.slots = None
+            self.rt.close()
+            return
+        if self.decoder.speculator is not None:
+            self.decoder.speculator.close()
+            self.decoder.speculator = None
+        self.decoder.close()
+        self.rt.close()
+
+
+def _prefill(messages: list[dict]) -> str | None:
+    """The text of a final assistant message the answer continues; None when the conversation ends otherwise."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, dict) or last.get("role") != "assistant" or last.get("tool_calls") \
+            or not isinstance(last.get("content"), str) or len(messages) < 2:
+        return None
+    return last["content"]

@@ -1,0 +1,1 @@
+"""A conversation into tokens: the model's chat template, what fits its budget, and user text kept literal."""
