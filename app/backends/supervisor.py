@@ -101,6 +101,7 @@ class Supervisor:
         self.last_good: P.LoadOptions | None = None
         self.failed_options: P.LoadOptions | None = None  # the last load that failed, and why
         self.load_error_kind: P.ErrorKind | None = None
+        self.load_error: str | None = None  # its sentence, until a load succeeds
         self._load_id: int | None = None
         self._requests: dict[int, _Request] = {}
         # The engine runtime of the running process (app/backends/runtime_choice.py), what it was chosen for,
@@ -460,6 +461,7 @@ class Supervisor:
             if self.runtime is not None:  # which libraries, which devices, and why if not the ones asked for
                 event["runtime"] = self.runtime.describe()
             self.info = event
+            self.load_error = None
             self.last_good = self.options
             self._tell(lambda listener: listener.model_loaded(event))
         elif isinstance(event, P.Failed):
@@ -469,7 +471,7 @@ class Supervisor:
     def _on_load_error(self, event: P.Failed) -> None:
         """A refused load loses nothing: the engine kept its model, or the last good one is loaded again."""
         self.loading = False
-        self.failed_options, self.load_error_kind = self.options, event.kind
+        self.failed_options, self.load_error_kind, self.load_error = self.options, event.kind, event.message
         last = self.last_good
         if event.kept:  # refused before unloading (app/engine/preflight.py)
             self.info, self.options = P.Loaded(event.kept), last

@@ -222,6 +222,10 @@ class OpenAIApi:
         if stalled:  # an engine step past its budget (the supervisor's watchdog): nothing is answered now
             return ApiError(503, stalled, "unavailable_error", code="engine_stalled").response()
         ready = [b for b in loaded if b.ready]
+        failed = next((b for b in loaded if self.pool.failed(b)), None)
+        if not ready and failed is not None:  # not loading: its load failed, and the next request tries again
+            return ApiError(503, f"The model could not be loaded: {failed.load_error or 'see the server log'} The "
+                                 "next request tries again.", "unavailable_error", code="model_load_failed").response()
         if ready or (not loaded and self.pool.load_options is not None):  # none loaded: the next request loads
             if self.api_key and self._auth_error(request.scope) is not None:
                 return JSONResponse({"status": "ok"})
