@@ -19,7 +19,14 @@ state machine that used to live in the window:
   manager's SIGTERM), this process with it. It restarts only if this process
   is still running STOP_GRACE_S later and has not closed it (it once started a
   second engine while `hearth serve` shut down); stop_restarting() says at once
-  that no engine is to start again.
+  that no engine is to start again;
+- a step that never ends (a grammar too ambiguous for llama.cpp spends minutes on one token) is ended by the
+  WATCHDOG: the engine marks when each step (a token, sampling included, or a prompt batch) began in a
+  shared mapping (app/protocol/step_clock.py: no message per token), a thread here reads it, and a step past
+  its budget (STEP_FACTOR times the one-token time measured at load, per token of the step, and at least
+  STEP_FLOOR_S or the load's step_timeout_s) ends the process. The requests in flight are told why, the
+  engine restarts with the same model (not counted as a crash: the model is not at fault), and stats()
+  says "stalled" meanwhile.
 
 Threads: events arrive on the transport's reader thread and starts run on a
 short-lived worker thread; a lock keeps the state consistent, and listeners and
@@ -30,6 +37,7 @@ queued Qt signals). Listeners must not block.
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import threading
 import time
@@ -41,12 +49,19 @@ from app.core.errors import EngineBusy, EngineCrashed, HearthError
 from app.protocol import messages as P
 from app.backends.backend import BackendListener, Sink
 from app.backends.transport import EngineProcess
+from app.protocol import step_clock
 
 MAX_CRASHES = 3  # within CRASH_WINDOW_S; then the engine restarts without a model
 CRASH_WINDOW_S = 60.0
 # An engine ended by one of these was told to stop, by someone stopping this process too most often.
 STOP_SIGNALS = (-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP)
 STOP_GRACE_S = 3.0
+# The watchdog: a step's budget is STEP_FACTOR times its tokens' decode time measured at load, at least
+# STEP_FLOOR_S (LoadOptions.step_timeout_s, or HEARTH_STEP_TIMEOUT in the environment, replaces the floor).
+STEP_FACTOR = 50.0
+STEP_FLOOR_S = 10.0
+STEP_TIMEOUT_ENV = "HEARTH_STEP_TIMEOUT"
+WATCH_INTERVAL_S = 0.25
 
 Transport = Callable[[Callable[[P.Event], None], bool], EngineProcess]
 
@@ -86,6 +101,7 @@ class Supervisor:
         self.last_good: P.LoadOptions | None = None
         self.failed_options: P.LoadOptions | None = None  # the last load that failed, and why
         self.load_error_kind: P.ErrorKind | None = None
+        self.load_error: str | None = None  # its sentence, until a load succeeds
         self._load_id: int | None = None
         self._requests: dict[int, _Request] = {}
         # The engine runtime of the running process (app/backends/runtime_choice.py), what it was chosen for,
@@ -100,6 +116,9 @@ class Supervisor:
         self._restarting = False
         self._no_restart = False  # this process is shutting down (stop_restarting)
         self.closed = False
+        self._clock: step_clock.StepClock | None = None  # the running engine's step clock
+        self._watchdog: threading.Thread | None = None
+        self._stalled: str | None = None  # the watchdog's sentence, from when it ends an engine to its restart
 
     # --- the Backend seam ------------------------------------------------
     def add_listener(self, listener: BackendListener) -> None:
@@ -135,7 +154,22 @@ class Supervisor:
         with self._lock:
             return {"backend": self.name, "ready": self.ready, "loading": self.loading, "busy": self.busy,
                     "model": dict(self.info) if self.info else None, "pid": self.pid,
-                    "log": str(self.log_path) if self.log_path else None}
+                    "log": str(self.log_path) if self.log_path else None, "stalled": self.stalled}
+
+    @property
+    def stalled(self) -> str | None:
+        """Why the engine is not answering although a model is loaded: a step past its budget (the watchdog
+        is ending it, or has and the engine restarts), or one past half of it; None when it is not."""
+        with self._lock:
+            if self._stalled:
+                return self._stalled
+            running = self._step_running()
+            if running is not None:
+                took, units = running
+                budget = self.step_budget(units)
+                if took > budget / 2:
+                    return f"One engine step has run for {took:.0f} s (its budget is {budget:.0f} s)."
+            return None
 
     def models(self) -> list[dict]:
         """The models this backend can load: the library's, the loaded one marked."""
@@ -244,6 +278,7 @@ class Supervisor:
         with self._lock:
             self.closed = True
             worker = self._worker
+            clock, self._clock = self._clock, None
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout=30)
         with self._lock:
@@ -251,6 +286,8 @@ class Supervisor:
             self.info = None
         if process is not None:
             process.close(timeout=timeout)
+        if clock is not None:
+            clock.close()
 
     # --- starting --------------------------------------------------------
     def _run_worker(self) -> None:
@@ -292,8 +329,9 @@ class Supervisor:
             self._generation += 1
             generation = self._generation
             process = self._make_transport(lambda event: self._on_event(generation, event), self.below_caller)
+            clock = self._new_clock()
             if hasattr(process, "env"):
-                process.env = chosen.env()
+                process.env = {**chosen.env(), **({step_clock.ENV: clock.path} if clock is not None else {})}
             self.runtime, self._runtime_asked = chosen, asked
             self.process = process
         try:
@@ -303,12 +341,14 @@ class Supervisor:
             with self._lock:
                 self._generation += 1  # what the dead process's reader still reports is not news
                 self._starting = False
+                self._stalled = None
                 self.loading = False
                 failure = P.failed(P.ErrorKind.ENGINE_CRASHED, message)
                 self._tell(lambda listener: listener.load_failed(failure))
             return
         with self._lock:
             self._starting = False
+            self._stalled = None  # a new process: the stuck step is gone with the old one
             restarted, self._restarting = self._restarting, False
             self._tell(lambda listener: listener.engine_started())
             if restarted:
@@ -318,6 +358,64 @@ class Supervisor:
             # Load what is wanted now: a load asked for while the process started replaced options.
             if self.loading and self.options is not None:
                 self._send_load(self.options)
+
+    # --- the watchdog ------------------------------------------------------
+    def _new_clock(self) -> step_clock.StepClock | None:
+        """A fresh step clock for the process being started (the last one's marks are not this one's)."""
+        old, self._clock = self._clock, None
+        if old is not None:
+            old.close()
+        try:
+            self._clock = step_clock.StepClock()
+        except (OSError, ValueError):
+            return None  # no shared memory here: the engine runs without a watchdog
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._watch, name="engine-watchdog", daemon=True)
+            self._watchdog.start()
+        return self._clock
+
+    def step_budget(self, units: float = 1.0) -> float:
+        """Seconds one step of `units` tokens may take before the watchdog ends the engine."""
+        floor = STEP_FLOOR_S
+        given = os.environ.get(STEP_TIMEOUT_ENV)
+        if self.options is not None and self.options.step_timeout_s:
+            floor = self.options.step_timeout_s
+        if given:
+            try:
+                floor = float(given)
+            except ValueError:
+                pass
+        step_s = (self.info or {}).get("step_s") or 0.0
+        return max(floor, STEP_FACTOR * step_s * max(1.0, units))
+
+    def _step_running(self) -> tuple[float, float] | None:
+        """(seconds, tokens) of the step the loaded model's engine is in, if it is in one."""
+        clock = self._clock
+        if clock is None or self.loading or self._starting or not self.alive or self.info is None:
+            return None
+        return clock.running_for()
+
+    def _watch(self) -> None:
+        """The watchdog's thread: end an engine whose step has run past its budget."""
+        while not self.closed:
+            time.sleep(WATCH_INTERVAL_S)
+            with self._lock:
+                if self.closed or self._stalled:
+                    continue
+                running = self._step_running()
+                if running is None:
+                    continue
+                took, units = running
+                budget = self.step_budget(units)
+                if took <= budget:
+                    continue
+                what = "one token" if units <= 1 else f"one prompt batch of {units:.0f} tokens"
+                self._stalled = (f"Hearth's watchdog stopped the engine: {what} took more than {budget:g} s (the "
+                                 "step budget; --step-timeout sets it), which happens when llama.cpp is stuck, "
+                                 "for example on a grammar or pattern too ambiguous to enforce. The engine "
+                                 "restarts with the model.")
+                if self.process is not None:
+                    self.process.kill()  # the reader reports the end; _on_crash answers and restarts
 
     def _send_load(self, options: P.LoadOptions) -> None:
         self._load_id = next(self._ids)
@@ -363,6 +461,7 @@ class Supervisor:
             if self.runtime is not None:  # which libraries, which devices, and why if not the ones asked for
                 event["runtime"] = self.runtime.describe()
             self.info = event
+            self.load_error = None
             self.last_good = self.options
             self._tell(lambda listener: listener.model_loaded(event))
         elif isinstance(event, P.Failed):
@@ -372,7 +471,7 @@ class Supervisor:
     def _on_load_error(self, event: P.Failed) -> None:
         """A refused load loses nothing: the engine kept its model, or the last good one is loaded again."""
         self.loading = False
-        self.failed_options, self.load_error_kind = self.options, event.kind
+        self.failed_options, self.load_error_kind, self.load_error = self.options, event.kind, event.message
         last = self.last_good
         if event.kept:  # refused before unloading (app/engine/process/preflight.py)
             self.info, self.options = P.Loaded(event.kept), last
@@ -386,6 +485,9 @@ class Supervisor:
             self._tell(lambda listener: listener.load_failed(event))
 
     def _on_crash(self, event: P.Failed) -> None:
+        if self._stalled:
+            self._on_watchdog_kill(event)
+            return
         was_loading = self.loading
         self.info = None
         for rid, request in list(self._requests.items()):  # every running request ends with the crash
@@ -429,6 +531,30 @@ class Supervisor:
             timer.daemon = True
             timer.start()
             return
+        self._run_worker()
+
+    def _on_watchdog_kill(self, event: P.Failed) -> None:
+        """The watchdog ended the engine: the requests hear why, and it restarts with the same model. Not a
+        crash of the model's (a request's grammar, most often), so it does not count towards MAX_CRASHES."""
+        stalled = self._stalled
+        self.info = None
+        for rid, request in list(self._requests.items()):
+            del self._requests[rid]
+            request.sink(P.failed(P.ErrorKind.ENGINE_CRASHED, stalled, rid, log=event.get("log")))
+        self._cancelling_load = False
+        self._restarting = True
+        if self.process is not None:
+            old = self.process
+            threading.Thread(target=old.close, args=(1.0,), name="engine-reap", daemon=True).start()
+        self._tell(lambda listener: listener.engine_crashed(P.failed(P.ErrorKind.ENGINE_CRASHED, stalled,
+                                                                     log=event.get("log"))))
+        self.loading = self.options is not None and not self._no_restart
+        if self._no_restart:
+            self._stalled = None
+            return
+        if self.loading:
+            options = self.options
+            self._tell(lambda listener: listener.model_loading(options))
         self._run_worker()
 
     def _restart_after_stop(self, generation: int) -> None:

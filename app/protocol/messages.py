@@ -117,6 +117,9 @@ class LoadOptions(_Options):
     chat_template: str = "auto"
     # Load even when the memory-fit estimate says the model does not fit (app/engine/process/preflight.py).
     ignore_fit: bool = False
+    # The watchdog's least budget for one engine step (a token or a prompt batch), in seconds; None: its default
+    # (app/backends/supervisor.py: at least STEP_FLOOR_S, and STEP_FACTOR times the step time measured at load).
+    step_timeout_s: float | None = None
 
 
 @dataclass

@@ -81,6 +81,10 @@ LOAD_FIELDS = (
     OptionField("ignore_fit", "--ignore-fit",
                 "load even when the memory estimate says the model does not fit (may be very slow)",
                 remembered=False),
+    OptionField("step_timeout_s", "--step-timeout",
+                "end and restart the engine when one step (a token or a prompt batch) takes longer than this; the "
+                "request is told why (default: 50 times the step's time measured at load, at least 10 s)", "SECONDS",
+                dest="step_timeout", low=0.1, high=86400.0),
 )
 
 SAMPLING_FIELDS = (

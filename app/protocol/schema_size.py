@@ -12,6 +12,13 @@ length for a repeated literal. Their sum is an upper bound on what the converter
 one pass over the schema without recursion. A schema whose bound exceeds what llama.cpp will take anyway
 (MAX_GRAMMAR_CHARS) is refused at once; the converter then also counts what it really writes
 (BoundedRules), so nothing the estimate overlooks can grow past the limit either.
+
+Size is not the only cost. A small grammar can be so ambiguous that llama.cpp's grammar sampler follows an
+exploding number of parse stacks on every token (`^(a|a?){30}{30}$` is 900 copies of a choice that can also
+match nothing: one token took minutes in llama_grammar_reject_candidates_for_stack). So each pattern is
+parsed (check_pattern) and refused when its groups nest too deeply, when its nested repetition counts
+multiply past MAX_PATTERN_REPEAT, or when a part that can match nothing (an optional part, or an
+alternation with such a branch) is repeated more than MAX_AMBIGUOUS_REPEAT times in all. The engine's watchdog (app/backends/supervisor.py) still ends a step that runs too long.
 """
 
 from __future__ import annotations
@@ -26,6 +33,13 @@ COUNT_KEYS = ("minItems", "maxItems", "minLength", "maxLength", "minContains", "
 # What one copy costs beyond its rule name: separators, spaces, parentheses and a rule suffix ("-item12").
 COPY_OVERHEAD = 24
 _QUANTIFIER = re.compile(r"\{\s*(\d*)\s*(?:,\s*(\d*)\s*)?\}")
+
+
+MAX_PATTERN_DEPTH = 12  # groups and quantifiers nested inside each other
+MAX_PATTERN_REPEAT = 10_000  # the product of the repetition counts around any part of a pattern
+# The same, around a part that can match nothing: measured on the bundled model, 3 tokens of `(a?){16}{4}` (64)
+# took 4.7 s and `(a|a?){8}{8}` (64) never ended, where `(a|a?){16}` (16) took 0.4 s.
+MAX_AMBIGUOUS_REPEAT = 16
 
 
 class SchemaTooBig(ValueError):
@@ -50,6 +64,155 @@ def _pattern_cost(pattern: str) -> int:
     return total
 
 
+class _Part:
+    """What check_pattern knows of a parsed piece of a regex (bottom-up, without recursion)."""
+
+    __slots__ = ("depth", "product", "ambiguous_product", "nullable", "ambiguous", "first")
+
+    def __init__(self, first: str | None = None):
+        self.depth, self.product, self.ambiguous_product = 0, 1, 0
+        self.nullable = self.ambiguous = False
+        self.first = first  # its first character when it starts with a plain literal one
+
+
+def _sequence(parts: list[_Part]) -> _Part:
+    out = _Part(parts[0].first if parts else None)
+    out.nullable = all(p.nullable for p in parts)
+    for p in parts:
+        out.depth = max(out.depth, p.depth)
+        out.product = max(out.product, p.product)
+        out.ambiguous_product = max(out.ambiguous_product, p.ambiguous_product)
+        out.ambiguous = out.ambiguous or p.ambiguous
+    if parts and parts[0].nullable:
+        out.first = None
+    return out
+
+
+def _alternation(branches: list[_Part]) -> _Part:
+    if len(branches) == 1:
+        return branches[0]
+    out = _sequence(branches)
+    out.nullable = any(b.nullable for b in branches)
+    # A branch that can match nothing beside others that match something: each copy of the choice can take a
+    # character or not, and llama.cpp follows every way. (Branches that merely start alike, `(ab|ac){100}{100}`,
+    # cost little: measured at about 0.4 s a token on the bundled model, against minutes for `(a|a?){30}{30}`.)
+    out.ambiguous = out.ambiguous or out.nullable
+    out.first = None
+    return out
+
+
+def _quantified(part: _Part, low: int, high: int | None) -> _Part:
+    """part{low,high} (high None: unbounded, as * and + are: the converter writes a loop, not copies)."""
+    copies = max(low, high if high is not None else low + 1, 1)
+    out = _Part(None)
+    out.depth = part.depth + 1
+    out.product = min(part.product * copies, MAX_GRAMMAR_CHARS)
+    out.ambiguous_product = part.ambiguous_product * copies
+    if part.ambiguous or part.nullable:
+        out.ambiguous_product = max(out.ambiguous_product, copies)
+    out.ambiguous = part.ambiguous or (part.nullable and copies > 1)
+    out.nullable = part.nullable or low == 0
+    return out
+
+
+_BRACES = re.compile(r"\{\s*(\d*)\s*(,\s*(\d*)\s*)?\}")
+
+
+def pattern_measure(pattern: str) -> _Part:
+    """Parse a JSON-schema pattern (the regex subset llama-cpp-python's converter takes) into its measures."""
+    stack: list[tuple[list[_Part], list[_Part]]] = [([], [])]  # per open group: (finished branches, current one)
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        branches, seq = stack[-1]
+        if c == "(":
+            i += 1
+            if pattern.startswith("?:", i):
+                i += 2
+            stack.append(([], []))
+            continue
+        if c == ")":
+            if len(stack) == 1:
+                raise ValueError("an unmatched ')'")
+            stack.pop()
+            group = _alternation(branches + [_sequence(seq)])
+            group.depth += 1
+            stack[-1][1].append(group)
+            i += 1
+            continue
+        if c == "|":
+            branches.append(_sequence(seq))
+            seq.clear()
+            i += 1
+            continue
+        if c in "*+?{":
+            low, high, size = 0, None, 1
+            if c == "{":
+                m = _BRACES.match(pattern, i)
+                if not m:
+                    seq.append(_Part(c))  # a literal brace, as the converter reads one
+                    i += 1
+                    continue
+                low = int(m.group(1) or 0)
+                high = low if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
+                size = m.end() - i
+            elif c == "+":
+                low = 1
+            elif c == "?":
+                high = 1
+            if not seq:
+                raise ValueError(f"'{c}' repeats nothing")
+            low, high = min(low, MAX_GRAMMAR_CHARS), None if high is None else min(high, MAX_GRAMMAR_CHARS)
+            seq[-1] = _quantified(seq[-1], low, high)
+            i += size
+            if i < n and pattern[i] == "?":  # lazy: the same grammar
+                i += 1
+            continue
+        if c == "[":
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            seq.append(_Part(None))
+            i = j + 1
+            continue
+        if c == "\\":
+            seq.append(_Part(pattern[i + 1] if i + 1 < n and not pattern[i + 1].isalnum() else None))
+            i += 2
+            continue
+        if c in "^$":
+            i += 1
+            continue
+        seq.append(_Part(None if c == "." else c))
+        i += 1
+    if len(stack) != 1:
+        raise ValueError("an unclosed '('")
+    branches, seq = stack[0]
+    return _alternation(branches + [_sequence(seq)])
+
+
+def check_pattern(pattern: str, where: str) -> None:
+    """Raise SchemaTooBig for a pattern whose grammar llama.cpp could not follow in reasonable time."""
+    try:
+        m = pattern_measure(pattern)
+    except ValueError:
+        return  # not a regex the converter reads: it refuses it itself, with its own reason
+    reason = None
+    if m.depth > MAX_PATTERN_DEPTH:
+        reason = f"its groups and repetitions nest {m.depth} deep; the limit is {MAX_PATTERN_DEPTH}"
+    elif m.ambiguous_product > MAX_AMBIGUOUS_REPEAT:
+        reason = (f"it repeats a part that can also match nothing {m.ambiguous_product:,} times in all (each "
+                  f"copy can take a character or not, and llama.cpp follows every way); the limit is "
+                  f"{MAX_AMBIGUOUS_REPEAT}")
+    elif m.product > MAX_PATTERN_REPEAT:
+        reason = f"its nested repetition counts multiply to {m.product:,}; the limit is {MAX_PATTERN_REPEAT:,}"
+    if reason:
+        raise SchemaTooBig(f"{where} is a pattern llama.cpp cannot enforce in reasonable time: {reason}")
+
+
 def grammar_size_bound(schema: Any) -> tuple[int, str]:
     """(an upper bound on the characters its repetitions write, the JSON path of the largest one)."""
     total, worst, worst_path = 0, 0, "the schema"
@@ -63,6 +226,7 @@ def grammar_size_bound(schema: Any) -> tuple[int, str]:
                     cost = max(cost, _count(node[key]) * (name_len + COPY_OVERHEAD))
             pattern = node.get("pattern")
             if isinstance(pattern, str):
+                check_pattern(pattern, f"its {path}.pattern" if path else "its pattern")
                 cost += _pattern_cost(pattern)
             total += cost
             if cost > worst:
@@ -79,7 +243,10 @@ def grammar_size_bound(schema: Any) -> tuple[int, str]:
 
 def check_schema_size(schema: Any, param: str) -> None:
     """Raise SchemaTooBig, naming the part, for a schema whose grammar would be too big to use."""
-    bound, where = grammar_size_bound(schema)
+    try:
+        bound, where = grammar_size_bound(schema)
+    except SchemaTooBig as exc:  # a pattern too ambiguous (check_pattern)
+        raise SchemaTooBig(f"'{param}': {exc}. Simplify the pattern.") from None
     if bound > MAX_GRAMMAR_CHARS:
         raise SchemaTooBig(f"'{param}' asks for a grammar too big to enforce (its repetition counts, at "
                            f"{where}, would write about {bound:,} characters; the limit is {MAX_GRAMMAR_CHARS:,}). "

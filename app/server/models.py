@@ -14,6 +14,7 @@ Thread-safe and blocking (a load takes seconds): the API calls it from a worker 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -119,6 +120,8 @@ class ModelPool:
     def _ready(self, slot: _Slot) -> tuple[str, Backend]:
         slot.last_used = time.monotonic()
         backend = slot.backend
+        if (model_id(backend.info) is None or not backend.ready) and self.failed(backend):
+            self._load_again(slot)
         if model_id(backend.info) is None or not backend.ready:
             raise ApiError(503, "The model is loading; try again in a moment.", "unavailable_error",
                            code="model_loading")
@@ -127,28 +130,84 @@ class ModelPool:
         return slot.id or model_id(backend.info), backend
 
     def _load(self, path: str) -> _Slot:
+        """Load a model in an engine of its own. The models it makes room for are taken out of service but stay
+        loaded until it has loaded: a file that cannot load (truncated, corrupt) costs the request a 400 naming
+        it and why, never the working model. Only when the new one does not fit beside them are they let go
+        first, and it is tried again."""
         with self._loading:
             with self._lock:
                 for slot in self._slots:  # loaded meanwhile, or named differently
                     if os.path.realpath(slot.path) == os.path.realpath(path):
                         return slot
                 victims = self._make_room()
-            for victim in victims:
-                victim.backend.close()
             from app.backends.client import EngineClient
 
-            backend = self._make_backend()
             # A draft model belongs to the model the server started with; prompt lookup works with any.
             options = replace(self.load_options, model_path=path, draft_model=None)
+            backend = None
             try:
-                EngineClient(backend).load(options)
-            except HearthError as exc:
-                backend.close()
-                raise from_engine(ErrorKind.of(exc), str(exc)) from None
+                for attempt in (1, 2):
+                    backend = self._make_backend()
+                    try:
+                        EngineClient(backend).load(options)
+                        break
+                    except HearthError as exc:
+                        backend.close()
+                        kind = ErrorKind.of(exc)
+                        if kind is ErrorKind.MODEL_TOO_BIG and victims and attempt == 1:
+                            self._close(victims)  # it may fit once they are gone
+                            victims = []
+                            continue
+                        raise self._load_error(path, kind, exc) from None
+            except BaseException:
+                with self._lock:  # back in service: nothing was lost
+                    self._slots.extend(v for v in victims if v not in self._slots)
+                raise
+            self._close(victims)
             slot = _Slot(backend, path)
             with self._lock:
                 self._slots.append(slot)
             return slot
+
+    @staticmethod
+    def _close(victims: list[_Slot]) -> None:
+        for victim in victims:
+            victim.backend.close()
+
+    @staticmethod
+    def _load_error(path: str, kind: ErrorKind, exc: HearthError) -> ApiError:
+        """A requested model that cannot load is the request's to fix (another model): a 400 naming the file."""
+        if kind in (ErrorKind.MODEL_FILE, ErrorKind.MODEL_LOAD, ErrorKind.INVALID_REQUEST):
+            name = Path(path).name
+            message = str(exc) if name in str(exc) else f"The model file {name} cannot be loaded: {exc}"
+            return ApiError(400, f"{message} The model loaded before is still loaded.", param="model",
+                            code="model_load_failed")
+        return from_engine(kind, str(exc))
+
+    @staticmethod
+    def failed(backend: Backend) -> bool:
+        """A local engine that wants a model but is not loading it: its last load failed (a file truncated under
+        the server crashed the engine, and the restart could not load it). Nothing would try again by itself."""
+        return (getattr(backend, "options", None) is not None and not getattr(backend, "loading", True)
+                and not getattr(backend, "_starting", False) and getattr(backend, "info", None) is None)
+
+    def _load_again(self, slot: _Slot) -> None:
+        """Try the failed model once more for this request (the file may be back); its reason if it fails."""
+        from app.backends.client import EngineClient
+
+        with self._loading:
+            backend = slot.backend
+            if not self.failed(backend):
+                return  # another request's retry got there first
+            options = backend.options
+            try:
+                EngineClient(backend).load(options)
+            except HearthError as exc:
+                name = Path(options.model_path).name
+                reason = f"The model {name} could not be loaded: {exc}"
+                print(f"hearth: {reason}", file=sys.stderr, flush=True)  # the server's terminal hears why too
+                raise ApiError(503, f"{reason} The next request tries again.", "unavailable_error",
+                               code="model_load_failed") from None
 
     def _path_of(self, requested: str) -> str:
         """The file a request's `model` names among the catalog's models; never an arbitrary path a client

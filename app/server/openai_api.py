@@ -218,7 +218,14 @@ class OpenAIApi:
         has one) only that: a health check needs no more, and which model runs and when it is busy are the
         key holder's to know. With the key, or on a server without one, also the model and whether it is busy."""
         loaded = self.pool.loaded()
+        stalled = next((s for s in (getattr(b, "stalled", None) for b in loaded) if s), None)
+        if stalled:  # an engine step past its budget (the supervisor's watchdog): nothing is answered now
+            return ApiError(503, stalled, "unavailable_error", code="engine_stalled").response()
         ready = [b for b in loaded if b.ready]
+        failed = next((b for b in loaded if self.pool.failed(b)), None)
+        if not ready and failed is not None:  # not loading: its load failed, and the next request tries again
+            return ApiError(503, f"The model could not be loaded: {failed.load_error or 'see the server log'} The "
+                                 "next request tries again.", "unavailable_error", code="model_load_failed").response()
         if ready or (not loaded and self.pool.load_options is not None):  # none loaded: the next request loads
             if self.api_key and self._auth_error(request.scope) is not None:
                 return JSONResponse({"status": "ok"})

@@ -18,6 +18,7 @@ import numpy as np
 
 from app.core.errors import ContextTooLong, EmptyPrompt, GenerationError
 from app.core.metrics import peak_rss_mb
+from app.protocol import step_clock
 from app.engine.decoding.detok import TextStream
 from app.protocol.messages import DONE, PROGRESS, STATS, TOKEN, SamplingOptions
 from app.engine.decoding.runtime import Runtime
@@ -164,6 +165,7 @@ class Decoder:
                 break
             chunk = toks[done : done + n_batch]
             fill_batch(batch, chunk, len(self.tokens), seq=self.seq)
+            step_clock.mark(len(chunk))  # a prompt batch is one step for the watchdog, its budget by its size
             self._decode(batch)
             self.tokens.extend(chunk)
             done += len(chunk)
@@ -194,6 +196,7 @@ class Decoder:
         """
         n = len(toks)
         fill_batch(self._batch, toks, len(self.tokens), logits_all=True, seq=self.seq)
+        step_clock.mark(n)
         self._decode(self._batch)
         self.tokens.extend(toks)
         return np.ctypeslib.as_array(llama_cpp.llama_get_logits(self.rt.ctx), shape=(n, self.rt.n_vocab))

@@ -14,6 +14,7 @@ import llama_cpp
 import numpy as np
 
 from app.core.errors import ContextTooLong, GenerationError, InvalidRequest, ModelLoadError
+from app.protocol import step_clock
 from app.engine.decoding.decode import decode_error, fill_batch
 
 # Tokens of one input. llama.cpp pools one micro-batch, so a whole input is one batch, and every row of it is an
@@ -62,6 +63,7 @@ class Embedder:
     def _one(self, toks: list[int]) -> list[float]:
         llama_cpp.llama_memory_clear(self.memory, True)
         fill_batch(self._batch, toks, 0, logits_all=True)  # pooling reads every row
+        step_clock.mark(len(toks))
         rc = llama_cpp.llama_decode(self.ctx, self._batch)
         if rc != 0:
             raise decode_error(rc)

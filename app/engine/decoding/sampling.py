@@ -17,6 +17,7 @@ import random
 import llama_cpp
 import numpy as np
 
+from app.protocol import step_clock
 from app.engine.decoding.grammar import GrammarSampling
 from app.protocol.messages import SamplingOptions
 
@@ -82,6 +83,8 @@ class Sampler:
         return view
 
     def sample(self, idx: int = -1) -> int:
+        # A token's step starts here (a grammar can take for ever to sample; app/protocol/step_clock.py).
+        step_clock.mark(1)
         if self.fast_greedy:
             return int(self.logits(idx).argmax())
         if self.grammar is not None:

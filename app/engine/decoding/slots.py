@@ -25,6 +25,7 @@ import numpy as np
 from app.core.errors import GenerationError, HearthError
 from app.engine.decoding.decode import STATS_INTERVAL_S, Answer, Decoder, decode_error
 from app.protocol import messages as P
+from app.protocol import step_clock
 from app.engine.decoding.runtime import Runtime
 from app.engine.speculation.speculative import target_choices
 from app.engine.decoding.threads import SPLIT_KV_CELLS
@@ -139,6 +140,7 @@ class Slots:
             self.rt.hold_threads(any(slot.answer.sampling.greedy and len(slot.decoder.tokens) >= SPLIT_KV_CELLS
                                      for slot in running))
         started = time.perf_counter()
+        step_clock.mark(n)
         rc = llama_cpp.llama_decode(self.rt.ctx, batch)
         if rc != 0:
             self.fail_running(decode_error(rc))

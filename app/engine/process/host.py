@@ -23,6 +23,7 @@ from app import __version__
 from app.core.bundled import bundled_model_path
 from app.core.errors import HearthError, ModelFileError
 from app.protocol import messages as P
+from app.protocol import step_clock
 from app.protocol.coalesce import TokenCoalescer, coalescing
 from app.protocol.option_fields import check_options
 from app.engine.process.preflight import preflight
@@ -106,6 +107,7 @@ class Host:
             slots = self.running_slots
             answering = slots is not None
             if not answering and not waiting:
+                step_clock.idle()  # waiting for a command is no step: the watchdog must not count it
                 waiting.append(self.commands.get())
             while True:  # whatever else has arrived joins the line
                 try:
@@ -141,6 +143,7 @@ class Host:
         cmd = msg.get("cmd")
         rid = msg.get("id")
         self.running = rid
+        step_clock.idle()  # a load, or a request's template and tokenizing, are no step; its batches are
         if cmd in GENERATION and self.cancelled(rid).is_set():  # cancelled while it waited its turn
             self.emit({"ev": P.DONE, "id": rid, "text": "", "finish_reason": "cancelled",
                        "prompt_tokens": 0, "completion_tokens": 0})
@@ -211,7 +214,7 @@ class Host:
 
             self.session = Session.load(options, probe_model=_probe_model(options),
                                         progress=self._load_progress(rid))
-            self.emit({"ev": P.LOADED, "id": rid, **self.session.describe()})
+            self.emit({"ev": P.LOADED, "id": rid, **self.session.describe(), "step_s": _measure_step(self.session)})
         elif cmd in (P.CHAT, P.COMPLETE):
             if self.session is None:
                 raise HearthError("No model is loaded.")
@@ -274,6 +277,26 @@ class Host:
             self.session = None
 
 
+def _measure_step(session) -> float | None:
+    """Seconds one token's decode takes on this model here, the first one (the slowest: it builds the graph):
+    what the supervisor's watchdog scales a step's budget by. None where it cannot be measured."""
+    decoder = session.decoder
+    if decoder is None or decoder.tokens or session.refusal:
+        return None
+    try:
+        import llama_cpp
+
+        token = llama_cpp.llama_vocab_bos(session.rt.vocab)
+        started = time.perf_counter()
+        decoder.decode_one(token if token >= 0 else 0)
+        took = time.perf_counter() - started
+    except Exception:  # noqa: BLE001 - a model we cannot time gets the budget's floor
+        return None
+    finally:
+        decoder.reset()
+    return round(took, 6)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -303,6 +326,7 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     faulthandler.enable(file=sys.stderr)
+    step_clock.attach()  # the supervisor's watchdog reads it (app/protocol/step_clock.py)
     return Host(out_fd).run()
 
 
