@@ -32,8 +32,9 @@ _listeners: list[Callable[[str], None]] = []
 _said = threading.Lock()
 
 
-class StoreError(HearthError):
-    """A JSON store cannot be read or written as asked."""
+class StoreError(HearthError, OSError):
+    """A JSON store cannot be read or written as asked. An OSError too: callers that let a full or read-only
+    disk cost only the memory of a fact (the machine facts) go on catching OSError."""
 
 
 class StoreBusy(StoreError):
@@ -74,6 +75,11 @@ def remove_listener(listener: Callable[[str], None]) -> None:
     with _said:
         if listener in _listeners:
             _listeners.remove(listener)
+
+
+def is_object(data: Any) -> bool:
+    """The shape of a store kept as one JSON object (settings, the machine facts, the permissions)."""
+    return isinstance(data, dict)
 
 
 def _disk_sentence(path: Path, exc: OSError) -> str:
