@@ -19,9 +19,10 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from app.core.errors import HearthError
 

@@ -13,7 +13,14 @@ import json
 from typing import Any
 
 from app.core import paths
-from app.core.jsonstore import StoreError, keep_aside, locked, read_json, update_json, write_json
+from app.core.jsonstore import (
+    StoreError,
+    keep_aside,
+    locked,
+    read_json,
+    update_json,
+    write_json,
+)
 
 # The settings the app itself keeps, and the JSON type each must have. Others pass through unchecked.
 # load_options: the last load (the model started with); model_load_options: {model path: its last load};

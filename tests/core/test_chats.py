@@ -8,7 +8,13 @@ import time
 
 import pytest
 
-from app.core.chats import DEFAULT_TITLE, ChatStore, ChatStoreBusy, ChatStoreError, title_from
+from app.core.chats import (
+    DEFAULT_TITLE,
+    ChatStore,
+    ChatStoreBusy,
+    ChatStoreError,
+    title_from,
+)
 
 # Another program (a second Hearth busy with an import, a backup tool, a DB browser) holding the write lock
 # until told to let go on stdin.

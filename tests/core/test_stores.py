@@ -180,9 +180,8 @@ def test_a_store_lock_held_past_the_wait_is_busy_not_damage(tmp_path):
                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(jsonstore.StoreBusy, match="is busy"):
-            with jsonstore.locked(path, timeout=0.3):
-                pass
+        with pytest.raises(jsonstore.StoreBusy, match="is busy"), jsonstore.locked(path, timeout=0.3):
+            pass
     finally:
         holder.communicate("go\n", timeout=10)
     assert jsonstore.read_json(path) == {"kept": 1} and not list(tmp_path.glob("*.bad-*"))
@@ -196,3 +195,37 @@ with locked(Path(sys.argv[1])):
     print("held", flush=True)
     sys.stdin.readline()
 """
+
+
+def test_the_cli_says_a_damaged_library_once(hearth_home):
+    path = library.index_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(DAMAGE["torn"])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "HEARTH_NO_DISCOVERY": "1"}
+    first = subprocess.run([sys.executable, "-m", "app", "models", "list"], capture_output=True, text=True,
+                           env=env, timeout=120, check=False)
+    assert first.returncode == 0 and first.stderr.count("library.json was damaged") == 1, first.stderr
+    again = subprocess.run([sys.executable, "-m", "app", "models", "list"], capture_output=True, text=True,
+                           env=env, timeout=120, check=False)
+    assert "damaged" not in again.stderr
+    [kept] = path.parent.glob("library.json.bad-*")
+    assert kept.read_bytes() == DAMAGE["torn"]
+
+
+def test_a_damaged_store_whose_disk_refuses_the_move_is_not_written_over(tmp_path, monkeypatch):
+    """The read-only case where this machine's tests run as root (who writes anyway): the move aside fails."""
+    import errno
+
+    path = tmp_path / "store.json"
+    path.write_bytes(b"{torn")
+
+    def refuse(*_args):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(jsonstore.os, "rename", refuse)
+    jsonstore.take_notices()
+    assert jsonstore.read_json(path, {}) == {}
+    assert "could not be kept aside" in jsonstore.take_notices()[0]
+    with pytest.raises(jsonstore.StoreError, match="did not write over it"):
+        jsonstore.update_json(path, lambda d: {"new": 1}, {})
+    assert path.read_bytes() == b"{torn"

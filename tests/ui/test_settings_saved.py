@@ -44,8 +44,8 @@ def test_the_window_does_not_write_its_start_up_copy_over_another_process(qtbot,
     window = MainWindow(load_on_start=False)
     qtbot.addWidget(window)
     window.show()
-    subprocess.run([sys.executable, "-c", "from app.core.settings import update_settings; "
-                    "update_settings(theme='dark', enter_sends=False)"], check=True, timeout=60,
+    other = "from app.core.settings import update_settings; update_settings(theme='dark', enter_sends=False)"
+    subprocess.run([sys.executable, "-c", other], check=True, timeout=60,
                    env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     window.chat.input.set_enter_sends(True)
     window.close()
