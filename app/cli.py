@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:]
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    from app.core import jsonstore
+
+    # A damaged store (library.json, settings...) kept aside is said on stderr once, when it is found.
+    jsonstore.add_listener(lambda text: print(f"hearth: {text}", file=sys.stderr))
     try:
         if args.selftest:
             from app.selftest import run_selftest

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 
 from app.core import runtimes
-from app.core.jsonstore import read_json, update_json
+from app.core.jsonstore import is_object, read_json, update_json
 from app.core.paths import machine_facts_file
 
 FACTS_KEY = "runtimes_failed"
@@ -110,7 +110,7 @@ def _probe_from_json(data: dict) -> runtimes.RuntimeProbe | None:
 
 def _facts() -> dict:
     try:
-        facts = read_json(machine_facts_file(), {}) or {}
+        facts = read_json(machine_facts_file(), {}, valid=is_object)
     except OSError:  # a data folder that cannot be made: nothing was remembered
         return {}
     return facts if isinstance(facts, dict) else {}
@@ -120,7 +120,8 @@ def _keep(section: str, key: str, value) -> None:
     try:
         update_json(machine_facts_file(),
                     lambda facts: {**(facts if isinstance(facts, dict) else {}),
-                                   section: {**((facts or {}).get(section) or {}), key: value}}, {})
+                                   section: {**((facts or {}).get(section) or {}), key: value}}, {},
+                    valid=is_object)
     except OSError:
         pass  # a read-only data folder costs the memory of it, nothing else
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from app.core import paths
-from app.core.jsonstore import read_json, update_json
+from app.core.jsonstore import is_object, read_json, update_json
 
 KEPT = ("size_bytes", "kv_bytes", "mix", "kld_mean", "kld_p99", "kld_se", "same_top", "same_top_se", "ppl", "ppl_ratio",
         "positions")
@@ -54,12 +54,12 @@ def save_quality(result: dict) -> Path:
         return data
 
     target = store_path()
-    update_json(target, change, {})
+    update_json(target, change, {}, valid=is_object)
     return target
 
 
 def quality_for(model_path: str | Path) -> dict | None:
     """The kept entry for this model file ({text, ctx, base, rows: {key: figures}}), or None."""
-    data = read_json(store_path(), {})
+    data = read_json(store_path(), {}, valid=is_object)
     entry = data.get(str(Path(model_path).resolve())) if isinstance(data, dict) else None
     return entry if isinstance(entry, dict) and isinstance(entry.get("rows"), dict) else None

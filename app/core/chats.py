@@ -199,22 +199,79 @@ def title_from(text: str) -> str:
     return cut + "…"
 
 
+# How long opening or writing waits for another connection's lock (a second Hearth busy with a big import, a
+# backup tool, a DB browser) before saying the history is busy.
+BUSY_TIMEOUT_S = 5.0
+
+
+class ChatStoreBusy(ChatStoreError):
+    """Another program holds the chat database's lock past the wait: busy, never damage."""
+
+
+class _IntegrityFailure(sqlite3.DatabaseError):
+    """PRAGMA quick_check found damage in a file that opened."""
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "database is locked" in str(exc) or "database table is locked" in str(exc)
+
+
+def _damaged(exc: sqlite3.Error) -> bool:
+    """Only what says the bytes are wrong moves a file aside: a busy lock, a missing folder, a read-only or
+    full disk leave the file where it is (they say nothing about its contents)."""
+    if isinstance(exc, _IntegrityFailure):
+        return True
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    text = str(exc)
+    return "file is not a database" in text or "malformed" in text
+
+
 class ChatStore:
-    def __init__(self, path: Path | str | None = None, recover: bool = True):
+    def __init__(self, path: Path | str | None = None, recover: bool = True, busy_timeout: float = BUSY_TIMEOUT_S):
         """recover: a damaged file is moved aside and what SQLite can still read of it is copied into a
-        fresh one (`notice` says so); without it a damaged file raises ChatStoreError."""
+        fresh one (`notice` says so); without it a damaged file raises ChatStoreError. A database another
+        program holds locked for longer than busy_timeout is never treated as damage: without recover it
+        raises ChatStoreBusy; with it, chats are kept for this session only and `notice` says why."""
         self.path = Path(path) if path else paths.chats_db()
+        self.busy_timeout = busy_timeout
         self.notice: str | None = None  # what happened to a damaged or unusable history, for the window
         try:
-            self.db = self._open(self.path)
+            self.db = self._open(self.path, busy_timeout)
         except sqlite3.DatabaseError as exc:
-            if not recover:
+            if _busy(exc):
+                busy = self._busy_error()
+                if not recover:
+                    raise busy from None
+                self.notice = f"{busy} Until then, chats are kept for this session only."
+                self.db = self._memory()
+            elif not recover:
                 raise ChatStoreError(f"The chat history at {self.path} cannot be opened ({exc}).") from None
-            self.db = self._recover(exc)
+            elif _damaged(exc):
+                self.db = self._recover(exc)
+            else:  # a folder that cannot hold it, a read-only or full disk: the file (if any) stays untouched
+                self.notice = (f"The chat history at {self.path} cannot be used ({exc}). Chats are kept "
+                               "for this session only.")
+                self.db = self._memory()
+
+    def _busy_error(self) -> ChatStoreBusy:
+        return ChatStoreBusy(f"The chat history at {self.path} is busy: another Hearth window, or another "
+                             "program (a backup tool, a database browser), holds it. Close it and try again.")
 
     @staticmethod
-    def _open(path: Path) -> sqlite3.Connection:
-        db = sqlite3.connect(str(path))
+    def _memory() -> sqlite3.Connection:
+        db = sqlite3.connect(":memory:")
+        db.execute("PRAGMA foreign_keys = ON")
+        db.executescript(SCHEMA)
+        return db
+
+    @staticmethod
+    def _open(path: Path, busy_timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
+        db = sqlite3.connect(str(path), timeout=busy_timeout)
         try:
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA journal_mode = WAL")
@@ -222,7 +279,7 @@ class ChatStore:
             # Damage inside the file does not always stop it from opening: look before writing into it.
             verdict = db.execute("PRAGMA quick_check").fetchone()[0]
             if verdict != "ok":
-                raise sqlite3.DatabaseError(f"integrity check: {verdict}")
+                raise _IntegrityFailure(f"integrity check: {verdict}")
         except BaseException:
             db.close()
             raise
@@ -238,15 +295,12 @@ class ChatStore:
                 part = Path(str(self.path) + suffix)
                 if part.exists():
                     part.replace(Path(str(aside) + suffix))
-            db = self._open(self.path)
+            db = self._open(self.path, self.busy_timeout)
         except (OSError, sqlite3.DatabaseError) as exc:
             # A read-only or full disk: chats work for this session only, and the user is told.
             self.notice = (f"The chat history at {self.path} cannot be used ({error}; {exc}). Chats are kept "
                            "for this session only.")
-            db = sqlite3.connect(":memory:")
-            db.execute("PRAGMA foreign_keys = ON")
-            db.executescript(SCHEMA)
-            return db
+            return self._memory()
         saved, total = _copy_readable(aside, db)
         self.notice = (f"The chat history was damaged ({error}). It was moved to {aside.name}; "
                        f"{saved} of {total} conversations could be recovered into a fresh history.")
@@ -260,6 +314,8 @@ class ChatStore:
             with self.db:
                 return self.db.execute(sql, args)
         except sqlite3.DatabaseError as exc:
+            if _busy(exc):  # waited busy_timeout for another program's lock: nothing was written, nothing damaged
+                raise self._busy_error() from None
             raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
 
     # --- conversations --------------------------------------------------
@@ -309,6 +365,8 @@ class ChatStore:
                 self.db.executemany("INSERT OR IGNORE INTO chat_tools (conversation_id, server) VALUES (?, ?)",
                                     [(conversation_id, name) for name in servers])
         except sqlite3.DatabaseError as exc:
+            if _busy(exc):  # waited busy_timeout for another program's lock: nothing was written, nothing damaged
+                raise self._busy_error() from None
             raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
 
     # --- messages -------------------------------------------------------
@@ -368,6 +426,8 @@ class ChatStore:
                 self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?",
                                 (time.time(), current["conversation_id"]))
         except sqlite3.DatabaseError as exc:
+            if _busy(exc):  # waited busy_timeout for another program's lock: nothing was written, nothing damaged
+                raise self._busy_error() from None
             raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
         return number
 
@@ -391,6 +451,8 @@ class ChatStore:
                 for item in json.loads(kept or "[]"):
                     self._put_back(current["conversation_id"], item)
         except sqlite3.DatabaseError as exc:
+            if _busy(exc):  # waited busy_timeout for another program's lock: nothing was written, nothing damaged
+                raise self._busy_error() from None
             raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
 
     def _row(self, message_id: int) -> dict | None:
@@ -458,6 +520,8 @@ class ChatStore:
                 for item in messages:
                     self._put_back(cid, item)
         except sqlite3.DatabaseError as exc:
+            if _busy(exc):  # waited busy_timeout for another program's lock: nothing was written, nothing damaged
+                raise self._busy_error() from None
             raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
         return cid
 

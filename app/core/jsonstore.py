@@ -1,43 +1,222 @@
-"""Small JSON files that survive a crash mid-write (write to a temp, then rename), and read-modify-write
-updates that two processes can make at once without losing either (an OS file lock around them)."""
+"""Every JSON store's one rule (settings, library.json, system_prompts.json, tool-permissions.json, the machine
+facts, the bench's quality store):
+
+- a write is a locked read-modify-write: an OS file lock (fcntl on POSIX, msvcrt on Windows) on `<file>.lock`,
+  the file read again under it, the change applied to what is there now, and the result written to a temp
+  file in the same folder, flushed to disk and renamed over the old one, so that two processes lose neither's
+  change and a crash mid-write leaves the old file whole;
+- a damaged file (not JSON, not UTF-8, or not the shape its store expects) is moved aside byte for byte as
+  `<file>.bad-<time>`, said once (`take_notices`, and any listener), and never written over: the store goes
+  on from its defaults, and a damaged file that cannot be moved aside is never replaced;
+- a lock held past LOCK_TIMEOUT_S is StoreBusy, never damage;
+- a write that fails (a full or read-only disk) is StoreWriteError, one sentence, never swallowed.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
-from contextlib import contextmanager
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+
+from app.core.errors import HearthError
+
+LOCK_TIMEOUT_S = 10.0
+
+_notices: list[str] = []
+_listeners: list[Callable[[str], None]] = []
+_said = threading.Lock()
 
 
-def read_json(path: Path, default: Any = None) -> Any:
+class StoreError(HearthError, OSError):
+    """A JSON store cannot be read or written as asked. An OSError too: callers that let a full or read-only
+    disk cost only the memory of a fact (the machine facts) go on catching OSError."""
+
+
+class StoreBusy(StoreError):
+    """Another process holds the store's lock past the wait."""
+
+
+class StoreWriteError(StoreError):
+    """The store could not be written (a full or read-only disk, a folder that is a file)."""
+
+
+def _say(text: str) -> None:
+    with _said:
+        listeners = list(_listeners)
+        if not listeners:
+            _notices.append(text)
+    for listener in listeners:
+        listener(text)
+
+
+def take_notices() -> list[str]:
+    """What the stores found (damaged files kept aside) since last asked, each said once."""
+    with _said:
+        out, _notices[:] = list(_notices), []
+    return out
+
+
+def add_listener(listener: Callable[[str], None]) -> None:
+    """Call `listener(sentence)` for each notice from now on (the window's message bridge; it may be called
+    from any thread); the notices said before it was added are given to it first."""
+    with _said:
+        _listeners.append(listener)
+        waiting, _notices[:] = list(_notices), []
+    for text in waiting:
+        listener(text)
+
+
+def remove_listener(listener: Callable[[str], None]) -> None:
+    with _said:
+        if listener in _listeners:
+            _listeners.remove(listener)
+
+
+def is_object(data: Any) -> bool:
+    """The shape of a store kept as one JSON object (settings, the machine facts, the permissions)."""
+    return isinstance(data, dict)
+
+
+def _disk_sentence(path: Path, exc: OSError) -> str:
+    why = exc.strerror or str(exc)
+    import errno
+
+    if exc.errno == errno.ENOSPC:
+        why = "the disk is full"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        why = "the folder is read-only" if exc.errno == errno.EROFS else "Hearth may not write there"
+    return f"{path.name} could not be saved in {path.parent}: {why}."
+
+
+def _parse(raw: bytes, valid: Callable[[Any], bool] | None) -> tuple[bool, Any]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        # A missing or corrupt file falls back to defaults instead of failing the app.
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return False, None
+    return (valid is None or bool(valid(data))), data
+
+
+def _free_name(path: Path, tag: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.{tag}-{stamp}")
+    n = 2
+    while target.exists():
+        target = path.with_name(f"{path.name}.{tag}-{stamp}-{n}")
+        n += 1
+    return target
+
+
+def keep_aside(path: Path, copy: bool = False) -> Path:
+    """Move (or copy) `path` aside as `<name>.bad-<time>`, never over an earlier one; the caller holds the lock.
+    Raises OSError when the disk cannot take it."""
+    target = _free_name(path, "bad")
+    if copy:
+        target.write_bytes(path.read_bytes())
+    else:
+        os.rename(path, target)
+    return target
+
+
+class _Unkept(Exception):
+    """A damaged file stayed in place: reading goes on from defaults, writing must not replace it."""
+
+
+_said_for: set[str] = set()
+
+
+def _say_once(path: Path, text: str) -> None:
+    if str(path) not in _said_for:
+        _said_for.add(str(path))
+        _say(text)
+
+
+def _damaged(path: Path, raw: bytes, valid, quiet: bool, have_lock: bool) -> tuple[bool, Any]:
+    """A damaged file's bytes read: move it aside (under the lock, read again first: another process may have
+    just written it whole) and say so once. (True, data) if a sound file was found after all."""
+    try:
+        with (nullcontext() if have_lock else locked(path)):
+            try:
+                now = path.read_bytes()
+            except FileNotFoundError:
+                return False, None  # another process moved it aside already, and said so
+            if now != raw:
+                ok, data = _parse(now, valid)
+                if ok:
+                    return True, data
+            kept = keep_aside(path)
+    except (OSError, StoreBusy) as exc:
+        if not quiet:
+            _say_once(path, f"{path} is damaged and could not be kept aside ({getattr(exc, 'strerror', None) or exc}); "
+                            "its defaults are used, and nothing will be written over it.")
+        raise _Unkept() from None
+    if not quiet:
+        _say(f"{path.name} was damaged (it is not what Hearth wrote there); it is kept as {kept.name}, "
+             "and Hearth goes on without it.")
+    return False, None
+
+
+def read_json(path: Path, default: Any = None, valid: Callable[[Any], bool] | None = None,
+              quiet: bool = False) -> Any:
+    """The file's data; `default` when it is missing, unreadable or damaged (kept aside: see above).
+    valid(data): whether the data has the shape its store needs. quiet: a cache Hearth rebuilds by itself,
+    whose damage is no news to the user (it is still moved aside, not read)."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
         return default
+    except OSError as exc:
+        if not quiet:
+            _say_once(path, f"{path} could not be read ({exc.strerror or exc}); its defaults are used.")
+        return default
+    ok, data = _parse(raw, valid)
+    if ok:
+        return data
+    try:
+        ok, data = _damaged(path, raw, valid, quiet, have_lock=False)
+    except _Unkept:
+        return default
+    return data if ok else default
 
 
 def write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    """Write the whole file atomically (temp in the same folder, fsync, rename). Raises StoreWriteError."""
+    path = Path(path)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        tmp = None
+    except OSError as exc:
+        raise StoreWriteError(_disk_sentence(path, exc)) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `path`'s lock file (path + ".lock") for as long as the block runs."""
+def locked(path: Path, timeout: float | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on `path`'s lock file (path + ".lock") for as long as the block runs. Waits up to
+    `timeout` (LOCK_TIMEOUT_S) for another process's lock, then raises StoreBusy. OSError when the lock file
+    cannot be made (a read-only folder)."""
+    path = Path(path)
+    wait = LOCK_TIMEOUT_S if timeout is None else timeout
     path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait
     with open(str(path) + ".lock", "a+b") as fh:
         if os.name == "nt":
             import msvcrt
@@ -45,10 +224,12 @@ def locked(path: Path) -> Iterator[None]:
             fh.seek(0)
             while True:
                 try:
-                    msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)  # retries for 10 s, then raises
+                    msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
                     break
                 except OSError:
-                    continue
+                    if time.monotonic() > deadline:
+                        raise _busy(path, wait) from None
+                    time.sleep(0.02)
             try:
                 yield
             finally:
@@ -57,16 +238,50 @@ def locked(path: Path) -> Iterator[None]:
         else:
             import fcntl
 
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            while True:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise _busy(path, wait) from None
+                    time.sleep(0.02)
             try:
                 yield
             finally:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def update_json(path: Path, change: Callable[[Any], Any], default: Any = None) -> Any:
-    """Read, change and write a JSON file as one step among processes: `change(data)` returns the new data."""
-    with locked(path):
-        data = change(read_json(path, default))
-        write_json(path, data)
-        return data
+def _busy(path: Path, wait: float) -> StoreBusy:
+    return StoreBusy(f"{path} is busy: another Hearth process has held it for {wait:.0f} s. Try again.")
+
+
+def update_json(path: Path, change: Callable[[Any], Any], default: Any = None,
+                valid: Callable[[Any], bool] | None = None, quiet: bool = False) -> Any:
+    """Read, change and write a JSON file as one step among processes: `change(data)` returns the new data,
+    from what the file holds now (a damaged file is kept aside first, and `default` changed instead).
+    Raises StoreWriteError (the disk), StoreBusy (the lock) or StoreError (a damaged file that could not be
+    kept aside, which is then not written over)."""
+    path = Path(path)
+    try:
+        with locked(path):
+            data = default
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                raw = None
+            if raw is not None:
+                ok, parsed = _parse(raw, valid)
+                if ok:
+                    data = parsed
+                else:
+                    try:
+                        _damaged(path, raw, valid, quiet, have_lock=True)
+                    except _Unkept:
+                        raise StoreError(f"{path} is damaged and could not be kept aside; Hearth did not write "
+                                         "over it. Move it away, then try again.") from None
+            data = change(data)
+            write_json(path, data)
+            return data
+    except OSError as exc:  # the lock file itself: a read-only or full folder
+        raise StoreWriteError(_disk_sentence(path, exc)) from None

@@ -30,7 +30,7 @@ from app.core import paths
 from app.core.errors import HearthError, ModelFileError
 from app.core.gguf_info import read_gguf_info
 from app.core.gguf_names import SplitPart, split_part
-from app.core.jsonstore import read_json, update_json, write_json
+from app.core.jsonstore import is_object, read_json, update_json, write_json
 from app.core.units import human_size
 
 OWNED_SOURCES = ("hearth", "imported", "quantized")
@@ -69,7 +69,7 @@ def index_file() -> Path:
 
 
 def _index() -> list[dict]:
-    data = read_json(index_file(), {})
+    data = read_json(index_file(), {}, valid=_index_shape)
     return [e for e in data.get("models", []) if isinstance(e, dict) and e.get("path")] \
         if isinstance(data, dict) else []
 
@@ -81,7 +81,13 @@ def _update_index(change) -> None:
             if isinstance(data, dict) else []
         return {"models": change(entries)}
 
-    update_json(index_file(), apply, {})
+    update_json(index_file(), apply, {}, valid=_index_shape)
+
+
+def _index_shape(data) -> bool:
+    """What library.json must be: anything else is damage, kept aside and said (app/core/jsonstore.py), and the
+    next import does not write over it."""
+    return isinstance(data, dict) and isinstance(data.get("models", []), list)
 
 
 def register(path: str | Path, source: str, owned: bool) -> None:
@@ -259,7 +265,7 @@ def _display_name(path: Path, root: Path) -> str:
 
 def list_models(discover_others: bool = True, home: Path | None = None) -> list[LibraryEntry]:
     """Every model Hearth can load: bundled, its own, imported, and (read-only) other apps'."""
-    cache = read_json(_cache_file(), {}) or {}
+    cache = read_json(_cache_file(), {}, valid=is_object, quiet=True)  # rebuilt by itself: its damage is no news
     entries: list[LibraryEntry] = []
     seen: set[str] = set()
 
@@ -280,6 +286,7 @@ def list_models(discover_others: bool = True, home: Path | None = None) -> list[
 
     recorded = {e["path"]: e for e in _index()}
     models = paths.models_dir().resolve()
+    clean_partial_copies(models / "imported")
     for first, parts in _first_parts(_walk_gguf(models)):
         rec = recorded.get(str(first.resolve()))
         source = rec["source"] if rec else "hearth"
@@ -427,20 +434,87 @@ def import_model(path: str | Path, mode: str = "link") -> LibraryEntry:
     if mode == "copy" and shutil.disk_usage(dest_dir).free < needed:
         raise HearthError(f"Not enough disk space to copy {src.name} ({needed / 2**30:.2f} GB) into {dest_dir}.")
     done: list[Path] = []
+    partials: list[Path] = []
+    clean_partial_copies(dest_dir)
     try:
-        for p, t in zip(parts, targets):
-            if mode == "copy":
-                shutil.copy2(p, t)
-            else:
-                shutil.move(p, t)
-            done.append(t)
+        if mode == "copy":
+            # Each part copied under a temporary name first, then renamed: an interrupted copy (a kill, a power
+            # cut) is never a file under the final name, listed as a model and refused as a duplicate.
+            for p, t in zip(parts, targets):
+                partials.append(_copy_partial(p, t))
+            for partial, t in zip(partials, targets):
+                _rename_new(partial, t)
+                done.append(t)
+        else:
+            for p, t in zip(parts, targets):
+                try:
+                    os.rename(p, t)  # the same file system: at once, and whole
+                except OSError:  # another one: copied as above, then the source removed
+                    partial = _copy_partial(p, t)
+                    partials.append(partial)
+                    _rename_new(partial, t)
+                    p.unlink()
+                done.append(t)
     except OSError as exc:
         if mode == "copy":
-            for t in done:
+            for t in done + partials:
                 t.unlink(missing_ok=True)
         raise HearthError(f"Could not {mode} {src.name} into {dest_dir}: {exc.strerror or exc}.") from None
     register(targets[0], "imported", owned=True)
     return resolve(targets[0], discover_others=False)
+
+
+PARTIAL = ".partial-"  # in a copy's temporary name: ".<name>.partial-<pid>", never listed (not *.gguf)
+
+
+def _copy_partial(source: Path, target: Path) -> Path:
+    partial = target.with_name(f".{target.name}{PARTIAL}{os.getpid()}")
+    with source.open("rb") as src, partial.open("wb") as out:
+        shutil.copyfileobj(src, out, 16 * 2**20)
+        out.flush()
+        os.fsync(out.fileno())  # on disk before it has the final name
+    shutil.copystat(source, partial)
+    return partial
+
+
+def _rename_new(partial: Path, target: Path) -> None:
+    """partial becomes target, never over a file that came there meanwhile."""
+    try:
+        os.link(partial, target)  # fails if target exists: no clobbering
+    except FileExistsError:
+        raise OSError(f"{target.name} appeared in the folder during the copy") from None
+    except OSError:  # a file system without hard links
+        if target.exists():
+            raise OSError(f"{target.name} appeared in the folder during the copy") from None
+        os.replace(partial, target)
+        return
+    partial.unlink()
+
+
+def clean_partial_copies(folder: Path | None = None) -> list[Path]:
+    """Remove what interrupted copies left (their process is gone); the files removed."""
+    folder = folder or paths.models_dir() / "imported"
+    removed = []
+    try:
+        leftovers = [f for f in folder.iterdir() if f.name.startswith(".") and PARTIAL in f.name]
+    except OSError:
+        return removed
+    for leftover in leftovers:
+        pid = leftover.name.rsplit(PARTIAL, 1)[1]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue  # a copy under way in another process
+        try:
+            leftover.unlink()
+            removed.append(leftover)
+        except OSError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    return psutil.pid_exists(pid)
 
 
 @dataclass

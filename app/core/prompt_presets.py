@@ -1,6 +1,6 @@
 """System-prompt presets: named system prompts a user saves once and picks for any chat (no Qt; the window and
-the CLI share them). Kept in the config folder as JSON, written whole and under a lock (app/core/jsonstore.py),
-so that two windows saving at once lose neither preset. A first start has a few to show what they are for;
+the CLI share them). Kept in the config folder as JSON under every store's rule (app/core/jsonstore.py): locked,
+so that two windows saving at once lose neither preset, and a damaged file kept aside, never written over. A first start has a few to show what they are for;
 they are the user's to edit or delete like any other."""
 
 from __future__ import annotations
@@ -37,9 +37,14 @@ def _valid(data) -> list[dict] | None:
             if isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("text"), str)]
 
 
+def _shape(data) -> bool:
+    """Anything but a presets file is damage: kept aside and said, never written over (app/core/jsonstore.py)."""
+    return _valid(data) is not None
+
+
 def load_presets(path: Path | None = None) -> list[dict]:
     """[{name, text}] in the user's order; the starters until the user has saved or deleted one."""
-    found = _valid(read_json(path or presets_file()))
+    found = _valid(read_json(path or presets_file(), valid=_shape))
     return [dict(p) for p in STARTERS] if found is None else found
 
 
@@ -62,7 +67,7 @@ def save_preset(name: str, text: str, path: Path | None = None) -> list[dict]:
             presets.append({"name": name, "text": text})
         return {"presets": presets}
 
-    return update_json(path or presets_file(), change)["presets"]
+    return update_json(path or presets_file(), change, valid=_shape)["presets"]
 
 
 def delete_preset(name: str, path: Path | None = None) -> list[dict]:
@@ -71,7 +76,7 @@ def delete_preset(name: str, path: Path | None = None) -> list[dict]:
         presets = [dict(p) for p in STARTERS] if presets is None else presets
         return {"presets": [p for p in presets if p["name"].casefold() != name.casefold()]}
 
-    return update_json(path or presets_file(), change)["presets"]
+    return update_json(path or presets_file(), change, valid=_shape)["presets"]
 
 
 def find_preset(text: str, presets: list[dict]) -> str | None:

@@ -3,18 +3,24 @@
 The file is the user's to edit, so it is read with suspicion: a value of the wrong type is left out (that
 setting falls back to its default) instead of stopping the window, and a file that had to be corrected is
 kept beside it first, as settings.json.bad-<time>, so nothing the user wrote is lost. What was wrong is in
-`problems()` for the window to say.
+`problems()` for the window to say. Writes follow every store's rule (app/core/jsonstore.py): locked, only
+the keys that changed, into the file as it is now, and a failed write is an error with a sentence.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import time
 from typing import Any
 
 from app.core import paths
-from app.core.jsonstore import write_json
+from app.core.jsonstore import (
+    StoreError,
+    keep_aside,
+    locked,
+    read_json,
+    update_json,
+    write_json,
+)
 
 # The settings the app itself keeps, and the JSON type each must have. Others pass through unchecked.
 # load_options: the last load (the model started with); model_load_options: {model path: its last load};
@@ -35,48 +41,60 @@ def problems() -> list[str]:
 def load_settings() -> dict[str, Any]:
     _problems.clear()
     path = paths.settings_file()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        _problems.append(f"the settings file {path} could not be read ({exc}); defaults are used")
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        _problems.append(f"{path.name} is not a settings file any more; defaults are used "
-                         f"(the old file is kept as {_keep_aside(path).name})")
-        return {}
-    wrong = [key for key, kind in TYPES.items() if key in data and not isinstance(data[key], kind)]
-    if isinstance(data.get("imported_models"), list) and not all(isinstance(p, str) for p in data["imported_models"]):
-        wrong.append("imported_models")
+    # A file that is not a settings object at all is moved aside and said by the store (app/core/jsonstore.py).
+    data = read_json(path, {}, valid=lambda d: isinstance(d, dict))
+    wrong = _wrong_keys(data)
     if wrong:
-        kept = _keep_aside(path)
+        kept = _reset(path)
         _problems.append(f"{', '.join(wrong)} in {path.name} had values of the wrong type and were reset "
-                         f"(the file as it was is kept as {kept.name})")
+                         + (f"(the file as it was is kept as {kept.name})" if kept else
+                            "(the file could not be copied aside, so it is left as it is)"))
         for key in wrong:
-            del data[key]
+            data.pop(key, None)
     return data
 
 
-def _keep_aside(path):
-    target = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}")
+def _wrong_keys(data: dict) -> list[str]:
+    wrong = [key for key, kind in TYPES.items() if key in data and not isinstance(data[key], kind)]
+    if isinstance(data.get("imported_models"), list) and not all(isinstance(p, str) for p in data["imported_models"]):
+        wrong.append("imported_models")
+    return wrong
+
+
+def _reset(path):
+    """Copy the file aside byte for byte, then take its wrong values out of it, under the store's lock: the
+    user's file is kept whole, and the next start does not say it again. None when the disk cannot take it
+    (then the file is left as it is, and nothing the user wrote is lost)."""
     try:
-        shutil.copy2(path, target)
-    except OSError:
-        pass  # a disk that cannot take the copy: the settings are still read as well as they can be
-    return target
+        with locked(path):
+            current = read_json(path, {}, valid=lambda d: isinstance(d, dict))
+            wrong = _wrong_keys(current)
+            if not wrong:
+                return None
+            kept = keep_aside(path, copy=True)
+            write_json(path, {k: v for k, v in current.items() if k not in wrong})
+            return kept
+    except (OSError, StoreError):
+        return None
 
 
-def save_settings(settings: dict[str, Any]) -> None:
-    write_json(paths.settings_file(), settings)
+def save_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """Write these keys (and only these) into the file as it is now; the other keys stay as another process
+    left them. Raises StoreError (a full or read-only disk: StoreWriteError) with a sentence."""
+    return update_settings(**settings)
 
 
 def update_settings(**changes: Any) -> dict[str, Any]:
-    settings = load_settings()
-    settings.update(changes)
-    save_settings(settings)
-    return settings
+    """Set these keys, under the lock, in the file as it is now; the settings as they then are."""
+    return update_json(paths.settings_file(), lambda data: {**data, **changes}, {},
+                       valid=lambda d: isinstance(d, dict))
+
+
+def changed_keys(saved: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """The keys of `now` whose values differ from `saved` (what was last read or written): what a window that
+    has held its settings since start-up should write, so that it does not undo what another process changed."""
+    return {k: v for k, v in now.items() if k not in saved or _plain(saved[k]) != _plain(v)}
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from app.core import paths
 from app.core.errors import HearthError
-from app.core.jsonstore import locked, read_json, write_json
+from app.core.jsonstore import locked, read_json, update_json, write_json
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,48}$")
 HTTP_TYPES = ("http", "streamable-http", "streamableHttp", "streamable_http")
@@ -191,23 +191,24 @@ STOPPED = "stopped"  # the user stopped the answer (the window's Esc) while the 
 # The allow-list: {server: [tool, ...]} of tools the user allowed "always". Kept apart from mcp.json, which
 # the user may copy from or to another app whose own approvals are its business.
 
+def _permissions_shape(data) -> bool:
+    """{server: [tool, ...]}; anything else is damage, kept aside and said (app/core/jsonstore.py)."""
+    return isinstance(data, dict) and all(isinstance(v, list) for v in data.values())
+
+
 def allowed_tools(server: str) -> set[str]:
-    data = read_json(paths.tool_permissions_file(), {}) or {}
-    tools = data.get(server, []) if isinstance(data, dict) else []
-    return {t for t in tools if isinstance(t, str)}
+    data = read_json(paths.tool_permissions_file(), {}, valid=_permissions_shape)
+    return {t for t in data.get(server, []) if isinstance(t, str)}
 
 
 def allow_always(server: str, tool: str) -> None:
-    path = paths.tool_permissions_file()
-    with locked(path):
-        data = read_json(path, {}) or {}
-        data[server] = sorted(set(data.get(server, [])) | {tool})
-        write_json(path, data)
+    update_json(paths.tool_permissions_file(),
+                lambda data: {**data, server: sorted(set(data.get(server, [])) | {tool})}, {},
+                valid=_permissions_shape)
 
 
 def forget_permissions(server: str) -> None:
     path = paths.tool_permissions_file()
-    with locked(path):
-        data = read_json(path, {}) or {}
-        if data.pop(server, None) is not None:
-            write_json(path, data)
+    if server in read_json(path, {}, valid=_permissions_shape):
+        update_json(path, lambda data: {k: v for k, v in data.items() if k != server}, {},
+                    valid=_permissions_shape)

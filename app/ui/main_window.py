@@ -9,6 +9,8 @@ load the user waits for goes first), or when their tab is opened or something as
 from __future__ import annotations
 
 import html
+import json
+import sys
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QCoreApplication, Qt, QTimer, Signal
@@ -20,7 +22,8 @@ from app.core.bundled import bundled_model_path
 from app.core.chat_export import file_name, import_chat, write_export
 from app.core.chats import ChatStore
 from app.core.errors import HearthError
-from app.core.settings import THEMES, load_settings, problems, save_settings
+from app.core import jsonstore
+from app.core.settings import THEMES, changed_keys, load_settings, problems, save_settings
 from app.protocol.messages import STATS, LoadOptions, SamplingOptions
 from app.backends.supervisor import Supervisor
 from app.ui.chat.chat_view import ChatView
@@ -95,12 +98,16 @@ def memory_text(stats: dict) -> str:
 
 class MainWindow(QMainWindow):
     closed = Signal()
+    store_noticed = Signal(str)  # a store's notice (a damaged file kept aside), from any thread
 
     def __init__(self, load_on_start: bool = True, engine: Supervisor | None = None):
         """engine: a local engine already started (app.ui.app starts it before the window is built)."""
         super().__init__()
         self.setWindowTitle("Hearth")
         self.settings = load_settings()
+        # What the file held when last read or written: a save writes only what differs from it, so that this
+        # window does not write its start-up copy over what another process changed since.
+        self._settings_saved = json.loads(json.dumps(self.settings))
         self.settings_problems = problems()  # said once the status bar exists
         self.store = ChatStore()
         self.bridge = EngineBridge(self, engine)
@@ -143,6 +150,10 @@ class MainWindow(QMainWindow):
             self.show_message("Some settings were reset: " + "; ".join(self.settings_problems) + ".")
         if self.store.notice:  # a damaged chat history was moved aside (and what could be read recovered)
             self.show_message(self.store.notice)
+        # A damaged JSON store (settings, library, presets...) kept aside: said once, now and whenever found.
+        self.store_noticed.connect(self.show_message, Qt.QueuedConnection)
+        self._store_listener = self.store_noticed.emit
+        jsonstore.add_listener(self._store_listener)
         if load_on_start:
             self.load_start_model()
         after_first_paint(self, [self._unless_closed(self.models.start), self._unless_closed(lambda: self.monitor)])
@@ -394,6 +405,9 @@ class MainWindow(QMainWindow):
         self.notice_label.setToolTip(sentences)
         if self.bridge.options is not None:
             self.settings["load_options"] = self.bridge.options.to_dict()
+            # Saved now, not only at Settings > OK or a clean exit: a crash must not bring back the old load.
+            # After the other handlers of this load (the Models page keeps the model's own options).
+            QTimer.singleShot(0, self, self._unless_closed(self.save_state))
 
     def _show_picker_state(self, *_args) -> None:
         info = self.bridge.info if self.bridge.ready else None
@@ -594,10 +608,17 @@ class MainWindow(QMainWindow):
         self.settings["window_state"] = bytes(self.saveState().toBase64()).decode()
         self.settings["sampling"] = self.chat.sampling.options().to_dict()
         self.settings.update(self.models.settings_to_save())
+        changed = changed_keys(self._settings_saved, self.settings)
+        if not changed:
+            return
         try:
-            save_settings(self.settings)
-        except OSError:
-            pass
+            save_settings(changed)
+        except HearthError as exc:  # a full or read-only disk: said, never swallowed
+            self.show_message(f"Settings were not saved: {exc}")
+            if self._closed:  # the window is going: its status bar is not read any more
+                print(f"Hearth: settings were not saved: {exc}", file=sys.stderr)
+            return
+        self._settings_saved.update(json.loads(json.dumps(changed)))
 
     def apply_theme(self, dark: bool) -> None:
         self._dark = dark
@@ -625,5 +646,6 @@ class MainWindow(QMainWindow):
         self.bridge.blockSignals(True)
         QCoreApplication.sendPostedEvents()
         self.store.close()
+        jsonstore.remove_listener(self._store_listener)
         self.closed.emit()
         super().closeEvent(event)

@@ -92,10 +92,10 @@ def _started_s(pid: int | None) -> float | None:
 
 
 def _remembered_probe():
-    from app.core.jsonstore import read_json
+    from app.core.jsonstore import is_object, read_json
     from app.core.paths import machine_facts_file
 
-    return (read_json(machine_facts_file(), {}) or {}).get("extra_bufts")
+    return read_json(machine_facts_file(), {}, valid=is_object).get("extra_bufts")
 
 
 def run(as_json: bool = False) -> int:

@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
 import pytest
 
-from app.core.chats import DEFAULT_TITLE, ChatStore, ChatStoreError, title_from
+from app.core.chats import (
+    DEFAULT_TITLE,
+    ChatStore,
+    ChatStoreBusy,
+    ChatStoreError,
+    title_from,
+)
+
+# Another program (a second Hearth busy with an import, a backup tool, a DB browser) holding the write lock
+# until told to let go on stdin.
+HOLDER = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN EXCLUSIVE")
+db.execute("INSERT INTO conversations (title, system_prompt, created, updated) VALUES ('by the holder', '', 0, 0)")
+print("held", flush=True)
+sys.stdin.readline()
+db.execute("COMMIT")
+"""
 
 
 def test_conversations_survive_reopening(tmp_path):
@@ -113,6 +135,52 @@ def test_a_history_that_cannot_be_written_anywhere_keeps_chats_for_the_session(t
     assert store.notice and "for this session only" in store.notice
     cid = store.create("kept in memory")
     assert [c.title for c in store.list()] == ["kept in memory"] and cid
+
+
+def test_a_history_another_process_holds_locked_is_busy_and_never_moved_aside(tmp_path):
+    """#48 C11: a lock held past the wait was taken for damage: the live file renamed, a fresh history
+    started, and the user told it was damaged."""
+    path = tmp_path / "chats.sqlite3"
+    store = ChatStore(path)
+    cid = store.create("mine")
+    store.add_message(cid, "user", "hello")
+    store.close()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        busy = ChatStore(path, busy_timeout=0.5)
+        assert time.monotonic() - started >= 0.5  # it waited for the lock before saying so
+        assert busy.notice and "is busy" in busy.notice and "damaged" not in busy.notice
+        assert busy.list() == []  # this session's chats are kept apart, not written over the history
+        busy.close()
+        with pytest.raises(ChatStoreBusy, match="is busy: another Hearth window"):
+            ChatStore(path, recover=False, busy_timeout=0.2)
+        assert sorted(p.name for p in tmp_path.iterdir() if "damaged" in p.name) == []
+    finally:
+        holder.communicate("go\n", timeout=10)
+    assert holder.returncode == 0
+    again = ChatStore(path)
+    assert again.notice is None
+    assert sorted(c.title for c in again.list()) == ["by the holder", "mine"]
+    assert [m.content for m in again.messages(cid)] == ["hello"]
+
+
+def test_a_write_while_another_process_holds_the_lock_is_busy(tmp_path):
+    path = tmp_path / "chats.sqlite3"
+    store = ChatStore(path, busy_timeout=0.3)
+    cid = store.create("mine")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ChatStoreBusy, match="is busy"):
+            store.add_message(cid, "user", "while held")
+    finally:
+        holder.communicate("go\n", timeout=10)
+    store.add_message(cid, "user", "after")
+    assert [m.content for m in store.messages(cid)] == ["after"]
 
 
 def test_a_regenerated_answer_keeps_the_earlier_one_and_either_can_be_shown(tmp_path):

@@ -161,3 +161,45 @@ def test_processes_registering_at_once_keep_every_entry(tmp_path, hearth_home):
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / f"p{n}")], env=env) for n in range(8)]
     assert all(p.wait(120) == 0 for p in procs)
     assert len(library._index()) == 400
+
+
+def test_an_import_copy_killed_midway_leaves_no_model_and_its_leftover_is_cleaned(tmp_path, bundled_model,
+                                                                                 hearth_home):
+    """#48 C14: a kill -9 during `models import --copy` left a partial file under the final name, listed as a
+    model, and importing again was refused as a duplicate."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    src = tmp_path / "big.gguf"
+    shutil.copyfile(bundled_model, src)
+    with src.open("r+b") as fh:  # a sparse tail: a copy long enough to be caught in the middle
+        fh.truncate(src.stat().st_size + 3 * 2**30)
+    dest = paths.models_dir() / "imported"
+    proc = subprocess.Popen([sys.executable, "-m", "app", "models", "import", "--copy", str(src)],
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            written = [f for f in dest.glob("*big.gguf*") if f.stat().st_size > 64 * 2**20] if dest.is_dir() else []
+            if written:
+                break
+            time.sleep(0.005)
+        assert proc.poll() is None, "the copy ended before it could be interrupted"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert not (dest / "big.gguf").exists()  # never a partial file under the final name
+    assert [f.name for f in dest.iterdir()] == [f".big.gguf.partial-{proc.pid}"]
+    assert not [e for e in library.list_models(discover_others=False) if "big" in e.name]
+    assert list(dest.iterdir()) == []  # its process is gone: the leftover is cleaned
+    small = tmp_path / "small" / "big.gguf"
+    small.parent.mkdir()
+    shutil.copyfile(bundled_model, small)
+    entry = library.import_model(small, "copy")  # not refused as a duplicate
+    assert entry.path == str(dest / "big.gguf") and (dest / "big.gguf").stat().st_size == small.stat().st_size

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from app.core import paths
-from app.core.jsonstore import read_json, update_json
+from app.core.jsonstore import is_object, read_json, update_json
 from app.core.machine import cpu_name
 from app.core.proc import child_command, child_env
 
@@ -56,7 +56,7 @@ def facts_file() -> Path | None:
 
 def cached_result() -> dict | None:
     where = facts_file()
-    facts = (read_json(where, {}) if where else {}) or {}
+    facts = read_json(where, {}, valid=is_object) if where else {}
     entry = facts.get("extra_bufts")
     if isinstance(entry, dict) and entry.get("key") == machine_key():
         return entry
@@ -88,8 +88,7 @@ def run_probe(model_path: str) -> dict:
     if where is not None:
         try:
             # Locked: the speculation calibration (app/engine/speculation/spec_calibration.py) shares the file.
-            update_json(where, lambda facts: {**(facts if isinstance(facts, dict) else {}), "extra_bufts": entry},
-                        {})
+            update_json(where, lambda facts: {**facts, "extra_bufts": entry}, {}, valid=is_object)
         except OSError as exc:  # a full or read-only disk costs the memory of this answer, not the engine
             print(f"hearth: could not remember the probe's answer in {where}: {exc.strerror or exc}.",
                   file=sys.stderr)

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from app.core.jsonstore import read_json, update_json
+from app.core.jsonstore import is_object, read_json, update_json
 from app.engine.probes.probe import facts_file, machine_key
 from app.engine.decoding.threads import runnable_others
 
@@ -60,7 +60,7 @@ def draft_fields(drafter_rt) -> dict:
 def _entries() -> dict[str, dict]:
     """The kept calibrations by key, those that hold costs; {} when none can be read."""
     where = facts_file()
-    entries = ((read_json(where, {}) if where else {}) or {}).get(ENTRY)
+    entries = (read_json(where, {}, valid=is_object) if where else {}).get(ENTRY)
     if not isinstance(entries, dict):
         return {}
     return {k: e for k, e in entries.items() if isinstance(e, dict) and isinstance(e.get("costs"), dict)}
@@ -80,7 +80,7 @@ def _keep(key: str, entry: dict) -> None:
         return facts
 
     try:
-        update_json(where, change, {})
+        update_json(where, change, {}, valid=is_object)
     except OSError as exc:  # a full or read-only disk: this process keeps it, the next one measures again
         print(f"hearth: could not keep the speculation calibration in {where}: {exc.strerror or exc}.",
               file=sys.stderr)
