@@ -61,7 +61,8 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
                 base = ".".join([*anchor, base] if base else anchor)
             found.append((node.lineno, base))
             # `from app import core` / `from app.core import paths`: the names may be modules themselves.
-            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names if base in ("app",)]
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names
+                      if base == "app" or base.startswith("app.")]
     return found
 
 
@@ -146,4 +147,4 @@ def test_the_walk_catches_llama_cpp_outside_the_engine(tmp_path):
 def test_the_walk_sees_imports_inside_functions(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from app.ui.app import make_app\n    import PySide6.QtCore\n", encoding="utf-8")
-    assert [t for _, t in _imports(source, "app.core.m")] == ["app.ui.app", "PySide6.QtCore"]
+    assert [t for _, t in _imports(source, "app.core.m")] == ["app.ui.app", "app.ui.app.make_app", "PySide6.QtCore"]

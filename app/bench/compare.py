@@ -60,7 +60,7 @@ def _status(row: dict | None) -> str:
 
 
 def _side(r: dict) -> dict:
-    from app.bench.machine import machine_label
+    from app.bench.results import machine_label
 
     return {"model": r.get("model"), "started": r.get("started"), "machine": machine_label(r.get("machine", {})),
             "threads": r.get("threads"), "repeats": r.get("repeats"), "quick": r.get("quick"),

@@ -40,10 +40,3 @@ def describe_machine() -> dict:
         "python": sys.version.split()[0],
         "hearth": __version__,
     }
-
-
-def machine_label(m: dict) -> str:
-    """One line naming the machine, for table captions."""
-    ram = m.get("ram_total_mb", 0) / 1024
-    return (f"{m.get('cpu', '?')}, {m.get('physical_cores', '?')} cores, {ram:.0f} GiB RAM, "
-            f"GPU: {m.get('gpu', '?')}, llama-cpp-python {m.get('llama_cpp_python', '?')}")

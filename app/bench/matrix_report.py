@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from app.bench.machine import machine_label
+from app.bench.results import machine_label
 from app.core.errors import HearthError
 
 

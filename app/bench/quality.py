@@ -425,3 +425,15 @@ def run(options: QualityOptions, plot=None) -> int:
     else:
         print(json.dumps(result, indent=2))
     return 0 if all(row["ok"] for row in result["rows"] + (result["kv"] or {}).get("rows", [])) else 1
+
+
+def measure_and_keep(model: str, text: str, progress=None) -> dict:
+    """The window's quality measurement (its quantize pane): measure `model` (the bundled one from its F16
+    copy) on the text and keep the figures where the pane reads them. Runs in app/bench/job_worker.py."""
+    from app.bench.quality_store import save_quality
+    from app.core.bundled import bundled_model_path
+
+    bundled = Path(model).resolve() == Path(bundled_model_path()).resolve()
+    result = measure(QualityOptions(text=text, model=None if bundled else model), progress)
+    save_quality(result)
+    return {"model": model}

@@ -40,3 +40,10 @@ def load_result(path: str | Path) -> dict:
     if not isinstance(data, dict) or data.get("kind") != KIND or not isinstance(data.get("rows"), list):
         raise HearthError(f"{p.name} is not a result of `hearth bench matrix`.")
     return data
+
+
+def machine_label(m: dict) -> str:
+    """One line naming the machine, for table captions."""
+    ram = m.get("ram_total_mb", 0) / 1024
+    return (f"{m.get('cpu', '?')}, {m.get('physical_cores', '?')} cores, {ram:.0f} GiB RAM, "
+            f"GPU: {m.get('gpu', '?')}, llama-cpp-python {m.get('llama_cpp_python', '?')}")

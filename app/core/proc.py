@@ -39,6 +39,7 @@ ENTRY_POINTS = {
     "--runtime-build": EntryPoint("app.core.runtime_build", "main", True),
     "--quantize-worker": EntryPoint("app.core.quantize_worker", "main", True),
     "--convert-worker": EntryPoint("app.core.convert_worker", "main", True),
+    "--bench-job": EntryPoint("app.bench.job_worker", "main", False),
     "--bench-matrix-worker": EntryPoint("app.bench.matrix_worker", "main", False),
     "--imatrix-worker": EntryPoint("app.engine.quantization.imatrix_worker", "main", True),
 }

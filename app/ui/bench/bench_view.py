@@ -1,7 +1,7 @@
 """The Benchmark tab: what quantization, speculation and the KV-cache settings buy on this machine.
 
-It runs app.bench.matrix.run_matrix on a worker thread (the matrix itself
-measures in child processes), with the Models page's JobBar for progress and
+It runs app.bench.matrix.run_matrix in a child process (app/bench/jobs.py; the matrix itself
+measures in child processes of its own), with the Models page's JobBar for progress and
 Cancel, then shows the matrix as a table per workload and a bar chart of
 generation speed, and exports it as JSON or CSV. A saved result can be
 opened again to compare.
@@ -50,12 +50,6 @@ def run_estimate(repeats: int, quick: bool, size_bytes: int | None = None) -> st
 
 def matrix_available() -> bool:
     return importlib.util.find_spec("app.bench.matrix") is not None
-
-
-def _matrix():
-    from app.bench import matrix
-
-    return matrix
 
 
 class BenchView(QWidget):
@@ -188,8 +182,12 @@ class BenchView(QWidget):
         model, quick, repeats, rows = self.model_path, self.quick.isChecked(), self.repeats.value(), self.rows
 
         def work(report, cancel):
-            return _matrix().run_matrix(model, progress=lambda f, message: report(f, 1.0, message), cancel=cancel,
-                                        repeats=repeats, quick=quick, rows=rows)
+            from app.bench.jobs import run_job
+
+            # In a child: the matrix's quality rows load models, and llama.cpp never runs in the window.
+            return run_job("app.bench.matrix:run_matrix", {"model": model, "repeats": repeats, "quick": quick,
+                                                           "rows": rows},
+                           lambda f, message: report(f, 1.0, message), cancel)
 
         started = self.jobs.start("benchmark", "Benchmarking…", work)
         self._update_buttons()
@@ -224,7 +222,7 @@ class BenchView(QWidget):
 
     @staticmethod
     def _caption(result: dict) -> str:
-        from app.bench.machine import machine_label
+        from app.bench.results import machine_label
 
         runs = f"median [min-max] of {result.get('repeats')} runs" + (" (quick)" if result.get("quick") else "")
         bw = (result.get("bandwidth") or {}).get("read_gb_s")

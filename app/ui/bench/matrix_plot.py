@@ -7,7 +7,7 @@ from pathlib import Path
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QPen
 
-from app.bench.machine import machine_label
+from app.bench.results import machine_label
 from app.core.errors import HearthError
 from app.ui.bench.canvas import white_canvas
 

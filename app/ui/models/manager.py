@@ -170,20 +170,17 @@ def quantize(path: str, qtype: str, progress: Callable[[int, int], None], cancel
 
 
 def measure_quality(path: str, text: str, progress: Callable[..., None], cancel: threading.Event) -> str:
-    """`hearth bench quality --model PATH --text TEXT` on a worker thread, its figures kept for the quantize pane
-    (app/bench/quality_store.py); returns the model path. The bundled model is measured from its F16 copy."""
-    from app.bench.quality import QualityOptions, measure
-    from app.bench.quality_store import save_quality
-    from app.core.bundled import bundled_model_path
+    """`hearth bench quality --model PATH --text TEXT` in a child process (llama.cpp never runs in the window),
+    its figures kept for the quantize pane (app/bench/quality_store.py); returns the model path. The bundled
+    model is measured from its F16 copy."""
+    from app.bench.jobs import JobCancelled, run_job
     from app.core.errors import HearthError
 
-    def say(fraction: float, what: str) -> None:
-        if cancel.is_set():
-            raise HearthError("Measuring was cancelled.")
-        progress(fraction, 1.0, what)
-
-    bundled = Path(path).resolve() == Path(bundled_model_path()).resolve()
-    save_quality(measure(QualityOptions(text=text, model=None if bundled else path), say))
+    try:
+        run_job("app.bench.quality:measure_and_keep", {"model": path, "text": text},
+                lambda fraction, what: progress(fraction, 1.0, what), cancel)
+    except JobCancelled:
+        raise HearthError("Measuring was cancelled.") from None
     return path
 
 
