@@ -1,4 +1,4 @@
-"""`hearth models list|inspect|search|pull|import|rm|fit|quantize`: the model manager on the command line."""
+"""`hearth models list|show|search|pull|import|rm|fit|quantize`: the model manager on the command line."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def register(sub) -> None:
     s.add_argument("--no-discover", action="store_true", help="skip other apps' folders")
     s.set_defaults(func=_list)
 
-    s = models_sub.add_parser("inspect", help="GGUF metadata without loading the model")
+    s = models_sub.add_parser("show", aliases=["inspect"], help="GGUF metadata without loading the model")
     s.add_argument("model", metavar="PATH|NAME")
     s.add_argument("--json", action="store_true")
     s.add_argument("--tensors", action="store_true", help="also list every tensor (with --json)")
