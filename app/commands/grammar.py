@@ -159,8 +159,10 @@ class Parser(argparse.ArgumentParser):
             if flag in below._option_string_actions:
                 return f" ({flag} belongs to '{below.prog}': give it after '{below.prog.rsplit(' ', 1)[-1]}')"
             below = below.chosen
-        close = difflib.get_close_matches(flag, list(self._option_string_actions), n=1)
-        return f" (did you mean {close[0]}?)" if close else ""
+        # Compared without their dashes, which every flag shares and which would make unlike names look alike.
+        flags = {f.lstrip("-"): f for f in self._option_string_actions}
+        close = difflib.get_close_matches(flag.lstrip("-"), list(flags), n=1)
+        return f" (did you mean {flags[close[0]]}?)" if close else ""
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, tuple[argparse.ArgumentParser, list[str], str]]:
