@@ -15,7 +15,7 @@ from app.core.units import human_size
 
 
 def register(sub) -> None:
-    p = sub.add_parser("models", help="list, inspect, search, download, import, remove, fit and quantize models",
+    p = sub.add_parser("models", help="list, show, search, download, import, remove, fit and quantize models",
                        description="The local model library and Hugging Face downloads.")
     models_sub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
 
