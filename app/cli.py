@@ -31,7 +31,8 @@ def command_modules(argv: list[str] | None) -> list[str]:
     if not argv:
         return []
     named = f"app.commands.{argv[0]}"
-    return [named] if named in COMMAND_MODULES else COMMAND_MODULES
+    # `hearth completion` writes out every command, so it needs them all.
+    return [named] if named in COMMAND_MODULES and argv[0] != "completion" else COMMAND_MODULES
 
 
 def build_parser(argv: list[str] | None = None) -> Parser:

@@ -11,12 +11,14 @@ def register(sub) -> None:
                        "Bash: add `source <(hearth completion bash)` to ~/.bashrc. Zsh: add `source <(hearth "
                        "completion zsh)` to ~/.zshrc, after compinit.")
     p.add_argument("shell", choices=SHELLS)
-    p.set_defaults(func=run)
+    p.set_defaults(func=lambda args: run(args, p))
 
 
-def run(args) -> int:
-    from app.cli import build_parser
+def run(args, parser) -> int:
     from app.commands.grammar import completion_script
 
-    print(completion_script(build_parser(), args.shell), end="")
+    root = parser
+    while root.parent is not None:  # set by the parse that chose this command (grammar.Parser)
+        root = root.parent
+    print(completion_script(root, args.shell), end="")
     return 0
