@@ -19,7 +19,7 @@ from collections.abc import Iterator
 # One example per command, by its path; the first word of each is `hearth`.
 EXAMPLES = {
     "": "hearth chat --prompt 'Why is the sky blue?'",
-    "chat": "hearth chat --model bundled --temp 0.2 --docs notes --prompt 'What did we decide?'",
+    "chat": "hearth chat --model bundled --temp 0.2 --prompt 'Write a haiku about tea.'",
     "serve": "hearth serve --port 8080 --parallel 2",
     "doctor": "hearth doctor --json",
     "gui": "hearth gui --startup-time",
