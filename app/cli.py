@@ -7,7 +7,6 @@ log whose path is printed instead of a traceback.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
 import sys
@@ -15,11 +14,12 @@ import sys
 from app import __version__
 from app.core.crashlog import write_crash_log
 from app.core.errors import HearthError
+from app.commands.grammar import Parser, add_examples
 
 # Each module has register(subparsers); optional ones are added when present.
 COMMAND_MODULES = ["app.commands.chat", "app.commands.serve", "app.commands.doctor", "app.commands.bench",
                    "app.commands.models", "app.commands.runtimes", "app.commands.gui", "app.commands.docs",
-                   "app.commands.tools"]
+                   "app.commands.tools", "app.commands.completion"]
 
 
 def command_modules(argv: list[str] | None) -> list[str]:
@@ -31,12 +31,13 @@ def command_modules(argv: list[str] | None) -> list[str]:
     if not argv:
         return []
     named = f"app.commands.{argv[0]}"
-    return [named] if named in COMMAND_MODULES else COMMAND_MODULES
+    # `hearth completion` writes out every command, so it needs them all.
+    return [named] if named in COMMAND_MODULES and argv[0] != "completion" else COMMAND_MODULES
 
 
-def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> Parser:
     """The parser for argv (None: for every command)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="hearth",
         description="Run large language models on your own computer. Without a command, Hearth opens "
         "its window (or a terminal chat where no GUI can start).",
@@ -47,6 +48,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     for name in command_modules(argv):
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name).register(sub)
+    add_examples(parser)
     return parser
 
 

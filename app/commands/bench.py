@@ -74,7 +74,8 @@ def _add_spec(kinds) -> None:
                          "print as they complete.")
     add_model_args(p)
     p.add_argument("--quants", default=",".join(spec.QUANTS), help="target quantizations (comma-separated)")
-    p.add_argument("--draft", metavar="PATH", help="draft model (default: the bundled model in Q4_0)")
+    p.add_argument("--draft-model", "--draft", dest="draft", metavar="PATH",
+                   help="draft model (default: the bundled model in Q4_0)")
     p.add_argument("--max-tokens", type=int, default=300, metavar="N")
     p.add_argument("--llama-tokens", type=int, default=spec.LLAMA_TOKENS, metavar="N",
                    help="tokens per llama-cpp-python lookup run (it is slow; its rate is per token all the same)")

@@ -38,7 +38,7 @@ def register(sub) -> None:
     search.add_argument("query", metavar="QUERY")
     search.add_argument("--collection", "-c", metavar="NAME", action="append",
                         help="search this collection (repeatable; default: all)")
-    search.add_argument("-k", type=int, default=5, metavar="N", help="passages to show (default 5)")
+    search.add_argument("--limit", "-k", dest="k", type=int, default=5, metavar="N", help="passages to show (default 5)")
     search.add_argument("--mode", choices=("fused", "bm25", "vector"), default="fused",
                         help="fused (default): BM25 and vectors by reciprocal rank; or one of them alone")
     search.add_argument("--embed-model", metavar="GGUF", help="the embedding GGUF the collection was indexed with")

@@ -1,4 +1,4 @@
-"""`hearth models list|inspect|search|pull|import|rm|fit|quantize`: the model manager on the command line."""
+"""`hearth models list|show|search|pull|import|rm|fit|quantize`: the model manager on the command line."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from app.core.units import human_size
 
 
 def register(sub) -> None:
-    p = sub.add_parser("models", help="list, inspect, search, download, import, remove, fit and quantize models",
+    p = sub.add_parser("models", help="list, show, search, download, import, remove, fit and quantize models",
                        description="The local model library and Hugging Face downloads.")
     models_sub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
 
@@ -24,7 +24,7 @@ def register(sub) -> None:
     s.add_argument("--no-discover", action="store_true", help="skip other apps' folders")
     s.set_defaults(func=_list)
 
-    s = models_sub.add_parser("inspect", help="GGUF metadata without loading the model")
+    s = models_sub.add_parser("show", aliases=["inspect"], help="GGUF metadata without loading the model")
     s.add_argument("model", metavar="PATH|NAME")
     s.add_argument("--json", action="store_true")
     s.add_argument("--tensors", action="store_true", help="also list every tensor (with --json)")

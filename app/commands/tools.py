@@ -29,7 +29,9 @@ def register(sub) -> None:
                          "a remote one: `hearth tools add docs --url https://host/mcp --header 'Authorization: "
                          "Bearer ...'`. " + RUNS_AS_USER)
     add.add_argument("name")
-    add.add_argument("command", nargs=argparse.REMAINDER, help="the program to start and its arguments, after --")
+    # Not REMAINDER, which took every word after NAME as the program, a mistyped option (--command) too.
+    add.add_argument("command", nargs="*", metavar="-- COMMAND", help="the program to start and its arguments, after --")
+    add.program = ("command", "the server's command")  # grammar.Parser: an unknown option says so
     add.add_argument("--url", help="a streamable-HTTP MCP server's address")
     add.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="an HTTP header (repeatable)")
     add.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
