@@ -11,7 +11,7 @@ import pytest
 
 from app.core.errors import ContextTooLong
 from app.protocol.messages import SamplingOptions
-from tests.engine.test_literal import session  # noqa: F401 (fixture: the bundled model, n_ctx 512)
+from tests.engine.prompt.test_literal import session  # noqa: F401 (fixture: the bundled model, n_ctx 512)
 
 
 TEXTS = [
