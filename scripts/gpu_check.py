@@ -284,6 +284,68 @@ def make_models(env: dict, log: Log, dry_run: bool, small: bool) -> dict[str, Pa
     return made
 
 
+class GpuSampler:
+    """The GPU's memory in use, sampled by nvidia-smi every 200 ms while a command runs: the peak over the idle
+    baseline is what that command's load held on the device (the fit's prediction is checked against it), and
+    the series shows memory moving with the load (what the monitor's VRAM graph draws from llama.cpp's figure)."""
+
+    def __init__(self):
+        import threading
+
+        self.samples: list[tuple[float, float]] = []
+        self.started = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                                          "-lms", "200"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         text=True)
+        except OSError:  # no nvidia-smi (a dry run): no samples
+            self.proc = None
+            return
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                self.samples.append((round(time.monotonic() - self.started, 2), float(line.split(",")[0])))
+            except ValueError:
+                pass
+
+    def stop(self) -> dict:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait()
+            self.thread.join(2)
+        used = [mb for _, mb in self.samples]
+        return {"baseline_mb": used[0] if used else None, "peak_mb": max(used) if used else None,
+                "held_mb": (max(used) - used[0]) if used else None, "series": self.samples[::5]}
+
+
+def agree_and_fit(env: dict, log: Log, models: dict[str, Path], dry_run: bool) -> None:
+    """Issue #46's first part: each model's first words fully offloaded against the CPU runtime's (greedy), and
+    what `models fit` predicted for that load against what the GPU held while it answered."""
+    # The engine process takes its runtime from Hearth's own runtime choice, not from the variables the
+    # in-process benchmarks are given.
+    own = {k: v for k, v in env.items() if k not in ("LLAMA_CPP_LIB_PATH", "LD_LIBRARY_PATH")}
+    if "LD_LIBRARY_PATH" in os.environ:
+        own["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
+    gpu_runtime = "auto" if dry_run else "cuda"
+    run(log, hearth("doctor", "--json"), 120, env=own, save="doctor")
+    for key in ("small-q4_0", "big-q4_0", "big-f16"):
+        model = models[key]
+        run(log, hearth("models", "fit", model, "--ctx", "4096", "--json"), 120, env=own, save=f"fit {model.stem}")
+        for runtime, layers in ((gpu_runtime, "-1"), ("cpu", "0")):
+            sampler = GpuSampler()
+            run(log, hearth("chat", "--model", model, "--runtime", runtime, "--gpu-layers", layers, "--ctx", "4096",
+                            "--prompt", "Write one sentence about the sea.", "--temp", "0", "--max-tokens", "12",
+                            "--json"), 180, env=own, save=f"chat {model.stem} {runtime}")
+            log.keep(f"gpu memory {model.stem} {runtime}", json.dumps(sampler.stop()))
+            held = log.results[f"gpu memory {model.stem} {runtime}"]["held_mb"]
+            answer = log.results.get(f"chat {model.stem} {runtime}")
+            words = answer.get("text", "")[:60] if isinstance(answer, dict) else "(no answer)"
+            log(f"  {model.stem} on {runtime}: {words!r}; GPU held {held} MB")
+
+
 def bench(dry_run: bool, quick: bool, small: bool = False) -> int:
     log = Log("bench-dry" if dry_run else "bench")
     WORK.mkdir(parents=True, exist_ok=True)
@@ -309,6 +371,7 @@ def bench(dry_run: bool, quick: bool, small: bool = False) -> int:
     # The extra-buffer probe and bench spec's defaults look for the bundled model, which is too big to carry:
     # a random model of its shape stands in, in Q4_0 (Hearth's quantizer does not make the bundled Q4_1).
     env["HEARTH_BUNDLED_MODEL"] = str(models["small-q4_0"])
+    agree_and_fit(env, log, models, dry_run)
     tools = WORK / "tools"
     repeats = "1" if dry_run or quick else "2"
     big, n_layer = models["big-q4_0"], (DRY_BIG if dry_run or small else BIG)["n_layer"]

@@ -138,6 +138,8 @@ def _chat(client: EngineClient, info: dict, args: argparse.Namespace, sampling, 
             out = {"model": info.get("model"), "model_path": info.get("path"),
                    # where it ran: the engine runtime and its devices, and the layers llama.cpp put on them
                    "runtime": info.get("runtime"), "gpu_layers": info.get("gpu_layers"),
+                   # the GPUs' memory in use once loaded, as the monitor's VRAM graph shows it
+                   "gpu_mb": info.get("gpu_mb"), "gpu_total_mb": info.get("gpu_total_mb"),
                    "chat_format": info.get("chat_format")}
             out.update({k: done[k] for k in keys if k in done})
             if calls is not None:  # each call: its arguments, whether it was allowed, and what came back
