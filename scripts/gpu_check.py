@@ -406,6 +406,12 @@ def bench(dry_run: bool, quick: bool, small: bool = False) -> int:
     run(log, hearth("bench", "spec", "--model", models["big-f16"], "--quants", "Q4_0", "--draft",
                     models["small-q4_0"], "--gpu-layers", "-1", "--repeats", repeats, "--no-llama", "--json"),
         300, env=env, save="bench spec")
+    # The seed's ladder with every row fully offloaded (its default puts only the combined row on the GPU): the
+    # FP16 baseline, INT8, INT4, + speculation, combined; quick (short answers, one run), quality columns left out.
+    every_row_on_gpu = [a for row in ("f16", "q8_0", "q4_k_m", "q4_k_m_spec") for a in ("--set", f"{row}.gpu=on")]
+    run(log, hearth("bench", "matrix", "--model", models["big-f16"], "--draft-model", models["small-q4_0"],
+                    *every_row_on_gpu, "--quick", "--no-quality", "--no-save", "--json"), 240, env=env,
+        save="bench matrix")
     log("done")
     return 0
 

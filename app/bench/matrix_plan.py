@@ -63,7 +63,10 @@ QUICK_TOKENS = {"chat": 24, "code": 48}
 PP_TOKENS = 512
 N_CTX = 2048
 
-OVERRIDABLE = {"qtype": QUANTIZE_TYPES, "kv_type": ("f16", "q8_0", "q4_0"), "flash_attn": ("on", "off", "auto")}
+# gpu: all layers on the GPU (where the build can offload); only the combined row has it by default, so that the
+# ladder on a CPU machine reads as the article's; on a GPU machine every row can be set on (the GPU check does).
+OVERRIDABLE = {"qtype": QUANTIZE_TYPES, "kv_type": ("f16", "q8_0", "q4_0"), "flash_attn": ("on", "off", "auto"),
+               "gpu": ("on", "off")}
 
 
 @dataclass
@@ -97,7 +100,11 @@ def choose_rows(rows: list[str] | None, overrides: dict[str, dict] | None) -> li
             if key not in OVERRIDABLE or value not in OVERRIDABLE[key]:
                 raise HearthError(f"'{rid}.{key}={value}' cannot be set; settable: "
                                   + "; ".join(f"{k} ({', '.join(v)})" for k, v in OVERRIDABLE.items()) + ".")
-    return [dict(r, **(overrides or {}).get(r["id"], {})) for r in ROWS if rows is None or r["id"] in rows]
+    chosen = [dict(r, **(overrides or {}).get(r["id"], {})) for r in ROWS if rows is None or r["id"] in rows]
+    for row in chosen:
+        if isinstance(row.get("gpu"), str):
+            row["gpu"] = row["gpu"] == "on"
+    return chosen
 
 
 def parse_settings(items: list[str]) -> dict[str, dict]:
