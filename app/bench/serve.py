@@ -52,6 +52,7 @@ class ServeBenchOptions:
     rounds: int = 1  # turns each server takes; the report gives medians
     max_tokens: int = 128
     threads: int | None = None
+    gpu_layers: int | None = None  # None: hearth serve's own default
     ctx: int = 2048  # per slot
     against: list[str] = field(default_factory=list)
     api_key: str | None = None  # for the --against servers
@@ -156,15 +157,22 @@ def median_row(target: Target, rounds: list[dict]) -> dict:
     return row
 
 
-def start_hearth(o: ServeBenchOptions) -> tuple[subprocess.Popen, str]:
-    """`hearth serve --parallel N --port 0` as a child process; returns it and its base URL once it serves."""
+def serve_args(o: ServeBenchOptions) -> list[str]:
+    """The `hearth serve` command line of the server under test: every load option the benchmark was given."""
     args = ["serve", "--port", "0", "--parallel", str(o.parallel), "--ctx", str(o.ctx)]
     if o.model:
         args += ["--model", o.model]
     if o.threads:
         args += ["--threads", str(o.threads)]
-    child = subprocess.Popen(proc.hearth_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=proc.child_env())
+    if o.gpu_layers is not None:
+        args += ["--gpu-layers", str(o.gpu_layers)]
+    return args
+
+
+def start_hearth(o: ServeBenchOptions) -> tuple[subprocess.Popen, str]:
+    """`hearth serve --parallel N --port 0` as a child process; returns it and its base URL once it serves."""
+    child = subprocess.Popen(proc.hearth_command(*serve_args(o)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=proc.child_env())
     line = _first_line(child)
     if " at http" not in line:
         child.kill()

@@ -65,7 +65,25 @@ def collect() -> dict:
 
     # Each runtime loaded in a child of its own, with its devices and their memory (about a second each).
     report["runtimes"] = collect_runtimes()
+    # Offload is a runtime's, not this process's: the binding here is the CPU build even where a CUDA or Vulkan
+    # runtime beside it sees a GPU (the H200 said "no" here while its cuda runtime held all layers).
+    report["gpus"] = gpus_seen(report["runtimes"])
+    report["gpu_offload"] = report["gpu_offload"] or bool(report["gpus"])
     return report
+
+
+def gpus_seen(runtimes: list[dict]) -> list[dict]:
+    """Every real GPU a usable runtime's probe saw: its name, memory and the runtime that reaches it."""
+    seen = []
+    for entry in runtimes:
+        probe = entry.get("probe") or {}
+        if not entry.get("compatible") or not probe.get("ok"):
+            continue
+        for device in probe.get("devices") or []:
+            if device.get("gpu") and not device.get("software"):
+                seen.append({"name": device.get("description") or device.get("name"),
+                             "memory_total_mb": device.get("memory_total_mb"), "runtime": entry.get("name")})
+    return seen
 
 
 def _documents() -> dict:
@@ -95,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
         f"CPU:        {cpu['name']} ({cpu['arch']}), {cpu['physical_cores']} physical / {cpu['logical_cores']} logical cores",
         f"Features:   {', '.join(cpu['features']) or 'none detected'}",
         f"RAM:        {report['ram_total_mb']} MB total, {report['ram_available_mb']} MB available",
-        f"GPU offload: {'yes' if report['gpu_offload'] else 'no (this llama.cpp build is CPU-only; see the runtimes below)'}",
+        "GPU offload: " + ("; ".join(f"yes: {g['name']}, {g['memory_total_mb'] or 0:,} MB (the {g['runtime']} runtime)"
+                                     for g in report["gpus"]) or ("yes" if report["gpu_offload"] else
+                                     "no (no runtime here sees a GPU; see the runtimes below)")),
         f"Extra buffer types (AMX/repack): {'on' if extra.get('ok') else 'off'} - {extra.get('detail', 'not probed')}",
         f"llama.cpp:  {report['llama_system_info']}",
         "Versions:   " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v),

@@ -339,7 +339,8 @@ def _fit(args: argparse.Namespace) -> int:
     print(f"Runtime:        {mib_as_mb(est.overhead_mb)}")
     print(f"Total:          {mib_as_mb(est.total_mb)} resident once loaded")
     print(f"RAM available:  {mib_as_mb(est.ram_available_mb)}")
-    print(f"GPU:            {gpu}; suggested --gpu-layers {est.gpu_layers}")
+    print(f"GPU:            {gpu}; suggested --gpu-layers {est.gpu_layers}"
+          + (f", holding about {mib_as_mb(est.gpu_mb)} there" if est.gpu_mb else ""))
     print(est.verdict)
     for hint in est.hints[1:]:
         print(f"  {hint}")

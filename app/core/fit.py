@@ -47,6 +47,13 @@ KV_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
 RAM_RESERVE_MB = 512.0
 # A GPU needs room for CUDA's own context and the compute buffers beyond the layers.
 GPU_RESERVE_MB = 600.0
+# What a GPU runtime holds on its device before any weight: the driver's context, cuBLAS's workspace and the
+# kernels' modules. Measured on an H200 (CUDA 13, driver 580, docs/results/gpu-h200-2026-12-04.json): 525-590 MiB
+# beyond llama.cpp's own buffers for three models; other devices and drivers differ by tens of MB.
+GPU_RUNTIME_MB = 570.0
+# The share of the weights a full offload puts on the device: the token embeddings stay in RAM (llama.cpp reads
+# one row per token there). 0.85-0.91 of the file on the H200's three models.
+DEVICE_WEIGHTS_SHARE = 0.9
 
 
 @dataclass
@@ -71,6 +78,8 @@ class FitEstimate:
     fits: bool
     verdict: str
     hints: list[str] = field(default_factory=list)
+    # The device memory the suggested offload holds (what nvidia-smi shows for the engine), None without one.
+    gpu_mb: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -129,13 +138,20 @@ def estimate_fit(model: str | Path | GGUFInfo, n_ctx: int | None = None, kv_type
         room = gpu - GPU_RESERVE_MB - reserved
         gpu_layers = max(0, min(n_layers, int(room // per_layer))) if per_layer > 0 else n_layers
         ram_needed = total - gpu_layers * per_layer
+    device = None
+    if gpu_layers:
+        # The offloaded layers' weights and KV cache, and the compute buffers, which llama.cpp reserves whole on the
+        # device (a batch's logits included): on a GPU, reserved is resident.
+        share = gpu_layers / n_layers
+        device = GPU_RUNTIME_MB + share * (weights * DEVICE_WEIGHTS_SHARE + kv) + reserved
 
     est = FitEstimate(model=info.path, n_ctx=n_ctx, kv_type=kv_type, weights_mb=round(weights, 1),
                       kv_cache_mb=round(kv, 1), compute_mb=round(touched, 1), compute_reserved_mb=round(reserved, 1),
                       overhead_mb=ENGINE_OVERHEAD_MB, total_mb=round(total, 1), ram_available_mb=round(ram),
                       gpu_free_mb=None if gpu is None else round(gpu), gpu_layers=gpu_layers,
                       gpu_device=gpu_device if gpu else None, n_layers=n_layers,
-                      ram_needed_mb=round(ram_needed, 1), fits=False, verdict="")
+                      ram_needed_mb=round(ram_needed, 1), fits=False, verdict="",
+                      gpu_mb=None if device is None else round(device, 1))
     _judge(est, info)
     return est
 
