@@ -7,8 +7,10 @@ that have no vector yet (so a cancelled or failed vector pass is finished by the
 indexed before an embedding model existed gets its vectors later).
 
 Bad input costs that file one sentence (its row keeps it, so an encrypted PDF is not re-read every time) and
-the walk goes on. Cancelling (an Event checked between files and between embedding batches) stops after the
-file or batch in hand, and each file is written in one transaction, so the index stays consistent. A gate
+the walk goes on. Cancelling (an Event checked between files, inside a file while it is unpacked and parsed, and
+between embedding batches) stops at once in the text pass (the file in hand is left for the next run) and after
+the batch in hand in the vector pass; each file is written in one transaction, so the index stays consistent.
+Progress names the file being read (IndexProgress.current) before it is read. A gate
 (an Event, set while indexing may run) lets the window hold indexing while the chat model generates.
 """
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from app.core.bounded_read import Cancelled
 from app.core.errors import HearthError
 from app.core.units import human_size
 from app.docs.chunker import chunk
@@ -125,7 +128,11 @@ class Indexer:
                 report.cancelled = True
                 return
             self._report("text", i, len(todo), report.chunks, phase_start, done_bytes / total_bytes, key)
-            self._index_file(cid, key, path, st, row, report)
+            try:
+                self._index_file(cid, key, path, st, row, report)
+            except Cancelled:  # inside the file: nothing of it was written, the next run reads it again
+                report.cancelled = True
+                return
             done_bytes += min(st.st_size, self.max_file_bytes)
         self._report("text", len(todo), len(todo), report.chunks, phase_start, 1.0, "")
 
@@ -149,7 +156,7 @@ class Indexer:
             report.unchanged += 1
             return
         try:
-            parsed = parse(name, data)
+            parsed = parse(name, data, self.cancel)
         except DocProblem as exc:
             return self._problem(cid, key, st, str(exc), row, report, digest=digest)
         chunks = chunk(parsed)
@@ -212,7 +219,8 @@ def read_whole(path: Path, before: os.stat_result) -> tuple[bytes, bool]:
     """The file's bytes, and whether it changed while they were read (its size or mtime moved, or it is not
     the file that was walked)."""
     with open(path, "rb") as f:
-        data = f.read()
+        # One byte more than the walk saw, at most: a file that grew since is "changed", never read without end.
+        data = f.read(before.st_size + 1)
         after = os.fstat(f.fileno())
     changed = (len(data) != after.st_size or after.st_size != before.st_size
                or after.st_mtime_ns != before.st_mtime_ns or after.st_ino != before.st_ino)
