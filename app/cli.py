@@ -14,6 +14,7 @@ import sys
 from app import __version__
 from app.core.crashlog import write_crash_log
 from app.core.errors import HearthError
+from app.core.terminal_text import guard, one_line
 from app.commands.grammar import Parser, add_examples
 
 # Each module has register(subparsers); optional ones are added when present.
@@ -53,6 +54,17 @@ def build_parser(argv: list[str] | None = None) -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Names, document text and answers come from anyone: what reaches the terminal has its control characters
+    # escaped (app/core/terminal_text.py), whichever command printed it.
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = guard(sys.stdout), guard(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     parser = build_parser(argv)
@@ -72,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_default()
         return int(args.func(args) or 0)
     except HearthError as exc:
-        print(f"hearth: {exc}", file=sys.stderr)
+        print(f"hearth: {one_line(exc)}", file=sys.stderr)  # a sentence, on its line, whatever names it holds
         return 1
     except KeyboardInterrupt:
         print("", file=sys.stderr)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app.core import paths
 from app.core.errors import HearthError
+from app.core.terminal_text import one_line
 
 RUNS_AS_USER = ("Its tools run as you, with your files and your network; Hearth asks before each call unless "
                 "you allow a tool for good.")
@@ -132,7 +133,7 @@ def run_list(args: argparse.Namespace) -> int:
     for name, entry in servers.items():
         allowed = sorted(allowed_tools(name))
         flags = " (disabled)" if entry.disabled else ""
-        print(f"{name}{flags}  {entry.transport}  {entry.describe()}")
+        print(f"{one_line(name)}{flags}  {entry.transport}  {one_line(entry.describe())}")
         if allowed:
             print(f"    always allowed: {', '.join(allowed)}")
         own = [f"{s['name']} ({s['where']})" for s in _secrets(entry) if s["own"]]
@@ -168,7 +169,7 @@ def run_test(args: argparse.Namespace) -> int:
         print(f"MCP server '{args.name}' ({conn.server_name or conn.entry.describe()}) answered in {seconds:.1f} s "
               f"with {len(conn.tools)} tool(s):")
         for tool in conn.tools:
-            print(f"\n  {tool.name}: {tool.description.strip()}")
+            print(f"\n  {one_line(tool.name)}: {tool.description.strip()}")
             print("    " + json.dumps(tool.schema, ensure_ascii=False, indent=2).replace("\n", "\n    "))
     sys.stdout.flush()
     return 0
