@@ -12,6 +12,7 @@ import importlib.util
 import sys
 
 from app import __version__
+from app.core import paths
 from app.core.crashlog import write_crash_log
 from app.core.errors import HearthError
 from app.core.terminal_text import guard, one_line
@@ -91,9 +92,18 @@ def _main(argv: list[str] | None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # a bug: one sentence here, the traceback in the log
+    except Exception as exc:
+        from app.core import disk_errors
+
+        if disk_errors.kind(exc) is not None:  # not a bug: the disk is full, read-only or closed to Hearth
+            where = getattr(exc, "filename", None) or paths.data_dir()
+            print(f"hearth: Hearth could not write {one_line(where)}: {disk_errors.describe(where, exc)}.",
+                  file=sys.stderr)
+            return 1
+        # A bug: one sentence here, the traceback in the log.
         log = write_crash_log(exc)
-        print(f"hearth: internal error ({type(exc).__name__}: {exc}); details are in {log}", file=sys.stderr)
+        details = f"details are in {log}" if log else "no crash log could be written either"
+        print(f"hearth: internal error ({type(exc).__name__}: {one_line(exc)}); {details}", file=sys.stderr)
         return 2
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import stat
 import threading
 import time
@@ -30,7 +31,7 @@ from app.core.errors import HearthError
 from app.core.units import human_size
 from app.docs.chunker import chunk
 from app.docs.parsers import MAX_FILE_BYTES, DocProblem, full_text, parse
-from app.docs.store import Store
+from app.docs.store import DocsIndexError, Store
 
 EMBED_BATCH = 16
 
@@ -82,6 +83,7 @@ class Indexer:
 
     def add(self, collection: str, path: str | os.PathLike) -> IndexReport:
         """Add a folder or file to a collection (made if new) and index the whole collection."""
+        self.store.writable()
         cid = self.store.collection_id(collection, create=True)
         root = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
         if not os.path.lexists(root):
@@ -91,6 +93,7 @@ class Indexer:
 
     def update(self, collection: str) -> IndexReport:
         """Index a collection's folders again: only what changed is read."""
+        self.store.writable()
         cid = self.store.collection_id(collection)
         if cid is None:
             raise HearthError(f"There is no collection called {collection!r}; `hearth docs list` shows them.")
@@ -113,9 +116,19 @@ class Indexer:
                     report.problems.append((key, row.problem))
             else:
                 todo.append((key, path, st, row))
-        self._text_pass(cid, todo, report)
-        if not report.cancelled:
-            self.embed_missing(cid, report)
+        try:
+            self._text_pass(cid, todo, report)
+            if not report.cancelled:
+                self.embed_missing(cid, report)
+        except sqlite3.OperationalError as exc:
+            from app.core import disk_errors
+
+            if disk_errors.kind(exc) is None:
+                raise
+            # Each file is written in one transaction: what was written before stays, whole.
+            raise DocsIndexError(f"The documents' index {self.store.path} could not be written further: "
+                                 f"{disk_errors.describe(self.store.path, exc)}; it keeps what was indexed before, "
+                                 "and the next run goes on from there.") from None
         report.seconds = time.monotonic() - self._started
         return report
 
