@@ -12,7 +12,6 @@ silently treated as empty: writing to it would lose the user's servers.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -69,7 +69,8 @@ def test_a_full_disk_is_one_sentence_with_the_disk_and_its_free_space(small_disk
     assert linked.stderr == f"hearth: library.json could not be saved in {home / 'data'}: {full}.\n"
 
     added = hearth(home, "tools", "add", "clock", "--", "mcp-server-time")
-    assert added.returncode == 1 and added.stderr == f"hearth: mcp.json could not be saved in {home / 'config'}: {full}.\n"
+    assert added.returncode == 1
+    assert added.stderr == f"hearth: mcp.json could not be saved in {home / 'config'}: {full}.\n"
 
     indexed = hearth(home, "docs", "add", str(notes), "-c", "other", "--no-vectors")
     assert indexed.returncode == 1 and full in indexed.stderr and "remove" not in indexed.stderr
