@@ -12,8 +12,10 @@ import importlib.util
 import sys
 
 from app import __version__
+from app.core import paths
 from app.core.crashlog import write_crash_log
 from app.core.errors import HearthError
+from app.core.terminal_text import guard, one_line
 from app.commands.grammar import Parser, add_examples
 
 # Each module has register(subparsers); optional ones are added when present.
@@ -53,6 +55,17 @@ def build_parser(argv: list[str] | None = None) -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Names, document text and answers come from anyone: what reaches the terminal has its control characters
+    # escaped (app/core/terminal_text.py), whichever command printed it.
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = guard(sys.stdout), guard(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     parser = build_parser(argv)
@@ -72,16 +85,25 @@ def main(argv: list[str] | None = None) -> int:
             return run_default()
         return int(args.func(args) or 0)
     except HearthError as exc:
-        print(f"hearth: {exc}", file=sys.stderr)
+        print(f"hearth: {one_line(exc)}", file=sys.stderr)  # a sentence, on its line, whatever names it holds
         return 1
     except KeyboardInterrupt:
         print("", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # a bug: one sentence here, the traceback in the log
+    except Exception as exc:
+        from app.core import disk_errors
+
+        if disk_errors.kind(exc) is not None:  # not a bug: the disk is full, read-only or closed to Hearth
+            where = getattr(exc, "filename", None) or paths.data_dir()
+            print(f"hearth: Hearth could not write {one_line(where)}: {disk_errors.describe(where, exc)}.",
+                  file=sys.stderr)
+            return 1
+        # A bug: one sentence here, the traceback in the log.
         log = write_crash_log(exc)
-        print(f"hearth: internal error ({type(exc).__name__}: {exc}); details are in {log}", file=sys.stderr)
+        details = f"details are in {log}" if log else "no crash log could be written either"
+        print(f"hearth: internal error ({type(exc).__name__}: {one_line(exc)}); {details}", file=sys.stderr)
         return 2
 
 

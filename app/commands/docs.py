@@ -8,6 +8,7 @@ import sys
 import threading
 
 from app.core.errors import HearthError
+from app.core.terminal_text import one_line
 from app.docs.vectors import QUERY_THREADS
 
 
@@ -106,7 +107,7 @@ def run_add(args: argparse.Namespace) -> int:
                          indent=2, ensure_ascii=False))
     else:
         for _, sentence in report.problems:
-            print(f"hearth: {sentence}", file=sys.stderr)
+            print(f"hearth: {one_line(sentence)}", file=sys.stderr)
         state = "Cancelled; the index holds what was done" if report.cancelled else "Indexed"
         print(f"{state}: {args.collection}: {report.added} added, {report.changed} changed, {report.removed} removed, "
               f"{report.unchanged} unchanged; {report.chunks:,} chunks written, {report.embedded:,} embedded, "
@@ -136,12 +137,12 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     for c in rows:
         vectors = f"{c.vectors:,} with vectors" if c.vectors else "no vectors (BM25 only)"
-        print(f"{c.name}: {c.files:,} files, {c.chunks:,} chunks, {vectors}"
+        print(f"{one_line(c.name)}: {c.files:,} files, {c.chunks:,} chunks, {vectors}"
               + (f", {c.problems} without text" if c.problems else ""))
         for root in c.roots:
-            print(f"  {root}")
+            print(f"  {one_line(root)}")
         for path, sentence in problems.get(c.name, []):
-            print(f"  ! {sentence}")
+            print(f"  ! {one_line(sentence)}")
     print(f"Index: {store.path} ({human_size(size)})")
     return 0
 
@@ -188,6 +189,6 @@ def run_search(args: argparse.Namespace) -> int:
     if not hits:
         print("Nothing found.")
     for i, h in enumerate(hits, 1):
-        print(f"[{i}] {h.where()}  ({h.path}, characters {h.start}-{h.end})")
-        print("    " + " ".join(h.text.split())[:300])
+        print(f"[{i}] {one_line(h.where())}  ({one_line(h.path)}, characters {h.start}-{h.end})")
+        print("    " + one_line(" ".join(h.text.split())[:300]))
     return 0

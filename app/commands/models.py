@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from app.core.terminal_text import one_line
 from app.core.quant_types import CALIBRATED_TYPES, NEEDS_IMATRIX, QUANTIZE_TYPES, label
 from app.core.units import human_size
 
@@ -165,15 +166,16 @@ def _list(args: argparse.Namespace) -> int:
         return _print_json([e.to_dict() for e in entries])
     rows = [("ID", "SIZE", "ARCH", "PARAMS", "QUANT", "CONTEXT", "SOURCE", "NAME")]
     for e in entries:
-        rows.append((e.id, human_size(e.size_bytes), e.architecture or "?", human_params(e.parameters),
-                     e.quantization or "?", f"{e.context_length:,}" if e.context_length else "?",
-                     e.source + (" (unreadable)" if e.error else ""), e.name if e.name != e.id else ""))
+        rows.append((one_line(e.id), human_size(e.size_bytes), one_line(e.architecture or "?"),
+                     human_params(e.parameters), e.quantization or "?",
+                     f"{e.context_length:,}" if e.context_length else "?",
+                     e.source + (" (unreadable)" if e.error else ""), one_line(e.name) if e.name != e.id else ""))
     widths = [min(max(len(r[i]) for r in rows), 60) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for e in entries:
         if e.error:
-            print(f"note: {e.error}", file=sys.stderr)
+            print(f"note: {one_line(e.error)}", file=sys.stderr)
     return 0
 
 
@@ -199,9 +201,9 @@ def _inspect(args: argparse.Namespace) -> int:
           else str(info.kv_heads))
     lines = [
         f"Id:             {entry.id}",
-        f"File:           {info.path} ({human_size(info.file_size)}, GGUF v{info.version})",
-        f"Name:           {info.name or '?'}",
-        f"Architecture:   {info.architecture or '?'}",
+        f"File:           {one_line(info.path)} ({human_size(info.file_size)}, GGUF v{info.version})",
+        f"Name:           {one_line(info.name or '?')}",
+        f"Architecture:   {one_line(info.architecture or '?')}",
         f"Parameters:     {human_params(info.parameters)} ({info.parameters:,})",
         f"Quantization:   {_label(info.file_type)}",
         f"Layers:         {info.layers}",
@@ -209,7 +211,7 @@ def _inspect(args: argparse.Namespace) -> int:
         f"Embedding:      {info.embedding_size}",
         f"Vocabulary:     {info.vocab_size} tokens ({info.tokenizer or '?'} tokenizer)",
         f"Context:        {info.context_length} tokens (trained)",
-        f"License:        {info.license or '?'}",
+        f"License:        {one_line(info.license or '?')}",
         f"Chat template:  {'yes, ' + str(len(info.chat_template)) + ' characters' if info.chat_template else 'none'}",
         f"Purpose:        {'chat and completion' if refusal is None else refusal}",
         f"Chat format:    " + (f"{fmt.name}{' (a base model)' if fmt.base_model else ''} — {fmt.why}" if refusal is None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app.core import paths
 from app.core.errors import HearthError
+from app.core.terminal_text import one_line
 
 RUNS_AS_USER = ("Its tools run as you, with your files and your network; Hearth asks before each call unless "
                 "you allow a tool for good.")
@@ -110,13 +111,21 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _secrets(entry) -> list[dict]:
+    """The stored secrets an entry uses, and whether each is its own (another server's is never resolved)."""
+    from app.tools.server_secrets import owner, references
+
+    return [{"where": where, "name": name, "keyring": account, "owner": owner(account),
+             "own": owner(account) == entry.name} for where, name, account in references(entry)]
+
+
 def run_list(args: argparse.Namespace) -> int:
     from app.tools.servers import allowed_tools, load_servers
 
     servers = load_servers()
     if args.json:
-        print(json.dumps({name: {**e.to_json(), "always_allowed": sorted(allowed_tools(name))}
-                          for name, e in servers.items()}, indent=2))
+        print(json.dumps({name: {**e.to_json(), "always_allowed": sorted(allowed_tools(name)),
+                                 "secrets": _secrets(e)} for name, e in servers.items()}, indent=2))
         return 0
     if not servers:
         print(f"No MCP servers yet ({paths.mcp_config_file()}). Add one with `hearth tools add NAME -- COMMAND`.")
@@ -124,9 +133,16 @@ def run_list(args: argparse.Namespace) -> int:
     for name, entry in servers.items():
         allowed = sorted(allowed_tools(name))
         flags = " (disabled)" if entry.disabled else ""
-        print(f"{name}{flags}  {entry.transport}  {entry.describe()}")
+        print(f"{one_line(name)}{flags}  {entry.transport}  {one_line(entry.describe())}")
         if allowed:
             print(f"    always allowed: {', '.join(allowed)}")
+        own = [f"{s['name']} ({s['where']})" for s in _secrets(entry) if s["own"]]
+        if own:
+            print(f"    secrets from the keyring: {', '.join(own)}")
+        for s in _secrets(entry):
+            if not s["own"]:
+                print(f"    ! {s['name']} names the server '{s['owner']}''s secret ({s['keyring']}): never given to "
+                      "this server, which does not start until it has its own")
     return 0
 
 
@@ -153,7 +169,7 @@ def run_test(args: argparse.Namespace) -> int:
         print(f"MCP server '{args.name}' ({conn.server_name or conn.entry.describe()}) answered in {seconds:.1f} s "
               f"with {len(conn.tools)} tool(s):")
         for tool in conn.tools:
-            print(f"\n  {tool.name}: {tool.description.strip()}")
+            print(f"\n  {one_line(tool.name)}: {tool.description.strip()}")
             print("    " + json.dumps(tool.schema, ensure_ascii=False, indent=2).replace("\n", "\n    "))
     sys.stdout.flush()
     return 0

@@ -16,6 +16,7 @@ import json
 import time
 from pathlib import Path
 
+from app.core.bounded_read import Budget, TooBig, load_json, read_file
 from app.core.chats import DEFAULT_TITLE, ChatStore, answer_model
 from app.core.errors import HearthError
 from app.core.reasoning import split
@@ -23,6 +24,9 @@ from app.core.reasoning import split
 FORMAT = "hearth-chat"
 VERSION = 1
 MAX_IMPORT_BYTES = 64 * 1024 * 1024  # far beyond any chat; a bigger file is something else
+# An export nests 9 levels (message, versions, their branch, a tool call's arguments...); its tool calls' JSON
+# arguments a few more. Deeper is not a chat, and the store, the export and the window all walk it recursively.
+MAX_IMPORT_DEPTH = 64
 ROLES = ("user", "assistant", "system")
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
 
@@ -166,21 +170,28 @@ def parse_import(data, name: str = "The file") -> dict:
 
 
 def read_import(path: Path | str) -> dict:
-    """A file's chat, parsed and checked (parse_import); ChatImportError with the reason otherwise."""
+    """A file's chat, parsed and checked (parse_import); ChatImportError with the reason otherwise.
+
+    Read through app/core/bounded_read: its size is counted as it is read (not taken from the file system), and
+    JSON nested deeper than any chat is refused in one sentence instead of a RecursionError."""
     path = Path(path)
     name = path.name
     try:
-        if path.stat().st_size > MAX_IMPORT_BYTES:
-            raise _fail(name, f"it is {path.stat().st_size / 2**20:,.0f} MB, far more than a chat")
-        text = path.read_text(encoding="utf-8")
+        text = read_file(path, Budget(name, MAX_IMPORT_BYTES)).decode("utf-8")
     except FileNotFoundError:
         raise _fail(name, f"there is no such file in {path.parent}") from None
     except UnicodeDecodeError:
         raise _fail(name, "it is not a text file (a chat export is JSON)") from None
+    except IsADirectoryError:
+        raise _fail(name, "it is a folder") from None
     except OSError as exc:
         raise _fail(name, f"it cannot be read ({exc.strerror or exc})") from None
+    except TooBig:
+        raise _fail(name, f"it is more than {MAX_IMPORT_BYTES // 2**20} MB, far more than a chat") from None
     try:
-        data = json.loads(text)
+        data = load_json(text, name, MAX_IMPORT_DEPTH)
+    except TooBig:
+        raise _fail(name, f"it is nested more than {MAX_IMPORT_DEPTH} levels deep, which no chat is") from None
     except ValueError as exc:
         where = f" (line {exc.lineno}, column {exc.colno}: {exc.msg})" if hasattr(exc, "lineno") else ""
         raise _fail(name, f"it is not valid JSON{where}; export a chat as JSON to import it") from None

@@ -7,6 +7,16 @@ against what is left of the file and against fixed caps before anything is
 read, big arrays are skipped instead of kept, and the whole header may not
 exceed MAX_HEADER_BYTES, so a hostile or truncated file costs one clear
 ModelFileError, never a hang or gigabytes of reading.
+
+The rules are llama.cpp's own (ggml/src/gguf.cpp), so a file this reader
+accepts is one llama.cpp will open, and nothing else is listed as a model:
+keys non-empty and unique, tensor names shorter than 64 bytes and unique, at
+most 4 dimensions, rows a whole number of blocks, and each tensor's data where
+the one before it ends (padded to the alignment). So every tensor costs its
+entry in the header and its bytes in the data section, and the counts are
+bounded by the file's size before anything is read; the fixed caps on top
+(MAX_KV, MAX_TENSORS, KEEP_TOTAL_ITEMS) keep any header within about 2 s and
+300 MB of Python objects.
 """
 
 from __future__ import annotations
@@ -31,18 +41,35 @@ SUPPORTED_VERSIONS = (2, 3)
 # The biggest real headers (256k-token vocabularies with merges) are tens of MB.
 MAX_HEADER_BYTES = 512 * 2**20
 MAX_STRING_BYTES = 64 * 2**20
-_SKIP_CHUNK = 1 << 20  # bytes read at a time while skipping a vocabulary
+# Bytes read at a time while skipping strings: the first read of a skip is small (an array of 300 short strings
+# must not read a megabyte and seek back: 16,000 such keys spent 2.5 s so), each further one twice the last.
+_SKIP_FIRST, _SKIP_CHUNK = 1 << 12, 1 << 20
 _U64 = struct.Struct("<Q")
-MAX_KV = 1_000_000
-MAX_TENSORS = 10_000_000
-MAX_DIMS = 8
+# Real files have a few dozen keys; llama.cpp compares every key with every other (a quadratic check).
+MAX_KV = 16_384
+# llama.cpp refuses a file with tensors its architecture does not create, and the largest create a few thousand
+# (DeepSeek-V3 about 1,100): 32,768 is far past any model, and a few MB of TensorInfo read in well under 1 s.
+MAX_TENSORS = 32_768
+MAX_DIMS = 4  # GGML_MAX_DIMS
+MAX_TENSOR_NAME = 63  # GGML_MAX_NAME - 1: llama.cpp refuses a longer name
+# The least a key-value entry takes in the file: a one-byte key (8 + 1), its type (4), a one-byte value.
+MIN_KV_BYTES = 14
+# The least a tensor entry takes: name length (8), dimension count (4), type (4), offset (8).
+MIN_TENSOR_BYTES = 24
 # Arrays longer than this are counted, not kept (vocabularies, merges, scores).
 KEEP_ARRAY_ITEMS = 256
+# Items kept over all the header's small arrays: past this, they are counted like big ones. Real headers keep a
+# few hundred (per-layer head counts); 200,000 keys of 256 items each would be 51 million Python objects.
+KEEP_TOTAL_ITEMS = 65_536
+# Strings over all the header's arrays: the largest vocabulary with its merges has under a million; skipping one
+# still costs a step in Python (4 million: about 1 s).
+MAX_ARRAY_STRINGS = 4_000_000
 
 _SCALARS = {  # GGUF value type -> struct format
     0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d",
 }
 _STRING, _ARRAY = 8, 9
+_CODES = {vtype: fmt[1] for vtype, fmt in _SCALARS.items()}
 _MARKER_BYTES = frozenset(m.encode("utf-8") for m in MARKERS)
 _MARKER_BYTES_LONGEST = max(map(len, _MARKER_BYTES))
 _MARKER_FIRST = frozenset(m[0] for m in _MARKER_BYTES)  # "<" and "[": most strings are skipped at their first byte
@@ -121,6 +148,9 @@ class _Reader:
     def __init__(self, fh: BinaryIO, size: int, name: str):
         self.fh, self.size, self.name = fh, size, name
         self.pos = 0
+        self.kept_items = 0  # small arrays' items kept so far (KEEP_TOTAL_ITEMS)
+        self.strings = 0  # strings in arrays so far (MAX_ARRAY_STRINGS)
+        self.chunk = _SKIP_FIRST
 
     def read(self, n: int) -> bytes:
         if n < 0 or self.pos + n > self.size:
@@ -149,9 +179,12 @@ class _Reader:
         return struct.unpack("<Q", self.read(8))[0]
 
     def count(self, n: int, min_item: int, what: str, cap: int) -> int:
-        if n > cap or n * min_item > self.size - self.pos:
+        if n * min_item > self.size - self.pos:
             raise ModelFileError(f"{self.name} claims {n:,} {what}, more than the rest of the file "
                                  "can hold; the file is truncated or its GGUF header is corrupt.")
+        if n > cap:
+            raise ModelFileError(f"{self.name} claims {n:,} {what}, far more than any model has (at most "
+                                 f"{cap:,}); its GGUF header is corrupt or crafted.")
         return n
 
     def string(self) -> str:
@@ -165,6 +198,8 @@ class _Reader:
         bundled model, and the engine reads the header before every load (its fit check).
         found: where given, the chat turn markers (app/core/chat_formats.py) among the strings are added to it.
         """
+        self.count_strings(n)
+        self.chunk = _SKIP_FIRST
         unpack_from, buf, off, base = _U64.unpack_from, b"", 0, self.pos  # base: the file offset of buf[0]
         longest = _MARKER_BYTES_LONGEST if found is not None else -1
         for _ in range(n):
@@ -184,6 +219,13 @@ class _Reader:
             self._refill(b"", self.pos, 0, 0)  # raises the header-size error
         self.fh.seek(self.pos)
 
+    def count_strings(self, n: int) -> None:
+        """Each string of an array costs a step even when skipped: their number over the header is capped."""
+        self.strings += n
+        if self.strings > MAX_ARRAY_STRINGS:
+            raise ModelFileError(f"{self.name} has more than {MAX_ARRAY_STRINGS:,} strings in its metadata arrays, "
+                                 "far more than any vocabulary; its GGUF header is corrupt or crafted.")
+
     def _refill(self, buf: bytes, base: int, off: int, need: int) -> tuple[bytes, int, int]:
         """skip_strings' buffer (bytes, file offset of its start, offset in it) with `need` bytes at the offset."""
         if base + off + need > MAX_HEADER_BYTES:
@@ -191,7 +233,8 @@ class _Reader:
             self.read(max(need, 1))  # raises the header-size error, as a plain read here would
         buf, base, off = buf[off:], base + off, 0
         while len(buf) < need:
-            more = self.fh.read(max(_SKIP_CHUNK, need))
+            more = self.fh.read(max(self.chunk, need))
+            self.chunk = min(2 * self.chunk, _SKIP_CHUNK)
             if not more:
                 raise _Truncated()
             buf += more
@@ -210,14 +253,18 @@ class _Reader:
                                      "the header is corrupt.")
             width = struct.calcsize(_SCALARS[etype]) if etype in _SCALARS else 8
             n = self.count(self.u64(), width, "array items", self.size)
-            if n > KEEP_ARRAY_ITEMS:
+            if n > KEEP_ARRAY_ITEMS or self.kept_items + n > KEEP_TOTAL_ITEMS:
                 if etype == _STRING:
                     self.skip_strings(n, found)
                 else:
                     self.skip(n * width)
                 return _BigArray(n, _type_name(etype))
-            items = [self.value(etype) for _ in range(n)]
-            if found is not None and etype == _STRING:
+            self.kept_items += n
+            if etype != _STRING:  # one unpack for the whole array, not a read per item
+                return list(struct.unpack(f"<{n}{_CODES[etype]}", self.read(n * width)))
+            self.count_strings(n)
+            items = [self.string() for _ in range(n)]
+            if found is not None:
                 found.update(item for item in items if item in MARKERS)
             return items
         raise ModelFileError(f"{self.name} has a metadata value of unknown GGUF type {vtype}; "
@@ -304,36 +351,29 @@ def _parse(r: _Reader, p: Path) -> GGUFInfo:
         raise ModelFileError(version_problem(r.name, version))
     n_tensors = r.u64()
     n_kv = r.u64()
-    r.count(n_kv, 12, "metadata entries", MAX_KV)
-    r.count(n_tensors, 24, "tensors", MAX_TENSORS)
+    # Each entry takes bytes of the file: counts the rest of the file cannot hold are refused before any is read.
+    r.count(n_kv, MIN_KV_BYTES, "metadata entries", MAX_KV)
+    r.count(n_tensors, MIN_TENSOR_BYTES, "tensors", MAX_TENSORS)
+    if n_kv * MIN_KV_BYTES + n_tensors * MIN_TENSOR_BYTES > r.size - r.pos:
+        raise ModelFileError(f"{r.name} claims {n_kv:,} metadata entries and {n_tensors:,} tensors, more than the "
+                             "rest of the file can hold; the file is truncated or its GGUF header is corrupt.")
 
     meta: dict[str, Any] = {}
     markers: set[str] = set()
     for _ in range(n_kv):
         key = r.string()
+        if not key or key in meta:
+            why = "an empty key" if not key else f"the key {key[:64]!r} twice"
+            raise ModelFileError(f"{r.name} has {why} in its GGUF header, which llama.cpp refuses; the file is "
+                                 "corrupt.")
         meta[key] = r.value(r.u32(), markers if key == "tokenizer.ggml.tokens" else None)
 
     alignment = meta.get("general.alignment", 32)
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
         raise ModelFileError(f"{r.name} declares an invalid tensor alignment ({alignment}).")
 
-    tensors: list[TensorInfo] = []
-    data_end = 0  # where the last tensor's data ends, from the start of the data section
-    for _ in range(n_tensors):
-        tname = r.string()
-        n_dims = r.u32()
-        if n_dims > MAX_DIMS:
-            raise ModelFileError(f"{r.name} has a tensor with {n_dims} dimensions; the header is corrupt.")
-        shape = [r.u64() for _ in range(n_dims)]
-        type_name, block, type_size = _ggml_type(r.u32(), r.name)
-        offset = r.u64()
-        n_el = 1
-        for d in shape:
-            n_el *= d
-        if n_el > 2**50:
-            raise ModelFileError(f"{r.name} has a tensor of {n_el:,} elements; the header is corrupt.")
-        tensors.append(TensorInfo(tname, shape, type_name, n_el, n_el // block * type_size, offset))
-        data_end = max(data_end, offset + tensors[-1].n_bytes)
+    tensors = _tensor_table(r, n_tensors, alignment)
+    data_end = sum(-(-t.n_bytes // alignment) * alignment for t in tensors)
     _check_contents(r, meta, tensors, -(-r.pos // alignment) * alignment + data_end)
 
     info = GGUFInfo(path=str(p), file_size=r.size, version=version, header_bytes=r.pos,
@@ -344,6 +384,40 @@ def _parse(r: _Reader, p: Path) -> GGUFInfo:
     _fill_from_metadata(info, meta)
     info.vocab_markers = sorted(markers)
     return info
+
+
+def _tensor_table(r: _Reader, n_tensors: int, alignment: int) -> list[TensorInfo]:
+    """The tensor entries, held to llama.cpp's rules, so that what is listed as a model is one it can open."""
+    tensors: list[TensorInfo] = []
+    names: set[str] = set()
+    data_end = 0  # where the tensors so far end in the data section, each padded to the alignment
+    for _ in range(n_tensors):
+        tname = r.string()
+        if len(tname.encode("utf-8")) > MAX_TENSOR_NAME or tname in names:
+            why = (f"a tensor name longer than {MAX_TENSOR_NAME} bytes" if tname not in names
+                   else f"two tensors named {tname[:64]!r}")
+            raise ModelFileError(f"{r.name} has {why}, which llama.cpp refuses; the file is corrupt.")
+        names.add(tname)
+        n_dims = r.u32()
+        if n_dims > MAX_DIMS:
+            raise ModelFileError(f"{r.name} has a tensor with {n_dims} dimensions; the header is corrupt.")
+        shape = list(struct.unpack(f"<{n_dims}Q", r.read(8 * n_dims)))
+        type_name, block, type_size = _ggml_type(r.u32(), r.name)
+        offset = r.u64()
+        n_el = 1
+        for d in shape:
+            n_el *= d
+        if n_el > 2**50:
+            raise ModelFileError(f"{r.name} has a tensor of {n_el:,} elements; the header is corrupt.")
+        if shape and shape[0] % block:
+            raise ModelFileError(f"{r.name}: tensor {tname!r} has rows of {shape[0]} values, not a whole number "
+                                 f"of {type_name} blocks; the header is corrupt.")
+        if offset != data_end:
+            raise ModelFileError(f"{r.name}: tensor {tname!r} starts at {offset:,} in the data section where "
+                                 f"llama.cpp expects {data_end:,}; the header is corrupt.")
+        tensors.append(TensorInfo(tname, shape, type_name, n_el, n_el // block * type_size, offset))
+        data_end += -(-tensors[-1].n_bytes // alignment) * alignment
+    return tensors
 
 
 def _check_contents(r: "_Reader", meta: dict[str, Any], tensors: list[TensorInfo], needed: int) -> None:

@@ -84,14 +84,9 @@ def is_object(data: Any) -> bool:
 
 
 def _disk_sentence(path: Path, exc: OSError) -> str:
-    why = exc.strerror or str(exc)
-    import errno
+    from app.core.disk_errors import sentence
 
-    if exc.errno == errno.ENOSPC:
-        why = "the disk is full"
-    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        why = "the folder is read-only" if exc.errno == errno.EROFS else "Hearth may not write there"
-    return f"{path.name} could not be saved in {path.parent}: {why}."
+    return sentence(path, exc)
 
 
 def _parse(raw: bytes, valid: Callable[[Any], bool] | None) -> tuple[bool, Any]:
@@ -215,9 +210,13 @@ def locked(path: Path, timeout: float | None = None) -> Iterator[None]:
     cannot be made (a read-only folder)."""
     path = Path(path)
     wait = LOCK_TIMEOUT_S if timeout is None else timeout
-    path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait
-    with open(str(path) + ".lock", "a+b") as fh:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(str(path) + ".lock", "a+b")
+    except OSError as exc:  # a full or read-only folder: the sentence, not the lock file's errno
+        raise StoreWriteError(_disk_sentence(path, exc)) from None
+    with fh:
         if os.name == "nt":
             import msvcrt
 
@@ -283,5 +282,7 @@ def update_json(path: Path, change: Callable[[Any], Any], default: Any = None,
             data = change(data)
             write_json(path, data)
             return data
+    except StoreError:  # said already, once
+        raise
     except OSError as exc:  # the lock file itself: a read-only or full folder
         raise StoreWriteError(_disk_sentence(path, exc)) from None

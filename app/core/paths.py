@@ -21,7 +21,12 @@ def _root_override() -> Path | None:
 
 
 def _ensure(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        # A read-only or full data folder must still be read (a model listed, an index searched): the writer
+        # that needs the folder says why it cannot write there (app/core/disk_errors.py).
+        pass
     return path
 
 

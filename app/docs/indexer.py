@@ -7,8 +7,10 @@ that have no vector yet (so a cancelled or failed vector pass is finished by the
 indexed before an embedding model existed gets its vectors later).
 
 Bad input costs that file one sentence (its row keeps it, so an encrypted PDF is not re-read every time) and
-the walk goes on. Cancelling (an Event checked between files and between embedding batches) stops after the
-file or batch in hand, and each file is written in one transaction, so the index stays consistent. A gate
+the walk goes on. Cancelling (an Event checked between files, inside a file while it is unpacked and parsed, and
+between embedding batches) stops at once in the text pass (the file in hand is left for the next run) and after
+the batch in hand in the vector pass; each file is written in one transaction, so the index stays consistent.
+Progress names the file being read (IndexProgress.current) before it is read. A gate
 (an Event, set while indexing may run) lets the window hold indexing while the chat model generates.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import stat
 import threading
 import time
@@ -23,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from app.core.bounded_read import Cancelled
 from app.core.errors import HearthError
 from app.core.units import human_size
 from app.docs.chunker import chunk
 from app.docs.parsers import MAX_FILE_BYTES, DocProblem, full_text, parse
-from app.docs.store import Store
+from app.docs.store import DocsIndexError, Store
 
 EMBED_BATCH = 16
 
@@ -79,6 +83,7 @@ class Indexer:
 
     def add(self, collection: str, path: str | os.PathLike) -> IndexReport:
         """Add a folder or file to a collection (made if new) and index the whole collection."""
+        self.store.writable()
         cid = self.store.collection_id(collection, create=True)
         root = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
         if not os.path.lexists(root):
@@ -88,6 +93,7 @@ class Indexer:
 
     def update(self, collection: str) -> IndexReport:
         """Index a collection's folders again: only what changed is read."""
+        self.store.writable()
         cid = self.store.collection_id(collection)
         if cid is None:
             raise HearthError(f"There is no collection called {collection!r}; `hearth docs list` shows them.")
@@ -110,9 +116,19 @@ class Indexer:
                     report.problems.append((key, row.problem))
             else:
                 todo.append((key, path, st, row))
-        self._text_pass(cid, todo, report)
-        if not report.cancelled:
-            self.embed_missing(cid, report)
+        try:
+            self._text_pass(cid, todo, report)
+            if not report.cancelled:
+                self.embed_missing(cid, report)
+        except sqlite3.OperationalError as exc:
+            from app.core import disk_errors
+
+            if disk_errors.kind(exc) is None:
+                raise
+            # Each file is written in one transaction: what was written before stays, whole.
+            raise DocsIndexError(f"The documents' index {self.store.path} could not be written further: "
+                                 f"{disk_errors.describe(self.store.path, exc)}; it keeps what was indexed before, "
+                                 "and the next run goes on from there.") from None
         report.seconds = time.monotonic() - self._started
         return report
 
@@ -125,7 +141,11 @@ class Indexer:
                 report.cancelled = True
                 return
             self._report("text", i, len(todo), report.chunks, phase_start, done_bytes / total_bytes, key)
-            self._index_file(cid, key, path, st, row, report)
+            try:
+                self._index_file(cid, key, path, st, row, report)
+            except Cancelled:  # inside the file: nothing of it was written, the next run reads it again
+                report.cancelled = True
+                return
             done_bytes += min(st.st_size, self.max_file_bytes)
         self._report("text", len(todo), len(todo), report.chunks, phase_start, 1.0, "")
 
@@ -149,7 +169,7 @@ class Indexer:
             report.unchanged += 1
             return
         try:
-            parsed = parse(name, data)
+            parsed = parse(name, data, self.cancel)
         except DocProblem as exc:
             return self._problem(cid, key, st, str(exc), row, report, digest=digest)
         chunks = chunk(parsed)
@@ -212,7 +232,8 @@ def read_whole(path: Path, before: os.stat_result) -> tuple[bytes, bool]:
     """The file's bytes, and whether it changed while they were read (its size or mtime moved, or it is not
     the file that was walked)."""
     with open(path, "rb") as f:
-        data = f.read()
+        # One byte more than the walk saw, at most: a file that grew since is "changed", never read without end.
+        data = f.read(before.st_size + 1)
         after = os.fstat(f.fileno())
     changed = (len(data) != after.st_size or after.st_size != before.st_size
                or after.st_mtime_ns != before.st_mtime_ns or after.st_ino != before.st_ino)

@@ -11,14 +11,16 @@ import csv
 import io
 import logging
 import re
+import threading
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
+from app.core.bounded_read import MAX_UNPACKED_BYTES, Budget, TooBig
 from app.core.errors import HearthError
 
 # Bigger files are refused before they are read: a 2 GB log would take the indexer's memory and hours of
-# embedding for text nobody asks about. 64 MiB of text is about 16M tokens.
-MAX_FILE_BYTES = 64 * 1024 * 1024
+# embedding for text nobody asks about. The same bound holds for what a packed file (DOCX, PDF) unpacks to.
+MAX_FILE_BYTES = MAX_UNPACKED_BYTES
 
 PDF = {".pdf"}
 DOCX = {".docx"}
@@ -51,18 +53,27 @@ class Parsed:
     encoding: str | None = None  # for text formats: how the bytes were decoded
 
 
-def parse(name: str, data: bytes) -> Parsed:
-    """The text of a file called name (its suffix picks the format) whose bytes are data."""
+def parse(name: str, data: bytes, cancel: threading.Event | None = None) -> Parsed:
+    """The text of a file called name (its suffix picks the format) whose bytes are data.
+
+    What a packed format unpacks to counts against MAX_UNPACKED_BYTES as it is unpacked (DocProblem past it);
+    cancel, where given, is looked at while a long file is read (bounded_read.Cancelled once it is set)."""
     suffix = _suffix(name)
     if not data:
         raise DocProblem(f"{name} is empty.")
     if suffix in KNOWN_BINARY:
         raise DocProblem(f"{name} is a {suffix[1:].upper()} file, not a document Hearth reads.")
-    if suffix in PDF:
-        parsed = _pdf(name, data)
-    elif suffix in DOCX:
-        parsed = _docx(name, data)
-    else:
+    budget = Budget(name, MAX_UNPACKED_BYTES, cancel)
+    try:
+        if suffix in PDF:
+            parsed = _pdf(name, data, budget)
+        elif suffix in DOCX:
+            parsed = _docx(name, data, budget)
+        else:
+            parsed = None
+    except TooBig as exc:
+        raise DocProblem(str(exc)) from None
+    if parsed is None:
         text, encoding = decode_text(name, data)
         if suffix in HTML:
             parsed = Parsed("html", _html(text), encoding)
@@ -236,23 +247,32 @@ def _tidy(text: str) -> str:
 
 # --- PDF and DOCX -------------------------------------------------------------------------------------------
 
-def _pdf(name: str, data: bytes) -> Parsed:
+def _pdf(name: str, data: bytes, budget: Budget) -> Parsed:
     import pypdf
-    from pypdf.errors import PdfReadError
+    from pypdf.errors import LimitReachedError, PdfReadError
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings about odd PDFs are not the user's news
+    sections = []
     try:
-        reader = pypdf.PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            try:  # many PDFs are "encrypted" with an empty user password: they open for everyone
-                opened = reader.decrypt("")
-            except Exception:  # pypdf raises several types here (a missing AES library among them)
-                opened = 0
-            if not opened:
-                raise DocProblem(f"{name} is encrypted with a password; Hearth cannot read it.")
-        sections = [Section(_tidy(page.extract_text() or ""), page=i + 1) for i, page in enumerate(reader.pages)]
+        with _pdf_limits(budget.limit):
+            reader = pypdf.PdfReader(io.BytesIO(data))
+            if reader.is_encrypted:
+                try:  # many PDFs are "encrypted" with an empty user password: they open for everyone
+                    opened = reader.decrypt("")
+                except Exception:  # pypdf raises several types here (a missing AES library among them)
+                    opened = 0
+                if not opened:
+                    raise DocProblem(f"{name} is encrypted with a password; Hearth cannot read it.")
+            for i, page in enumerate(reader.pages):
+                # A page's content streams, unpacked, count against the file's budget before their text is taken:
+                # a small PDF can point every page at one stream of zeros that inflates a thousandfold.
+                contents = page.get_contents()
+                budget.take(len(contents.get_data()) if contents is not None else 0, f"page {i + 1}")
+                sections.append(Section(_tidy(page.extract_text() or ""), page=i + 1))
     except DocProblem:
         raise
+    except LimitReachedError:
+        raise budget.too_big() from None
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError,
             OSError) as exc:
         raise DocProblem(f"{name} is not a PDF Hearth can read ({type(exc).__name__}).") from None
@@ -261,17 +281,29 @@ def _pdf(name: str, data: bytes) -> Parsed:
     return Parsed("pdf", sections)
 
 
-def _docx(name: str, data: bytes) -> Parsed:
+def _pdf_limits(limit: int):
+    """pypdf's own limits on one stream's unpacked bytes, set to ours, so no single stream can pass the budget
+    before it is counted (pypdf 7 has them as a Configuration; older ones keep their defaults of 75 MB)."""
+    import contextlib
+
+    import pypdf
+
+    apply = getattr(pypdf, "apply_configuration", None)
+    if apply is None:
+        return contextlib.nullcontext()
+    wanted = {key: limit for key in ("zlib_maximum_output_length", "lzw_maximum_output_length",
+                                     "run_length_maximum_output_length", "array_based_stream_maximum_output_length",
+                                     "brotli_maximum_output_length", "jbig2_maximum_output_length",
+                                     "image_maximum_buffer_size", "stream_decoding_work_maximum_length")}
+    return apply(**{k: v for k, v in wanted.items() if hasattr(pypdf.Configuration, k)})
+
+
+def _docx(name: str, data: bytes, budget: Budget) -> Parsed:
     import zipfile
+    import zlib
 
-    import docx
-    from docx.opc.exceptions import PackageNotFoundError
-    from docx.table import Table
+    from app.docs.docx_text import NotDocx, blocks, is_heading
 
-    try:
-        document = docx.Document(io.BytesIO(data))
-    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as exc:
-        raise DocProblem(f"{name} is not a DOCX file Hearth can read ({type(exc).__name__}).") from None
     sections: list[Section] = []
     heading, lines = None, []
 
@@ -280,18 +312,20 @@ def _docx(name: str, data: bytes) -> Parsed:
         if text:
             sections.append(Section(text, heading=heading))
 
-    # Paragraphs and tables in the order they stand, so a table belongs to the heading above it.
-    for block in document.iter_inner_content():
-        if isinstance(block, Table):
-            rows = [[cell.text.strip() for cell in row.cells] for row in block.rows]
-            lines.append(_csv("\n".join(",".join(_quote(c) for c in row) for row in rows), ","))
-            continue
-        style = (block.style.name if block.style is not None else "") or ""
-        if style.startswith("Heading") or style == "Title":
-            close()
-            heading, lines = block.text.strip() or None, [block.text]
-        else:
-            lines.append(block.text)
+    try:
+        # Paragraphs and tables in the order they stand, so a table belongs to the heading above it.
+        for block in blocks(data, budget):
+            if block.rows:
+                lines.append(_csv("\n".join(",".join(_quote(c) for c in row) for row in block.rows), ","))
+            elif is_heading(block.style):
+                close()
+                heading, lines = block.text.strip() or None, [block.text]
+            else:
+                lines.append(block.text)
+    except (NotDocx, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, NotImplementedError, EOFError,
+            OSError) as exc:
+        why = str(exc) if isinstance(exc, NotDocx) else type(exc).__name__
+        raise DocProblem(f"{name} is not a DOCX file Hearth can read ({why}).") from None
     close()
     return Parsed("docx", sections)
 

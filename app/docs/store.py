@@ -116,15 +116,50 @@ class Store:
     def __init__(self, path: Path | str | None = None):
         # ":memory:" is an index for one chat's attachments (app/docs/attach.py); anything else is a file.
         self.path = ":memory:" if path == ":memory:" else Path(path) if path else paths.docs_index()
+        self.read_only = False
         try:
             self.db = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
             self.db.executescript(SCHEMA)
             self.db.execute("PRAGMA journal_mode = WAL" if self.path != ":memory:" else "PRAGMA journal_mode = MEMORY")
         except sqlite3.DatabaseError as exc:
-            raise DocsIndexError(f"The documents' index {self.path} cannot be opened ({exc}); remove it and add the "
-                              "folders again.") from None
+            self.db = self._open_read_only(exc)
         self._matrices: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._version = 0  # bumped on every write, so cached vector matrices are rebuilt after one
+
+    def _open_read_only(self, exc: sqlite3.DatabaseError) -> sqlite3.Connection:
+        """An index that cannot be written (a read-only or full disk) still lists and searches: opened read-only.
+        Only SQLite's word that the file is not a database, or is malformed, makes it damage."""
+        from app.core import disk_errors
+
+        code = getattr(exc, "sqlite_errorcode", None)
+        damaged = code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) if code is not None else \
+            any(word in str(exc) for word in ("not a database", "malformed"))
+        if damaged:
+            raise DocsIndexError(f"The documents' index {self.path} is damaged ({exc}); move it aside and add the "
+                                 "folders again.") from None
+        if self.path == ":memory:" or not Path(self.path).exists() or Path(self.path).stat().st_size == 0:
+            raise DocsIndexError(f"The documents' index could not be made in {Path(self.path).parent}: "
+                                 f"{disk_errors.describe(self.path, exc)}.") from None
+        self.why_read_only = disk_errors.describe(self.path, exc)
+        uri = Path(self.path).resolve().as_uri()
+        # mode=ro needs the write-ahead log's shared-memory file or a folder to make it in; immutable does not, and
+        # on a disk nothing can write to, nothing changes the file under it.
+        for query in ("?mode=ro", "?immutable=1"):
+            try:
+                db = sqlite3.connect(uri + query, uri=True, timeout=30, check_same_thread=False)
+                db.execute("SELECT count(*) FROM collections").fetchone()
+                self.read_only = True
+                return db
+            except sqlite3.DatabaseError:
+                continue
+        raise DocsIndexError(f"The documents' index {self.path} cannot be opened: {self.why_read_only}.") from None
+
+    def writable(self) -> None:
+        """DocsIndexError, said in one sentence, where the index was opened read-only."""
+        if self.read_only:
+            raise DocsIndexError(f"The documents' index {self.path} can be searched but not changed: "
+                                 f"{self.why_read_only}; the index itself is intact.")
+
 
     def close(self) -> None:
         self.db.close()
@@ -160,6 +195,7 @@ class Store:
         return out
 
     def remove_collection(self, name: str) -> bool:
+        self.writable()
         cid = self.collection_id(name)
         if cid is None:
             return False

@@ -6,6 +6,10 @@ resolves when it starts the server (app/tools/mcp_client.py). A literal value, a
 still works as it is. Where no keyring can store the value, it stays in mcp.json as written (as LM Studio,
 Claude Desktop and Cursor keep it) and the caller gets one sentence saying so: a reference the next start
 could not resolve would lose the server.
+
+A secret belongs to the server it was stored for: its account starts with that server's name, and a reference
+resolves only for that server (owner). Any file can name any account, so an imported or hand-edited mcp.json
+could otherwise hand one server's token to another server's program or address, before any approval.
 """
 
 from __future__ import annotations
@@ -36,6 +40,34 @@ def _account(server: str, where: str, name: str) -> str:
     return f"{server}/{where}/{name}"
 
 
+def owner(account: str) -> str:
+    """The server an account was stored for: "github/env/GITHUB_TOKEN" -> "github"."""
+    return account.split("/", 1)[0]
+
+
+def references(entry: ServerEntry) -> list[tuple[str, str, str]]:
+    """(where, name, account) of each keyring reference in the entry's env and headers."""
+    found = []
+    for where, items in (("env", entry.env), ("headers", entry.headers)):
+        for name, value in items.items():
+            match = REFERENCE.match(value or "")
+            if match is not None:
+                found.append((where, name, match.group(1)))
+    return found
+
+
+def foreign_references(entry: ServerEntry) -> list[tuple[str, str, str]]:
+    """The references that name a secret stored for another server."""
+    return [ref for ref in references(entry) if owner(ref[2]) != entry.name]
+
+
+def borrowing(entry: ServerEntry) -> str:
+    """One sentence for an entry that names another server's secret."""
+    where, name, account = foreign_references(entry)[0]
+    return (f"MCP server '{entry.name}': the value of {name} names a secret stored for the server "
+            f"'{owner(account)}' ({account}); a server may use only its own secrets")
+
+
 def keep_secrets(entry: ServerEntry) -> tuple[ServerEntry, list[str]]:
     """The entry as mcp.json should keep it (its secret values replaced by keyring references), and a sentence
     for each value that could not go to the keyring (then kept as it was)."""
@@ -62,6 +94,10 @@ def keep_secrets(entry: ServerEntry) -> tuple[ServerEntry, list[str]]:
 def resolved(entry: ServerEntry) -> ServerEntry:
     """The entry with its keyring references replaced by their values; ToolsConfigError names one not found."""
 
+    if foreign_references(entry):
+        raise ToolsConfigError(f"{borrowing(entry)}, so Hearth does not start it; add the secret for it with "
+                               f"hearth tools add {entry.name} --replace.")
+
     def values(items: dict[str, str]) -> dict[str, str]:
         out = {}
         for name, value in items.items():
@@ -81,9 +117,8 @@ def resolved(entry: ServerEntry) -> ServerEntry:
 
 
 def forget_secrets(entry: ServerEntry) -> None:
-    """The keyring's copies of a removed server's secrets go with it."""
-    for where, items in (("env", entry.env), ("headers", entry.headers)):
-        for value in items.values():
-            found = REFERENCE.match(value or "")
-            if found is not None:
-                _keys.forget(found.group(1))
+    """The keyring's copies of a removed server's secrets go with it; another server's, which a borrowing entry
+    names, stay."""
+    for _, _, account in references(entry):
+        if owner(account) == entry.name:
+            _keys.forget(account)

@@ -12,16 +12,17 @@ silently treated as empty: writing to it would lose the user's servers.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.core import paths
+from app.core.bounded_read import Budget, TooBig, load_json, read_file
 from app.core.errors import HearthError
 from app.core.jsonstore import locked, read_json, update_json, write_json
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,48}$")
+MAX_CONFIG_BYTES = 16 * 2**20  # a file of servers is a few KB; 16 MB is something else
 HTTP_TYPES = ("http", "streamable-http", "streamableHttp", "streamable_http")
 
 
@@ -106,7 +107,12 @@ def _read_file(path: Path) -> dict:
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # Counted as it is read and refused when nested past reason (app/core/bounded_read.py): the file to
+        # import may be anyone's.
+        raw = read_file(path, Budget(str(path), MAX_CONFIG_BYTES))
+        data = load_json(raw.decode("utf-8"), str(path))
+    except TooBig as exc:  # its own sentence: too big, or nested too deep
+        raise ToolsConfigError(str(exc)) from None
     except UnicodeDecodeError:
         raise ToolsConfigError(f"{path} is not UTF-8 text.") from None
     except ValueError as exc:
@@ -142,6 +148,7 @@ def save_server(entry: ServerEntry, path: Path | None = None, replace: bool = Fa
         if entry.name in servers and not replace:
             raise ToolsConfigError(f"There is already a server named '{entry.name}'; remove it first or use --replace.")
         parse_entry(entry.name, entry.to_json())  # what is written reads back
+        _refuse_borrowing([entry])
         servers[entry.name] = {**(servers.get(entry.name) or {}), **entry.to_json()}
         write_json(path, data)
 
@@ -152,6 +159,7 @@ def import_servers(source: Path, path: Path | None = None, replace: bool = False
     entries = [parse_entry(name, raw, str(source)) for name, raw in incoming.items()]
     if not entries:
         raise ToolsConfigError(f"{source} has no servers under \"mcpServers\".")
+    _refuse_borrowing(entries, str(source))
     path = path or paths.mcp_config_file()
     with locked(path):
         data = _read_file(path)
@@ -163,6 +171,15 @@ def import_servers(source: Path, path: Path | None = None, replace: bool = False
             servers[name] = raw  # as it came, other apps' keys included
         write_json(path, data)
     return [e.name for e in entries]
+
+
+def _refuse_borrowing(entries: list[ServerEntry], where: str = "") -> None:
+    """No entry may name a secret stored for another server: refused whole, before anything is written."""
+    from app.tools.server_secrets import borrowing, foreign_references  # it imports this module
+
+    for entry in entries:
+        if foreign_references(entry):
+            raise ToolsConfigError(f"{where + ': ' if where else ''}{borrowing(entry)}, so nothing was added.")
 
 
 def remove_server(name: str, path: Path | None = None) -> None:

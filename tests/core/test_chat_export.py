@@ -80,6 +80,12 @@ def test_markdown_reads_as_the_chat(tmp_path):
     (b"{\"format\": \"hearth-chat\", \"version\": 1, \"messages\": []}", "it has no messages"),
     (b"[{\"role\": \"user\", \"content\": \"a\", \"versions\": [{\"content\": \"a\", \"tail\": [3]}]}]",
      "message 1 after version 1 of message 1 is not a message"),
+    # 400 KB of nesting (issue 48, E18): Python's JSON parser raised RecursionError, which no caller expected.
+    (b"{\"messages\":" + b"[" * 200_000 + b"]" * 200_000 + b"}",
+     "bad.json cannot be imported: it is nested more than 64 levels deep, which no chat is."),
+    # Nested deep enough to walk, too deep to store or show: the same sentence.
+    (b"[{\"role\": \"user\", \"content\": \"a\", \"meta\": " + b"[" * 500 + b"]" * 500 + b"}]",
+     "bad.json cannot be imported: it is nested more than 64 levels deep, which no chat is."),
 ])
 def test_a_bad_file_says_why_in_one_sentence_and_imports_nothing(tmp_path, content, sentence):
     store = ChatStore(tmp_path / "chats.sqlite3")

@@ -95,7 +95,7 @@ HOSTILE = {
                           "bytes in one string"),
     "huge array": (_header() + _kv_string_key(b"tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 2**61),
                    "array items"),
-    "unknown value type": (_header() + _kv_string_key(b"x") + struct.pack("<I", 77), "unknown GGUF type"),
+    "unknown value type": (_header() + _kv_string_key(b"x") + struct.pack("<I", 77) + b"\0" * 8, "unknown GGUF type"),
     "truncated inside value": (_header() + _kv_string_key(b"general.name") + struct.pack("<IQ", 8, 50) + b"abc",
                                "truncated"),
 }
