@@ -167,6 +167,31 @@ def test_the_readme_shows_one_screenshot_and_stays_a_front_door():
     assert "bash tests/run.sh" in text and "bash tests/run.sh" in (ROOT / ".ci" / "run").read_text()
 
 
+# --- the code the guide names ------------------------------------------------------------------------------------
+
+REPO_PATH = re.compile(r"\b(?:app|tests|scripts|packaging)/[A-Za-z0-9_./-]*[A-Za-z0-9_/]")
+
+
+def test_every_path_of_the_repository_named_in_the_guide_exists():
+    """Files move (`git mv`): a path the README or the guide names must move with them."""
+    missing = [f"{rel(page)}:{number}: {path}" for page in markdown_files()
+               for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+               for path in REPO_PATH.findall(line) if not (ROOT / path).exists()]
+    assert not missing, "\n".join(missing)
+
+
+def test_the_architecture_page_names_every_room_of_the_code():
+    """docs/architecture.md is the map: every package under app/ and every room of the engine is on it."""
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    app = ROOT / "app"
+    rooms = [f"app/{p.name}/" for p in sorted(app.iterdir()) if (p / "__init__.py").exists()]
+    rooms += [f"`{p.name}/`" for p in sorted((app / "engine").iterdir()) if (p / "__init__.py").exists()]
+    rooms += [f"`{p.name}/`" for p in sorted((app / "ui").iterdir()) if (p / "__init__.py").exists()]
+    rooms += ["app/__main__.py", "app/cli.py", "app/selftest.py", "packaging/", "scripts/"]
+    missing = [room for room in rooms if room not in text]
+    assert not missing, f"docs/architecture.md does not name: {missing}"
+
+
 # --- the commands -----------------------------------------------------------------------------------------------
 
 def hearth_words(segment: list[str]) -> list[str] | None:
