@@ -157,6 +157,20 @@ def test_every_relative_link_and_image_resolves_anchors_included():
     assert not problems, "\n".join(problems)
 
 
+def test_every_list_starts_after_a_blank_line():
+    """GitHub starts a list right after a paragraph line; the site's Markdown (Python-Markdown) does not, and
+    prints the items as one run of text. So a list begins after a blank line (or a heading, or another item)."""
+    item = re.compile(r"^(?:[-*]|\d+\.)\s")
+    problems = []
+    for page in markdown_files():
+        prose, _ = prose_and_code(page)
+        for (_, before), (number, line) in zip(prose, prose[1:]):
+            if item.match(line) and before.strip() and not item.match(before.lstrip()) \
+                    and not before.startswith((" ", "#", "|", ">")):
+                problems.append(f"{rel(page)}:{number}: {line[:60]}")
+    assert not problems, "\n".join(problems)
+
+
 def test_the_readme_shows_one_screenshot_and_stays_a_front_door():
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 300, "README.md is the front door: keep it under about 300 lines"
