@@ -42,7 +42,7 @@ KNOWN = {"model", "input", "instructions", "max_output_tokens", "temperature", "
          "stream_options",
          # llama-server's and Hearth's own, as /v1/chat/completions takes them
          "stop", "seed", "top_k", "min_p", "repeat_penalty", "frequency_penalty", "presence_penalty",
-         "ignore_eos", "reasoning_format"}
+         "ignore_eos", "reasoning_format", "grammar"}
 
 
 def new_id(prefix: str) -> str:
@@ -310,7 +310,8 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict]) -
         messages.insert(0, {"role": "system", "content": instructions})
     chat: dict[str, Any] = {"messages": messages}
     for name in ("model", "temperature", "top_p", "stream", "stop", "seed", "top_k", "min_p", "repeat_penalty",
-                 "frequency_penalty", "presence_penalty", "ignore_eos", "parallel_tool_calls", "reasoning_format"):
+                 "frequency_penalty", "presence_penalty", "ignore_eos", "parallel_tool_calls", "reasoning_format",
+                 "grammar"):
         if name in body:
             chat[name] = body[name]
     if body.get("max_output_tokens") is not None:

@@ -252,3 +252,23 @@ def test_a_thousand_linked_responses_and_a_store_at_its_bound(tmp_path, model_na
         assert others[0].id in err.value.body["message"] and "no longer stored" in err.value.body["message"]
     finally:
         stop_server(proc)
+
+
+THINKS = 'root ::= "<think>" [a-z] [a-z ]{2,20} "</think>" [a-z] [a-z ]{2,20}'  # as test_reasoning_api's
+
+
+def test_a_models_thinking_is_a_reasoning_item_apart_from_the_answer(oai, model_name):
+    """A grammar makes the bundled model write <think>…</think> first, as a reasoning model does."""
+    r = oai.responses.create(model=model_name, input="What colour is the sky?", temperature=0,
+                             max_output_tokens=60, extra_body={"grammar": THINKS})
+    assert [item.type for item in r.output] == ["reasoning", "message"]
+    thought = r.output[0].content[0].text
+    assert thought and "<" not in thought + r.output_text and r.output_text
+    with oai.responses.stream(model=model_name, input="What colour is the sky?", temperature=0,
+                              max_output_tokens=60, extra_body={"grammar": THINKS}) as stream:
+        events = list(stream)
+    streamed = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
+    assert streamed.strip() == thought
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == r.output_text
+    kinds = [e.type for e in events]
+    assert kinds.index("response.reasoning_text.done") < kinds.index("response.output_text.delta")
