@@ -50,6 +50,10 @@ def register(sub) -> None:
     p.add_argument("--reasoning-format", choices=("auto", "none"), default="auto",
                    help="auto: a reasoning model's <think>...</think> comes back as reasoning_content, apart from "
                         "content; none: it stays in content (a request's own reasoning_format wins; default auto)")
+    p.add_argument("--tools", nargs="+", default=[], metavar="NAME",
+                   help="offer these MCP servers (hearth tools list) to API clients, as {\"type\": \"mcp\", "
+                        "\"server_label\": NAME} tools of /v1/responses; only the tools you allowed for good run "
+                        "(off by default)")
     p.add_argument("--keep-responses", type=int, default=10_000, metavar="N",
                    help="stored responses kept for previous_response_id and GET /v1/responses/ID, oldest let go "
                         "first (default 10000; 0 keeps none)")
@@ -78,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                                        allowed_hosts=list(args.allowed_host), max_models=args.max_models, ttl_s=args.ttl,
                                        limits=limits, reasoning_format=args.reasoning_format,
                                        keep_responses=args.keep_responses,
-                                       keep_responses_days=args.keep_responses_days))
+                                       keep_responses_days=args.keep_responses_days, tools=list(args.tools)))
 
 
 def _limits(args: argparse.Namespace):

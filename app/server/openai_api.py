@@ -78,7 +78,7 @@ class OpenAIApi:
                  default_max_tokens: int = DEFAULT_MAX_TOKENS,
                  on_request: Callable[[RequestRecord], None] | None = None,
                  hosts: tuple[str, ...] | None | str = "loopback", limits: Limits = Limits(), slots: int = 1,
-                 reasoning_format: str = "auto", response_store: ResponseStore | None = None):
+                 reasoning_format: str = "auto", response_store: ResponseStore | None = None, api_tools=None):
         """models: the pool of models to serve (app/server/models.py), or one backend to serve alone.
         on_request, if given, is called once per finished HTTP request, on the server's thread.
         hosts: the Host names answered (None: any; app/server/guard.py decides from the address and key);
@@ -87,14 +87,15 @@ class OpenAIApi:
         connection cap are uvicorn's protocol's, limits.http_protocol); slots: requests the model answers at once.
         reasoning_format: "auto" returns a reasoning model's thinking as `reasoning_content`, "none" leaves it in
         `content`; a request's own `reasoning_format` wins. response_store: where /v1/responses keeps responses
-        (None: the data folder's, opened on the first request that needs it)."""
+        (None: the data folder's, opened on the first request that needs it). api_tools: the MCP servers offered
+        to API clients (app/server/api_tools.py; None: none)."""
         self.reasoning_format = reasoning_format
         self.pool = models if isinstance(models, ModelPool) else ModelPool(models)
         self.on_request = on_request
         self.api_key = api_key
         self.default_max_tokens = default_max_tokens
         messages = AnthropicMessages(self)
-        responses = ResponsesApi(self, response_store)
+        responses = ResponsesApi(self, response_store, api_tools)
         routes = [
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/models", self.models, methods=["GET"]),

@@ -16,7 +16,9 @@ reuses the prompt it still holds for it (usage.input_tokens_details.cached_token
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from dataclasses import replace
 from typing import AsyncIterator
 
 from starlette.requests import Request
@@ -30,8 +32,11 @@ from app.server.answers import compact_json, event_stream, open_answer, token_co
 from app.server.errors import ApiError, from_engine, invalid
 from app.server.responses_request import (ResponsesRequest, chat_messages, new_id, reasoning_for,
                                              responses_request)
-from app.server.tools import CallReader, answer_piece
+from app.server.api_tools import ApiTools
+from app.server.tools import CallReader, answer_piece, tool_grammar
 
+MAX_ROUNDS = 4  # rounds of MCP calls in one answer before the model must answer in words (as the window's)
+MAX_MCP_CALLS = 16  # without max_tool_calls
 # Why an answer stopped short, as the Responses API says it.
 INCOMPLETE = {"length": "max_output_tokens", "context_full": "max_output_tokens"}
 
@@ -40,9 +45,13 @@ class OutputItems:
     """An answer's pieces as Responses output items, and the stream events that build them. Fed the same way
     streamed or not, so a request gets the same items either way."""
 
-    def __init__(self, thinking: bool | None, calls: CallReader | None):
+    def __init__(self, thinking: bool | None, calls: CallReader | None, mcp: dict[str, str] | None = None):
+        """mcp: the MCP tools' names and the server each belongs to; a call to one is an mcp_call item."""
+        self.opened = thinking
         self.splitter = ReasoningSplitter(thinking) if thinking is not None else None
         self.calls = calls
+        self.mcp = mcp or {}
+        self.pending: list[dict] = []  # mcp_call items to run after this round
         self.items: list[dict] = []
         self.events: list[dict] = []  # not yet sent (without their sequence numbers)
         self._reasoning: dict | None = None  # the open reasoning item
@@ -105,6 +114,17 @@ class OutputItems:
     def _call(self, name: str, arguments: str) -> None:
         self._close_reasoning()
         self._close_message()
+        if name in self.mcp:
+            item = {"id": new_id("mcp"), "type": "mcp_call", "server_label": self.mcp[name], "name": name,
+                    "arguments": arguments, "output": None, "error": None, "status": "in_progress"}
+            index = self._add(item)
+            self.pending.append(item)
+            self.events += [{"type": "response.mcp_call_arguments.delta", "item_id": item["id"],
+                             "output_index": index, "delta": arguments},
+                            {"type": "response.mcp_call_arguments.done", "item_id": item["id"],
+                             "output_index": index, "arguments": arguments},
+                            {"type": "response.mcp_call.in_progress", "item_id": item["id"], "output_index": index}]
+            return
         item = {"id": new_id("fc"), "type": "function_call", "call_id": new_id("call"), "name": name,
                 "arguments": "", "status": "in_progress"}
         index = self._add(item)
@@ -135,21 +155,131 @@ class OutputItems:
             for call in calls:
                 self._call(call.name, call.arguments)
         if end:
-            if not any(i["type"] in ("message", "function_call") for i in self.items):
+            if not any(i["type"] in ("message", "function_call") for i in self.items) and not self.pending:
                 self._text("")  # an answer is never without a message or a call
             self._close_reasoning()
             self._close_message()
+
+    def listed(self, label: str, tools: list) -> None:
+        """The tools of an MCP server the request named, as the mcp_list_tools item that starts the output."""
+        item = {"id": new_id("mcpl"), "type": "mcp_list_tools", "server_label": label, "error": None,
+                "tools": [{"name": t.name, "description": t.description, "input_schema": t.schema,
+                           "annotations": None} for t in tools]}
+        index = self._add(item)
+        self.events += [{"type": "response.mcp_list_tools.in_progress", "item_id": item["id"], "output_index": index},
+                        {"type": "response.mcp_list_tools.completed", "item_id": item["id"], "output_index": index},
+                        {"type": "response.output_item.done", "output_index": index, "item": item}]
+
+    def ran(self, item: dict, output: str | None, error: str | None) -> None:
+        """An MCP call's result."""
+        index = self.items.index(item)
+        item.update(output=output, status="failed" if error else "completed",
+                    error=None if error is None else {"type": "mcp_tool_execution_error",
+                                                      "content": [{"type": "text", "text": error}]})
+        self.events += [{"type": "response.mcp_call.failed" if error else "response.mcp_call.completed",
+                         "item_id": item["id"], "output_index": index},
+                        {"type": "response.output_item.done", "output_index": index, "item": item}]
+
+    def next_round(self) -> None:
+        """The model answers again after its MCP calls: its text is a new message."""
+        self.splitter = ReasoningSplitter(self.opened) if self.opened is not None else None
+        self.calls = CallReader() if self.calls is not None else None
+        self.pending = []
 
     def take_events(self) -> list[dict]:
         events, self.events = self.events, []
         return events
 
 
+class _Answer:
+    """One answer, in rounds: the model answers; where it called MCP tools of this server (and no function of the
+    client's), the server runs them and the model answers again with their results, up to max_tool_calls calls
+    or MAX_ROUNDS rounds, after which it must answer in words."""
+
+    def __init__(self, api: "ResponsesApi", request: Request, req: ResponsesRequest, backend, output: OutputItems):
+        self.api, self.request, self.req, self.backend, self.output = api, request, req, backend, output
+        self.messages = list(req.gen.messages)
+        self.use = req.gen.tools
+        self.sampling = req.gen.sampling
+        self.events: AsyncIterator[P.Event] | None = None
+        self.done: dict | None = None
+        self.calls = 0
+
+    async def open(self) -> bool:
+        """Starts a round; False when the client left before its first event. An engine error before then is the
+        request's status (ApiError)."""
+        tools = self.use.tools if self.use else None
+        stream = self.api.api.start(self.backend, lambda sink: self.backend.chat(
+            self.messages, self.sampling, sink, truncate=self.req.truncate, tools=tools))
+        self.events = await open_answer(self.request, stream, self.req.gen.stream)
+        return self.events is not None
+
+    async def rounds(self) -> AsyncIterator[list[dict]]:
+        """The stream events of each piece of the answer, every round's; self.done holds the usage of all rounds
+        at the end (None: the client left)."""
+        totals = {"prompt_tokens": 0, "completion_tokens": 0, "prompt_evaluated": 0}
+        limit = self.req.echo.get("max_tool_calls") or MAX_MCP_CALLS
+        for round_ in range(MAX_ROUNDS + 1):
+            done = None
+            async for event in self.events:
+                if isinstance(event, P.Token):
+                    self.output.feed(event.text)
+                    yield self.output.take_events()
+                elif isinstance(event, P.Done):
+                    done = event
+                elif isinstance(event, P.Failed):
+                    raise from_engine(event.kind, event.message)
+            if done is None:
+                return
+            self.output.feed("")
+            yield self.output.take_events()
+            for key in totals:
+                totals[key] += int(done.get(key) or 0)
+            self.done = {**done, **totals}
+            pending = self.output.pending
+            client_calls = any(i["type"] == "function_call" for i in self.output.items)
+            if not pending or client_calls or done.get("finish_reason") in ("cancelled", "length", "context_full"):
+                return
+            calls = []
+            for item in pending:
+                output, error = await asyncio.get_running_loop().run_in_executor(
+                    None, self._run, item["server_label"], item["name"], item["arguments"])
+                self.output.ran(item, output, error)
+                calls.append((item, output, error))
+                yield self.output.take_events()
+            self.calls += len(calls)
+            said = "".join(c["text"] for i in self.output.items[-len(calls) - 1:-len(calls)]
+                           if i.get("type") == "message" for c in i["content"])
+            self.messages.append({"role": "assistant", "content": said, "tool_calls": [
+                {"id": item["id"], "type": "function", "function": {"name": item["name"],
+                                                                    "arguments": item["arguments"]}}
+                for item, _, _ in calls]})
+            self.messages += [{"role": "tool", "tool_call_id": item["id"], "name": item["name"],
+                               "content": output if error is None else f"Error: {error}"}
+                              for item, output, error in calls]
+            last = round_ + 1 >= MAX_ROUNDS or self.calls >= limit
+            self.use = replace(self.use, choice="none" if last else "auto", forced=None)
+            self.sampling = replace(self.sampling, grammar=tool_grammar(self.use) if self.use.active else "")
+            self.output.next_round()
+            if not await self.open():
+                self.done = None
+                return
+
+    def _run(self, label: str, name: str, arguments: str) -> tuple[str | None, str | None]:
+        try:
+            parsed = json.loads(arguments or "{}")
+        except ValueError:
+            return None, f"The arguments of '{name}' are not JSON."
+        return self.api.api_tools.call(label, name, parsed if isinstance(parsed, dict) else {})
+
+
 class ResponsesApi:
     """The endpoints, on the OpenAI API's server (its model pool, key and guard, app/server/openai_api.py)."""
 
-    def __init__(self, api, store: ResponseStore | None = None):
+    def __init__(self, api, store: ResponseStore | None = None, api_tools: ApiTools | None = None):
+        """api_tools: the MCP servers offered to API clients (hearth serve --tools), None for none."""
         self.api = api
+        self.api_tools = api_tools
         self._store = store
         self._store_lock = asyncio.Lock()
 
@@ -178,42 +308,49 @@ class ResponsesApi:
         if isinstance(previous, str):
             history = await self._conversation(previous)
         req = responses_request(body, self.api.default_max_tokens, history)  # refused before any model loads
+        mcp = self._mcp_tools(req)
+        if mcp:  # the request again, with the named servers' tools beside its own functions
+            req = responses_request(body, self.api.default_max_tokens, history,
+                                    [f for functions in mcp.values() for f in functions[1]])
         model, backend = await self.api.serving(req.gen.model)
         info = backend.info or {}
         # A reasoning model: its template opens the thinking, or writes <think> blocks of its own.
         thinks = bool(info.get("opens_thinking")) or "<think>" in (info.get("chat_template") or "")
         req.echo["reasoning"] = reasoning_for(body, thinks) or req.echo["reasoning"]
-        if req.mcp_labels:
-            raise invalid(f"tools: the MCP server '{req.mcp_labels[0]}' is not offered to API clients by this "
-                          "server (hearth serve --tools NAME offers one).", "tools", code="unknown_mcp_server")
-        gen = req.gen
-        tools = gen.tools.tools if gen.tools else None
-        stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink,
-                                                                   truncate=req.truncate, tools=tools))
         thinking = None
-        if (gen.reasoning_format or self.api.reasoning_format) != "none":
+        if (req.gen.reasoning_format or self.api.reasoning_format) != "none":
             thinking = bool(info.get("opens_thinking"))
+        output = OutputItems(thinking, CallReader() if req.gen.tools else None,
+                             {f["function"]["name"]: label for label, (_, functions) in mcp.items()
+                              for f in functions})
+        for label, (tools, _) in mcp.items():
+            output.listed(label, tools)
         response = self._response_object(req, model)
-        output = OutputItems(thinking, CallReader() if gen.tools else None)
-        events = await open_answer(request, stream, gen.stream)
-        if events is None:
+        answer = _Answer(self, request, req, backend, output)
+        if not await answer.open():
             return Response(status_code=499)
-        if gen.stream:
-            return event_stream(self._events(req, response, output, events))
-        done = None
-        async for event in events:
-            if isinstance(event, P.Token):
-                output.feed(event.text)
-            elif isinstance(event, P.Done):
-                done = event
-            elif isinstance(event, P.Failed):
-                raise from_engine(event.kind, event.message)
-        if done is None:
+        if req.gen.stream:
+            return event_stream(self._events(req, response, answer))
+        async for _ in answer.rounds():
+            pass
+        if answer.done is None:
             return Response(status_code=499)
-        output.feed("")
-        self._finish(response, output, done)
+        self._finish(response, output, answer.done)
         await self._keep(req, response)
         return JSONResponse(response)
+
+    def _mcp_tools(self, req: ResponsesRequest) -> dict[str, tuple[list, list[dict]]]:
+        """{server label: (its tools, as function tools)} for the MCP servers the request names; 400 for one this
+        server does not offer."""
+        offered = self.api_tools
+        out = {}
+        for label, only in req.mcp.items():
+            if offered is None or label not in offered.labels:
+                names = ", ".join(offered.labels) if offered else "none: hearth serve --tools NAME offers one"
+                raise invalid(f"tools: the MCP server '{label}' is not offered to API clients by this server "
+                              f"(offered: {names}).", "tools", code="unknown_mcp_server")
+            out[label] = (offered.tools(label, only), offered.functions(label, only))
+        return out
 
     def _response_object(self, req: ResponsesRequest, model: str) -> dict:
         return {"id": new_id("resp"), "object": "response", "created_at": int(time.time()), "status": "in_progress",
@@ -221,16 +358,14 @@ class ResponsesApi:
                 "previous_response_id": req.previous_response_id, "usage": None, **req.echo}
 
     @staticmethod
-    def _finish(response: dict, output: OutputItems, done: P.Done) -> None:
+    def _finish(response: dict, output: OutputItems, done: dict) -> None:
         prompt, completion, cached = token_counts(done)
-        reasoning_tokens = 0
         reason = INCOMPLETE.get(done.get("finish_reason"))
         response.update(status="incomplete" if reason else "completed", output=output.items,
                         incomplete_details={"reason": reason} if reason else None,
                         completed_at=None if reason else int(time.time()),
                         usage={"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
-                               "output_tokens": completion,
-                               "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+                               "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
                                "total_tokens": prompt + completion})
 
     async def _keep(self, req: ResponsesRequest, response: dict) -> None:
@@ -241,8 +376,7 @@ class ResponsesApi:
         except ApiError as exc:  # the answer is given; only its continuation is lost, and the log says why
             print(f"hearth serve: response {response['id']} was not stored: {exc.message}", flush=True)
 
-    async def _events(self, req: ResponsesRequest, response: dict, output: OutputItems,
-                      events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
+    async def _events(self, req: ResponsesRequest, response: dict, answer: "_Answer") -> AsyncIterator[bytes]:
         number = 0
 
         def sse(event: dict) -> bytes:
@@ -253,24 +387,21 @@ class ResponsesApi:
 
         yield sse({"type": "response.created", "response": dict(response)})
         yield sse({"type": "response.in_progress", "response": dict(response)})
-        async for event in events:
-            if isinstance(event, P.Token):
-                output.feed(event.text)
-                for e in output.take_events():
-                    yield sse(e)
-            elif isinstance(event, P.Done):
-                output.feed("")
-                for e in output.take_events():
-                    yield sse(e)
-                self._finish(response, output, event)
-                await self._keep(req, response)
-                kind = "response.completed" if response["status"] == "completed" else "response.incomplete"
-                yield sse({"type": kind, "response": response})
-            elif isinstance(event, P.Failed):  # after the first token: the status line is sent already
-                error = from_engine(event.kind, event.message)
-                response.update(status="failed", output=output.items,
-                                error={"code": error.code or "server_error", "message": error.message})
-                yield sse({"type": "response.failed", "response": response})
+        try:
+            async for events in answer.rounds():
+                for event in events:
+                    yield sse(event)
+        except ApiError as error:  # after the first token: the status line is sent already
+            response.update(status="failed", output=answer.output.items,
+                            error={"code": error.code or "server_error", "message": error.message})
+            yield sse({"type": "response.failed", "response": response})
+            return
+        if answer.done is None:  # the client left
+            return
+        self._finish(response, answer.output, answer.done)
+        await self._keep(req, response)
+        kind = "response.completed" if response["status"] == "completed" else "response.incomplete"
+        yield sse({"type": kind, "response": response})
 
     async def _conversation(self, previous: str) -> list[dict]:
         try:

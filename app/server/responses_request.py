@@ -58,7 +58,8 @@ class ResponsesRequest:
     previous_response_id: str | None
     store: bool
     echo: dict  # instructions, tools, tool_choice, text, reasoning, ... as the response object repeats them
-    mcp_labels: list[str] = field(default_factory=list)  # Hearth's MCP servers the request asks for
+    # Hearth's MCP servers the request asks for, each with the tools it narrows them to (None: all)
+    mcp: dict[str, list[str] | None] = field(default_factory=dict)
     truncate: bool = False
 
 
@@ -132,7 +133,10 @@ def chat_messages(items: list[dict]) -> list[dict]:
             else:
                 messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
             if kind == "mcp_call":  # its output travels inside it
-                output = item.get("output") if item.get("error") is None else f"Error: {item.get('error')}"
+                error = item.get("error")
+                if isinstance(error, dict):  # OpenAI's shape: {"type", "content": [{"type": "text", "text"}]}
+                    error = " ".join(str(c.get("text", "")) for c in error.get("content") or [] if isinstance(c, dict))
+                output = item.get("output") if error is None else f"Error: {error}"
                 messages.append({"role": "tool", "tool_call_id": call_id, "content": str(output or "")})
         elif kind == "function_call_output":
             call_id, output = item.get("call_id"), item.get("output")
@@ -152,14 +156,15 @@ def chat_messages(items: list[dict]) -> list[dict]:
     return messages
 
 
-def _tools(body: dict) -> tuple[list[dict], list[dict], list[str]]:
-    """(chat tools for the function tools, the tools as the response echoes them, the MCP servers asked for)."""
+def _tools(body: dict) -> tuple[list[dict], list[dict], dict[str, list[str] | None]]:
+    """(chat tools for the function tools, the tools as the response echoes them, the MCP servers asked for with
+    the tools each is narrowed to)."""
     tools = body.get("tools")
     if tools is None:
-        return [], [], []
+        return [], [], {}
     if not isinstance(tools, list):
         raise invalid("'tools' must be a list of tools.", "tools")
-    chat, echo, labels = [], [], []
+    chat, echo, labels = [], [], {}
     for i, tool in enumerate(tools):
         kind = tool.get("type") if isinstance(tool, dict) else None
         where = f"tools[{i}]"
@@ -179,7 +184,18 @@ def _tools(body: dict) -> tuple[list[dict], list[dict], list[str]]:
                 raise invalid(f"{where}: this server runs only the MCP servers its user configured and offered "
                               "to the API (hearth serve --tools NAME); it does not connect to a server_url.",
                               f"{where}.server_url", code="unsupported_tool")
-            labels.append(label)
+            if label in labels:
+                raise invalid(f"{where}: the MCP server '{label}' is named twice.", f"{where}.server_label")
+            only = tool.get("allowed_tools")
+            if isinstance(only, dict):
+                only = only.get("tool_names")
+            if only is not None and (not isinstance(only, list) or not all(isinstance(n, str) for n in only)):
+                raise invalid(f"{where}.allowed_tools must be a list of tool names.", f"{where}.allowed_tools")
+            if tool.get("require_approval", "never") != "never":
+                raise invalid(f"{where}: calls to this server's tools run under the rules its user set (the tools "
+                              "they allowed for good), never by a client's approval; send require_approval "
+                              "'never'.", f"{where}.require_approval", code="unsupported_parameter")
+            labels[label] = only
             echo.append(dict(tool))
         elif kind in HOSTED_TOOLS:
             raise invalid(f"{where}: the hosted tool '{kind}' is OpenAI's; this server does not have it. Send "
@@ -286,8 +302,10 @@ def _refuse_unsupported(body: dict) -> None:
         raise invalid("'max_tool_calls' must be a positive integer.", "max_tool_calls")
 
 
-def responses_request(body: Any, default_max_tokens: int, history: list[dict]) -> ResponsesRequest:
-    """body: the request; history: the stored conversation it continues (previous_response_id), oldest first.
+def responses_request(body: Any, default_max_tokens: int, history: list[dict],
+                      mcp_functions: list[dict] | None = None) -> ResponsesRequest:
+    """body: the request; history: the stored conversation it continues (previous_response_id), oldest first;
+    mcp_functions: the tools of the MCP servers it names, as function tools (app/server/api_tools.py).
     The reasoning effort is checked against the model once it is known (reasoning_for)."""
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.")
@@ -305,6 +323,7 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict]) -
     if previous is not None and not isinstance(previous, str):
         raise invalid("'previous_response_id' must be the id of a stored response.", "previous_response_id")
     chat_tools, echo_tools, labels = _tools(body)
+    chat_tools += mcp_functions or []
     messages = chat_messages(history + items)
     if instructions:  # only this request's: instructions are not carried over from the previous response
         messages.insert(0, {"role": "system", "content": instructions})
@@ -341,7 +360,7 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict]) -
             "truncation": body.get("truncation") or "disabled", "metadata": body.get("metadata") or {},
             "store": store, "max_tool_calls": body.get("max_tool_calls"), "user": body.get("user")}
     return ResponsesRequest(gen=gen, input_items=items, previous_response_id=previous, store=store, echo=echo,
-                            mcp_labels=labels, truncate=body.get("truncation") == "auto")
+                            mcp=labels, truncate=body.get("truncation") == "auto")
 
 
 def _renamed(exc: ApiError) -> ApiError:

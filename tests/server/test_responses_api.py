@@ -272,3 +272,63 @@ def test_a_models_thinking_is_a_reasoning_item_apart_from_the_answer(oai, model_
     assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == r.output_text
     kinds = [e.type for e in events]
     assert kinds.index("response.reasoning_text.done") < kinds.index("response.output_text.delta")
+
+
+def test_hearths_own_mcp_tools_run_for_api_clients_only_where_the_user_allowed_them(tmp_path, model_name):
+    """`hearth serve --tools time` offers the user's MCP server (mcp-server-time, a real one from PyPI): a request
+    names it as an mcp tool, the server lists its tools, runs the calls the user allowed for good and gives the
+    model their output; a tool not allowed does not run and the model is told why. Not offered: a 400."""
+    from app.tools.servers import allow_always
+    from tests.server.conftest import KEY
+
+    home = tmp_path / "home"
+    env = {"HEARTH_HOME": str(home)}
+    import os
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-m", "app", "tools", "add", "time", "--", "mcp-server-time",
+                    "--local-timezone", "UTC"], check=True, env={**os.environ, **env}, capture_output=True)
+    proc, base = start_server("--api-key", KEY, "--tools", "time", env=env)
+    try:
+        client = openai.OpenAI(base_url=base, api_key=KEY, max_retries=0, timeout=120)
+        time_tool = {"type": "mcp", "server_label": "time", "require_approval": "never"}
+        ask = dict(model=model_name, input="What time is it in Tokyo?", tools=[time_tool], temperature=0,
+                   max_output_tokens=120, tool_choice="required", parallel_tool_calls=False, max_tool_calls=1)
+        refused = client.responses.create(**ask)
+        kinds = [item.type for item in refused.output]
+        assert kinds[0] == "mcp_list_tools" and kinds[1] == "mcp_call" and kinds[-1] == "message"
+        listed = {t.name for t in refused.output[0].tools}
+        assert {"get_current_time", "convert_time"} <= listed
+        call = refused.output[1]
+        assert call.server_label == "time" and call.status == "failed" and call.output is None
+        assert "has not allowed" in json.dumps(call.error.model_dump())
+
+        old = os.environ.get("HEARTH_HOME")
+        os.environ["HEARTH_HOME"] = str(home)
+        try:
+            for tool in listed:
+                allow_always("time", tool)  # as "Always" in the window does, while the server runs
+        finally:
+            os.environ.pop("HEARTH_HOME") if old is None else os.environ.__setitem__("HEARTH_HOME", old)
+        with client.responses.stream(**ask) as stream:
+            events = list(stream)
+            ran = stream.get_final_response()
+        call = next(item for item in ran.output if item.type == "mcp_call")
+        assert call.status == "completed" and call.error is None
+        assert json.loads(call.output)  # what mcp-server-time answered (a JSON object with the time)
+        kinds = [e.type for e in events]
+        assert kinds.index("response.mcp_list_tools.completed") < kinds.index("response.mcp_call.in_progress") \
+            < kinds.index("response.mcp_call.completed") < kinds.index("response.completed")
+        assert ran.output[-1].type == "message"  # the model answered again after the call
+        # the stored response continues, its MCP call part of the conversation read back
+        again = client.responses.create(model=model_name, input="Thanks.", previous_response_id=ran.id,
+                                        max_output_tokens=8)
+        alone = client.responses.create(model=model_name, input="Thanks.", max_output_tokens=8, store=False)
+        # the question, the call, its output and the answer went in before "Thanks."
+        assert again.usage.input_tokens > alone.usage.input_tokens + 40
+
+        with pytest.raises(openai.BadRequestError) as err:
+            client.responses.create(model=model_name, input="Hi", tools=[{"type": "mcp", "server_label": "other"}])
+        assert err.value.body["code"] == "unknown_mcp_server" and "time" in err.value.body["message"]
+    finally:
+        stop_server(proc)
