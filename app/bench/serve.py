@@ -56,6 +56,7 @@ class ServeBenchOptions:
     ctx: int = 2048  # per slot
     against: list[str] = field(default_factory=list)
     api_key: str | None = None  # for the --against servers
+    responses: bool = False  # also Hearth's /v1/responses beside its /v1/chat/completions, one client for both
     json: bool = False
 
 
@@ -89,6 +90,51 @@ class Target:
 
     def close(self) -> None:
         self.client.close()
+
+
+class HttpTarget:
+    """Hearth's own server through one of its two OpenAI paths, streamed by the same small httpx client, so that
+    /v1/responses and /v1/chat/completions are timed alike: time to the first text, tokens as the server counts
+    them (chat's usage chunk, the Responses API's response.completed)."""
+
+    def __init__(self, label: str, base_url: str, path: str):
+        import httpx
+
+        self.label, self.base_url, self.path = label, base_url, path
+        self.http = httpx.Client(base_url=base_url, timeout=300)
+        models = self.http.get("/models").json()["data"]
+        self.model = next((m["id"] for m in models if m.get("meta", {}).get("loaded")), models[0]["id"])
+
+    def _body(self, prompt: str, max_tokens: int) -> dict:
+        common = {"model": self.model, "stream": True, "temperature": 0.0, "repeat_penalty": 1.0, "ignore_eos": True}
+        if self.path == "/responses":
+            return {**common, "input": prompt, "max_output_tokens": max_tokens, "store": False}
+        return {**common, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+                "stream_options": {"include_usage": True}}
+
+    def ask(self, prompt: str, max_tokens: int) -> dict:
+        started = time.perf_counter()
+        ttft, tokens = None, None
+        with self.http.stream("POST", self.path, json=self._body(prompt, max_tokens)) as answer:
+            if answer.status_code != 200:
+                raise HearthError(f"{self.label}: {answer.status_code} {answer.read().decode()[:200]}")
+            for line in answer.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                if ttft is None and ('.output_text.delta"' in line or '"content":"' in line
+                                     and '"content":""' not in line):
+                    ttft = time.perf_counter() - started
+                if '"usage"' in line:
+                    event = json.loads(line[6:])
+                    usage = (event.get("response") or {}).get("usage") or event.get("usage")
+                    if usage:
+                        tokens = usage.get("output_tokens", usage.get("completion_tokens"))
+        if tokens is None:
+            raise HearthError(f"{self.label} ended an answer without its usage.")
+        return {"completion_tokens": tokens, "ttft_s": ttft}
+
+    def close(self) -> None:
+        self.http.close()
 
 
 def run_phase(target: Target, streams: int, requests: int, max_tokens: int) -> dict:
@@ -201,7 +247,12 @@ def run(o: ServeBenchOptions) -> int:
     child, base = start_hearth(o)
     targets: list[Target] = []
     try:
-        targets.append(Target(f"Hearth --parallel {o.parallel}", base))
+        if o.responses:  # the two paths by one client, then the others
+            targets.append(HttpTarget(f"Hearth --parallel {o.parallel} /v1/chat/completions", base,
+                                      "/chat/completions"))
+            targets.append(HttpTarget(f"Hearth --parallel {o.parallel} /v1/responses", base, "/responses"))
+        else:
+            targets.append(Target(f"Hearth --parallel {o.parallel}", base))
         targets.extend(Target(url, url, o.api_key) for url in o.against)
         for target in targets:
             target.ask(PROMPTS[0], 8)  # warm-up: the first request pays for caches and lazy set-up
@@ -223,6 +274,8 @@ def run(o: ServeBenchOptions) -> int:
     report = {"kind": "hearth-bench-serve", "parallel": o.parallel, "requests": o.requests, "rounds": o.rounds,
               "max_tokens": o.max_tokens, "load_avg_start": load_at_start, "load_avg": _load_average(), "rows": rows}
     report["comparisons"] = comparisons(report)
+    if o.responses:
+        report["responses_vs_chat"] = responses_vs_chat(report)
     if o.json:
         print(json.dumps(report, indent=2))
     else:
@@ -254,10 +307,30 @@ def format_table(report: dict) -> str:
                          f"the medians' ratio {c['ratio_of_medians']:.2f}x")
         else:
             lines.append(f"\nHearth / {c['server']} at {n} streams: {c['ratio_of_medians']:.2f}x")
+    versus = report.get("responses_vs_chat")
+    if versus:
+        lines.append(f"\n/v1/responses against /v1/chat/completions on the same server: "
+                     f"{versus['single_tok_s_ratio']:.3f}x at 1 stream, {versus['parallel_tok_s_ratio']:.3f}x at {n} "
+                     f"(medians of the rounds); first token p50 at {n} streams "
+                     f"{versus['parallel_ttft_p50_ms']['responses']:.0f} ms vs "
+                     f"{versus['parallel_ttft_p50_ms']['chat']:.0f} ms")
     if report.get("load_avg") is not None:
         lines.append(f"\nload average at the start and the end: {report['load_avg_start']:.2f}, "
                      f"{report['load_avg']:.2f}")
     return "\n".join(lines)
+
+
+def responses_vs_chat(report: dict) -> dict:
+    """The Responses path against chat completions on the same server, round by round: tokens/s at one stream and
+    at N (medians of the rounds' ratios), and the time to first token (p50 at N streams)."""
+    chat, responses = report["rows"][0], report["rows"][1]
+    out = {}
+    for phase in ("single", "parallel"):
+        ratios = [r[phase]["tok_s"] / c[phase]["tok_s"] for c, r in zip(chat["rounds"], responses["rounds"])
+                  if c[phase]["tok_s"]]
+        out[f"{phase}_tok_s_ratio"] = statistics.median(ratios) if ratios else None
+        out[f"{phase}_ttft_p50_ms"] = {"chat": chat[phase]["ttft_p50_ms"], "responses": responses[phase]["ttft_p50_ms"]}
+    return out
 
 
 def comparisons(report: dict) -> list[dict]:
@@ -269,7 +342,7 @@ def comparisons(report: dict) -> list[dict]:
     hearth = report["rows"][0]
     found = []
     for row in report["rows"][1:]:
-        if not row["parallel"]["tok_s"]:
+        if not row["parallel"]["tok_s"] or row["server"].startswith("Hearth"):  # Hearth's own other path
             continue
         per_round = [h["parallel"]["tok_s"] / r["parallel"]["tok_s"]
                      for h, r in zip(hearth["rounds"], row["rounds"]) if r["parallel"]["tok_s"]]

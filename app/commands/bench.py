@@ -234,6 +234,8 @@ def _add_serve(kinds) -> None:
     p.add_argument("--against", action="append", default=[], metavar="URL",
                    help="also load another OpenAI-compatible server (its /v1 base URL; repeatable)")
     p.add_argument("--api-key", metavar="KEY", help="the --against servers' API key")
+    p.add_argument("--responses", action="store_true",
+                   help="also time Hearth's /v1/responses beside its /v1/chat/completions (one client for both)")
     p.add_argument("--json", action="store_true", help="the report as JSON on stdout (progress goes to stderr)")
     p.set_defaults(func=lambda args: serve.run(_options(serve.ServeBenchOptions, args, model=args.model)))
 

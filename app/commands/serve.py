@@ -50,6 +50,15 @@ def register(sub) -> None:
     p.add_argument("--reasoning-format", choices=("auto", "none"), default="auto",
                    help="auto: a reasoning model's <think>...</think> comes back as reasoning_content, apart from "
                         "content; none: it stays in content (a request's own reasoning_format wins; default auto)")
+    p.add_argument("--tools", nargs="+", default=[], metavar="NAME",
+                   help="offer these MCP servers (hearth tools list) to API clients, as {\"type\": \"mcp\", "
+                        "\"server_label\": NAME} tools of /v1/responses; only the tools you allowed for good run "
+                        "(off by default)")
+    p.add_argument("--keep-responses", type=int, default=10_000, metavar="N",
+                   help="stored responses kept for previous_response_id and GET /v1/responses/ID, oldest let go "
+                        "first (default 10000; 0 keeps none)")
+    p.add_argument("--keep-responses-days", type=float, default=30.0, metavar="DAYS",
+                   help="how long a stored response is kept (default 30, as OpenAI keeps them)")
     p.set_defaults(func=run)
 
 
@@ -67,9 +76,13 @@ def run(args: argparse.Namespace) -> int:
     if args.max_models < 1 or (args.ttl is not None and args.ttl <= 0):
         raise HearthError("--max-models must be at least 1 and --ttl more than 0 seconds.")
     limits = _limits(args)
+    if args.keep_responses < 0 or args.keep_responses_days <= 0:
+        raise HearthError("--keep-responses must be 0 or more and --keep-responses-days more than 0.")
     return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors),
                                        allowed_hosts=list(args.allowed_host), max_models=args.max_models, ttl_s=args.ttl,
-                                       limits=limits, reasoning_format=args.reasoning_format))
+                                       limits=limits, reasoning_format=args.reasoning_format,
+                                       keep_responses=args.keep_responses,
+                                       keep_responses_days=args.keep_responses_days, tools=list(args.tools)))
 
 
 def _limits(args: argparse.Namespace):

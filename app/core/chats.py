@@ -21,6 +21,7 @@ from pathlib import Path
 
 from app.core import paths
 from app.core.errors import HearthError
+from app.core.sqlite_rule import busy as _busy, damaged as _damaged, move_aside, open_checked
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -208,29 +209,6 @@ class ChatStoreBusy(ChatStoreError):
     """Another program holds the chat database's lock past the wait: busy, never damage."""
 
 
-class _IntegrityFailure(sqlite3.DatabaseError):
-    """PRAGMA quick_check found damage in a file that opened."""
-
-
-def _busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return "database is locked" in str(exc) or "database table is locked" in str(exc)
-
-
-def _damaged(exc: sqlite3.Error) -> bool:
-    """Only what says the bytes are wrong moves a file aside: a busy lock, a missing folder, a read-only or
-    full disk leave the file where it is (they say nothing about its contents)."""
-    if isinstance(exc, _IntegrityFailure):
-        return True
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-    text = str(exc)
-    return "file is not a database" in text or "malformed" in text
-
-
 class ChatStore:
     def __init__(self, path: Path | str | None = None, recover: bool = True, busy_timeout: float = BUSY_TIMEOUT_S):
         """recover: a damaged file is moved aside and what SQLite can still read of it is copied into a
@@ -271,30 +249,13 @@ class ChatStore:
 
     @staticmethod
     def _open(path: Path, busy_timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
-        db = sqlite3.connect(str(path), timeout=busy_timeout)
-        try:
-            db.execute("PRAGMA foreign_keys = ON")
-            db.execute("PRAGMA journal_mode = WAL")
-            db.executescript(SCHEMA)
-            # Damage inside the file does not always stop it from opening: look before writing into it.
-            verdict = db.execute("PRAGMA quick_check").fetchone()[0]
-            if verdict != "ok":
-                raise _IntegrityFailure(f"integrity check: {verdict}")
-        except BaseException:
-            db.close()
-            raise
-        return db
+        return open_checked(path, SCHEMA, busy_timeout)
 
     def _recover(self, error: Exception) -> sqlite3.Connection:
         """Keep the damaged file aside, start a fresh store, and copy into it every conversation and message
         that can still be read. Never writes into the damaged file."""
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        aside = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
         try:
-            for suffix in ("", "-wal", "-shm"):
-                part = Path(str(self.path) + suffix)
-                if part.exists():
-                    part.replace(Path(str(aside) + suffix))
+            aside = move_aside(self.path)
             db = self._open(self.path, self.busy_timeout)
         except (OSError, sqlite3.DatabaseError) as exc:
             # A read-only or full disk: chats work for this session only, and the user is told.

@@ -64,6 +64,11 @@ def docs_index() -> Path:
     return data_dir() / "docs.sqlite3"
 
 
+def responses_db() -> Path:
+    """The API's stored responses (`POST /v1/responses` with store): app/core/response_store.py."""
+    return data_dir() / "responses.sqlite3"
+
+
 def settings_file() -> Path:
     return config_dir() / "settings.json"
 

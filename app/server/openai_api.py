@@ -1,5 +1,6 @@
-"""The API server: OpenAI's /v1/models, /v1/chat/completions, /v1/completions and /v1/embeddings,
-Anthropic's /v1/messages (app/server/anthropic_api.py), and /health.
+"""The API server: OpenAI's /v1/models, /v1/chat/completions, /v1/completions and /v1/embeddings, its Responses
+API (/v1/responses, app/server/responses_api.py), Anthropic's /v1/messages (app/server/anthropic_api.py), and
+/health.
 
 A Starlette app over the backends of a model pool (app/server/models.py); uvicorn serves it (app/server/run.py).
 Responses follow OpenAI's shapes, streaming as server-sent events with a last usage chunk when
@@ -32,6 +33,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.core.errors import HearthError
+from app.core.response_store import ResponseStore
 from app.core.reasoning import ReasoningSplitter, split
 from app.protocol import messages as P
 from app.backends.backend import Backend
@@ -43,6 +45,7 @@ from app.server.guard import RequestGuard, allowed_hosts
 from app.server.limits import Limits, RequestQueue
 from app.server.models import ModelPool, model_id
 from app.server.requests import Generation, chat_request, completion_request, embedding_request
+from app.server.responses_api import ResponsesApi
 from app.server.streams import EngineStream
 from app.server.tools import CallReader, answer_piece
 
@@ -75,7 +78,7 @@ class OpenAIApi:
                  default_max_tokens: int = DEFAULT_MAX_TOKENS,
                  on_request: Callable[[RequestRecord], None] | None = None,
                  hosts: tuple[str, ...] | None | str = "loopback", limits: Limits = Limits(), slots: int = 1,
-                 reasoning_format: str = "auto"):
+                 reasoning_format: str = "auto", response_store: ResponseStore | None = None, api_tools=None):
         """models: the pool of models to serve (app/server/models.py), or one backend to serve alone.
         on_request, if given, is called once per finished HTTP request, on the server's thread.
         hosts: the Host names answered (None: any; app/server/guard.py decides from the address and key);
@@ -83,13 +86,16 @@ class OpenAIApi:
         limits: the body's size and deadline and the queue (app/server/limits.py; the head deadline and the
         connection cap are uvicorn's protocol's, limits.http_protocol); slots: requests the model answers at once.
         reasoning_format: "auto" returns a reasoning model's thinking as `reasoning_content`, "none" leaves it in
-        `content`; a request's own `reasoning_format` wins."""
+        `content`; a request's own `reasoning_format` wins. response_store: where /v1/responses keeps responses
+        (None: the data folder's, opened on the first request that needs it). api_tools: the MCP servers offered
+        to API clients (app/server/api_tools.py; None: none)."""
         self.reasoning_format = reasoning_format
         self.pool = models if isinstance(models, ModelPool) else ModelPool(models)
         self.on_request = on_request
         self.api_key = api_key
         self.default_max_tokens = default_max_tokens
         messages = AnthropicMessages(self)
+        responses = ResponsesApi(self, response_store, api_tools)
         routes = [
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/models", self.models, methods=["GET"]),
@@ -99,10 +105,14 @@ class OpenAIApi:
             Route("/v1/embeddings", self.embeddings, methods=["POST"]),
             Route("/v1/messages", messages.create, methods=["POST"]),
             Route("/v1/messages/count_tokens", messages.count_tokens, methods=["POST"]),
+            Route("/v1/responses", responses.create, methods=["POST"]),
+            Route("/v1/responses/{response_id}", responses.retrieve, methods=["GET"]),
+            Route("/v1/responses/{response_id}", responses.delete, methods=["DELETE"]),
+            Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),
         ]
         middleware = []
         if cors:
-            middleware.append(Middleware(CORSMiddleware, allow_origins=cors, allow_methods=["GET", "POST", "OPTIONS"],
+            middleware.append(Middleware(CORSMiddleware, allow_origins=cors, allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
                                          allow_headers=["*"]))
         self.app = Starlette(routes=routes, middleware=middleware,
                              exception_handlers={ApiError: self._api_error, 404: self._not_found,

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 
 from app.core.errors import HearthError
 from app.core.modelfile import above_trained_context
+from app.core.response_store import ResponseStore
 from app.backends.client import EngineClient
 from app.protocol.messages import LoadOptions
 from app.backends.supervisor import Supervisor
 from app.server.guard import allowed_hosts, is_loopback
+from app.server.api_tools import open_api_tools
 from app.server.limits import Limits, http_protocol
 from app.server.models import ModelPool
 from app.server.openai_api import DEFAULT_MAX_TOKENS, OpenAIApi
@@ -35,6 +37,9 @@ class ServeOptions:
     ttl_s: float | None = None  # unload a model unused for this long
     limits: Limits = field(default_factory=Limits)  # head and body deadlines, connections, queue (app/server/limits.py)
     reasoning_format: str = "auto"  # "none": a reasoning model's <think>… stays in content (a request may say)
+    keep_responses: int = 10_000  # /v1/responses' store: responses kept, and for how long (app/core/response_store.py)
+    keep_responses_days: float = 30.0
+    tools: list[str] = field(default_factory=list)  # MCP servers offered to API clients (app/server/api_tools.py)
 
 
 def open_socket(host: str, port: int) -> socket.socket:
@@ -83,7 +88,7 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
     import uvicorn
 
     backend = Supervisor()
-    pool = None
+    pool = api_tools = None
     stopped_by = None
     try:
         info = EngineClient(backend).load(load)
@@ -93,9 +98,14 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
                 print(f"hearth: {notice}", file=sys.stderr, flush=True)
         sock = open_socket(options.host, options.port)
         pool = ModelPool(backend, load, options.max_models, options.ttl_s)
+        api_tools = open_api_tools(options.tools)  # before the line that says "serves": one that cannot start is said
+        store = ResponseStore(max_responses=options.keep_responses, max_age_days=options.keep_responses_days)
+        if store.notice:
+            print(f"hearth: {store.notice}", file=sys.stderr, flush=True)
         api = OpenAIApi(pool, options.api_key, options.cors, options.max_tokens,
                         hosts=allowed_hosts(options.host, options.api_key, options.allowed_hosts),
-                        limits=options.limits, slots=load.n_parallel, reasoning_format=options.reasoning_format)
+                        limits=options.limits, slots=load.n_parallel, reasoning_format=options.reasoning_format,
+                        response_store=store, api_tools=api_tools)
         server = _server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False,
                                         http=http_protocol(options.limits)), pool)
         host, port = sock.getsockname()[:2]
@@ -113,6 +123,8 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
                 signal.signal(signal.SIGTERM, previous)
         return 0
     finally:
+        if api_tools is not None:
+            api_tools.close()
         if pool is not None:
             pool.close()
         backend.close()  # (again, if the pool had it: closing twice is harmless)

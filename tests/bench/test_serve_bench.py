@@ -56,3 +56,28 @@ def test_bench_serve_refuses_zero_rounds():
     proc = subprocess.run([sys.executable, "-m", "app", "bench", "serve", "--rounds", "0"], capture_output=True,
                           text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode != 0 and "--rounds must be at least 1." in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_bench_serve_times_the_responses_path_beside_chat_completions():
+    """#45: the Responses API on the same server, by the same client, in the same run; both paths' answers of the
+    asked length, counted by the server."""
+    proc = subprocess.run([sys.executable, "-m", "app", "bench", "serve", "--parallel", "2", "--requests", "1",
+                           "--max-tokens", str(TOKENS), "--rounds", "2", "--ctx", "512", "--threads", "1",
+                           "--responses", "--json"], capture_output=True, text=True, timeout=540,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert [row["server"] for row in report["rows"]] == ["Hearth --parallel 2 /v1/chat/completions",
+                                                         "Hearth --parallel 2 /v1/responses"]
+    for row in report["rows"]:
+        for r in row["rounds"]:
+            assert (r["single"]["tokens"], r["parallel"]["tokens"]) == (TOKENS, 2 * TOKENS)
+            assert r["parallel"]["ttft_p50_ms"] is not None
+    versus = report["responses_vs_chat"]
+    chat, responses = report["rows"]
+    ratios = [r["single"]["tok_s"] / c["single"]["tok_s"] for c, r in zip(chat["rounds"], responses["rounds"])]
+    assert versus["single_tok_s_ratio"] == pytest.approx(statistics.median(ratios))
+    assert report["comparisons"] == []  # Hearth's second path is not "another server"
+    assert "/v1/responses against /v1/chat/completions on the same server" in format_table(report)

@@ -1,0 +1,377 @@
+"""A Responses API request (`POST /v1/responses`) checked field by field and turned into the chat request the
+engine path already serves (app/server/requests.py: the same sampling bounds, schema grammars and tool
+grammars as /v1/chat/completions).
+
+Every field that would change the answer is either honoured or refused with a 400 that names it: hosted tools
+Hearth does not have (web search, file search, code interpreter, computer use, ...), image and file inputs,
+background mode, stored prompts, log probabilities, a reasoning effort the model cannot follow. Unknown fields
+are refused too, as OpenAI's API refuses them.
+
+The input items of this turn get ids here (msg_, fc_, fco_), so that a stored response lists them and a later
+turn that continues it (previous_response_id) reads back the same conversation.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.server.errors import ApiError, invalid
+from app.server.requests import Generation, chat_request
+
+# What the Responses API calls a field, for the chat request's errors that name it.
+_CHAT_NAMES = {"messages": "input", "max_tokens": "max_output_tokens", "response_format.json_schema.schema":
+               "text.format.schema", "response_format.json_schema": "text.format",
+               "response_format": "text.format", "tool_choice": "tool_choice"}
+
+HOSTED_TOOLS = ("web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11",
+                "file_search", "code_interpreter", "computer_use_preview", "computer", "computer_use",
+                "image_generation", "local_shell", "shell", "apply_patch", "custom", "tool_search")
+INPUT_ROLES = ("user", "system", "developer", "assistant")
+MAX_METADATA = 16  # OpenAI's bound: 16 pairs, keys of 64 characters, values of 512
+TRUNCATIONS = ("disabled", "auto")
+
+# Fields the endpoint reads. OpenAI's fields that change nothing here (prompt_cache_key, safety_identifier,
+# user, service_tier auto/default, stream_options) are taken and left aside; anything else is a 400.
+KNOWN = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "store",
+         "previous_response_id", "metadata", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning",
+         "truncation", "include", "top_logprobs", "background", "conversation", "prompt", "max_tool_calls",
+         "prompt_cache_key", "prompt_cache_retention", "safety_identifier", "user", "service_tier",
+         "stream_options",
+         # llama-server's and Hearth's own, as /v1/chat/completions takes them
+         "stop", "seed", "top_k", "min_p", "repeat_penalty", "frequency_penalty", "presence_penalty",
+         "ignore_eos", "reasoning_format", "grammar"}
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(16)}"
+
+
+@dataclass
+class ResponsesRequest:
+    """One /v1/responses request: what the engine runs, and what the response object echoes back."""
+
+    gen: Generation
+    input_items: list[dict]  # this turn's items, with ids (what GET .../input_items lists)
+    previous_response_id: str | None
+    store: bool
+    echo: dict  # instructions, tools, tool_choice, text, reasoning, ... as the response object repeats them
+    # Hearth's MCP servers the request asks for, each with the tools it narrows them to (None: all)
+    mcp: dict[str, list[str] | None] = field(default_factory=dict)
+    truncate: bool = False
+
+
+def _ids(items: list[dict]) -> list[dict]:
+    """The input items as stored: each with an id of its kind."""
+    out = []
+    for item in items:
+        kind = item.get("type", "message")
+        prefix = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs",
+                  "mcp_call": "mcp", "mcp_list_tools": "mcpl"}.get(kind, "item")
+        out.append({**item, "type": kind, "id": item.get("id") or new_id(prefix)})
+    return out
+
+
+def _input_items(value: Any) -> list[dict]:
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": value}]}]
+    if not isinstance(value, list) or not value:
+        raise invalid("'input' must be a text or a non-empty list of input items.", "input")
+    items = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise invalid(f"input[{i}] must be an object (a message, a function_call or a function_call_output).",
+                          f"input[{i}]")
+        items.append(dict(item))
+    return items
+
+
+def _text_of(content: Any, where: str) -> str:
+    """A message's text: a string, or its text parts (input_text, output_text); other parts are refused."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise invalid(f"{where} must be a text or a list of content parts.", where)
+    texts = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "output_text", "text"):
+            if not isinstance(part.get("text"), str):
+                raise invalid(f"{where}[{j}] needs a 'text' string.", f"{where}[{j}].text")
+            texts.append(part["text"])
+        elif kind == "refusal":
+            texts.append(str(part.get("refusal") or ""))
+        else:
+            raise invalid(f"{where}[{j}]: this server's models read text only; a '{kind}' part cannot be read.",
+                          f"{where}[{j}].type", code="unsupported_content")
+    return "".join(texts)
+
+
+def chat_messages(items: list[dict]) -> list[dict]:
+    """Input and output items as the chat messages the engine's template takes. Consecutive function calls are one
+    assistant turn; a reasoning item is left out, as chat templates leave earlier thinking out."""
+    messages: list[dict] = []
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            if role not in INPUT_ROLES:
+                raise invalid(f"{where}.role must be one of {', '.join(INPUT_ROLES)}; got {role!r}.", f"{where}.role")
+            messages.append({"role": role, "content": _text_of(item.get("content"), f"{where}.content")})
+        elif kind in ("function_call", "mcp_call"):
+            name, arguments = item.get("name"), item.get("arguments", "{}")
+            call_id = item.get("call_id") if kind == "function_call" else item.get("id")
+            if not isinstance(name, str) or not isinstance(arguments, str) or not isinstance(call_id, str):
+                raise invalid(f"{where} must have 'call_id', 'name' and 'arguments' (JSON text).", where)
+            call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments or "{}"}}
+            last = messages[-1] if messages else None
+            if last and last["role"] == "assistant" and "tool_calls" in last and not last.get("answered"):
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            if kind == "mcp_call":  # its output travels inside it
+                error = item.get("error")
+                if isinstance(error, dict):  # OpenAI's shape: {"type", "content": [{"type": "text", "text"}]}
+                    error = " ".join(str(c.get("text", "")) for c in error.get("content") or [] if isinstance(c, dict))
+                output = item.get("output") if error is None else f"Error: {error}"
+                messages.append({"role": "tool", "tool_call_id": call_id, "content": str(output or "")})
+        elif kind == "function_call_output":
+            call_id, output = item.get("call_id"), item.get("output")
+            if not isinstance(call_id, str):
+                raise invalid(f"{where}.call_id must be the call_id of the function_call it answers.",
+                              f"{where}.call_id")
+            text = output if isinstance(output, str) else _text_of(output, f"{where}.output")
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+        elif kind in ("reasoning", "mcp_list_tools"):
+            continue
+        else:
+            raise invalid(f"{where}: an input item of type '{kind}' is not supported here; send messages, "
+                          "function_call and function_call_output items.", f"{where}.type",
+                          code="unsupported_input_item")
+    for m in messages:
+        m.pop("answered", None)
+    return messages
+
+
+def _tools(body: dict) -> tuple[list[dict], list[dict], dict[str, list[str] | None]]:
+    """(chat tools for the function tools, the tools as the response echoes them, the MCP servers asked for with
+    the tools each is narrowed to)."""
+    tools = body.get("tools")
+    if tools is None:
+        return [], [], {}
+    if not isinstance(tools, list):
+        raise invalid("'tools' must be a list of tools.", "tools")
+    chat, echo, labels = [], [], {}
+    for i, tool in enumerate(tools):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        where = f"tools[{i}]"
+        if kind == "function":
+            function = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
+            if "parameters" in function and function["parameters"] is None:
+                del function["parameters"]
+            chat.append({"type": "function", "function": function})
+            echo.append({"type": "function", "name": tool.get("name"), "description": tool.get("description"),
+                         "parameters": tool.get("parameters"), "strict": tool.get("strict", True)})
+        elif kind == "mcp":
+            label = tool.get("server_label")
+            if not isinstance(label, str) or not label:
+                raise invalid(f"{where}.server_label must name one of this server's MCP servers.",
+                              f"{where}.server_label")
+            if tool.get("server_url") or tool.get("connector_id"):
+                raise invalid(f"{where}: this server runs only the MCP servers its user configured and offered "
+                              "to the API (hearth serve --tools NAME); it does not connect to a server_url.",
+                              f"{where}.server_url", code="unsupported_tool")
+            if label in labels:
+                raise invalid(f"{where}: the MCP server '{label}' is named twice.", f"{where}.server_label")
+            only = tool.get("allowed_tools")
+            if isinstance(only, dict):
+                only = only.get("tool_names")
+            if only is not None and (not isinstance(only, list) or not all(isinstance(n, str) for n in only)):
+                raise invalid(f"{where}.allowed_tools must be a list of tool names.", f"{where}.allowed_tools")
+            if tool.get("require_approval", "never") != "never":
+                raise invalid(f"{where}: calls to this server's tools run under the rules its user set (the tools "
+                              "they allowed for good), never by a client's approval; send require_approval "
+                              "'never'.", f"{where}.require_approval", code="unsupported_parameter")
+            labels[label] = only
+            echo.append(dict(tool))
+        elif kind in HOSTED_TOOLS:
+            raise invalid(f"{where}: the hosted tool '{kind}' is OpenAI's; this server does not have it. Send "
+                          "function tools, or an MCP server this server offers.", f"{where}.type",
+                          code="unsupported_tool")
+        else:
+            raise invalid(f"{where}.type must be 'function' or 'mcp'; got {kind!r}.", f"{where}.type",
+                          code="unsupported_tool")
+    return chat, echo, labels
+
+
+def _tool_choice(body: dict) -> Any:
+    choice = body.get("tool_choice")
+    if choice is None or choice in ("auto", "none", "required"):
+        return choice
+    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        return {"type": "function", "function": {"name": choice["name"]}}
+    raise invalid("'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", \"name\": ...}.",
+                  "tool_choice")
+
+
+def _text_format(body: dict) -> dict | None:
+    """text.format as chat's response_format."""
+    text = body.get("text")
+    if text is None:
+        return None
+    if not isinstance(text, dict):
+        raise invalid("'text' must be an object such as {\"format\": {\"type\": \"json_schema\", ...}}.", "text")
+    verbosity = text.get("verbosity")
+    if verbosity not in (None, "medium"):
+        raise invalid("'text.verbosity' cannot be followed by this server's models; leave it out.",
+                      "text.verbosity")
+    fmt = text.get("format")
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "json_schema":
+        spec = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+        return {"type": "json_schema", "json_schema": spec}
+    raise invalid("'text.format.type' must be 'text', 'json_object' or 'json_schema'.", "text.format.type")
+
+
+def reasoning_for(body: dict, thinks: bool | None) -> dict | None:
+    """The request's `reasoning`, checked against the model (thinks None: its shape only, before a model is
+    chosen); as the response object echoes it."""
+    reasoning = body.get("reasoning")
+    if reasoning is None:
+        return None
+    if not isinstance(reasoning, dict):
+        raise invalid("'reasoning' must be an object such as {\"effort\": \"medium\"}.", "reasoning")
+    effort = reasoning.get("effort")
+    if effort is not None and effort not in ("none", "minimal", "low", "medium", "high", "xhigh"):
+        raise invalid(f"'reasoning.effort' {effort!r} is not an effort.", "reasoning.effort")
+    if thinks is None:
+        pass
+    elif thinks and effort not in (None, "medium"):
+        raise invalid(f"This model reasons at one effort of its own; 'reasoning.effort' {effort!r} cannot be "
+                      "followed. Leave it out or send 'medium'.", "reasoning.effort", code="unsupported_effort")
+    if not thinks and effort not in (None, "none"):
+        raise invalid(f"This model does not reason before it answers, so 'reasoning.effort' {effort!r} cannot be "
+                      "followed. Leave it out, or load a reasoning model.", "reasoning.effort",
+                      code="unsupported_effort")
+    if reasoning.get("summary") not in (None, "auto", "concise", "detailed"):
+        raise invalid("'reasoning.summary' must be 'auto', 'concise' or 'detailed'.", "reasoning.summary")
+    return {"effort": effort, "summary": None}
+
+
+def _refuse_unsupported(body: dict) -> None:
+    unknown = sorted(k for k in body if k not in KNOWN)
+    if unknown:
+        raise invalid(f"Unknown parameter: '{unknown[0]}'.", unknown[0], code="unknown_parameter")
+    if body.get("background"):
+        raise invalid("Background responses are not supported here: send the request without 'background' (and "
+                      "stream it to see it as it comes).", "background", code="unsupported_parameter")
+    for name in ("conversation", "prompt"):
+        if body.get(name) is not None:
+            what = "Conversations objects" if name == "conversation" else "Stored prompt templates"
+            raise invalid(f"{what} are not supported here; use previous_response_id, or send the text as input.",
+                          name, code="unsupported_parameter")
+    if body.get("top_logprobs") not in (None, 0):
+        raise invalid("This server does not return log probabilities: send the request without 'top_logprobs'.",
+                      "top_logprobs", code="logprobs_not_supported")
+    include = body.get("include")
+    if include is not None and (not isinstance(include, list) or include):
+        raise invalid("'include' asks for data this server does not return (log probabilities, encrypted "
+                      "reasoning, search results); leave it out.", "include", code="unsupported_parameter")
+    if body.get("service_tier") not in (None, "auto", "default"):
+        raise invalid("'service_tier' must be 'auto' or 'default' here.", "service_tier")
+    truncation = body.get("truncation")
+    if truncation is not None and truncation not in TRUNCATIONS:
+        raise invalid("'truncation' must be 'disabled' or 'auto'.", "truncation")
+    metadata = body.get("metadata")
+    if metadata is not None and (not isinstance(metadata, dict) or len(metadata) > MAX_METADATA or not all(
+            isinstance(k, str) and len(k) <= 64 and isinstance(v, str) and len(v) <= 512
+            for k, v in metadata.items())):
+        raise invalid(f"'metadata' must map at most {MAX_METADATA} keys (64 characters) to strings of at most 512.",
+                      "metadata")
+    max_calls = body.get("max_tool_calls")
+    if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1):
+        raise invalid("'max_tool_calls' must be a positive integer.", "max_tool_calls")
+
+
+def responses_request(body: Any, default_max_tokens: int, history: list[dict],
+                      mcp_functions: list[dict] | None = None) -> ResponsesRequest:
+    """body: the request; history: the stored conversation it continues (previous_response_id), oldest first;
+    mcp_functions: the tools of the MCP servers it names, as function tools (app/server/api_tools.py).
+    The reasoning effort is checked against the model once it is known (reasoning_for)."""
+    if not isinstance(body, dict):
+        raise invalid("The request body must be a JSON object.")
+    _refuse_unsupported(body)
+    if "input" not in body:
+        raise invalid("'input' is required: a text or a list of input items.", "input")
+    items = _ids(_input_items(body["input"]))
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise invalid("'instructions' must be a string.", "instructions")
+    store = body.get("store", True)
+    if not isinstance(store, bool):
+        raise invalid("'store' must be true or false.", "store")
+    previous = body.get("previous_response_id")
+    if previous is not None and not isinstance(previous, str):
+        raise invalid("'previous_response_id' must be the id of a stored response.", "previous_response_id")
+    chat_tools, echo_tools, labels = _tools(body)
+    chat_tools += mcp_functions or []
+    messages = chat_messages(history + items)
+    if instructions:  # only this request's: instructions are not carried over from the previous response
+        messages.insert(0, {"role": "system", "content": instructions})
+    chat: dict[str, Any] = {"messages": messages}
+    for name in ("model", "temperature", "top_p", "stream", "stop", "seed", "top_k", "min_p", "repeat_penalty",
+                 "frequency_penalty", "presence_penalty", "ignore_eos", "parallel_tool_calls", "reasoning_format",
+                 "grammar"):
+        if name in body:
+            chat[name] = body[name]
+    if body.get("max_output_tokens") is not None:
+        chat["max_tokens"] = body["max_output_tokens"]
+    if chat_tools:
+        chat["tools"] = chat_tools
+    choice = _tool_choice(body)
+    if choice is not None and (chat_tools or choice in ("none", "auto")):
+        chat["tool_choice"] = choice
+    elif choice is not None and not labels:
+        raise invalid("'tool_choice' needs 'tools' to choose from.", "tool_choice")
+    response_format = _text_format(body)
+    if response_format is not None:
+        chat["response_format"] = response_format
+    reasoning = reasoning_for(body, None)
+    try:
+        gen = chat_request(chat, default_max_tokens)
+    except ApiError as exc:
+        raise _renamed(exc) from None
+    text = body.get("text") if isinstance(body.get("text"), dict) else {}
+    echo = {"instructions": instructions, "max_output_tokens": body.get("max_output_tokens"),
+            "temperature": gen.sampling.temperature, "top_p": gen.sampling.top_p,
+            "tools": echo_tools, "tool_choice": body.get("tool_choice") or "auto",
+            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "text": {"format": text.get("format") or {"type": "text"}, "verbosity": "medium"},
+            "reasoning": reasoning or {"effort": None, "summary": None},
+            "truncation": body.get("truncation") or "disabled", "metadata": body.get("metadata") or {},
+            "store": store, "max_tool_calls": body.get("max_tool_calls"), "user": body.get("user")}
+    return ResponsesRequest(gen=gen, input_items=items, previous_response_id=previous, store=store, echo=echo,
+                            mcp=labels, truncate=body.get("truncation") == "auto")
+
+
+def _renamed(exc: ApiError) -> ApiError:
+    """A chat request's error in the Responses API's names ('messages[2]' is 'input[2]' here, and so on)."""
+    message, param = exc.message, exc.param
+    for chat_name, name in _CHAT_NAMES.items():
+        message = message.replace(f"'{chat_name}", f"'{name}").replace(f"{chat_name}[", f"{name}[")
+        if param and (param == chat_name or param.startswith(chat_name + ".") or param.startswith(chat_name + "[")):
+            param = name + param[len(chat_name):]
+    return ApiError(exc.status, message, exc.type, param=param, code=exc.code, headers=exc.headers)
+
+
+def arguments_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
