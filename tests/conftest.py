@@ -118,7 +118,7 @@ def calibrated_variants(tmp_path_factory, model_variant, bundled_imatrix):
     per session by the benchmark's prepare_variant (Hearth's quantize, the matrix through llama.cpp's
     llama_model_quantize_params.imatrix) into the models folder of `home`. A test that sets HEARTH_HOME to `home`
     finds both there, as `hearth bench quality` keeps its quants."""
-    from app.bench.matrix import prepare_variant
+    from app.bench.variants import prepare_variant
 
     home = tmp_path_factory.mktemp("calibrated-home")
     with pytest.MonkeyPatch.context() as mp:

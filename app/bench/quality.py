@@ -192,7 +192,7 @@ def _tg_speed(decoder, tokens: list[int], n: int) -> float:
 
 def measure(options: QualityOptions, progress=None) -> dict:
     """Every quant against the base on the text: the result as a dict (rows in the quants' order)."""
-    from app.bench.matrix import prepare_variant
+    from app.bench.variants import prepare_variant
     from app.core.bundled import bundled_model_path
     from app.core.library import resolve
 

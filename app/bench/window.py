@@ -26,6 +26,7 @@ import llama_cpp
 import numpy as np
 
 from app.bench.model_options import ModelOptions
+from app.bench.window_texts import REQUEST, SYSTEM, long_text
 from app.core.errors import HearthError
 from app.core.modelfile import check_model_file
 from app.engine.decoding.decode import fill_batch
@@ -35,8 +36,6 @@ from app.engine.decoding.runtime import Runtime
 from app.engine.process.session import Session
 
 BLOCK = 1000  # tokens per point of the tok/s and RSS series
-SYSTEM = "You are a storyteller who never stops."
-REQUEST = "Tell me an endless story about a lighthouse keeper and the sea."
 
 
 @dataclass
@@ -136,13 +135,6 @@ def summarize(run: dict, ctx: int) -> dict:
 
 
 # --- perplexity ---------------------------------------------------------------
-def long_text() -> str:
-    """Prose that ships with every Python: the reference manual's pages behind help()."""
-    from pydoc_data.topics import topics
-
-    return "\n\n".join(topics[k] for k in ("compound", "specialnames", "types"))
-
-
 def perplexity(rt: Runtime, tokens: list[int], window: int | None = None, sinks: int = 0, step: int = 16) -> float:
     """Perplexity of `tokens` scored position by position.
 

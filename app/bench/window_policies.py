@@ -168,7 +168,7 @@ def compare(options: LoadOptions, text_tokens: list[int] | None, policies: list[
             n_ppl: int = 2000, n_probe: int = 1200, sinks: int = 4, say: Callable[[str], None] = print,
             recent_share: float = RECENT_SHARE) -> dict:
     """Perplexity and the retrieval probe of each policy at each budget (one context, flash attention off)."""
-    from app.bench.window import long_text
+    from app.bench.window_texts import long_text
 
     n_ctx = max(n_ppl, n_probe + 128) + 64
     attention = AttentionScores(n_ctx)
@@ -215,7 +215,7 @@ def compare(options: LoadOptions, text_tokens: list[int] | None, policies: list[
 def speed(options: LoadOptions, ctx: int, n_tokens: int, repeats: int = 2, say: Callable[[str], None] = print) -> dict:
     """Generated tok/s (wall and per CPU-second) of window with flash attention as loaded by default, window with it
     off and h2o (off by necessity), at the same context, runs interleaved so that the machine's load falls on all."""
-    from app.bench.window import REQUEST, SYSTEM
+    from app.bench.window_texts import REQUEST, SYSTEM
     from app.engine.process.session import Session
 
     kinds = {"window (flash auto)": dict(context_policy="window"),

@@ -18,7 +18,7 @@ import re
 from dataclasses import replace
 
 from app.core.api_keys import KeyStore
-from app.tools.servers import ServerEntry, ToolsConfigError
+from app.tools.server_entry import ServerEntry, ToolsConfigError
 
 SERVICE = "Hearth MCP servers"
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL")

@@ -13,54 +13,16 @@ silently treated as empty: writing to it would lose the user's servers.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.core import paths
 from app.core.bounded_read import Budget, TooBig, load_json, read_file
-from app.core.errors import HearthError
 from app.core.jsonstore import locked, read_json, update_json, write_json
+from app.tools.server_entry import ServerEntry, ToolsConfigError  # noqa: F401 (theirs, by this name too)
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,48}$")
 MAX_CONFIG_BYTES = 16 * 2**20  # a file of servers is a few KB; 16 MB is something else
 HTTP_TYPES = ("http", "streamable-http", "streamableHttp", "streamable_http")
-
-
-class ToolsConfigError(HearthError):
-    """mcp.json or an entry in it cannot be used; the message says which and why."""
-
-
-@dataclass
-class ServerEntry:
-    name: str
-    command: str | None = None
-    args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    url: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    disabled: bool = False
-
-    @property
-    def transport(self) -> str:
-        return "stdio" if self.command else "http"
-
-    def describe(self) -> str:
-        if self.command:
-            return " ".join([self.command, *self.args])
-        return self.url or ""
-
-    def to_json(self) -> dict:
-        if self.command:
-            out: dict = {"command": self.command, "args": self.args}
-            if self.env:
-                out["env"] = self.env
-        else:
-            out = {"type": "http", "url": self.url}
-            if self.headers:
-                out["headers"] = self.headers
-        if self.disabled:
-            out["disabled"] = True
-        return out
 
 
 def _strings(value, what: str) -> dict[str, str]:

@@ -195,7 +195,7 @@ def test_quality_columns_score_each_file_against_f16_once(full, tmp_path):
 
 
 def test_variants_are_quantized_once_and_reused(bundled_model):
-    from app.bench.matrix import prepare_variant
+    from app.bench.variants import prepare_variant
     from app.core import library
 
     first = prepare_variant(bundled_model, "Q8_0")

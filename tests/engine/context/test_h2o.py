@@ -155,7 +155,7 @@ def test_perplexity_at_70_percent_is_near_the_full_cache_and_at_25_near_the_wind
     """The issue's goals on 1,000 tokens of the pydoc text. Measured here (AVX2, 1 thread): full 11.55; at 70%
     window and h2o both within 0.2% of it; at 25% window 12.28, h2o 12.32. The margins (5%) are the method's
     claim, wide of what other CPUs' rounding moves."""
-    from app.bench.window import long_text
+    from app.bench.window_texts import long_text
     from app.bench.window_policies import score_tokens
     from app.engine.context.attention_scores import AttentionScores
     from app.engine.decoding.runtime import Runtime

@@ -176,7 +176,7 @@ def test_window_perplexity_stays_near_the_full_cache_and_the_sinks_matter(bundle
     leave room for other kernels' rounding, far more than it moves a perplexity, and still fail a window
     that keeps the wrong tokens (the no-sink run is one).
     """
-    from app.bench.window import long_text
+    from app.bench.window_texts import long_text
     from app.engine.context.policy import make_policy
 
     full_rt = Runtime(LoadOptions(model_path=str(bundled_model), n_ctx=1024, n_threads=1), extra_bufts=False)
