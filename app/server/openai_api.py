@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextvars
-import json
 import os
 import secrets
 import time
@@ -42,8 +41,9 @@ from app.server.errors import ApiError, from_engine, invalid
 from app.server.guard import RequestGuard, allowed_hosts
 from app.server.limits import Limits, RequestQueue
 from app.server.models import ModelPool, model_id
+from app.server.request_body import parse_body
 from app.server.requests import Generation, chat_request, completion_request, embedding_request
-from app.server.streams import EngineStream
+from app.server.streams import EngineStream, request_scope
 from app.server.tools import CallReader, answer_piece
 
 DEFAULT_MAX_TOKENS = 2048
@@ -139,7 +139,8 @@ class OpenAIApi:
             self.on_request(record)
 
     async def _handle(self, scope, receive, send):
-        await self._guarded(scope, receive, send)
+        with request_scope():  # the engine requests this request started end with it, however it ends
+            await self._guarded(scope, receive, send)
 
     async def _handle_checked(self, scope, receive, send):
         if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] != "OPTIONS":
@@ -186,16 +187,9 @@ class OpenAIApi:
 
     @staticmethod
     async def body_of(request: Request):
-        """The request's JSON body; 400 for one that is not UTF-8 or not JSON."""
-        raw = await request.body()
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise invalid("The request body is not valid UTF-8.") from None
-        except RecursionError:
-            raise invalid("The request body is nested too deeply.") from None
-        except ValueError as exc:
-            raise invalid(f"The request body is not valid JSON: {exc}.") from None
+        """The request's JSON body, every string in it checked (app/server/request_body.py); 400 for one that is not
+        UTF-8, not JSON, or holds a string that is not text."""
+        return parse_body(await request.body())
 
     async def serving(self, requested: str | None) -> tuple[str, Backend]:
         """The id and backend of the model a request names (loaded on demand, which takes seconds: off the
