@@ -100,8 +100,11 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
                                         http=http_protocol(options.limits)), pool)
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
-        say(f"Hearth serves {pool.acquire(None)[0]} at http://{shown}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)",
+        # Named without listing the library: /health must answer before any scan of the folders it lists (a slow
+        # or stuck one must not keep the server from answering); the listing is warmed up behind it.
+        say(f"Hearth serves {pool.id_of(backend)} at http://{shown}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)",
             flush=True)
+        threading.Thread(target=pool.warm_catalog, name="library-scan", daemon=True).start()
         main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, _raise_stopped) if main else None
         try:

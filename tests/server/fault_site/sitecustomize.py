@@ -3,14 +3,17 @@
 Put on PYTHONPATH, Python imports this at the start of every process (the server, and the engine, which
 inherits the environment). It wraps functions at each stage a request passes through, in whichever process
 imports their module, so that a request whose text holds "FAULT:<stage>" fails there with an unexpected
-error, as a bug would. Nothing is changed for any other request.
+error, as a bug would. Nothing is changed for any other request. HEARTH_TEST_SCAN_DELAY_S makes every
+listing of the model library that long (a huge or stuck folder; tests/server/test_library_scan.py).
 """
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
+import time
 
 
 class InjectedFault(RuntimeError):
@@ -97,7 +100,19 @@ def _patch_decode(module) -> None:  # engine: tokenizing the prompt, and generat
     decoder.tokenize_prompt, decoder.begin, decoder.hand_out = tokenizing, beginning, handing_out
 
 
-PATCHES = {"app.server.requests": _patch_requests, "app.protocol.messages": _patch_messages,
+def _patch_library(module) -> None:  # a library whose folders take long to walk
+    delay = float(os.environ.get("HEARTH_TEST_SCAN_DELAY_S") or 0)
+    list_models = module.list_models
+
+    def slow(*args, **kwargs):
+        time.sleep(delay)
+        return list_models(*args, **kwargs)
+
+    if delay:
+        module.list_models = slow
+
+
+PATCHES = {"app.core.library": _patch_library, "app.server.requests": _patch_requests, "app.protocol.messages": _patch_messages,
            "app.server.openai_api": _patch_openai_api, "app.engine.process.session": _patch_session,
            "app.engine.decoding.decode": _patch_decode}
 
