@@ -17,7 +17,7 @@ from app.core.modelfile import above_trained_context
 from app.backends.client import EngineClient
 from app.protocol.messages import LoadOptions
 from app.backends.supervisor import Supervisor
-from app.server.guard import allowed_hosts, is_loopback
+from app.server.guard import allowed_hosts, is_loopback, key_problem
 from app.server.limits import Limits, http_protocol
 from app.server.models import ModelPool
 from app.server.openai_api import DEFAULT_MAX_TOKENS, OpenAIApi
@@ -77,9 +77,16 @@ def _server(config, pool: ModelPool):
 
 
 def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
+    problem = key_problem(options.api_key)
+    if problem:
+        raise HearthError(f"{problem[:-1]} (--api-key or HEARTH_API_KEY).")
     if not is_loopback(options.host) and not options.api_key:
         raise HearthError(f"Listening on {options.host} would let anyone on the network use this model; "
                           "set an API key with --api-key KEY (or HEARTH_API_KEY) to do that.")
+    if "*" in options.cors and not options.api_key:
+        print("hearth: warning: --cors '*' without an API key lets any web page you visit use this model; set one "
+              "with --api-key KEY (or HEARTH_API_KEY), or name the pages' origins instead of '*'.", file=sys.stderr,
+              flush=True)
     import uvicorn
 
     backend = Supervisor()
