@@ -375,11 +375,16 @@ class RemoteEndpoint:
             model = self.info.get("model") if self.info else self.model
             request = _Request(next(self._ids), sink)
             self._requests[request.id] = request
-        body = {**({"model": model} if model else {}), **body, **_sampling_body(sampling),
-                "stream": True, "stream_options": {"include_usage": True}}
-        request.thread = threading.Thread(target=self._answer, args=(request, path, body, interval_ms, chat),
-                                          name=f"remote-request-{request.id}", daemon=True)
-        request.thread.start()
+        try:  # until its thread runs, a request that cannot start must not stay taken (busy for good)
+            body = {**({"model": model} if model else {}), **body, **_sampling_body(sampling),
+                    "stream": True, "stream_options": {"include_usage": True}}
+            request.thread = threading.Thread(target=self._answer, args=(request, path, body, interval_ms, chat),
+                                              name=f"remote-request-{request.id}", daemon=True)
+            request.thread.start()
+        except BaseException:
+            with self._lock:
+                self._requests.pop(request.id, None)
+            raise
         return request.id
 
     def _answer(self, request: _Request, path: str, body: dict, interval_ms: float, chat: bool) -> None:

@@ -41,13 +41,13 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from app.core.errors import EngineBusy, EngineCrashed, HearthError
 from app.protocol import messages as P
 from app.backends.backend import BackendListener, Sink
+from app.backends.in_flight import InFlight
 from app.backends.transport import EngineProcess
 from app.protocol import step_clock
 
@@ -64,12 +64,6 @@ STEP_TIMEOUT_ENV = "HEARTH_STEP_TIMEOUT"
 WATCH_INTERVAL_S = 0.25
 
 Transport = Callable[[Callable[[P.Event], None], bool], EngineProcess]
-
-
-@dataclass
-class _Request:
-    sink: Sink
-    command: str
 
 
 class Supervisor:
@@ -103,7 +97,7 @@ class Supervisor:
         self.load_error_kind: P.ErrorKind | None = None
         self.load_error: str | None = None  # its sentence, until a load succeeds
         self._load_id: int | None = None
-        self._requests: dict[int, _Request] = {}
+        self._requests = InFlight()  # the busy slot's one owner: taken at submit, released by its last event
         # The engine runtime of the running process (app/backends/runtime_choice.py), what it was chosen for,
         # and the CPU runtime to fall back to after a GPU runtime crashed on a load.
         self.runtime = None
@@ -147,7 +141,7 @@ class Supervisor:
     @property
     def busy(self) -> bool:
         with self._lock:
-            return any(r.command in (P.CHAT, P.COMPLETE, P.EMBED) for r in self._requests.values())
+            return self._requests.busy
 
     def stats(self) -> dict:
         """What a status line or /health reports."""
@@ -240,12 +234,8 @@ class Supervisor:
             if self.loading or self._starting:
                 raise EngineBusy("The model is still loading; try again in a moment.")
             rid = next(self._ids)
-            self._requests[rid] = _Request(sink, command["cmd"])
-            try:
+            with self._requests.taking(rid, command["cmd"], sink):  # released if it cannot be sent
                 self._send({**command, "id": rid})
-            except HearthError:
-                del self._requests[rid]
-                raise
         return rid
 
     def cancel(self, request_id: int | None = None) -> None:
@@ -437,11 +427,7 @@ class Supervisor:
             if self._starting and isinstance(event, P.Failed):
                 return  # the start in progress reports its own failure
             rid = event.request_id
-            request = self._requests.get(rid) if rid is not None else None
-            if request is not None:
-                if isinstance(event, (P.Done, P.Ok, P.Failed)):
-                    del self._requests[rid]
-                request.sink(event)
+            if self._requests.deliver(rid, event):
                 return
             if rid is not None and rid == self._load_id:
                 self._on_load_event(event)
@@ -490,9 +476,9 @@ class Supervisor:
             return
         was_loading = self.loading
         self.info = None
-        for rid, request in list(self._requests.items()):  # every running request ends with the crash
-            del self._requests[rid]
-            request.sink(P.failed(P.ErrorKind.ENGINE_CRASHED, event.message, rid, log=event.get("log")))
+        # every running request ends with the crash
+        self._requests.end_all(lambda rid: P.failed(P.ErrorKind.ENGINE_CRASHED, event.message, rid,
+                                                    log=event.get("log")))
         deliberate, self._cancelling_load = self._cancelling_load, False
         stopped = not deliberate and event.get("code") in STOP_SIGNALS  # told to stop, not crashed
         self._restarting = True
@@ -538,9 +524,7 @@ class Supervisor:
         crash of the model's (a request's grammar, most often), so it does not count towards MAX_CRASHES."""
         stalled = self._stalled
         self.info = None
-        for rid, request in list(self._requests.items()):
-            del self._requests[rid]
-            request.sink(P.failed(P.ErrorKind.ENGINE_CRASHED, stalled, rid, log=event.get("log")))
+        self._requests.end_all(lambda rid: P.failed(P.ErrorKind.ENGINE_CRASHED, stalled, rid, log=event.get("log")))
         self._cancelling_load = False
         self._restarting = True
         if self.process is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Callable
 
 from app.core import paths
-from app.core.errors import EngineCrashed, HearthError
+from app.core.errors import EngineCrashed, HearthError, InvalidRequest
 from app.core.proc import JsonChild, exit_reason
 from app.protocol import messages as P
 
@@ -138,7 +138,11 @@ class EngineProcess:
         if not self.alive:
             raise EngineCrashed("The engine is not running.")
         try:
-            self.child.send(P.encode(message))
+            data = P.encode(message)
+        except (UnicodeEncodeError, TypeError, ValueError) as exc:  # text that is not text (a lone surrogate)
+            raise InvalidRequest(f"This request cannot be sent to the engine: {exc}.") from None
+        try:
+            self.child.send(data)
         except OSError:
             raise EngineCrashed("The engine process is gone; it will be restarted.") from None
 

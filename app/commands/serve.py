@@ -40,6 +40,9 @@ def register(sub) -> None:
                    help="close a connection whose request line and headers take longer than this; 408 (default 10)")
     p.add_argument("--body-timeout", type=float, default=None, metavar="SECONDS",
                    help="refuse a request whose body takes longer than this to arrive; 408 (default 60)")
+    p.add_argument("--send-timeout", type=float, default=None, metavar="SECONDS",
+                   help="drop a client that takes none of its answer for this long (a stream left unread with "
+                        "its connection open), freeing its slot (default 15)")
     p.add_argument("--max-body-mb", type=float, default=None, metavar="MB",
                    help="refuse a request body larger than this; 413 (default 10)")
     p.add_argument("--max-connections", type=int, default=None, metavar="N",
@@ -89,11 +92,12 @@ def _limits(args: argparse.Namespace):
     from app.server.limits import Limits
 
     given = {"head_timeout_s": args.head_timeout, "body_timeout_s": args.body_timeout,
+             "send_timeout_s": args.send_timeout,
              "max_body_bytes": None if args.max_body_mb is None else int(args.max_body_mb * 2**20),
              "max_connections": args.max_connections, "max_queue": args.max_queue}
     limits = Limits(**{name: value for name, value in given.items() if value is not None})
-    if not (limits.head_timeout_s > 0 and limits.body_timeout_s > 0 and limits.max_body_bytes > 0
-            and limits.max_connections >= 1 and limits.max_queue >= 0):
-        raise HearthError("--head-timeout and --body-timeout must be more than 0 seconds, --max-body-mb more than "
-                          "0, --max-connections at least 1 and --max-queue at least 0.")
+    if not (limits.head_timeout_s > 0 and limits.body_timeout_s > 0 and limits.send_timeout_s > 0
+            and limits.max_body_bytes > 0 and limits.max_connections >= 1 and limits.max_queue >= 0):
+        raise HearthError("--head-timeout, --body-timeout and --send-timeout must be more than 0 seconds, "
+                          "--max-body-mb more than 0, --max-connections at least 1 and --max-queue at least 0.")
     return limits

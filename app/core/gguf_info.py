@@ -33,7 +33,7 @@ import gguf
 
 from app.core.chat_formats import MARKERS
 from app.core.errors import ModelFileError
-from app.core.modelfile import version_problem
+from app.core.modelfile import open_model_file, version_problem
 from app.core.quant_types import SEED_NAMES
 
 GGUF_MAGIC = b"GGUF"
@@ -322,7 +322,7 @@ def read_gguf_info(path: str | Path) -> GGUFInfo:
         size = p.stat().st_size
         if p.is_dir():
             raise ModelFileError(f"{p} is a folder, not a GGUF model file.")
-        fh = p.open("rb")
+        fh = open_model_file(p)  # a regular file only: a FIFO would block the open (app/core/modelfile.py)
     except FileNotFoundError:
         raise ModelFileError(f"Model file not found: {p}") from None
     except OSError as exc:

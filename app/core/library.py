@@ -31,6 +31,7 @@ from app.core.errors import HearthError, ModelFileError
 from app.core.gguf_info import read_gguf_info
 from app.core.gguf_names import SplitPart, split_part
 from app.core.jsonstore import is_object, read_json, update_json, write_json
+from app.core.modelfile import is_regular_file, open_model_file
 from app.core.units import human_size
 
 OWNED_SOURCES = ("hearth", "imported", "quantized")
@@ -165,7 +166,8 @@ def _walk_gguf(root: Path, max_depth: int = MAX_DEPTH):
             dirs.clear()
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
-            if name.lower().endswith(".gguf"):
+            # Only regular files: a FIFO (or a device) named *.gguf would block whoever opens it.
+            if name.lower().endswith(".gguf") and is_regular_file(Path(folder) / name):
                 yield Path(folder) / name
 
 
@@ -189,9 +191,9 @@ def _same_set(a: SplitPart | None, b: SplitPart) -> bool:
 
 def _is_gguf(path: Path) -> bool:
     try:
-        with path.open("rb") as fh:
+        with open_model_file(path) as fh:
             return fh.read(4) == b"GGUF"
-    except OSError:
+    except (OSError, ModelFileError):
         return False
 
 

@@ -7,8 +7,11 @@ Light on purpose (no gguf, no numpy): the window imports it before its first pai
 
 from __future__ import annotations
 
+import os
+import stat
 import struct
 from pathlib import Path
+from typing import BinaryIO
 
 from app.core.errors import ModelFileError
 
@@ -27,6 +30,34 @@ def version_problem(name: str, version: int) -> str:
             f"{', '.join(map(str, SUPPORTED_VERSIONS))}); a newer Hearth may.")
 
 
+def open_model_file(path: str | Path) -> BinaryIO:
+    """The file opened for reading, if it is a regular file; ModelFileError for anything else. A FIFO named
+    *.gguf would block a plain open() until something writes to it: `hearth models list` and `hearth serve`
+    hung on one in a scanned folder (issue 48). Opened without blocking, then checked on the open file
+    itself (a file swapped for a FIFO after a stat() is caught too), then read normally."""
+    p = Path(path)
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+            raise ModelFileError(f"{p} is {kind}, not a GGUF model file.")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def is_regular_file(path: str | Path) -> bool:
+    """Whether the path (followed through links) is a regular file; never opens it."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def check_model_file(path: str | Path) -> Path:
     """Return the resolved path, or raise ModelFileError naming the problem."""
     p = Path(path).expanduser()
@@ -36,7 +67,7 @@ def check_model_file(path: str | Path) -> Path:
         raise ModelFileError(f"{p} is a folder, not a GGUF model file.")
     try:
         size = p.stat().st_size
-        with p.open("rb") as fh:
+        with open_model_file(p) as fh:
             head = fh.read(24)
     except OSError as exc:
         raise ModelFileError(f"Cannot read {p}: {exc.strerror or exc}.") from None

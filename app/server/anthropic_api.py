@@ -98,6 +98,10 @@ def messages_request(body: Any, counting: bool = False) -> Generation:
         # What the request leaves out takes the model's recommendation where its file has one.
         given=[name for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k))
                if value is not None])
+    _thinking(body.get("thinking"), None if counting else sampling.max_tokens)
+    if body.get("mcp_servers"):
+        raise invalid("'mcp_servers' is not supported: this server does not connect to MCP servers; send their "
+                      "tools as 'tools' and run them yourself.", "mcp_servers")
     gen = Generation(model=model, sampling=sampling, stream=stream,
                      messages=_system(body.get("system")) + _messages(body.get("messages")))
     use = tool_use(_openai_tools(body))
@@ -111,6 +115,33 @@ def messages_request(body: Any, counting: bool = False) -> Generation:
                           "in a tool instead.", "output_config.format")
         gen.sampling.grammar = output
     return gen
+
+
+THINKING_MIN_BUDGET = 1024  # Anthropic's own least budget_tokens
+
+
+def _thinking(thinking: Any, max_tokens: int | None) -> None:
+    """Anthropic's extended thinking, checked as Anthropic checks it. A reasoning model thinks by its template
+    whatever this says, and its thinking is not cut at the budget: a valid setting is a hint, a wrong one a 400.
+    max_tokens None: count_tokens, where there is none to compare the budget with."""
+    if thinking is None:
+        return
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind not in ("enabled", "disabled", "adaptive"):
+        raise invalid("'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N}, {\"type\": \"adaptive\"} "
+                      "or {\"type\": \"disabled\"}.", "thinking")
+    budget = thinking.get("budget_tokens")
+    if kind != "enabled":
+        if budget is not None:
+            raise invalid("'thinking.budget_tokens' is only taken with \"type\": \"enabled\".",
+                          "thinking.budget_tokens")
+        return
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < THINKING_MIN_BUDGET:
+        raise invalid(f"'thinking.budget_tokens' must be an integer of at least {THINKING_MIN_BUDGET}; got "
+                      f"{budget!r}.", "thinking.budget_tokens")
+    if max_tokens is not None and budget >= max_tokens:
+        raise invalid(f"'thinking.budget_tokens' ({budget}) must be less than 'max_tokens' ({max_tokens}).",
+                      "thinking.budget_tokens")
 
 
 def _output_grammar(body: dict, counting: bool) -> str:

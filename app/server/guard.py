@@ -38,6 +38,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def key_problem(key: str | None) -> str | None:
+    """Why a server key could never be sent by a client, or None for a usable key (or none at all).
+    Clients send it in a header, which cannot hold a blank key, spaces at its ends (stripped on the way) or
+    characters outside printable ASCII: a server with such a key listens where nobody can use it."""
+    if key is None:
+        return None
+    if not key.strip():
+        return "The API key is blank (empty or only spaces), which no client can send; give a real key."
+    if key != key.strip() or not all(" " <= c <= "~" for c in key):
+        return ("The API key has spaces at its start or end or characters other than printable ASCII, which no "
+                "client can send in a header; give a key of letters, digits and punctuation.")
+    return None
+
+
 def allowed_hosts(bind_host: str, api_key: str | None, extra: list[str] | tuple[str, ...] = ()) -> tuple[str, ...] | None:
     """The Host names the server answers to; None for any (a key protects it, or it serves a network)."""
     if extra:

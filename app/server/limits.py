@@ -8,6 +8,12 @@ by never stopping: a deadline for a request's head, a cap on open connections, a
   sees a request only once its head is complete. So this is a subclass of uvicorn's own HTTP protocol
   (httptools, or h11 without it), the one place that sees the bytes arrive.
 - **The body** must arrive within `body_timeout_s` once the head has (app/server/guard.py reads it): 408.
+- **The answer** must be taken: a client that stops reading with its socket open (a stream left paused)
+  is dropped once nothing it was sent has been taken for `send_timeout_s`, and the request's engine slot
+  is freed with the connection (app/server/streams.py's request_scope). Waiting for the write to block is
+  not enough: the kernel takes megabytes before a write blocks (1.6 MB on loopback here, a minute and more
+  of a token stream), so the deadline reads the bytes still unsent in the kernel too (SIOCOUTQ on Linux,
+  SO_NWRITE on macOS; elsewhere only Python's own buffer, which fills once the kernel's has).
 - **Open connections** beyond `max_connections` get a 503 with Retry-After to their request, then are
   closed (uvicorn's own limit_concurrency answers in plain text, without Retry-After).
 - **Generation requests** (chat, completions, messages, count_tokens, embeddings) beyond the model's slots plus
@@ -19,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import sys
 from dataclasses import dataclass
 
 # Light at import: `hearth serve`'s flags take their defaults from Limits before anything heavy loads.
@@ -36,6 +44,7 @@ class Limits:
     max_body_bytes: int = 10 * 2**20  # app/server/guard.py: a 413 before the body is parsed
     max_connections: int = 256
     max_queue: int = 128  # requests waiting for a slot, beyond those answering
+    send_timeout_s: float = 15.0  # a client that takes none of its answer for this long is dropped
 
 
 def busy_error(message: str, code: str, close: bool = False):
@@ -56,11 +65,14 @@ def http_protocol(limits: Limits) -> type[asyncio.Protocol]:
         _head_of = None  # the request cycle current when the deadline was armed: a new one means a head came
         _head_bytes = 0
 
+        _send_watch: "_SendWatch | None" = None
+
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
             if len(self.connections) > limits.max_connections:
                 self.app = _too_many_connections  # this connection's requests: a 503, then it closes
             self._arm_head_deadline()
+            self._send_watch = _SendWatch(self, limits.send_timeout_s)
 
         def data_received(self, data: bytes) -> None:
             self._head_bytes += len(data)
@@ -75,6 +87,8 @@ def http_protocol(limits: Limits) -> type[asyncio.Protocol]:
 
         def connection_lost(self, exc) -> None:
             self._disarm_head_deadline()
+            if self._send_watch is not None:
+                self._send_watch.stop()
             super().connection_lost(exc)
 
         def _arm_head_deadline(self) -> None:
@@ -104,6 +118,80 @@ def http_protocol(limits: Limits) -> type[asyncio.Protocol]:
             self.transport.close()
 
     return LimitedProtocol
+
+
+class _SendWatch:
+    """The send deadline of one connection: every tick, how many of the bytes written the client has taken
+    (written, less those still in Python's buffer and in the kernel's); pending bytes with none taken for
+    `timeout_s` abort the connection. uvicorn then reports the disconnect to the request, which ends, and
+    its engine request with it."""
+
+    def __init__(self, protocol, timeout_s: float):
+        self.protocol, self.timeout_s = protocol, timeout_s
+        self.transport = protocol.transport
+        self.counter = _CountingTransport(self.transport)
+        protocol.transport = self.counter  # uvicorn writes every response through protocol.transport
+        self.loop = protocol.loop
+        self.taken = 0
+        self.since = self.loop.time()  # when the client last took something (or had nothing to take)
+        self.interval = min(max(timeout_s / 4, 0.05), 1.0)
+        self.timer: asyncio.TimerHandle | None = self.loop.call_later(self.interval, self.tick)
+
+    def tick(self) -> None:
+        self.timer = None
+        if self.transport.is_closing():
+            return
+        pending = self.transport.get_write_buffer_size() + unsent_bytes(self.transport)
+        taken = self.counter.written - pending
+        now = self.loop.time()
+        if pending <= 0 or taken > self.taken:
+            self.taken, self.since = taken, now
+        elif now - self.since > self.timeout_s:
+            self.transport.abort()  # close() would wait for the buffer to drain, which is the problem
+            return
+        self.timer = self.loop.call_later(self.interval, self.tick)
+
+    def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+class _CountingTransport:
+    """A transport that counts the bytes written through it (and is the transport for all else)."""
+
+    def __init__(self, transport):
+        self._transport = transport
+        self.written = 0
+
+    def write(self, data) -> None:
+        self.written += len(data)
+        self._transport.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._transport, name)
+
+
+_SO_NWRITE = 0x1024  # macOS: bytes in a socket's send buffer not yet acknowledged
+
+
+def unsent_bytes(transport) -> int:
+    """Bytes the kernel holds for the peer that it has not acknowledged (0 where the kernel cannot say)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        if sys.platform.startswith("linux"):
+            import fcntl
+            import termios
+
+            return int.from_bytes(fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"), sys.byteorder,
+                                  signed=True)
+        if sys.platform == "darwin":
+            return sock.getsockopt(socket.SOL_SOCKET, _SO_NWRITE)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 async def _too_many_connections(scope, receive, send) -> None:

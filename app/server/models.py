@@ -91,6 +91,14 @@ class ModelPool:
             slot.id = entry.id if entry else None
         return entries
 
+    def warm_catalog(self) -> None:
+        """List the library once in the background, so that the first request naming a model finds the ids known
+        (a request lists it itself when this has not finished)."""
+        try:
+            self.catalog()
+        except Exception as exc:  # noqa: BLE001 - a failed warm-up costs the first request the listing, no more
+            print(f"hearth: listing the model library failed: {exc}", file=sys.stderr, flush=True)
+
     def id_of(self, backend: Backend) -> str | None:
         """The id a loaded model is listed under (as known at its last request or listing)."""
         with self._lock:
@@ -102,17 +110,21 @@ class ModelPool:
         """The model id and backend that answer a request naming `requested` (None: the model used last)."""
         with self._lock:
             if requested:  # the usual case, a client naming what /v1/models listed: no library walk
-                slot = next((s for s in self._slots if s.id is not None and s.id == requested), None)
+                slot = next((s for s in self._slots if (s.id or model_id(s.backend.info)) == requested), None)
             else:
                 slot = max(self._slots, key=lambda s: s.last_used) if self._slots else None
             if slot is not None:
                 return self._ready(slot)
         if requested:
-            path = self._path_of(requested)
+            entry = self._entry_of(requested)
+            path = entry.path
             with self._lock:
                 slot = next((s for s in self._slots if os.path.realpath(s.current_path()) == os.path.realpath(path)),
                             None)
-            return self._ready(slot if slot is not None else self._load(path))
+            if slot is None:
+                slot = self._load(path)
+            slot.id = slot.id or entry.id  # the listing that found it named it
+            return self._ready(slot)
         if self.load_options is None:
             raise ApiError(503, "No model is loaded.", "unavailable_error", code="model_loading")
         return self._ready(self._load(self.load_options.model_path))  # all were unloaded: the first comes back
@@ -125,8 +137,8 @@ class ModelPool:
         if model_id(backend.info) is None or not backend.ready:
             raise ApiError(503, "The model is loading; try again in a moment.", "unavailable_error",
                            code="model_loading")
-        if slot.id is None:
-            self.catalog()
+        # Its library id once a listing has named it (warm_catalog, at the start); its file's name until then: a
+        # request for a loaded model never waits for a walk of the library's folders.
         return slot.id or model_id(backend.info), backend
 
     def _load(self, path: str) -> _Slot:
@@ -209,8 +221,8 @@ class ModelPool:
                 raise ApiError(503, f"{reason} The next request tries again.", "unavailable_error",
                                code="model_load_failed") from None
 
-    def _path_of(self, requested: str) -> str:
-        """The file a request's `model` names among the catalog's models; never an arbitrary path a client
+    def _entry_of(self, requested: str) -> library.LibraryEntry:
+        """The entry a request's `model` names among the catalog's models; never an arbitrary path a client
         sends (only names are matched). 404 for a name nothing answers to, 400 for one several answer to."""
         try:
             entry = library.find(requested, self.catalog())
@@ -219,7 +231,7 @@ class ModelPool:
             raise ApiError(400, f"'{requested}' names {len(exc.candidates)} models here: {ids}; name one by its id "
                                 "(GET /v1/models).", param="model", code="model_ambiguous") from None
         if entry is not None:
-            return entry.path
+            return entry
         names = ", ".join(repr(s.id or model_id(s.backend.info)) for s in self._slots if s.backend.info)
         raise ApiError(404, f"The model '{requested}' does not exist here; this server has {names or 'none'}"
                             f"{' and the models of its library (GET /v1/models)' if self.load_options else ''}.",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextvars
-import json
 import os
 import secrets
 import time
@@ -40,13 +39,14 @@ from app.backends.backend import Backend
 from app.server.anthropic_api import AnthropicMessages, is_anthropic
 from app.server.answers import (TextFrame, compact_json, event_stream, open_answer, prediction_counts,
                                 token_counts, whole_answer)
-from app.server.errors import ApiError, from_engine, invalid
+from app.server.errors import ApiError, from_engine
 from app.server.guard import RequestGuard, allowed_hosts
 from app.server.limits import Limits, RequestQueue
 from app.server.models import ModelPool, model_id
+from app.server.request_body import parse_body
 from app.server.requests import Generation, chat_request, completion_request, embedding_request
 from app.server.responses_api import ResponsesApi
-from app.server.streams import EngineStream
+from app.server.streams import EngineStream, request_scope
 from app.server.tools import CallReader, answer_piece
 
 DEFAULT_MAX_TOKENS = 2048
@@ -149,7 +149,8 @@ class OpenAIApi:
             self.on_request(record)
 
     async def _handle(self, scope, receive, send):
-        await self._guarded(scope, receive, send)
+        with request_scope():  # the engine requests this request started end with it, however it ends
+            await self._guarded(scope, receive, send)
 
     async def _handle_checked(self, scope, receive, send):
         if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] != "OPTIONS":
@@ -196,16 +197,9 @@ class OpenAIApi:
 
     @staticmethod
     async def body_of(request: Request):
-        """The request's JSON body; 400 for one that is not UTF-8 or not JSON."""
-        raw = await request.body()
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise invalid("The request body is not valid UTF-8.") from None
-        except RecursionError:
-            raise invalid("The request body is nested too deeply.") from None
-        except ValueError as exc:
-            raise invalid(f"The request body is not valid JSON: {exc}.") from None
+        """The request's JSON body, every string in it checked (app/server/request_body.py); 400 for one that is not
+        UTF-8, not JSON, or holds a string that is not text."""
+        return parse_body(await request.body())
 
     async def serving(self, requested: str | None) -> tuple[str, Backend]:
         """The id and backend of the model a request names (loaded on demand, which takes seconds: off the

@@ -1,8 +1,11 @@
 """OpenAI request bodies, checked field by field, into the engine's options.
 
 Every field a client may send is checked for its type and range here, once, so that a wrong value is a
-400 that names the field (never a 500, never a silently ignored value). Fields that only OpenAI's hosted
-models have (audio, modalities, store, ...) are accepted and ignored, as other local servers do.
+400 that names the field (never a 500, never a silently ignored value). A field that asks for something
+this server cannot do (best_of, suffix, audio output, web search, the old functions API) is a 400 that says
+so, unless it has its neutral value (best_of 1, an empty suffix, text-only modalities). Fields that change
+nothing in the answer (store, metadata, user, service_tier, ...) are accepted and ignored, as other local
+servers do.
 """
 
 from __future__ import annotations
@@ -154,6 +157,30 @@ def _no_logprobs(body: dict, chat: bool) -> None:
                       "logprobs", code="logprobs_not_supported")
 
 
+def _cannot_do(body: dict, chat: bool) -> None:
+    """What would change the answer but cannot be done here: a 400 naming the field, never ignored."""
+    if chat:
+        for name, neutral in (("functions", (None, [])), ("function_call", (None, "none", "auto"))):
+            if body.get(name) not in neutral:
+                raise invalid(f"'{name}' (OpenAI's deprecated functions API) is not supported: send the functions "
+                              "as 'tools' (and 'function_call' as 'tool_choice').", name)
+        modalities = body.get("modalities")
+        if modalities is not None and (not isinstance(modalities, list) or set(modalities) - {"text"}):
+            raise invalid("'modalities' may only be [\"text\"]: this server answers in text.", "modalities")
+        for name, what in (("audio", "audio output"), ("web_search_options", "web search")):
+            if body.get(name) is not None:
+                raise invalid(f"'{name}' is not supported: this server has no {what}; send the request without "
+                              "it.", name)
+        return
+    best_of = body.get("best_of")
+    if best_of is not None and (isinstance(best_of, bool) or best_of != 1):
+        raise invalid("'best_of' other than 1 is not supported: ask again for another answer.", "best_of")
+    suffix = body.get("suffix")
+    if suffix not in (None, ""):
+        raise invalid("'suffix' is not supported: this server completes a prompt at its end only (no "
+                      "fill-in-the-middle); send the request without it.", "suffix")
+
+
 def _sampling(body: dict, default_max_tokens: int) -> SamplingOptions:
     d = SamplingOptions()
     n = number(body, "n", 1, 128, integer=True)
@@ -250,6 +277,7 @@ def streaming(body: dict) -> bool:
 def _common(body: Any, default_max_tokens: int, chat: bool) -> Generation:
     model = model_of(body)
     _no_logprobs(body, chat)
+    _cannot_do(body, chat)
     stream = streaming(body)
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):

@@ -18,8 +18,8 @@ from app.core.response_store import ResponseStore
 from app.backends.client import EngineClient
 from app.protocol.messages import LoadOptions
 from app.backends.supervisor import Supervisor
-from app.server.guard import allowed_hosts, is_loopback
 from app.server.api_tools import open_api_tools
+from app.server.guard import allowed_hosts, is_loopback, key_problem
 from app.server.limits import Limits, http_protocol
 from app.server.models import ModelPool
 from app.server.openai_api import DEFAULT_MAX_TOKENS, OpenAIApi
@@ -82,9 +82,16 @@ def _server(config, pool: ModelPool):
 
 
 def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
+    problem = key_problem(options.api_key)
+    if problem:
+        raise HearthError(f"{problem[:-1]} (--api-key or HEARTH_API_KEY).")
     if not is_loopback(options.host) and not options.api_key:
         raise HearthError(f"Listening on {options.host} would let anyone on the network use this model; "
                           "set an API key with --api-key KEY (or HEARTH_API_KEY) to do that.")
+    if "*" in options.cors and not options.api_key:
+        print("hearth: warning: --cors '*' without an API key lets any web page you visit use this model; set one "
+              "with --api-key KEY (or HEARTH_API_KEY), or name the pages' origins instead of '*'.", file=sys.stderr,
+              flush=True)
     import uvicorn
 
     backend = Supervisor()
@@ -110,8 +117,11 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
                                         http=http_protocol(options.limits)), pool)
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
-        say(f"Hearth serves {pool.acquire(None)[0]} at http://{shown}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)",
+        # Named without listing the library: /health must answer before any scan of the folders it lists (a slow
+        # or stuck one must not keep the server from answering); the listing is warmed up behind it.
+        say(f"Hearth serves {pool.id_of(backend)} at http://{shown}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)",
             flush=True)
+        threading.Thread(target=pool.warm_catalog, name="library-scan", daemon=True).start()
         main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, _raise_stopped) if main else None
         try:

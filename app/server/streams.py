@@ -8,20 +8,47 @@ busy with llama.cpp's threads every wake-up preempts one of them. When the handl
 piece: several tokens per write only when the client is slower than the engine, never as a delay.
 
 A handler that stops listening (the client disconnected, the stream was closed) cancels the request in the
-engine, which stops within a token and frees it for the next request.
+engine, which stops within a token and frees it for the next request. A client that waits for a whole
+answer is checked for every DISCONNECT_CHECK_S while the tokens come, not only while none comes: a request
+that keeps generating after its client left (the official clients retry on a timeout) held the engine for
+the rest of its max_tokens (issue 48).
+
+Every HTTP request runs inside one request_scope (app/server/openai_api.py): whatever way the request ends
+(an answer, an error at any stage, a client gone, a send deadline past), the engine requests it started and
+did not finish are cancelled when it leaves. Handlers need not close their streams on each error path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import time
 from collections import deque
-from typing import AsyncIterator, Awaitable, Callable
+from contextlib import contextmanager
+from typing import AsyncIterator, Awaitable, Callable, Iterator
 
 from app.protocol import messages as P
 from app.backends.backend import Backend
 
 DISCONNECT_CHECK_S = 0.25
 _PLAIN_TOKEN = {"ev", "text", "id"}  # a token event with nothing else (no logprobs, no draft figures) merges
+# The streams the HTTP request being handled has started (request_scope); a task the request starts (a
+# streaming response's) sees the same list.
+_OPEN: contextvars.ContextVar[list["EngineStream"] | None] = contextvars.ContextVar("hearth_engine_streams",
+                                                                                     default=None)
+
+
+@contextmanager
+def request_scope() -> Iterator[None]:
+    """The lifetime of one HTTP request's engine requests: those still running when it ends are cancelled."""
+    streams: list[EngineStream] = []
+    token = _OPEN.set(streams)
+    try:
+        yield
+    finally:
+        _OPEN.reset(token)
+        for stream in streams:
+            stream.close()
 
 
 class EngineStream:
@@ -37,7 +64,17 @@ class EngineStream:
         # response itself listens for the disconnect (and cancels this stream), and two listeners
         # would take each other's messages.
         self.disconnected: Callable[[], Awaitable[bool]] | None = None
+        self._check_at = 0.0  # when `disconnected` is next polled while events keep coming
         self.request_id = start(self._sink)
+        streams = _OPEN.get()
+        if streams is not None:
+            streams.append(self)
+
+    def close(self) -> None:
+        """Cancel the request in the engine unless it has ended; any number of times."""
+        if not self.finished:
+            self.finished = True
+            self.backend.cancel(self.request_id)
 
     def _sink(self, event: P.Event) -> None:
         self._pending.append(event)
@@ -55,6 +92,12 @@ class EngineStream:
 
     async def _next(self) -> P.Event | None:
         """The next event (plain tokens waiting merged into one); None when the client left meanwhile."""
+        if self.disconnected is not None:  # polled while the events keep coming too, not only while none comes
+            now = time.monotonic()
+            if now >= self._check_at:
+                self._check_at = now + DISCONNECT_CHECK_S
+                if await self.disconnected():
+                    return None
         while not self._pending:
             self._waiter = self._loop.create_future()
             try:
@@ -92,5 +135,4 @@ class EngineStream:
                 if self.finished:
                     return
         finally:
-            if not self.finished:
-                self.backend.cancel(self.request_id)
+            self.close()

@@ -14,7 +14,7 @@ from typing import Callable
 from app.core.errors import HearthError
 from app.backends.backend import Backend
 from app.server.openai_api import OpenAIApi, RequestRecord
-from app.server.guard import allowed_hosts, is_loopback
+from app.server.guard import allowed_hosts, is_loopback, key_problem
 from app.server.limits import http_protocol
 from app.server.run import ServeOptions, open_socket
 
@@ -45,6 +45,9 @@ class BackgroundServer:
 
         if self.running:
             raise HearthError(f"The server is already running at {self.url}.")
+        problem = key_problem(settings.api_key)
+        if problem:
+            raise HearthError(problem)
         if not is_loopback(settings.host) and not settings.api_key:
             raise HearthError(f"Listening on {settings.host} would let anyone on the network use this model; "
                               "set an API key first.")

@@ -337,3 +337,18 @@ def test_not_a_url():
     with pytest.raises(ModelLoadError, match="is not a server address"):
         RemoteEndpoint("http://")
 
+
+
+def test_a_request_that_cannot_start_leaves_the_endpoint_not_busy(monkeypatch):
+    """The busy state is released on every path: a request whose body cannot be built was left taken for good."""
+    import app.backends.remote as remote
+
+    def unbuildable(sampling):
+        raise ValueError("cannot be built")
+
+    monkeypatch.setattr(remote, "_sampling_body", unbuildable)
+    backend = RemoteEndpoint(f"http://127.0.0.1:{free_port()}/v1")
+    with pytest.raises(ValueError):
+        backend.chat([{"role": "user", "content": "Hi"}], P.SamplingOptions(max_tokens=3), lambda event: None)
+    assert not backend.busy
+    backend.close()

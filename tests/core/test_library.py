@@ -203,3 +203,42 @@ def test_an_import_copy_killed_midway_leaves_no_model_and_its_leftover_is_cleane
     shutil.copyfile(bundled_model, small)
     entry = library.import_model(small, "copy")  # not refused as a duplicate
     assert entry.path == str(dest / "big.gguf") and (dest / "big.gguf").stat().st_size == small.stat().st_size
+
+
+def test_fifos_named_gguf_in_any_scanned_folder_are_never_opened(other_apps, tmp_path):
+    """A FIFO blocks a plain open() until something writes to it: `hearth models list` hung for ever on one
+    (issue 48). Every place the library scans holds one here; the listing runs in a child, so that a hang
+    fails the test instead of holding it."""
+    import os
+    import subprocess
+    import sys
+
+    fifos = [paths.models_dir() / "blocker.gguf", other_apps / ".lmstudio/models/lmstudio-community/pipe.gguf",
+             other_apps / ".cache/huggingface/hub/models--acme--Tiny-GGUF/snapshots/abc123/pipe-Q4_0.gguf",
+             other_apps / ".local/share/nomic.ai/GPT4All/pipe.gguf", other_apps / ".ollama/models/blobs/sha256-fifo"]
+    for fifo in fifos:
+        os.mkfifo(fifo)
+    linked = tmp_path / "linked.gguf"  # imported by link once, a FIFO now
+    write_tiny_gguf(linked)
+    library.import_model(linked, mode="link")
+    linked.unlink()
+    os.mkfifo(linked)
+    code = "import json; from app.core import library; print(json.dumps([e.path for e in library.list_models()]))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ)
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    names = [os.path.basename(p) for p in listed]
+    assert names and not {"blocker.gguf", "pipe.gguf", "pipe-Q4_0.gguf", "sha256-fifo"} & set(names), names
+    with pytest.raises(ModelFileError, match="FIFO"):
+        library.read_gguf_info(fifos[0])
+
+
+def test_a_fifo_given_as_the_model_is_one_sentence(tmp_path):
+    import os
+
+    from app.core.modelfile import check_model_file
+
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)
+    with pytest.raises(ModelFileError, match="is a FIFO, not a GGUF model file"):
+        check_model_file(fifo)

@@ -14,6 +14,7 @@ from app.core.errors import HearthError
 from app.server.limits import Limits
 
 FLAGS = {"--head-timeout": Limits().head_timeout_s, "--body-timeout": Limits().body_timeout_s,
+         "--send-timeout": Limits().send_timeout_s,
          "--max-body-mb": Limits().max_body_bytes / 2**20, "--max-connections": Limits().max_connections,
          "--max-queue": Limits().max_queue}
 
@@ -36,7 +37,7 @@ def test_the_help_says_the_defaults_the_server_applies():
 
 
 @pytest.mark.parametrize("flag, value", [("--head-timeout", "0"), ("--max-connections", "0"), ("--max-queue", "-1"),
-                                         ("--max-body-mb", "0")])
+                                         ("--max-body-mb", "0"), ("--send-timeout", "0")])
 def test_a_wrong_limit_is_one_sentence(flag, value):
     with pytest.raises(HearthError, match="--max-connections at least 1"):
         serve._limits(parser().parse_args(["serve", flag, value]))

@@ -50,6 +50,10 @@ class Embedder:
 
     def embed(self, inputs: list) -> dict:
         """{"embeddings": one unit-length vector per input, "prompt_tokens": tokens evaluated in all}."""
+        for i, item in enumerate(inputs):  # one too long for its bytes alone is refused before any tokenizing
+            if isinstance(item, str) and self.rt.surely_longer(item, self.n_ctx):
+                raise ContextTooLong(f"Input {i} is longer than the {self.n_ctx} tokens one embedding can take; "
+                                     "shorten it or split it.")
         token_lists = [self.tokens_of(item) for item in inputs]  # every input checked before any work
         for i, toks in enumerate(token_lists):
             if not toks:

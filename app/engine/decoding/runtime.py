@@ -21,6 +21,7 @@ from app.engine.process import llamalog
 from app.engine.probes.gpu_memory import gpu_devices, gpu_memory_mb
 from app.protocol.messages import LoadOptions
 from app.engine.decoding.threads import OthersCpu, ThreadController, runnable_others
+from app.engine.decoding.token_bound import TokenBound
 
 _KV_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}  # ggml_type values
 _FLASH = {
@@ -153,6 +154,7 @@ class Runtime:
         self._special_texts: tuple[str, ...] | None = None
         self._splitter: tuple | None = None  # see _special_splitter
         self._piece_buf = ctypes.create_string_buffer(256)
+        self._bound = TokenBound(self.vocab)
         self.load_s = time.perf_counter() - started
         self.load_rss_mb = rss_mb() - rss_before
 
@@ -268,6 +270,12 @@ class Runtime:
                 del tokens[0]
             return tokens
         return self._tokenize_plain(text, add_special, parse_special)
+
+    def surely_longer(self, text: str, limit: int) -> bool:
+        """Whether the text is more than `limit` tokens, known without tokenizing it (app/engine/decoding/
+        token_bound.py); False when that cannot be known so (tokenize it to tell)."""
+        # A text of at most `limit` characters can only be longer where one token spells less than a character.
+        return len(text) > limit and self._bound.fewest(text) > limit
 
     def _special_splitter(self):
         """(regex of the special texts, longest first; their token ids), or None where llama.cpp's own
