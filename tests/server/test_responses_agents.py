@@ -51,7 +51,7 @@ def test_an_agent_calls_its_function_tool(api, model_name):
 def test_a_two_turn_conversation_through_previous_response_id(api, model_name):
     agent = agents.Agent(name="talk", instructions="Answer briefly.", model=_model(api, model_name),
                          model_settings=agents.ModelSettings(temperature=0, max_tokens=200,
-                                                             extra_body={"stop": ["\n"]}))  # a line each
+                                                             extra_body={"stop": [".", "!", "?", "\n"]}))  # a sentence each
 
     async def talk():
         first = await agents.Runner.run(agent, "My name is Ada.")
