@@ -27,12 +27,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton, QSplitter,
                                QVBoxLayout, QWidget)
 
-from app.core.chats import DEFAULT_TITLE, ChatStore, answer_model, remembered_model, title_from, tool_turn_messages
+from app.core.answer_saving import INTERRUPTED, SAVE_INTERVAL_S, StreamingAnswer, recover_interrupted
+from app.core.chats import (DEFAULT_TITLE, ChatStore, ChatStoreError, answer_model, remembered_model, title_from,
+                            tool_turn_messages)
 from app.core.reasoning import without_reasoning
 from app.docs.conversation import KEY as ATTACHMENTS
 from app.docs.conversation import ConversationDocs, chip_text
@@ -93,6 +95,10 @@ class ChatView(QWidget):
         super().__init__(parent)
         self.bridge = bridge
         self.store = store
+        try:  # the answers a crash of the window cut off, saved marked interrupted before the chats are listed
+            recover_interrupted(store)
+        except ChatStoreError:  # busy: they stay in the store for the next start
+            pass
         self.conversation_id: int | None = None
         self._gen_conversation: int | None = None  # where the answer in progress goes
         self._detached = False  # the user switched away mid-answer
@@ -102,6 +108,10 @@ class ChatView(QWidget):
         self._reading = ""  # how far the engine has read a long prompt, until the answer's first figures
         self.sampling_overrides: dict = {}  # set by `hearth bench gui` (ignore_eos), not shown to users
         self._continuing = None  # the answer (a Message) the one in progress continues
+        self._answer: StreamingAnswer | None = None  # the answer in progress, as the store keeps it while it streams
+        self._save_timer = QTimer(self)
+        self._save_timer.setInterval(int(SAVE_INTERVAL_S * 1000))
+        self._save_timer.timeout.connect(self._save_answer)
         self._answer_model: dict = {}  # which model the answer in progress was asked of
         self.remembered: dict = {}  # the open conversation's model (its latest answer's), see remembered_model
         # What the window calls a model file; the main window gives the library's names (Models page).
@@ -422,7 +432,7 @@ class ChatView(QWidget):
             links.append(("Edit", f"edit:{msg.id}"))
         elif msg.role == "assistant":
             links.append(("Regenerate", f"regenerate:{msg.id}"))
-            if last and msg.content and msg.meta.get("finish_reason") in ("length", "cancelled"):
+            if last and msg.content and msg.meta.get("finish_reason") in ("length", "cancelled", INTERRUPTED):
                 links.append(("Continue", f"continue:{msg.id}"))
             # The passages the answer was given, each opening its text: [1] manual.pdf p. 2
             links += [(f"[{src['n']}] {src['where']}", f"source:{msg.id}.{src['n']}")
@@ -467,6 +477,8 @@ class ChatView(QWidget):
         if self._preparing:
             self._drop_preparation()
         elif self.generating and not self._detached:
+            self._save_answer()  # what was shown is kept until the engine's Done brings the whole answer
+            self._save_timer.stop()
             self._detached = True
             self.transcript.end_stream()
             self.bridge.cancel()
@@ -646,6 +658,10 @@ class ChatView(QWidget):
             return
         self._gen_conversation = self.conversation_id
         self._detached = False
+        # Saved while it streams (app/core/answer_saving.py): a crash of the window costs at most the last second.
+        self._answer = StreamingAnswer(self.store, self.conversation_id, self._answer_model,
+                                       regenerating=self._regenerating, continuing=self._continuing)
+        self._save_timer.start()
         # A template that opens <think> in the prompt (DeepSeek-R1's): the answer starts inside its thinking.
         self.transcript.begin_stream(opened=bool((self.bridge.info or {}).get("opens_thinking")))
         if self._continuing is not None:  # the answer so far, shown again as the start of this one
@@ -735,6 +751,10 @@ class ChatView(QWidget):
         self._update_buttons()
 
     # --- answers ------------------------------------------------------------
+    def _save_answer(self) -> None:
+        if self._answer is not None and not self._detached:
+            self._answer.update(self._streamed(), force=True)  # the timer is the cadence
+
     def _on_token_received(self, text: str) -> None:
         if self._reading:
             self._on_answer_started()
@@ -766,6 +786,8 @@ class ChatView(QWidget):
         parts = [*signed, *([count, f"{meta.get('gen_tok_s') or 0:.1f} tok/s"] if count else [])]
         if meta.get("finish_reason") == "cancelled":
             parts.append("stopped when Hearth was closed" if meta.get("stopped_by") == "quit" else "stopped")
+        elif meta.get("finish_reason") == INTERRUPTED:  # saved while it streamed; the window died before its end
+            parts.append("interrupted: Hearth closed before the answer ended")
         elif meta.get("finish_reason") == "length":
             parts.append("hit the length limit")
         if (meta.get("prediction") or {}).get("accepted"):  # regenerated or edited: drafted from the old answer
@@ -784,32 +806,18 @@ class ChatView(QWidget):
         self.transcript.flush()
         if self.transcript.stream_thought_s is not None and not self._detached:
             meta = {**meta, "thought_s": round(self.transcript.stream_thought_s, 1)}
-        meta = {**self._answer_model, **meta}  # signed with the model that wrote it
         if self._answer_sources:  # which chunks the answer was given: file, page or heading, span, and text
             meta["sources"] = [{**src.as_dict(), "text": src.hit.text} for src in self._answer_sources]
             self._answer_sources = []
         conversation = self._gen_conversation
         regenerating, self._regenerating = self._regenerating, None
-        continuing, self._continuing = self._continuing, None
+        self._continuing = None
         self._gen_conversation = None
-        saved = None
-        if continuing is not None:
-            old = continuing.meta
-            tokens = (old.get("completion_tokens") or 0) + (meta.get("completion_tokens") or 0)
-            # The earlier part's thinking time stands: the continuation would time a thinking it only finished.
-            meta = {**old, **meta, **({"completion_tokens": tokens} if tokens else {}),
-                    **({"thought_s": old["thought_s"]} if "thought_s" in old else {}), "continued": True}
-            text = continuing.content + text
-        if conversation is not None and self.store.get(conversation) is not None:
-            if continuing is not None and self.store.message(continuing.id) is not None:
-                self.store.update_message(continuing.id, text, meta)
-                saved = self.store.message(continuing.id)
-            elif regenerating is not None and self.store.message(regenerating) is not None:
-                if text or meta.get("tool_calls"):  # a retry that failed before its first token leaves the old one
-                    self.store.add_version(regenerating, text, meta)
-                saved = self.store.message(regenerating)
-            elif text or meta.get("error") or meta.get("tool_calls"):
-                saved = self.store.message(self.store.add_message(conversation, "assistant", text, meta))
+        self._save_timer.stop()
+        answer, self._answer = self._answer, None
+        # Saved as its draft says (a new message, a version, a continued text), signed with the model that wrote it.
+        saved = answer.finish(text, meta) if answer is not None else None
+        meta = saved.meta if saved is not None else {**self._answer_model, **meta}
         if self._detached:
             self._detached = False
         elif regenerating is not None and not text and not meta.get("tool_calls") and saved is not None:
