@@ -50,6 +50,8 @@ class EngineBridge(QObject):
     model_loaded = Signal(object)
     load_progress = Signal(float)  # 0..1, about ten a second while llama.cpp reads the weights
     load_failed = Signal(str)
+    # The window's answer was asked (waiting: other requests, the API's, are answered first).
+    generation_started = Signal(bool)
     token_received = Signal(str)
     # The window's answer before its first token: it waited for other requests (the API's) and its turn came;
     # a long prompt's reading, (tokens read, tokens to read), after each batch.
@@ -192,6 +194,7 @@ class EngineBridge(QObject):
         except HearthError:
             self._busy = False
             return False
+        self.generation_started.emit(self._waiting)  # before its events, which come queued from other threads
         return True
 
     def chat_with_tools(self, messages: list[dict], sampling: P.SamplingOptions, servers: list[str],
@@ -214,6 +217,7 @@ class EngineBridge(QObject):
         self._tool_answer = ToolAnswer(self, self.backend, messages, sampling, servers, self._tool_pool, n_ctx,
                                        choice, forced, pinned, max_rounds)
         self._tool_answer.start()
+        self.generation_started.emit(self._waiting)
         return True
 
     def answer_tool_call(self, decision: str) -> None:

@@ -179,22 +179,10 @@ class MainWindow(QMainWindow):
     def _build_monitor(self):
         from app.ui.monitor.monitor_view import MonitorView
 
-        monitor = MonitorView()
+        monitor = MonitorView(self.bridge)  # it follows the bridge's news itself
         monitor.setMinimumWidth(MONITOR_MIN_WIDTH)
         self.monitor_dock.setWidget(monitor)
         monitor.apply_theme(self._dark)
-        b = self.bridge
-        b.stats_received.connect(monitor._on_stats)
-        b.generation_finished.connect(monitor._on_done)
-        b.generation_failed.connect(monitor._on_interrupted)
-        b.engine_crashed.connect(monitor._on_interrupted)
-        b.model_loaded.connect(monitor._on_loaded)
-        b.model_unloaded.connect(monitor._on_unloaded)
-        self.chat.generation_started.connect(lambda: monitor._on_started(b.waiting_turn))
-        b.turn_started.connect(monitor._on_started)
-        b.prompt_progress.connect(monitor._on_prompt_progress)
-        if b.ready:
-            monitor._on_loaded(b.info)
         return monitor
 
     def _build_bench(self):
@@ -220,7 +208,7 @@ class MainWindow(QMainWindow):
         connections = ConnectionsPage(self.bridge, self.settings)
         connections.title = self.models.title  # one name for a model on every page
         connections.error_reported.connect(self.show_message)
-        connections.figures.figures_received.connect(self.monitor._on_stats)
+        connections.figures.figures_received.connect(self.monitor.show_figures)
         return connections
 
     def _build_documents(self):
