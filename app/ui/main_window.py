@@ -626,6 +626,9 @@ class MainWindow(QMainWindow):
             if page is not None:
                 page.close_tasks()
         self.chat.close_documents()
+        from app.backends import vocab
+
+        vocab.close()  # the vocabulary child the draft choices and token counts asked (it outlived the window)
         if built("server"):
             self.server.stop()
         self.bridge.close()

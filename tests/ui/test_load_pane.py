@@ -44,3 +44,27 @@ def test_draft_models_offered_are_the_smaller_library_models_with_the_same_vocab
     assert strange not in offered() and q8 not in offered()
     settings.draft_choice.setCurrentIndex(offered().index(q4_0))
     assert settings.options(q8).draft_model == q4_0
+
+
+def test_the_fit_shown_before_load_counts_the_draft_model(qtbot, idle_window, model_variant):
+    """#49.2: the Models page's fit counts the draft model chosen in the load settings, at its own context."""
+    w = idle_window
+    f16, q4_0 = str(model_variant("F16")), str(model_variant("Q4_0"))
+    for path in (f16, q4_0):
+        w.models.import_file(path)
+    paths = lambda: [m["path"] for m in w.models.models]  # noqa: E731
+    qtbot.waitUntil(lambda: {f16, q4_0} <= set(paths()), timeout=30_000)
+    w.tabs.setCurrentWidget(w.models)
+    w.models.table.selectRow(paths().index(f16))
+    settings = w.models.load_settings
+    settings.ctx.setCurrentIndex(settings.ctx.findData(32768))
+    qtbot.waitUntil(lambda: "Fits" in w.models.fit_label.text(), timeout=20_000)
+    assert "draft" not in w.models.fit_label.text()
+    # Order: the mode, then the draft: each asks for the fit again, and the last answer is shown.
+    settings.spec_mode.setCurrentText("Draft model")
+    qtbot.waitUntil(lambda: settings.draft_choice.findData(q4_0) >= 0, timeout=20_000)
+    settings.draft_choice.setCurrentIndex(settings.draft_choice.findData(q4_0))
+    qtbot.waitUntil(lambda: "draft model" in w.models.fit_label.text(), timeout=20_000)
+    assert "at 8,192 tokens of its own context" in w.models.fit_label.text()
+    settings.spec_mode.setCurrentText("Off")
+    qtbot.waitUntil(lambda: "draft model" not in w.models.fit_label.text(), timeout=20_000)

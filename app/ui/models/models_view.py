@@ -216,6 +216,8 @@ class ModelsView(QWidget):
         self.load_settings.ctx.currentIndexChanged.connect(self._update_fit)
         self.load_settings.kv_type.currentIndexChanged.connect(self._update_fit)
         self.load_settings.runtime.currentIndexChanged.connect(self._update_fit)
+        self.load_settings.spec_mode.currentIndexChanged.connect(self._update_fit)
+        self.load_settings.draft_choice.currentIndexChanged.connect(self._update_fit)
         self.quant_type.currentIndexChanged.connect(self._check_requantize)
         bridge.model_loading.connect(self._on_model_loading)
         bridge.model_loaded.connect(self._on_model_loaded)
@@ -402,7 +404,9 @@ class ModelsView(QWidget):
             return
         n_ctx, kv = self.load_settings.ctx.currentData(), self.load_settings.kv_type.currentText()
         runtime = self.load_settings.runtime.currentData() or "auto"
-        self.tasks.run(lambda: manager.fit(path, n_ctx, kv, runtime), self._show_fit, self.fit_label.setText, "fit")
+        draft = self.load_settings.options(path).draft_model  # the load holds it too (#49.2)
+        self.tasks.run(lambda: manager.fit(path, n_ctx, kv, runtime, draft), self._show_fit, self.fit_label.setText,
+                       "fit")
 
     def _show_fit(self, verdict: dict) -> None:
         if verdict.get("model") != self.selected_path():
