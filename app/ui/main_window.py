@@ -319,6 +319,8 @@ class MainWindow(QMainWindow):
         self.chat.docs_problem.connect(self.show_message)
         self.chat.tools_problem.connect(self.show_message)
         self.chat.prompt_presets.saved.connect(lambda text: self.statusBar().showMessage(text, 5000))
+        self.models.load_settings.reuse_answers.toggled.connect(self._on_reuse_answers_toggled)
+        self.chat.answer_drafts_cost_speed.connect(self._on_answer_drafts_cost_speed)
         for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
             signal.connect(self._show_picker_state)
         b.model_unloaded.connect(self._on_model_unloaded)
@@ -448,6 +450,17 @@ class MainWindow(QMainWindow):
         if stats.get("rss_mb"):
             self.mem_label.setText(memory_text(stats))
 
+    def _on_reuse_answers_toggled(self, on: bool) -> None:
+        self.chat.reuse_answer_drafts = on
+        self.settings["reuse_answer_drafts"] = on
+        self.save_state()
+
+    def _on_answer_drafts_cost_speed(self, speedup: float) -> None:
+        """Drafting from the old answer made an answer slower: it turns itself off, and says so once."""
+        self.models.load_settings.reuse_answers.setChecked(False)
+        self.show_message(f"Drafting from the old answer made that answer slower ({speedup:.2f}x plain speed), so "
+                          "Regenerate and Edit no longer do it; the Models page's load settings turn it back on.")
+
     def _on_generation_finished(self, done: dict) -> None:
         self.state_label.setText("Ready · remote" if self.bridge.remote else "Ready")
         self._on_stats_received(done)
@@ -571,6 +584,11 @@ class MainWindow(QMainWindow):
         if isinstance(sampling, dict):
             self.chat.sampling.set_options(SamplingOptions.from_dict(sampling))
         self.chat.input.set_enter_sends(self.settings.get("enter_sends", True))
+        reuse = self.settings.get("reuse_answer_drafts", True) is not False
+        self.chat.reuse_answer_drafts = reuse
+        self.models.load_settings.reuse_answers.blockSignals(True)
+        self.models.load_settings.reuse_answers.setChecked(reuse)
+        self.models.load_settings.reuse_answers.blockSignals(False)
         theme.chosen = self.settings.get("theme") if self.settings.get("theme") in THEMES else None
 
     def open_settings(self) -> SettingsDialog:

@@ -79,6 +79,8 @@ class PromptEdit(QPlainTextEdit):
         super().keyPressEvent(event)
 
 
+# An answer drafted from the old one is judged on its speed only from this length on: a few tokens' speed is noise.
+JUDGED_TOKENS = 32
 WAITING_TURN = ("Waiting its turn: the engine is answering API requests first (Server page); this answer starts "
                 "after them.")
 
@@ -90,6 +92,8 @@ class ChatView(QWidget):
     model_load_requested = Signal(str)  # the remembered model's path: the chat's "Load it"
     docs_problem = Signal(str)  # a file that could not be attached or read, in one sentence
     tools_problem = Signal(str)  # what the user should know about an answer's tool calls, in one sentence
+    # Drafting a regenerated or edited answer from the old one made it slower (its speed against plain decoding).
+    answer_drafts_cost_speed = Signal(float)
 
     def __init__(self, bridge: EngineBridge, store: ChatStore, parent=None):
         super().__init__(parent)
@@ -107,6 +111,9 @@ class ChatView(QWidget):
         self._failed = False  # the latest answer ended in an error: Regenerate retries it
         self._reading = ""  # how far the engine has read a long prompt, until the answer's first figures
         self.sampling_overrides: dict = {}  # set by `hearth bench gui` (ignore_eos), not shown to users
+        # Regenerate and Edit draft from the answer they replace (predicted outputs): the load settings' own
+        # checkbox, whatever the load's speculative decoding says (#49.4).
+        self.reuse_answer_drafts = True
         self._continuing = None  # the answer (a Message) the one in progress continues
         self._answer: StreamingAnswer | None = None  # the answer in progress, as the store keeps it while it streams
         self._save_timer = QTimer(self)
@@ -589,7 +596,7 @@ class ChatView(QWidget):
                 messages.append({"role": m.role, "content": m.content})
                 metas.append(m.meta)
         sampling = self.sampling.options()
-        sampling.prediction = prediction
+        sampling.prediction = prediction if self.reuse_answer_drafts else ""
         for key, value in self.sampling_overrides.items():
             setattr(sampling, key, value)
         collections = self.collections_panel.chosen()
@@ -878,6 +885,10 @@ class ChatView(QWidget):
             return
         meta = {k: done[k] for k in ("finish_reason", "completion_tokens", "gen_tok_s", "ttft_s", "prompt_tok_s",
                                      "stream_chunks", "prompt_dropped", "prediction", "tool_calls") if k in done}
+        spec = done.get("spec") or {}
+        if (spec.get("drafter") == "prediction" and spec.get("drafted") and (done.get("completion_tokens") or 0)
+                >= JUDGED_TOKENS and (spec.get("speedup") or 1.0) < 1.0):
+            self.answer_drafts_cost_speed.emit(float(spec["speedup"]))
         if done.get("tool_notice"):  # the CLI's words name its flag; the window's limit is in Sampling
             self.tools_problem.emit("The model's tool call was cut off by the answer's token limit (Sampling: "
                                     "max tokens) before it was complete, so it was not run and is shown as text.")

@@ -191,6 +191,14 @@ class LoadSettings(QWidget):
         self.draft_browse.clicked.connect(self._on_browse_draft)
         draft_row.addWidget(self.draft_choice, 1)
         draft_row.addWidget(self.draft_browse)
+        # Predicted outputs for Regenerate and Edit (#49.4): a setting of the window's own, shown here beside the
+        # load's speculation so that "Off" above is never read as covering it; it turns itself off when it costs
+        # speed (app/ui/main_window.py keeps it in the settings).
+        self.reuse_answers = QCheckBox("Regenerate and Edit draft from the old answer")
+        self.reuse_answers.setChecked(True)
+        self.reuse_answers.setToolTip("A regenerated or edited answer is drafted from the answer it replaces (the same "
+                                      "answer, sooner). Its own setting, whatever speculative decoding says above; "
+                                      "it turns itself off when it made an answer slower")
         self.policy = QComboBox()
         for name in CONTEXT_POLICIES:
             # h2o is labelled experimental until its benchmark shows where it wins (docs/window_benchmark.md).
@@ -214,13 +222,13 @@ class LoadSettings(QWidget):
                 ("KV cache type", self.kv_type, ("kv_type",), self.kv_type),
                 ("Flash attention", self.flash, ("flash_attn",), self.flash),
                 ("Speculative decoding", self.spec_mode, ("lookup", "draft_model"), self.spec_mode),
-                ("Draft model", draft_row, (), self.draft_choice),
+                ("Draft model", draft_row, (), self.draft_choice), ("", self.reuse_answers, (), None),
                 ("When context is full", self.policy, ("context_policy",), self.policy),
                 ("Attention sinks", self.sinks, ("sink_tokens",), self.sinks),
                 ("", self.keep_system, ("keep_system",), None),
                 ("Chat template", self.template, ("chat_template",), self.template))
         for label, field, names, tipped in rows:
-            if defaults and (field is draft_row or field is self.template):
+            if defaults and (field is draft_row or field is self.template or field is self.reuse_answers):
                 continue
             caption = QLabel(label) if label else None
             if caption is not None and tipped is not None:

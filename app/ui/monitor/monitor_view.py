@@ -303,9 +303,9 @@ class MonitorView(QWidget):
         drafter = info.get("drafter")
         reason = info.get("spec_plain_reason")
         # The drafter is named in the note, not the title: a title does not wrap (see _set_title).
-        # Off at load, regenerate and edit still draft from the answer they replace (predicted outputs).
-        self._set_title("draft", "" if remote else "speculative decoding off; regenerate drafts from the old "
-                        "answer" if not drafter else
+        # Off at load; Regenerate and Edit draft from the answer they replace by a setting of their own (#49.4).
+        self._set_title("draft", "" if remote else "speculative decoding off at load; Regenerate and Edit have a "
+                        "setting of their own" if not drafter else
                         f"{drafter}, not used: {reason}" if reason else f"drafter: {drafter}")
 
     def _show_gpu_device(self, info: dict) -> None:
