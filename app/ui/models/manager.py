@@ -52,6 +52,15 @@ def fit(path: str, n_ctx: int, kv_type: str, runtime: str = "auto", draft: str |
     return fit_on(path, n_ctx, kv_type, runtime, draft).to_dict()
 
 
+def draft_pay(target: str, draft: str) -> dict:
+    """Whether draft can pay as target's draft model (app/core/draft_pay.DraftVerdict as a dict)."""
+    from dataclasses import asdict
+
+    from app.core.draft_pay import draft_verdict
+
+    return asdict(draft_verdict(target, draft))
+
+
 def runtime_choices() -> list[dict]:
     """The Runtime box's entries (app/ui/runtime_text.choice_row): auto with what it picks now, cpu, and each GPU
     runtime installed here with its device and free memory. Only runtimes that exist are offered. Choosing

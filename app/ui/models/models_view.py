@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroup
 
 from app.core.units import human_size
 from app.protocol.messages import ErrorKind, LoadOptions
-from app.ui.engine_bridge import EngineBridge, model_title
+from app.ui.engine_bridge import EngineBridge
+from app.ui.models.titles import model_title
 from app.ui.models import manager
 from app.ui.models.convert_panel import ConvertPanel
 from app.ui.models.hub_panel import HubPanel
@@ -405,8 +406,9 @@ class ModelsView(QWidget):
         n_ctx, kv = self.load_settings.ctx.currentData(), self.load_settings.kv_type.currentText()
         runtime = self.load_settings.runtime.currentData() or "auto"
         draft = self.load_settings.options(path).draft_model  # the load holds it too (#49.2)
-        self.tasks.run(lambda: manager.fit(path, n_ctx, kv, runtime, draft), self._show_fit, self.fit_label.setText,
-                       "fit")
+        self.tasks.run(lambda: {**manager.fit(path, n_ctx, kv, runtime, draft),
+                                "draft_pay": manager.draft_pay(path, draft) if draft else None},
+                       self._show_fit, self.fit_label.setText, "fit")
 
     def _show_fit(self, verdict: dict) -> None:
         if verdict.get("model") != self.selected_path():
@@ -417,6 +419,7 @@ class ModelsView(QWidget):
             self.fit_label.setToolTip("")
             return
         self.quality.set_fit(verdict)
+        self.load_settings.show_draft_verdict(verdict.get("draft_pay"))  # before Load, whether the draft can pay
         color = "#10b981" if verdict["fits"] else "#ef4444"
         self.fit_label.setText(f"<span style='color:{color}'>{html.escape(verdict['verdict'])}</span>")
         self.fit_label.setToolTip("\n".join(verdict.get("hints") or []))
@@ -428,7 +431,7 @@ class ModelsView(QWidget):
         if not path:
             self.show_error("Choose a model in the library first.")
             return
-        options = self.load_settings.options(path)
+        options = self.load_settings.load_options(path)
         options.ignore_fit = self._anyway == (path, options.n_ctx, options.kv_type)
         self._arm_anyway(None)
         self.load_requested.emit(options)
