@@ -203,11 +203,11 @@ class LoadSettings(QWidget):
         # Predicted outputs for Regenerate and Edit (#49.4): a setting of the window's own, shown here beside the
         # load's speculation so that "Off" above is never read as covering it; it turns itself off when it costs
         # speed (app/ui/main_window.py keeps it in the settings).
-        self.reuse_answers = QCheckBox("Regenerate and Edit draft from the old answer")
+        self.reuse_answers = QCheckBox("Regenerate drafts from the old answer")  # narrow: fits the pane at 1024 px
         self.reuse_answers.setChecked(True)
-        self.reuse_answers.setToolTip("A regenerated or edited answer is drafted from the answer it replaces (the same "
-                                      "answer, sooner). Its own setting, whatever speculative decoding says above; "
-                                      "it turns itself off when it made an answer slower")
+        self.reuse_answers.setToolTip("Regenerate and Edit draft the new answer from the answer it replaces (the "
+                                      "same answer, sooner). Its own setting, whatever speculative decoding says "
+                                      "above; it turns itself off when it made an answer slower")
         self.policy = QComboBox()
         for name in CONTEXT_POLICIES:
             # h2o is labelled experimental until its benchmark shows where it wins (docs/window_benchmark.md).
