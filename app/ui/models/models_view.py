@@ -411,8 +411,9 @@ class ModelsView(QWidget):
                        self._show_fit, self.fit_label.setText, "fit")
 
     def _show_fit(self, verdict: dict) -> None:
-        if verdict.get("model") != self.selected_path():
-            return  # an answer for a model the user has since left
+        path = self.selected_path()
+        if verdict.get("model") != path or verdict.get("draft_model") != self.load_settings.options(path).draft_model:
+            return  # an answer for a model (or a draft) the user has since left: the newer answer follows
         if verdict.get("model") in self.failed:  # memory would fit, but the file itself did not load
             self.fit_label.setText("<span style='color:#ef4444'>This file did not load: "
                                    f"{html.escape(self.failed[verdict['model']])}</span>")
