@@ -4,6 +4,9 @@ The window paints before its heavier parts exist (pyqtgraph, httpx, the API serv
 second of imports and building on a 2-core machine). After the first paint come the library's reading and
 the live monitor; the Benchmark, Connections and Server pages follow once the first model has loaded (the
 load the user waits for goes first), or when their tab is opened or something asks for one sooner.
+
+Over 600 lines because it still wires the pages that do not yet subscribe to the bridge themselves (the
+monitor does; Benchmark, Tools, Server and Documents are next) and owns the status bar's labels.
 """
 
 from __future__ import annotations

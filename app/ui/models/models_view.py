@@ -8,6 +8,9 @@ Everything that touches the disk, the network or a child process runs on a
 Tasks thread; the long jobs (download, quantize, convert) go through one
 JobBar with progress and Cancel. Their results join the library and the
 table refreshes; their errors reach the message bridge (`error_reported`).
+
+Over 600 lines because it holds the library table, the details, the fit and the load flow of one page; the
+load flow (load_selected and its failure states) is the next to move out.
 """
 
 from __future__ import annotations
