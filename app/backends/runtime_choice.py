@@ -175,15 +175,17 @@ def choose(asked: str = "auto") -> Chosen:
     return chosen
 
 
-def fit_on(path, n_ctx: int | None, kv_type: str, runtime: str = "auto"):
+def fit_on(path, n_ctx: int | None, kv_type: str, runtime: str = "auto", draft: str | None = None,
+           n_parallel: int = 1):
     """The memory fit (app/core/fit.py's FitEstimate) on the runtime a load would choose: its device's free memory
     as the runtime's probe read it (any vendor's Vulkan device, not only what nvidia-smi sees), named in the
     verdict; the cpu runtime has none. The window's load settings and `hearth models fit` both ask here, so
-    neither loads llama.cpp to learn whether it can offload."""
+    neither loads llama.cpp to learn whether it can offload. draft: the draft model the load holds beside it."""
     from app.core.fit import estimate_fit
 
     best = max(choose(runtime).devices, key=lambda d: d.memory_free_mb, default=None)
+    held = {"draft": draft, "n_parallel": n_parallel}
     if best is None or not best.memory_free_mb:
-        return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type, gpu_available_mb=None)
+        return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type, gpu_available_mb=None, **held)
     return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type, gpu_available_mb=float(best.memory_free_mb),
-                        gpu_device=best.description or best.name)
+                        gpu_device=best.description or best.name, **held)

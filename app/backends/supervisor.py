@@ -278,6 +278,9 @@ class Supervisor:
             process.close(timeout=timeout)
         if clock is not None:
             clock.close()
+        watchdog = self._watchdog
+        if watchdog is not None and watchdog is not threading.current_thread():
+            watchdog.join(timeout=2 * WATCH_INTERVAL_S + 1)  # it sees `closed` within one interval; none outlives us
 
     # --- starting --------------------------------------------------------
     def _run_worker(self) -> None:

@@ -45,7 +45,10 @@ def register(sub) -> None:
 
 
 def _messages(system: str | None, history: list[dict]) -> list[dict]:
-    return ([{"role": "system", "content": system}] if system else []) + history
+    """The conversation as the model gets it: the window's prompt builder (app/core/chat_prompt.py)."""
+    from app.core.chat_prompt import chat_messages
+
+    return chat_messages(system, history)
 
 
 def _answer(client: EngineClient, messages: list[dict], sampling, echo: bool) -> dict:

@@ -44,19 +44,24 @@ class ChatDocs:
         return budget(self.n_ctx, spoken, self.override)
 
     def messages(self, system: str | None, history: list[dict]) -> tuple[list[dict], list[Source]]:
-        """The conversation as the model gets it: the first user message with the whole documents, the last
-        with this question's sources."""
+        """The conversation as the model gets it, from the one prompt builder the window uses too
+        (app/core/chat_prompt.py): the whole documents ride on the first user message, as the window keeps them
+        on the message they came with; the last question carries its sources."""
+        from app.core.chat_prompt import ATTACHMENTS, chat_messages
+        from app.docs.conversation import attachment_meta
+
         limit = self._budget(system, history)
-        out = [dict(m) for m in history]
-        users = [i for i, m in enumerate(out) if m["role"] == "user"]
+        turns = [dict(m) for m in history]
+        users = [i for i, m in enumerate(turns) if m["role"] == "user"]
         sources: list[Source] = []
+        found = None
         if users:
-            last = users[-1]
-            turn = self.context.turn(history[last]["content"], limit, first=last == users[0])
-            out[last]["content"], sources = turn.content, turn.sources
-            if last != users[0] and self.context.whole:
-                out[users[0]]["content"] = self.context.documents_block() + "\n\n" + history[users[0]]["content"]
-        return ([{"role": "system", "content": system}] if system else []) + out, sources
+            if self.context.whole:
+                turns[users[0]]["meta"] = {ATTACHMENTS: [attachment_meta(a) for a in self.context.whole]}
+            turn = self.context.turn(history[users[-1]]["content"], limit, first=False)
+            if turn.sources:
+                found, sources = turn.content, turn.sources
+        return chat_messages(system, turns, passages=found), sources
 
     @staticmethod
     def print_sources(answer: str, sources: list[Source]) -> None:

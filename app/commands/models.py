@@ -68,6 +68,11 @@ def register(sub) -> None:
     s.add_argument("model", metavar="PATH|NAME")
     s.add_argument("--ctx", type=int, metavar="N", help="context size (default 4096 or the trained context)")
     s.add_argument("--kv-type", choices=("f16", "q8_0", "q4_0"), default="f16")
+    s.add_argument("--draft-model", metavar="PATH|NAME",
+                   help="the draft model for speculative decoding that the load holds too: its weights and its own "
+                   "KV cache count")
+    s.add_argument("--parallel", type=int, default=1, metavar="N",
+                   help="requests served at once (hearth serve --parallel): each has a context of its own")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_fit)
 
@@ -329,14 +334,19 @@ def _fit(args: argparse.Namespace) -> int:
     from app.core.library import resolve
     from app.core.units import mib_as_mb
 
-    est = fit_on(resolve(args.model).path, args.ctx, args.kv_type)
+    draft = resolve(args.draft_model).path if args.draft_model else None
+    est = fit_on(resolve(args.model).path, args.ctx, args.kv_type, draft=draft, n_parallel=args.parallel)
     if args.json:
         return _print_json(est.to_dict())
     gpu = f"{mib_as_mb(est.gpu_free_mb)} free" if est.gpu_free_mb is not None else "none usable by this llama.cpp build"
     print(f"Model:          {est.model}")
     print(f"Context:        {est.n_ctx:,} tokens, KV cache {est.kv_type}")
     print(f"Weights:        {mib_as_mb(est.weights_mb)}")
-    print(f"KV cache:       {mib_as_mb(est.kv_cache_mb)}")
+    print(f"KV cache:       {mib_as_mb(est.kv_cache_mb)}" + (f" ({est.n_parallel} contexts)" if est.n_parallel > 1
+                                                                else ""))
+    if est.draft_model:
+        print(f"Draft model:    {mib_as_mb(est.draft_mb)} ({Path(est.draft_model).name}: weights, KV cache at "
+              f"{est.draft_n_ctx:,} tokens of its own context, buffers)")
     print(f"Compute:        {mib_as_mb(est.compute_mb)} (llama.cpp reserves {mib_as_mb(est.compute_reserved_mb)})")
     print(f"Runtime:        {mib_as_mb(est.overhead_mb)}")
     print(f"Total:          {mib_as_mb(est.total_mb)} resident once loaded")

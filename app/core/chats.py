@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,7 +60,22 @@ CREATE TABLE IF NOT EXISTS chat_tools (
     server TEXT NOT NULL,
     PRIMARY KEY (conversation_id, server)
 );
-PRAGMA user_version = 3;
+-- Schema 4: an answer while it streams (app/core/answer_saving.py), one row per answer, rewritten about twice a
+-- second, so that a crash of the window costs at most the last second of it. `kind` says what the answer becomes
+-- when it ends: 'new' (a message after the question), 'version' (a new version of message `target`, a regenerated
+-- answer) or 'continue' (message `target`'s text, continued). The row goes in the transaction that saves the
+-- answer; a row whose owner (pid and start time) is gone is an interrupted answer, saved as such at the next start.
+CREATE TABLE IF NOT EXISTS answer_drafts (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    target INTEGER,
+    content TEXT NOT NULL DEFAULT '',
+    meta TEXT NOT NULL DEFAULT '{}',
+    owner TEXT NOT NULL,
+    updated REAL NOT NULL
+);
+PRAGMA user_version = 4;
 """
 
 DEFAULT_TITLE = "New chat"
@@ -270,14 +286,20 @@ class ChatStore:
     def close(self) -> None:
         self.db.close()
 
-    def _write(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+    @contextmanager
+    def _transaction(self):
+        """One transaction: all of it is written, or (an error, said in one sentence) none of it."""
         try:
             with self.db:
-                return self.db.execute(sql, args)
+                yield
         except sqlite3.DatabaseError as exc:
             if _busy(exc):  # waited busy_timeout for another program's lock: nothing was written, nothing damaged
                 raise self._busy_error() from None
             raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
+
+    def _write(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        with self._transaction():
+            return self.db.execute(sql, args)
 
     # --- conversations --------------------------------------------------
     def create(self, title: str = DEFAULT_TITLE, system_prompt: str = "") -> int:
@@ -320,22 +342,21 @@ class ChatStore:
                                               "ORDER BY server", (conversation_id,))]
 
     def set_chat_tools(self, conversation_id: int, servers: list[str]) -> None:
-        try:
-            with self.db:
-                self.db.execute("DELETE FROM chat_tools WHERE conversation_id = ?", (conversation_id,))
-                self.db.executemany("INSERT OR IGNORE INTO chat_tools (conversation_id, server) VALUES (?, ?)",
-                                    [(conversation_id, name) for name in servers])
-        except sqlite3.DatabaseError as exc:
-            if _busy(exc):  # waited busy_timeout for another program's lock: nothing was written, nothing damaged
-                raise self._busy_error() from None
-            raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
+        with self._transaction():
+            self.db.execute("DELETE FROM chat_tools WHERE conversation_id = ?", (conversation_id,))
+            self.db.executemany("INSERT OR IGNORE INTO chat_tools (conversation_id, server) VALUES (?, ?)",
+                                [(conversation_id, name) for name in servers])
 
     # --- messages -------------------------------------------------------
     def add_message(self, conversation_id: int, role: str, content: str, meta: dict | None = None) -> int:
+        with self._transaction():
+            return self._add_message_rows(conversation_id, role, content, meta)
+
+    def _add_message_rows(self, conversation_id: int, role: str, content: str, meta: dict | None) -> int:
         now = time.time()
-        cur = self._write("INSERT INTO messages (conversation_id, role, content, meta, created) VALUES (?, ?, ?, ?, ?)",
-                          (conversation_id, role, content, json.dumps(meta or {}), now))
-        self._write("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        cur = self.db.execute("INSERT INTO messages (conversation_id, role, content, meta, created) "
+                              "VALUES (?, ?, ?, ?, ?)", (conversation_id, role, content, json.dumps(meta or {}), now))
+        self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
         return int(cur.lastrowid)
 
     def update_message(self, message_id: int, content: str, meta: dict | None = None) -> None:
@@ -361,60 +382,54 @@ class ChatStore:
     def add_version(self, message_id: int, content: str, meta: dict | None = None) -> int:
         """Replace the message by a new version (a regenerated answer, an edited question) and show it; the
         version it replaces keeps its text and the messages that followed it. Returns the new version (1-based)."""
-        try:
-            with self.db:
-                current = self._row(message_id)
-                if current is None:
-                    raise ChatStoreError("That message is no longer in the chat history.")
-                ids = self._version_ids(message_id)
-                tail = self._take_tail(current)
-                if not ids:
-                    self.db.execute("INSERT INTO message_versions (message_id, content, meta, tail, created) "
-                                    "VALUES (?, ?, ?, ?, ?)", (message_id, current["content"],
-                                                                json.dumps(_without_version(current["meta"])),
-                                                                json.dumps(tail), time.time()))
-                else:
-                    shown = ids[min(len(ids), int(current["meta"].get("version", len(ids)))) - 1]
-                    self.db.execute("UPDATE message_versions SET content = ?, meta = ?, tail = ? WHERE id = ?",
-                                    (current["content"], json.dumps(_without_version(current["meta"])),
-                                     json.dumps(tail), shown))
-                self.db.execute("INSERT INTO message_versions (message_id, content, meta, tail, created) "
-                                "VALUES (?, ?, ?, '[]', ?)", (message_id, content,
-                                                              json.dumps(_without_version(meta or {})), time.time()))
-                number = len(ids or [0]) + 1
-                self.db.execute("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
-                                (content, json.dumps({**(meta or {}), "version": number}), message_id))
-                self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?",
-                                (time.time(), current["conversation_id"]))
-        except sqlite3.DatabaseError as exc:
-            if _busy(exc):  # waited busy_timeout for another program's lock: nothing was written, nothing damaged
-                raise self._busy_error() from None
-            raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
+        with self._transaction():
+            return self._add_version_rows(message_id, content, meta)
+
+    def _add_version_rows(self, message_id: int, content: str, meta: dict | None) -> int:
+        """add_version's writes, inside the caller's transaction."""
+        current = self._row(message_id)
+        if current is None:
+            raise ChatStoreError("That message is no longer in the chat history.")
+        ids = self._version_ids(message_id)
+        tail = self._take_tail(current)
+        if not ids:
+            self.db.execute("INSERT INTO message_versions (message_id, content, meta, tail, created) "
+                            "VALUES (?, ?, ?, ?, ?)", (message_id, current["content"],
+                                                        json.dumps(_without_version(current["meta"])),
+                                                        json.dumps(tail), time.time()))
+        else:
+            shown = ids[min(len(ids), int(current["meta"].get("version", len(ids)))) - 1]
+            self.db.execute("UPDATE message_versions SET content = ?, meta = ?, tail = ? WHERE id = ?",
+                            (current["content"], json.dumps(_without_version(current["meta"])),
+                             json.dumps(tail), shown))
+        self.db.execute("INSERT INTO message_versions (message_id, content, meta, tail, created) "
+                        "VALUES (?, ?, ?, '[]', ?)", (message_id, content,
+                                                      json.dumps(_without_version(meta or {})), time.time()))
+        number = len(ids or [0]) + 1
+        self.db.execute("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
+                        (content, json.dumps({**(meta or {}), "version": number}), message_id))
+        self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?",
+                        (time.time(), current["conversation_id"]))
         return number
 
     def show_version(self, message_id: int, number: int) -> None:
         """Show version `number` (1-based) of a message, with the messages that followed it."""
-        try:
-            with self.db:
-                current = self._row(message_id)
-                ids = self._version_ids(message_id)
-                if current is None or not ids or not 1 <= number <= len(ids):
-                    return
-                shown = ids[min(len(ids), int(current["meta"].get("version", len(ids)))) - 1]
-                tail = self._take_tail(current)
-                self.db.execute("UPDATE message_versions SET content = ?, meta = ?, tail = ? WHERE id = ?",
-                                (current["content"], json.dumps(_without_version(current["meta"])),
-                                 json.dumps(tail), shown))
-                content, meta, kept = self.db.execute("SELECT content, meta, tail FROM message_versions WHERE id = ?",
-                                                      (ids[number - 1],)).fetchone()
-                self.db.execute("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
-                                (content, json.dumps({**_meta(meta), "version": number}), message_id))
-                for item in json.loads(kept or "[]"):
-                    self._put_back(current["conversation_id"], item)
-        except sqlite3.DatabaseError as exc:
-            if _busy(exc):  # waited busy_timeout for another program's lock: nothing was written, nothing damaged
-                raise self._busy_error() from None
-            raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
+        with self._transaction():
+            current = self._row(message_id)
+            ids = self._version_ids(message_id)
+            if current is None or not ids or not 1 <= number <= len(ids):
+                return
+            shown = ids[min(len(ids), int(current["meta"].get("version", len(ids)))) - 1]
+            tail = self._take_tail(current)
+            self.db.execute("UPDATE message_versions SET content = ?, meta = ?, tail = ? WHERE id = ?",
+                            (current["content"], json.dumps(_without_version(current["meta"])),
+                             json.dumps(tail), shown))
+            content, meta, kept = self.db.execute("SELECT content, meta, tail FROM message_versions WHERE id = ?",
+                                                  (ids[number - 1],)).fetchone()
+            self.db.execute("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
+                            (content, json.dumps({**_meta(meta), "version": number}), message_id))
+            for item in json.loads(kept or "[]"):
+                self._put_back(current["conversation_id"], item)
 
     def _row(self, message_id: int) -> dict | None:
         row = self.db.execute("SELECT conversation_id, content, meta FROM messages WHERE id = ?",
@@ -473,17 +488,12 @@ class ChatStore:
     def restore(self, title: str, system_prompt: str, messages: list[dict]) -> int:
         """A conversation from an export: [{role, content, meta, versions?}] as versions() gives them, in one
         transaction (a bad file leaves no half chat). Returns its id."""
-        try:
-            with self.db:
-                now = time.time()
-                cid = int(self.db.execute("INSERT INTO conversations (title, system_prompt, created, updated) "
-                                          "VALUES (?, ?, ?, ?)", (title, system_prompt, now, now)).lastrowid)
-                for item in messages:
-                    self._put_back(cid, item)
-        except sqlite3.DatabaseError as exc:
-            if _busy(exc):  # waited busy_timeout for another program's lock: nothing was written, nothing damaged
-                raise self._busy_error() from None
-            raise ChatStoreError(f"The chat history at {self.path} cannot be written ({exc}).") from None
+        with self._transaction():
+            now = time.time()
+            cid = int(self.db.execute("INSERT INTO conversations (title, system_prompt, created, updated) "
+                                      "VALUES (?, ?, ?, ?)", (title, system_prompt, now, now)).lastrowid)
+            for item in messages:
+                self._put_back(cid, item)
         return cid
 
     def has_message(self, conversation_id: int, role: str) -> bool:
@@ -495,3 +505,51 @@ class ChatStore:
     def truncate_from(self, conversation_id: int, message_id: int) -> None:
         """Drop this message and everything after it (edit-and-resend, regenerate)."""
         self._write("DELETE FROM messages WHERE conversation_id = ? AND id >= ?", (conversation_id, message_id))
+
+    # --- answers while they stream (app/core/answer_saving.py owns when and what) -----------------------------
+    def begin_draft(self, conversation_id: int, kind: str, target: int | None, content: str, meta: dict,
+                    owner: str) -> int:
+        cur = self._write("INSERT INTO answer_drafts (conversation_id, kind, target, content, meta, owner, updated) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?)", (conversation_id, kind, target, content, json.dumps(meta),
+                                                           owner, time.time()))
+        return int(cur.lastrowid)
+
+    def save_draft(self, draft_id: int, content: str) -> None:
+        """The answer so far: one row, one small transaction."""
+        self._write("UPDATE answer_drafts SET content = ?, updated = ? WHERE id = ?", (content, time.time(), draft_id))
+
+    def drafts(self) -> list[dict]:
+        rows = self.db.execute("SELECT id, conversation_id, kind, target, content, meta, owner FROM answer_drafts "
+                               "ORDER BY id").fetchall()
+        return [{"id": r[0], "conversation_id": r[1], "kind": r[2], "target": r[3], "content": r[4],
+                 "meta": _meta(r[5]), "owner": r[6]} for r in rows]
+
+    def commit_draft(self, draft_id: int, content: str, meta: dict) -> Message | None:
+        """Save the answer as what its draft says it becomes, and drop the draft, in one transaction: a crash
+        leaves either the draft or the answer, never both nor neither. The saved message, or None when nothing
+        was saved: its chat was deleted, or it has no text (a new answer's error or tool calls are kept; a retry
+        that failed before its first token leaves the answer it would have replaced)."""
+        with self._transaction():
+            row = self.db.execute("SELECT conversation_id, kind, target FROM answer_drafts WHERE id = ?",
+                                  (draft_id,)).fetchone()
+            self.db.execute("DELETE FROM answer_drafts WHERE id = ?", (draft_id,))
+            if row is None or self.get(row[0]) is None:
+                return None
+            conversation, kind, target = row
+            exists = target is not None and self._row(target) is not None
+            if kind == "continue" and exists:
+                self.db.execute("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
+                                (content, json.dumps(meta), target))
+                saved = target
+            elif kind == "version" and exists:
+                if content or meta.get("tool_calls"):
+                    self._add_version_rows(target, content, meta)
+                saved = target
+            elif content or meta.get("error") or meta.get("tool_calls"):
+                saved = self._add_message_rows(conversation, "assistant", content, meta)
+            else:
+                return None
+        return self.message(saved)
+
+    def drop_draft(self, draft_id: int) -> None:
+        self._write("DELETE FROM answer_drafts WHERE id = ?", (draft_id,))

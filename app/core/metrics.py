@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -49,6 +50,48 @@ def peak_rss_mb() -> float:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # Linux reports KiB, macOS bytes.
     return peak / _MB if sys.platform == "darwin" else peak / 1024
+
+
+class AnswerPeak:
+    """The peak resident memory during one answer, not the process's lifetime high (#49.6: 6,088 MB shown for an
+    answer of a 302 MB model, after a bigger model had been loaded in the same engine).
+
+    On Linux the kernel's high-water mark (VmHWM) is reset when an answer starts (/proc/self/clear_refs), and read
+    when it ends. Answers that run side by side (parallel slots) each keep the high-water mark as it stood before
+    a later one reset it. Where it cannot be reset, the peak is the larger of the memory at the start and at the
+    end: it may miss a short rise in between, never report another answer's."""
+
+    _running: list["AnswerPeak"] = []
+    _lock = threading.Lock()
+
+    def __init__(self):
+        with AnswerPeak._lock:
+            self.resets = _reset_peak(AnswerPeak._running)
+            self.peak = rss_mb()
+            AnswerPeak._running.append(self)
+
+    def end(self) -> float:
+        with AnswerPeak._lock:
+            if self in AnswerPeak._running:
+                AnswerPeak._running.remove(self)
+            self.peak = max(self.peak, peak_rss_mb() if self.resets else rss_mb())
+        return self.peak
+
+
+def _reset_peak(running: list[AnswerPeak]) -> bool:
+    """Reset this process's high-water mark, after giving its value to the answers still running; False where
+    the system cannot (not Linux, or a kernel before 4.0)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    high = peak_rss_mb()
+    for other in running:
+        other.peak = max(other.peak, high)
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+    except OSError:
+        return False
+    return True
 
 
 def system_memory_mb() -> dict[str, float]:

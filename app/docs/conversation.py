@@ -4,8 +4,8 @@ the collections chosen for the chat.
 A user message's meta holds its attachments ([{name, path, tokens, mode, kind, text}]): a whole one keeps its
 text there, so regenerating, editing and paging branches give the model exactly the document the user saw
 attached; one that goes by passages keeps its path and is read again (once, then cached) when a question needs
-its passages. The prompt is built here, without Qt: the window calls prompt() on a worker thread, because a
-question's embedding runs in the embedding engine.
+its passages. A question's passages are found here, without Qt: the window calls passages() on a worker thread,
+because a question's embedding runs in the embedding engine; the prompt is app/core/chat_prompt.py's.
 """
 
 from __future__ import annotations
@@ -83,43 +83,34 @@ class ConversationDocs:
     def note(self) -> str | None:
         return self._embedder_note
 
-    def prompt(self, messages: list[dict], collections: list[str], model_path: str | None, n_ctx: int,
-               override: int | None = None) -> tuple[list[dict], list[Source], list[str]]:
-        """(the messages as the engine gets them, the numbered sources of the last question, sentences about files
-        that could not be read). messages: [{role, content, meta}] as stored, the last one the question."""
+    def passages(self, turns: list[dict], collections: list[str], model_path: str | None, n_ctx: int,
+                 override: int | None = None) -> tuple[str | None, list[Source], list[str]]:
+        """(the last question as retrieval writes it: its numbered sources, the instruction and the question, or
+        None when nothing was found; those sources; sentences about files that could not be read). turns: the
+        conversation as stored [{role, content, meta}], the last question in it. The prompt itself is built by
+        app/core/chat_prompt.chat_messages, as for `hearth chat`."""
+        from app.core.chat_prompt import whole_documents
+
         with self._lock:
             if self._idle is not None:  # in use again: not stopped under this question
                 self._idle.cancel()
         count = self.count(model_path)
         problems: list[str] = []
-        out, whole_tokens, by_passages = [], 0, []
-        for m in messages:
-            content = m["content"]
-            atts = (m.get("meta") or {}).get(KEY) or [] if m["role"] == "user" else []
-            whole = [a for a in atts if a.get("mode") == "whole" and a.get("text")]
-            by_passages += [a for a in atts if a.get("mode") == "retrieval"]
-            if whole:
-                blocks = "\n\n".join(f'<document name="{a["name"]}">\n{a["text"]}\n</document>' for a in whole)
-                content = f"{blocks}\n\n{content}"
-                whole_tokens += sum(int(a.get("tokens") or 0) for a in whole)
-            # An answer's tool calls and a result's call id go on as they came (app/core/chats.tool_turn_messages).
-            out.append({**{k: v for k, v in m.items() if k != "meta"}, "content": content})
-        sources: list[Source] = []
-        question = next((i for i in range(len(out) - 1, -1, -1) if out[i]["role"] == "user"), None)
-        if question is not None and (collections or by_passages):
-            spoken = sum(count(m["content"]) for m in messages)
+        users = [t for t in turns if t["role"] == "user"]
+        whole_tokens = sum(int(a.get("tokens") or 0) for t in users for a in whole_documents(t.get("meta")))
+        by_passages = [a for t in users for a in (t.get("meta") or {}).get(KEY) or [] if a.get("mode") == "retrieval"]
+        found, sources = None, []
+        if users and (collections or by_passages):
+            spoken = sum(count(t["content"]) for t in turns)
             limit = budget(n_ctx, spoken, override)
             room = Budget(max(0, limit.tokens - whole_tokens), n_ctx, spoken, limit.set_by_user)
             context = self._context(by_passages, model_path, problems)
             context.collections = [c for c in collections if context.store.collection_id(c) is not None]
-            turn = context.turn(messages[question]["content"], room, first=False)
-            sources = turn.sources
-            if sources:  # the whole documents (if any came with this question) stay before its sources
-                asked = out[question]["content"]
-                prefix = asked[: len(asked) - len(messages[question]["content"])]
-                out[question]["content"] = prefix + turn.content
+            turn = context.turn(users[-1]["content"], room, first=False)
+            if turn.sources:
+                found, sources = turn.content, turn.sources
         self._stop_embedder_later()
-        return out, sources, problems
+        return found, sources, problems
 
     def _stop_embedder_later(self) -> None:
         with self._lock:

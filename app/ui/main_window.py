@@ -4,6 +4,9 @@ The window paints before its heavier parts exist (pyqtgraph, httpx, the API serv
 second of imports and building on a 2-core machine). After the first paint come the library's reading and
 the live monitor; the Benchmark, Connections and Server pages follow once the first model has loaded (the
 load the user waits for goes first), or when their tab is opened or something asks for one sooner.
+
+Over 600 lines because it still wires the pages that do not yet subscribe to the bridge themselves (the
+monitor does; Benchmark, Tools, Server and Documents are next) and owns the status bar's labels.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from app.protocol.messages import STATS, LoadOptions, SamplingOptions
 from app.backends.supervisor import Supervisor
 from app.ui.chat.chat_view import ChatView
 from app.ui.deferred_pages import DeferredPages
-from app.ui.engine_bridge import EngineBridge, model_title
+from app.ui.engine_bridge import EngineBridge
+from app.ui.models.titles import model_title
 from app.ui.first_paint import after_first_paint
 from app.ui.models.models_view import ModelsView
 from app.ui.notify import Notifier
@@ -179,22 +183,10 @@ class MainWindow(QMainWindow):
     def _build_monitor(self):
         from app.ui.monitor.monitor_view import MonitorView
 
-        monitor = MonitorView()
+        monitor = MonitorView(self.bridge)  # it follows the bridge's news itself
         monitor.setMinimumWidth(MONITOR_MIN_WIDTH)
         self.monitor_dock.setWidget(monitor)
         monitor.apply_theme(self._dark)
-        b = self.bridge
-        b.stats_received.connect(monitor._on_stats)
-        b.generation_finished.connect(monitor._on_done)
-        b.generation_failed.connect(monitor._on_interrupted)
-        b.engine_crashed.connect(monitor._on_interrupted)
-        b.model_loaded.connect(monitor._on_loaded)
-        b.model_unloaded.connect(monitor._on_unloaded)
-        self.chat.generation_started.connect(lambda: monitor._on_started(b.waiting_turn))
-        b.turn_started.connect(monitor._on_started)
-        b.prompt_progress.connect(monitor._on_prompt_progress)
-        if b.ready:
-            monitor._on_loaded(b.info)
         return monitor
 
     def _build_bench(self):
@@ -220,7 +212,7 @@ class MainWindow(QMainWindow):
         connections = ConnectionsPage(self.bridge, self.settings)
         connections.title = self.models.title  # one name for a model on every page
         connections.error_reported.connect(self.show_message)
-        connections.figures.figures_received.connect(self.monitor._on_stats)
+        connections.figures.figures_received.connect(self.monitor.show_figures)
         return connections
 
     def _build_documents(self):
@@ -241,7 +233,7 @@ class MainWindow(QMainWindow):
         tools = ToolsPage()
         tools.error_reported.connect(self.show_message)
         tools.servers_changed.connect(self.chat.tools_panel.refresh)
-        tools.server_dropped.connect(self.bridge.drop_tool_server)
+        tools.server_dropped.connect(self.bridge.tools.drop_server)
         for signal in (self.bridge.model_loaded, self.bridge.model_unloaded, self.bridge.backend_changed):
             signal.connect(lambda *_: tools.show_model(self.bridge.info if self.bridge.ready else None))
         tools.show_model(self.bridge.info if self.bridge.ready else None)
@@ -306,7 +298,7 @@ class MainWindow(QMainWindow):
         b = self.bridge
         b.model_loading.connect(self._on_model_loading)
         b.model_loaded.connect(self._on_model_loaded)
-        b.load_progress.connect(lambda f: self.state_label.setText(f"Loading model… {100 * f:.0f}%"))
+        b.load_progress.connect(self._on_load_progress)
         b.load_failed.connect(self._on_load_failed)
         b.stats_received.connect(self._on_stats_received)
         b.generation_finished.connect(self._on_generation_finished)
@@ -331,6 +323,8 @@ class MainWindow(QMainWindow):
         self.chat.docs_problem.connect(self.show_message)
         self.chat.tools_problem.connect(self.show_message)
         self.chat.prompt_presets.saved.connect(lambda text: self.statusBar().showMessage(text, 5000))
+        self.models.load_settings.reuse_answers.toggled.connect(self._on_reuse_answers_toggled)
+        self.chat.answer_drafts_cost_speed.connect(self._on_answer_drafts_cost_speed)
         for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
             signal.connect(self._show_picker_state)
         b.model_unloaded.connect(self._on_model_unloaded)
@@ -388,6 +382,17 @@ class MainWindow(QMainWindow):
             return
         self.state_label.setText("Loading model…")
         self.model_label.setText(self.models.title(options.model_path))
+
+    def _on_load_progress(self, fraction: float) -> None:
+        """The weights' reading, then what the load does after it, which took 20 of 30 s with a draft model (#49.3)."""
+        if fraction < 1.0:
+            self.state_label.setText(f"Loading model… {100 * fraction:.0f}%")
+            return
+        options = self.bridge.options
+        after = "loading the draft model and measuring its speed" if options is not None and options.draft_model \
+            else "measuring speculative decoding's costs" if options is not None and options.lookup \
+            else "creating its context"
+        self.state_label.setText(f"Loading model… weights read; {after}…")
 
     def _on_model_loaded(self, info: dict) -> None:
         # A remote model says so in the status bar, and where it runs.
@@ -459,6 +464,17 @@ class MainWindow(QMainWindow):
             self.ctx_label.setText(f"context {stats.get('n_past', 0)}/{stats['n_ctx']}")
         if stats.get("rss_mb"):
             self.mem_label.setText(memory_text(stats))
+
+    def _on_reuse_answers_toggled(self, on: bool) -> None:
+        self.chat.reuse_answer_drafts = on
+        self.settings["reuse_answer_drafts"] = on
+        self.save_state()
+
+    def _on_answer_drafts_cost_speed(self, speedup: float) -> None:
+        """Drafting from the old answer made an answer slower: it turns itself off, and says so once."""
+        self.models.load_settings.reuse_answers.setChecked(False)
+        self.show_message(f"Drafting from the old answer made that answer slower ({speedup:.2f}x plain speed), so "
+                          "Regenerate and Edit no longer do it; the Models page's load settings turn it back on.")
 
     def _on_generation_finished(self, done: dict) -> None:
         self.state_label.setText("Ready · remote" if self.bridge.remote else "Ready")
@@ -583,6 +599,11 @@ class MainWindow(QMainWindow):
         if isinstance(sampling, dict):
             self.chat.sampling.set_options(SamplingOptions.from_dict(sampling))
         self.chat.input.set_enter_sends(self.settings.get("enter_sends", True))
+        reuse = self.settings.get("reuse_answer_drafts", True) is not False
+        self.chat.reuse_answer_drafts = reuse
+        self.models.load_settings.reuse_answers.blockSignals(True)
+        self.models.load_settings.reuse_answers.setChecked(reuse)
+        self.models.load_settings.reuse_answers.blockSignals(False)
         theme.chosen = self.settings.get("theme") if self.settings.get("theme") in THEMES else None
 
     def open_settings(self) -> SettingsDialog:
@@ -638,6 +659,9 @@ class MainWindow(QMainWindow):
             if page is not None:
                 page.close_tasks()
         self.chat.close_documents()
+        from app.backends import vocab
+
+        vocab.close()  # the vocabulary child the draft choices and token counts asked (it outlived the window)
         if built("server"):
             self.server.stop()
         self.bridge.close()

@@ -40,7 +40,7 @@ class _RoundClient:
                     raise HearthError("The answer was stopped because the window closed.") from None
                 continue
             if answer.current:
-                bridge.forward_round_event(event)
+                bridge.tools.round_event(event)
             if isinstance(event, P.Failed):
                 answer.failed = event
                 raise event.error()
@@ -141,15 +141,88 @@ class ToolAnswer:
                                      on_text=self._on_text, on_call=self._on_call, on_result=self._on_result,
                                      stop=self.stop)
         except HearthError as exc:
-            self.bridge.tool_answer_ended(self, None, str(exc))
+            self.bridge.tools.ended(self, None, str(exc))
             return
         except Exception as exc:  # a bug: one line for the user, the trace for the log
             traceback.print_exc()
-            self.bridge.tool_answer_ended(self, None, f"Internal error: {type(exc).__name__}: {exc}")
+            self.bridge.tools.ended(self, None, f"Internal error: {type(exc).__name__}: {exc}")
             return
         last = turn.added[-1] if turn.added else {}
         final = last.get("role") == "assistant" and not last.get("tool_calls")  # else stopped after its calls
         text = (last.get("content") or "") if final else ""
         done = P.Done({**turn.done, "text": text, "tool_calls": [c.to_json() for c in turn.calls],
                        **({"tool_notice": turn.notice} if turn.notice else {})})
-        self.bridge.tool_answer_ended(self, done, None)
+        self.bridge.tools.ended(self, done, None)
+
+
+class ToolAnswers:
+    """The bridge's answers with tools: the one in progress (a ToolAnswer) and the MCP servers started for the
+    chat's answers, kept between them until the window closes."""
+
+    def __init__(self, bridge):
+        self.bridge = bridge
+        self.current: ToolAnswer | None = None
+        self._pool = None
+
+    def start(self, messages: list[dict], sampling, servers: list[str], choice: str = "auto",
+              forced: str | None = None, pinned: dict | None = None, max_rounds: int | None = None) -> None:
+        if self._pool is None:
+            from app.tools.pool import ServerPool
+
+            self._pool = ServerPool()
+        bridge = self.bridge
+        n_ctx = int((bridge.info or {}).get("n_ctx") or 2048)
+        self.current = ToolAnswer(bridge, bridge.backend, messages, sampling, servers, self._pool, n_ctx, choice,
+                                  forced, pinned, max_rounds)
+        self.current.start()
+
+    def answer(self, decision: str) -> None:
+        """The user's answer to the call that waits: app.tools.servers' ONCE, ALWAYS or DENY."""
+        if self.current is not None:
+            self.current.answer(decision)
+
+    def cancel(self, forget: bool = False) -> bool:
+        """Stop the answer with tools in progress; False when there is none. forget: its news no longer count."""
+        answer = self.current
+        if answer is None:
+            return False
+        answer.cancel()
+        if forget:
+            self.current = None
+        return True
+
+    def round_event(self, event: P.Event) -> None:
+        """A round's figures, as any answer's (the answer's thread): its tokens come through the call reader."""
+        bridge = self.bridge
+        if bridge._waiting:
+            bridge._waiting = False
+            bridge.turn_started.emit()
+        if isinstance(event, P.Progress):
+            bridge.prompt_progress.emit(int(event.get("prompt_done") or 0), int(event.get("prompt_total") or 0))
+        elif isinstance(event, P.Stats):
+            bridge.stats_received.emit(event)
+
+    def ended(self, answer: ToolAnswer, done: P.Done | None, error: str | None) -> None:
+        """The answer's thread is done: one Done, or the one sentence of its failure."""
+        if answer is not self.current or not answer.current:
+            return  # the window switched servers meanwhile (it said so), or closes
+        bridge = self.bridge
+        self.current = None
+        bridge._busy = False
+        if done is not None:
+            bridge.generation_finished.emit(done)
+        elif answer.failed is None or answer.failed.kind is not P.ErrorKind.ENGINE_CRASHED:  # a crash is told once
+            bridge.failed_text = (answer.failed.get("text") or "") if answer.failed is not None else ""
+            bridge.generation_failed.emit(error)
+
+    def drop_server(self, name: str) -> None:
+        """A server changed or removed on the Tools page: its process ends now (the next answer starts it)."""
+        if self._pool is not None:
+            self._pool.drop(name)
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.abandon()
+            self.current = None
+        if self._pool is not None:
+            self._pool.close()

@@ -89,6 +89,18 @@ def test_fit(bundled_model):
     assert "Fits in RAM" in text and f"KV cache:       {kv_bytes / 1e6:,.0f} MB" in text
 
 
+def test_fit_counts_a_draft_model(tmp_path, bundled_model):
+    """#49.2: `hearth models fit --draft-model` counts the draft's weights and its own KV cache."""
+    alone = json.loads(hearth("fit", "bundled", "--ctx", "32768", "--json").stdout)
+    both = json.loads(hearth("fit", "bundled", "--ctx", "32768", "--draft-model", str(bundled_model), "--json").stdout)
+    assert alone["draft_model"] is None and both["draft_model"] == str(bundled_model)
+    assert both["draft_n_ctx"] == 8192  # the draft's trained context, not the target's 32,768
+    assert both["total_mb"] == pytest.approx(alone["total_mb"] + both["draft_mb"], abs=0.2)
+    assert both["draft_mb"] > alone["weights_mb"]  # its weights and an 8,192-token KV cache
+    text = hearth("fit", "bundled", "--ctx", "32768", "--draft-model", str(bundled_model)).stdout
+    assert "Draft model:" in text and "at 8,192 tokens of its own context" in text
+
+
 def test_search_recommended_and_remote(fake_hub):
     text = hearth("search").stdout
     assert "Qwen2.5 7B Instruct" in text and "draft for speculative decoding: Qwen2.5 0.5B" in text

@@ -257,7 +257,7 @@ def test_a_history_from_before_versions_opens_with_its_chats(tmp_path):
     store = ChatStore(path)
     assert [(m.content, m.versions) for m in store.messages(1)] == [("hi", 1), ("hello", 1)]
     store.add_version(2, "hey")
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 4
     assert [m.content for m in store.messages(1)] == ["hi", "hey"]
     assert store.chat_tools(1) == []  # schema 3: a chat from before uses no tools
     store.set_chat_tools(1, ["time"])

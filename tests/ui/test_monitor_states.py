@@ -63,3 +63,21 @@ def test_the_sentences_for_a_drafter_that_cannot_pay():
         f"Speculative decoding (draft model) is not used: {reason}. Answers run at plain speed.")
     assert answer_text({"drafted": 0, "acceptance": 0.0, "plain_reason": reason}) == f"not used: {reason}"
     assert loaded_text({"drafter": None}) == "Speculative decoding is off."
+
+
+def test_a_crash_of_an_idle_engine_does_not_say_an_answer_did_not_finish(qtbot, main_window):
+    """#49.7: after a kill -9 of an engine that had finished its answer long before, the monitor said "The last
+    answer did not finish"."""
+    import os
+    import signal
+
+    w = main_window
+    m = w.monitor
+    ask(qtbot, w, "Say hello.", max_tokens=4)
+    assert m.summary.text().startswith("Last answer")
+    with qtbot.waitSignals([w.bridge.engine_crashed, w.bridge.model_loaded], order="strict", timeout=90_000):
+        os.kill(w.bridge.pid, signal.SIGKILL)
+    assert "did not finish" not in m.summary.text()
+    assert m.summary.text() == "The engine stopped between answers and is restarting; no answer was cut off."
+    assert "SIGKILL" in m.summary.toolTip()
+    assert "did not finish" not in w.chat.hint.text()

@@ -215,3 +215,49 @@ def test_an_earlier_answer_can_be_regenerated_and_its_old_branch_comes_back_afte
         assert "1/2" in shown.toPlainText()
     finally:
         reopened.close()
+
+
+def test_regenerate_drafts_from_the_old_answer_only_by_its_own_setting(qtbot, main_window):
+    """#49.4: with speculative decoding Off at load, Regenerate drafted from the old answer and the monitor showed
+    a drafter at 0.77x. It is a setting of its own, shown under the load's speculation: off, nothing drafts."""
+    w = main_window
+    reuse = w.models.load_settings.reuse_answers
+    assert reuse.isChecked() and w.bridge.options.draft_model is None and not w.bridge.options.lookup
+    assert "Regenerate and Edit" in w.monitor.plots["draft"].title
+    ask(qtbot, w, "Name three colors.", max_tokens=16)
+    reuse.setChecked(False)
+    assert w.settings["reuse_answer_drafts"] is False and not w.chat.reuse_answer_drafts
+    with qtbot.waitSignal(w.bridge.generation_finished, timeout=60_000) as again:
+        qtbot.mouseClick(w.chat.regen_button, Qt.LeftButton)
+    done = again.args[0]
+    assert "spec" not in done and "prediction" not in done
+    assert "as before" not in w.chat.transcript.toPlainText()
+    assert "speculative decoding" not in w.monitor.summary.text()
+
+
+def test_drafting_from_the_old_answer_turns_itself_off_when_it_costs_speed(qtbot, main_window):
+    """A regenerate drafted from an old answer that the new one does not follow: when that made it slower than
+    plain decoding, the setting turns itself off and the status bar says so once; when not, it stays on."""
+    w = main_window
+    w.chat.sampling_overrides = {"ignore_eos": True}
+    cid = open_chat(qtbot, w, [("user", "Count from one to fifty."),
+                               ("assistant", " ".join(f"zq{i}x" for i in range(200)))])
+    w.chat.sampling.max_tokens.setValue(96)
+    w.chat.sampling.temperature.setValue(0.0)
+    judged: list[float] = []
+    w.chat.answer_drafts_cost_speed.connect(judged.append)  # emitted while the chat page takes the Done
+    with qtbot.waitSignal(w.bridge.generation_finished, timeout=60_000) as got:
+        w.chat.regenerate()
+    spec = got.args[0]["spec"]
+    print(f"drafted from an unrelated old answer: {spec}")
+    assert spec["drafter"] == "prediction" and w.store.messages(cid)[1].versions == 2
+    # How the engine's schedule went (it may stop drafting at once) decides; both ways are checked.
+    slower = spec["drafted"] > 0 and spec["speedup"] < 1.0
+    assert judged == ([spec["speedup"]] if slower else [])
+    assert w.models.load_settings.reuse_answers.isChecked() is not slower
+    assert w.settings.get("reuse_answer_drafts", True) is not slower
+    # What the user sees when it does: the box unticked, saved, and one sentence in the status bar.
+    w.chat.answer_drafts_cost_speed.emit(0.77)
+    assert not w.models.load_settings.reuse_answers.isChecked() and w.settings["reuse_answer_drafts"] is False
+    assert "(0.77x plain speed)" in w.statusBar().currentMessage()
+    assert "no longer do it" in w.statusBar().currentMessage()

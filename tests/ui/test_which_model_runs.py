@@ -75,7 +75,7 @@ def test_the_chat_page_picks_loads_and_ejects_a_model(qtbot, main_window, model_
 def test_a_local_model_is_named_by_its_file_and_general_name_stays_in_the_details(qtbot, main_window,
                                                                                   bundled_model):
     """#29: general.name ("Smollm2 135M 8k Lc100K Mix1 Ep2", the same for every copy) names no label."""
-    from app.ui.engine_bridge import model_title
+    from app.ui.models.titles import model_title
 
     w = main_window
     general = "Smollm2 135M 8k Lc100K Mix1 Ep2"

@@ -17,7 +17,7 @@ import llama_cpp
 import numpy as np
 
 from app.core.errors import ContextTooLong, EmptyPrompt, GenerationError
-from app.core.metrics import peak_rss_mb
+from app.core.metrics import AnswerPeak, peak_rss_mb
 from app.protocol import step_clock
 from app.engine.decoding.detok import TextStream
 from app.protocol.messages import DONE, PROGRESS, STATS, TOKEN, SamplingOptions
@@ -68,6 +68,7 @@ class Answer:
     next_stats: float = 0.0
     prompt_dropped: int = 0  # prompt tokens left out to fit the context (the window policy's fit_prompt)
     speculator: object = None  # app.engine.speculation.speculative.Speculator drafting this answer, if any
+    memory: AnswerPeak | None = None  # the engine's peak memory during this answer, from its start
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -278,13 +279,19 @@ class Decoder:
                 emit({"ev": PROGRESS, "prompt_done": done, "prompt_total": total, "fraction": round(done / total, 3)})
 
             progress(0)
-        self.last_prompt_evaluated = self.eval_tokens(todo, cancelled, progress)
+        memory = AnswerPeak()  # the prompt's reading counts: it is this answer's
+        try:
+            self.last_prompt_evaluated = self.eval_tokens(todo, cancelled, progress)
+        except BaseException:
+            memory.end()
+            raise
         t_prompt = time.perf_counter()
         answer = Answer(prompt_text, prompt, sampling, emit, cancelled, Sampler(rt.ctx, rt.n_vocab, sampling,
                         self.tokens, vocab=rt.vocab), TextStream(sampling.stop), t0, t_prompt, self.last_prompt_evaluated)
         answer.next_stats = t_prompt + STATS_INTERVAL_S
         answer.prompt_dropped = dropped
         answer.speculator = speculator
+        answer.memory = memory
         # The prompt's figures before the first token: an API response that opens with its usage (Anthropic's
         # message_start) has them, and the monitor shows the prompt's size while the answer starts.
         emit({**self.stats_event(0, None, t_prompt, len(prompt), speculator),
@@ -379,7 +386,7 @@ class Decoder:
             "prompt_dropped": answer.prompt_dropped,
             **self.rt.threads_now(),
             **self.rt.memory_now(),
-            "peak_rss_mb": peak_rss_mb(),
+            "peak_rss_mb": answer.memory.end() if answer.memory is not None else peak_rss_mb(),
         }
         if self.context_policy is not None:
             result["window"] = self.context_policy.state(self)

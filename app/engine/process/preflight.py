@@ -26,8 +26,10 @@ def preflight(options: LoadOptions) -> None:
     from app.core.fit import estimate_fit
     from app.engine.probes.gpu_memory import gpu_free_mb
 
-    # Each parallel slot has a context of its own in the KV cache.
-    estimate = estimate_fit(options.model_path, n_ctx=options.n_ctx * max(1, options.n_parallel), kv_type=options.kv_type,
+    # Everything the load will hold: each parallel slot's context, and the draft model with its own KV cache.
+    estimate = estimate_fit(options.model_path, n_ctx=options.n_ctx, kv_type=options.kv_type,
+                            n_parallel=options.n_parallel,
+                            draft=options.draft_model if options.draft_max != 0 else None,  # 0: never loaded
                             # the device this engine's runtime offloads to, as ggml sees it (any vendor)
                             gpu_available_mb=gpu_free_mb() if options.n_gpu_layers else None)
     if not estimate.fits:

@@ -12,6 +12,8 @@ from dataclasses import replace
 import llama_cpp
 import numpy as np
 
+from app.core.fit import draft_context
+from app.core.gguf_info import read_gguf_info
 from app.engine.decoding.decode import Decoder, common_prefix
 from app.engine.speculation.drafter import Drafter
 from app.protocol.messages import LoadOptions
@@ -26,8 +28,12 @@ class DraftModelDrafter(Drafter):
 
     def __init__(self, target_options: LoadOptions, draft_path: str, extra_bufts: bool, n_ctx: int):
         check_draft_compatible(target_options.model_path, draft_path)
-        # Same threads and placement as the target; no speculation options of its own.
-        options = replace(target_options, model_path=str(draft_path), n_ctx=n_ctx, draft_model=None, lookup=False)
+        # Same threads and placement as the target; no speculation options of its own. Its context is the one it
+        # needs (app/core/fit.draft_context, which the fit counts): the target's, up to what the draft was trained
+        # for, and one sequence (drafts serve the one-request loop; parallel slots draft from lookup or a prediction).
+        n_ctx = draft_context(n_ctx, read_gguf_info(draft_path))
+        options = replace(target_options, model_path=str(draft_path), n_ctx=n_ctx, n_parallel=1, draft_model=None,
+                          lookup=False)
         self.rt = Runtime(options, extra_bufts=extra_bufts)
         self.decoder = Decoder(self.rt)
         self.seq: list[int] = []

@@ -27,13 +27,13 @@ from __future__ import annotations
 import threading
 import time
 
+from app.core.draft_pay import DRAFT_COST_LIMIT  # one limit, said before Load too
 from app.core.errors import ModelLoadError
 from app.engine.decoding.decode import STATS_INTERVAL_S
 from app.engine.speculation.drafter import Drafter
 from app.engine.speculation.spec_calibration import calibration, costs_of, measure_target, target_fields
 
 MARGIN = 1.05  # a mode must promise this much over plain decoding before it is used
-DRAFT_COST_LIMIT = 1 / 3  # a draft token costing more than this share of a target step cannot pay
 DECAY = 0.9  # acceptance statistics forget with a half-life of about seven observations
 FIRST_BACKOFF = 8  # plain steps after the first losing verify; doubles with every further loss
 MAX_BACKOFF = 1024

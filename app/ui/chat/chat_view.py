@@ -27,72 +27,55 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton, QSplitter,
                                QVBoxLayout, QWidget)
 
-from app.core.chats import DEFAULT_TITLE, ChatStore, answer_model, remembered_model, title_from, tool_turn_messages
+from app.core.answer_saving import SAVE_INTERVAL_S, recover_interrupted
+from app.core.chats import DEFAULT_TITLE, ChatStore, ChatStoreError, remembered_model, title_from
 from app.core.reasoning import without_reasoning
 from app.docs.conversation import KEY as ATTACHMENTS
-from app.docs.conversation import ConversationDocs, chip_text
+from app.docs.conversation import ConversationDocs
+from app.ui.chat.asking import Asking
 from app.ui.chat.conversation_list import ConversationList
+from app.ui.chat.message_notes import answer_note, message_links
 from app.ui.chat.model_picker import ModelPicker
+from app.ui.chat.prompt_edit import PromptEdit
 from app.ui.chat.prompt_presets import PromptPresets
 from app.ui.chat.sampling_panel import SamplingPanel
+from app.ui.chat.tool_approval import ToolApproval
 from app.ui.chat.tools_panel import ToolsPanel
 from app.ui.chat.transcript import Transcript
 from app.ui.docs.attach_bar import AttachBar, FileDrops
 from app.ui.docs.collections_panel import CollectionsPanel
-from app.ui.engine_bridge import EngineBridge, model_title
+from app.ui.engine_bridge import EngineBridge
+from app.ui.models.titles import model_title
 from app.ui.models.titles import path_title
-from app.ui.widgets import ElidedLabel
 from app.ui.worker import Tasks
-
-
-class PromptEdit(QPlainTextEdit):
-    """The message box: Enter sends and Shift+Enter makes a new line, as in LM Studio, Jan and GPT4All;
-    with enter_sends off (Settings), Enter makes a new line. Ctrl+Enter always sends."""
-
-    submitted = Signal()
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.enter_sends = True
-
-    def set_enter_sends(self, on: bool) -> None:
-        self.enter_sends = on
-        self.setPlaceholderText("Message the model. " + ("Enter sends, Shift+Enter adds a line" if on else
-                                                         "Ctrl+Enter sends, Enter adds a line") + ", Esc stops.")
-
-    def keyPressEvent(self, event):
-        if event.key() in (Qt.Key_Return, Qt.Key_Enter):
-            mods = event.modifiers()
-            if mods & Qt.ControlModifier or (self.enter_sends and not mods & (Qt.ShiftModifier | Qt.AltModifier)):
-                self.submitted.emit()
-                return
-            if self.enter_sends:  # Shift+Enter: a plain new line, not Qt's line separator
-                self.insertPlainText("\n")
-                return
-        super().keyPressEvent(event)
-
 
 WAITING_TURN = ("Waiting its turn: the engine is answering API requests first (Server page); this answer starts "
                 "after them.")
 
 
-class ChatView(QWidget):
+class ChatView(Asking, ToolApproval, QWidget):
     generation_started = Signal()
     answer_saved = Signal(int)  # message id
     conversation_changed = Signal()  # another conversation (or a new one) is open
     model_load_requested = Signal(str)  # the remembered model's path: the chat's "Load it"
     docs_problem = Signal(str)  # a file that could not be attached or read, in one sentence
     tools_problem = Signal(str)  # what the user should know about an answer's tool calls, in one sentence
+    # Drafting a regenerated or edited answer from the old one made it slower (its speed against plain decoding).
+    answer_drafts_cost_speed = Signal(float)
 
     def __init__(self, bridge: EngineBridge, store: ChatStore, parent=None):
         super().__init__(parent)
         self.bridge = bridge
         self.store = store
+        try:  # the answers a crash of the window cut off, saved marked interrupted before the chats are listed
+            recover_interrupted(store)
+        except ChatStoreError:  # busy: they stay in the store for the next start
+            pass
         self.conversation_id: int | None = None
         self._gen_conversation: int | None = None  # where the answer in progress goes
         self._detached = False  # the user switched away mid-answer
@@ -101,7 +84,14 @@ class ChatView(QWidget):
         self._failed = False  # the latest answer ended in an error: Regenerate retries it
         self._reading = ""  # how far the engine has read a long prompt, until the answer's first figures
         self.sampling_overrides: dict = {}  # set by `hearth bench gui` (ignore_eos), not shown to users
+        # Regenerate and Edit draft from the answer they replace (predicted outputs): the load settings' own
+        # checkbox, whatever the load's speculative decoding says (#49.4).
+        self.reuse_answer_drafts = True
         self._continuing = None  # the answer (a Message) the one in progress continues
+        self._answer = None  # the answer in progress (a StreamingAnswer), as the store keeps it while it streams
+        self._save_timer = QTimer(self)
+        self._save_timer.setInterval(int(SAVE_INTERVAL_S * 1000))
+        self._save_timer.timeout.connect(self._save_answer)
         self._answer_model: dict = {}  # which model the answer in progress was asked of
         self.remembered: dict = {}  # the open conversation's model (its latest answer's), see remembered_model
         # What the window calls a model file; the main window gives the library's names (Models page).
@@ -120,26 +110,7 @@ class ChatView(QWidget):
         self.tools_panel = ToolsPanel(store)
         # Set by tests (a 135M model cannot choose tools): {"choice", "forced", "pinned", "max_rounds"} of tool_chat.
         self.tool_overrides: dict = {}
-        self._waiting_call: dict | None = None
-        self.approval = QWidget()
-        self.approval.setObjectName("toolApproval")
-        approval_col = QVBoxLayout(self.approval)
-        approval_col.setContentsMargins(0, 4, 0, 4)
-        self.approval_text = QLabel()
-        self.approval_text.setWordWrap(True)  # the arguments may be long: the text has the row's whole width
-        approval_col.addWidget(self.approval_text)
-        approval_row = QHBoxLayout()
-        approval_row.addStretch(1)
-        approval_col.addLayout(approval_row)
-        self.allow_once_button = QPushButton("Allow once")
-        self.allow_always_button = QPushButton("Always allow this tool")
-        self.allow_always_button.setToolTip("Run this tool of this server without asking again (the Tools page "
-                                            "lists what is always allowed; removing the server forgets it)")
-        self.deny_button = QPushButton("Deny")
-        self.deny_button.setToolTip("Do not run it; the model is told that you did not allow it")
-        for button in (self.allow_once_button, self.allow_always_button, self.deny_button):
-            approval_row.addWidget(button)
-        self.approval.hide()
+        self._build_approval()  # app/ui/chat/tool_approval.py
 
         self.conversations = ConversationList(store)
         self.picker = ModelPicker()
@@ -239,14 +210,6 @@ class ChatView(QWidget):
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
         self.system_prompt.textChanged.connect(self._on_system_prompt_changed)
         self.prompt_presets.chosen.connect(self.system_prompt.setPlainText)
-        from app.tools.servers import ALWAYS, DENY, ONCE
-
-        self.allow_once_button.clicked.connect(lambda: self.answer_call(ONCE))
-        self.allow_always_button.clicked.connect(lambda: self.answer_call(ALWAYS))
-        self.deny_button.clicked.connect(lambda: self.answer_call(DENY))
-        bridge.tool_call_started.connect(self._on_tool_call)
-        bridge.tool_approval_needed.connect(self._on_tool_approval_needed)
-        bridge.tool_call_finished.connect(self._on_tool_call)
         bridge.token_received.connect(self._on_token_received)
         bridge.turn_started.connect(self._update_buttons)
         bridge.prompt_progress.connect(self._on_prompt_progress)
@@ -414,23 +377,8 @@ class ChatView(QWidget):
                 shown.append(("error", msg.meta["error"], ""))
         self.transcript.show_messages(shown)
 
-    @staticmethod
-    def _links(msg, last: bool = False) -> list[tuple[str, str | None]]:
-        """last: the conversation's last message, which alone can be continued (what follows would not fit)."""
-        links: list[tuple[str, str | None]] = [("Copy", f"message-copy:{msg.id}")]
-        if msg.role == "user":
-            links.append(("Edit", f"edit:{msg.id}"))
-        elif msg.role == "assistant":
-            links.append(("Regenerate", f"regenerate:{msg.id}"))
-            if last and msg.content and msg.meta.get("finish_reason") in ("length", "cancelled"):
-                links.append(("Continue", f"continue:{msg.id}"))
-            # The passages the answer was given, each opening its text: [1] manual.pdf p. 2
-            links += [(f"[{src['n']}] {src['where']}", f"source:{msg.id}.{src['n']}")
-                      for src in msg.meta.get("sources") or []]
-        if msg.versions > 1:
-            links += [("‹", f"prev:{msg.id}" if msg.version > 1 else None), (f"{msg.version}/{msg.versions}", None),
-                      ("›", f"next:{msg.id}" if msg.version < msg.versions else None)]
-        return links
+    _note = staticmethod(answer_note)
+    _links = staticmethod(message_links)
 
     def _on_message_action(self, action: str, message_id: int) -> None:
         msg = self.store.message(message_id)
@@ -467,6 +415,8 @@ class ChatView(QWidget):
         if self._preparing:
             self._drop_preparation()
         elif self.generating and not self._detached:
+            self._save_answer()  # what was shown is kept until the engine's Done brings the whole answer
+            self._save_timer.stop()
             self._detached = True
             self.transcript.end_stream()
             self.bridge.cancel()
@@ -553,170 +503,6 @@ class ChatView(QWidget):
         following = msgs[at + 1] if at is not None and at + 1 < len(msgs) else None
         return following.content if following is not None and following.role == "assistant" else ""
 
-    def _ask(self, prediction: str = "") -> None:
-        """Ask for the next answer; `prediction`, the answer it replaces, lets the engine draft from it
-        (predicted outputs: the same answer, sooner)."""
-        self._failed = False
-        self._reading = ""
-        # The answer being regenerated stays in the store (as a version) until the new one replaces it, but it
-        # is not part of what the model is asked.
-        before = self._regenerating
-        continued = self._continuing.id if self._continuing is not None else None
-        # Earlier answers without their thinking, as reasoning models want them (the store keeps it all); an
-        # answer being continued goes whole, thinking and all: it is this turn's, and the model goes on with it.
-        stored = [m for m in self.store.messages(self.conversation_id)
-                  if m.role in ("user", "assistant") and (before is None or m.id < before)]
-        # An answer with tool calls goes back as the model made it: its calls, their results, then its words.
-        messages, metas = [], []
-        for m in stored:
-            if m.role == "assistant":
-                turn = tool_turn_messages(without_reasoning(m.content) if m.id != continued else m.content, m.meta)
-                messages += turn
-                metas += [{}] * len(turn)
-            else:
-                messages.append({"role": m.role, "content": m.content})
-                metas.append(m.meta)
-        sampling = self.sampling.options()
-        sampling.prediction = prediction
-        for key, value in self.sampling_overrides.items():
-            setattr(sampling, key, value)
-        collections = self.collections_panel.chosen()
-        if collections or any(m.meta.get(ATTACHMENTS) for m in stored):
-            # The documents' prompt on a worker; the answer is asked when it is ready (_send).
-            with_meta = [{**m, "meta": meta} for m, meta in zip(messages, metas)]
-            model, n_ctx = self._model_path(), int((self.bridge.info or {}).get("n_ctx") or 4096)
-            override = self.collections_panel.budget_override()
-            self._preparing = True
-            self._prep_id += 1
-            token = self._prep_id
-            self._update_buttons()
-            self.doc_tasks.run(lambda: self.docs.prompt(with_meta, collections, model, n_ctx, override),
-                               lambda built: self._send(built[0], sampling, built[1], built[2], token),
-                               lambda message: self._on_docs_failed(message, token), name="docs-prompt")
-            return
-        self._send(messages, sampling)
-
-    def _drop_preparation(self) -> None:
-        """Stopped, or another chat opened, while the passages were being found: nothing is asked."""
-        self._preparing = False
-        self._prep_id += 1
-        if self._regenerating is not None or self._continuing is not None:
-            self._regenerating = self._continuing = None
-            self._render_conversation()
-        self._update_buttons()
-
-    def _on_docs_failed(self, message: str, token: int) -> None:
-        if token != self._prep_id or not self._preparing:
-            return
-        self._preparing = False
-        if self._regenerating is not None or self._continuing is not None:
-            self._regenerating = self._continuing = None
-            self._render_conversation()
-        self.transcript.append_message("error", message)
-        self._update_buttons()
-
-    def _send(self, messages: list[dict], sampling, sources: list | None = None, problems: list | None = None,
-              token: int | None = None) -> None:
-        """Ask the engine for the answer to messages; sources: the passages they carry (kept with the answer).
-        token: the preparation this comes from (a stopped or superseded one asks nothing)."""
-        if token is not None:
-            if token != self._prep_id or not self._preparing:
-                return
-            self._preparing = False
-        for sentence in problems or []:
-            self.docs_problem.emit(sentence)
-        self._answer_sources = list(sources or [])
-        system = self.system_prompt.toPlainText().strip()
-        if system:
-            messages.insert(0, {"role": "system", "content": system})
-        self._answer_model = self.current_model()
-        servers = self.tools_panel.chosen()
-        if servers:
-            sampling.prediction = ""  # the old answer's tokens cannot draft a call the grammar writes
-            asked = self.bridge.chat_with_tools(messages, sampling, servers, self.tool_overrides.get("choice", "auto"),
-                                                self.tool_overrides.get("forced"), self.tool_overrides.get("pinned"),
-                                                self.tool_overrides.get("max_rounds"))
-        else:
-            asked = self.bridge.chat(messages, sampling)
-        if not asked:
-            if self._regenerating is not None or self._continuing is not None:
-                self._regenerating = self._continuing = None
-                self._render_conversation()
-            self.transcript.append_message("error", "The engine is not ready; try again in a moment.")
-            return
-        self._gen_conversation = self.conversation_id
-        self._detached = False
-        # A template that opens <think> in the prompt (DeepSeek-R1's): the answer starts inside its thinking.
-        self.transcript.begin_stream(opened=bool((self.bridge.info or {}).get("opens_thinking")))
-        if self._continuing is not None:  # the answer so far, shown again as the start of this one
-            self.transcript.append_token(self._continuing.content)
-        self._update_buttons()
-        self.generation_started.emit()
-
-    def stop(self) -> None:
-        if self._preparing:
-            self._drop_preparation()
-        elif self.generating:
-            self.bridge.cancel()
-        elif self._editing is not None:  # Esc also leaves an edit
-            self._editing = None
-            self.input.clear()
-            self._update_buttons()
-
-    def keep_answer_on_quit(self) -> None:
-        """The window is closing mid-answer: save what has arrived, marked stopped, before the engine goes.
-
-        Waiting for the engine's own Done would hold the closing window for as long as the engine takes to
-        notice; the tokens shown are the answer the user saw."""
-        if self._preparing:  # nothing was asked yet: nothing to keep
-            self._drop_preparation()
-        if not self.generating:
-            return
-        self.bridge.cancel()
-        text = "" if self._detached else self._streamed()
-        self._finish(text, {"finish_reason": "cancelled", "stopped_by": "quit"})
-
-    def _streamed(self) -> str:
-        """What the answer in progress has shown of its own (without the answer it continues)."""
-        return self.transcript.stream_text()[len(self._continuing.content) if self._continuing is not None else 0:]
-
-    def continue_answer(self, answer_id: int | None = None) -> None:
-        """Go on with the conversation's last answer (cut off by the length limit, or stopped) from where it
-        stopped: the model is asked with that answer as the start of its reply, and what it adds joins it."""
-        if self.generating or not self.bridge.ready or self.refusal or self.conversation_id is None:
-            return
-        msgs = self.store.messages(self.conversation_id)
-        last = msgs[-1] if msgs else None
-        if last is None or last.role != "assistant" or not last.content or answer_id not in (None, last.id):
-            return
-        self._continuing = last
-        self._render_conversation(before=last.id)
-        self._ask()
-
-    def regenerate(self, answer_id: int | None = None) -> None:
-        """Ask again for an answer: `answer_id` (any answer, from its header), else the last question's.
-        The old answer and whatever followed it stay as its previous version (a branch to page back to)."""
-        if self.generating or not self.bridge.ready or self.refusal or self.conversation_id is None:
-            return
-        msgs = self.store.messages(self.conversation_id)
-        if answer_id is not None:
-            answer = next((m for m in msgs if m.id == answer_id and m.role == "assistant"), None)
-            if answer is None:
-                return
-        else:
-            users = [i for i, m in enumerate(msgs) if m.role == "user"]
-            if not users:
-                return
-            following = msgs[users[-1] + 1:]
-            answer = following[0] if following and following[0].role == "assistant" else None
-        if answer is not None and not answer.content and answer.meta.get("error") and answer.id == msgs[-1].id:
-            # The last answer failed before its first token: nothing to keep, ask again in its place.
-            self.store.truncate_from(self.conversation_id, answer.id)
-            answer = None
-        self._regenerating = answer.id if answer is not None else None
-        self._render_conversation(before=self._regenerating)
-        self._ask(answer.content if answer is not None else "")
-
     def edit_last(self) -> None:
         if self.generating or self.conversation_id is None:
             return
@@ -733,156 +519,3 @@ class ChatView(QWidget):
         self.input.setPlainText(msg.content)
         self.input.setFocus()
         self._update_buttons()
-
-    # --- answers ------------------------------------------------------------
-    def _on_token_received(self, text: str) -> None:
-        if self._reading:
-            self._on_answer_started()
-        if self.generating and not self._detached:
-            self.transcript.append_token(text)
-
-    def _on_prompt_progress(self, done: int, total: int) -> None:
-        """A long prompt is being read (the engine says after each batch): said under the transcript."""
-        if self.generating and total:
-            self._reading = f"Reading the prompt: {done:,} of {total:,} tokens ({100 * done / total:.0f}%)…"
-            self._update_buttons()
-
-    def _on_answer_started(self, *_args) -> None:
-        if self._reading:  # the prompt is read: the answer's figures follow
-            self._reading = ""
-            self._update_buttons()
-
-    @staticmethod
-    def _note(meta: dict) -> str:
-        # Which model wrote it, and where, first: the rest is how it went.
-        signed = [meta["model"] + (f" on {meta['endpoint']}" if meta.get("endpoint") else "")] \
-            if meta.get("model") else []
-        signed = [chip_text(a) for a in meta.get(ATTACHMENTS) or []] + signed  # a question's files, as chips
-        if meta.get("partial"):
-            return " · ".join([*signed, "partial answer: cut off by an error"])
-        # A server that sends no token counts (llama-cpp-python's) still streamed its chunks: count those.
-        count = f"{meta['completion_tokens']} tokens" if meta.get("completion_tokens") else (
-            f"{meta['stream_chunks']} chunks" if meta.get("stream_chunks") else "")
-        parts = [*signed, *([count, f"{meta.get('gen_tok_s') or 0:.1f} tok/s"] if count else [])]
-        if meta.get("finish_reason") == "cancelled":
-            parts.append("stopped when Hearth was closed" if meta.get("stopped_by") == "quit" else "stopped")
-        elif meta.get("finish_reason") == "length":
-            parts.append("hit the length limit")
-        if (meta.get("prediction") or {}).get("accepted"):  # regenerated or edited: drafted from the old answer
-            parts.append(f"{meta['prediction']['accepted']} tokens as before")
-        if meta.get("prompt_dropped"):  # never silently: part of the conversation was out of the model's view
-            parts.append(f"the chat is longer than the context: {meta['prompt_dropped']:,} earlier tokens were "
-                         "not seen")
-        return " · ".join(parts)
-
-    def _finish(self, text: str, meta: dict) -> None:
-        """text: what this answer added (a continued one's earlier text is not in it)."""
-        self._reading = ""
-        self._show_approval(None)
-        # The tokens still waiting for the next frame are rendered first: the thinking's end may be among them,
-        # and its time is read here (end_stream drops what is pending and renders the whole text at once).
-        self.transcript.flush()
-        if self.transcript.stream_thought_s is not None and not self._detached:
-            meta = {**meta, "thought_s": round(self.transcript.stream_thought_s, 1)}
-        meta = {**self._answer_model, **meta}  # signed with the model that wrote it
-        if self._answer_sources:  # which chunks the answer was given: file, page or heading, span, and text
-            meta["sources"] = [{**src.as_dict(), "text": src.hit.text} for src in self._answer_sources]
-            self._answer_sources = []
-        conversation = self._gen_conversation
-        regenerating, self._regenerating = self._regenerating, None
-        continuing, self._continuing = self._continuing, None
-        self._gen_conversation = None
-        saved = None
-        if continuing is not None:
-            old = continuing.meta
-            tokens = (old.get("completion_tokens") or 0) + (meta.get("completion_tokens") or 0)
-            # The earlier part's thinking time stands: the continuation would time a thinking it only finished.
-            meta = {**old, **meta, **({"completion_tokens": tokens} if tokens else {}),
-                    **({"thought_s": old["thought_s"]} if "thought_s" in old else {}), "continued": True}
-            text = continuing.content + text
-        if conversation is not None and self.store.get(conversation) is not None:
-            if continuing is not None and self.store.message(continuing.id) is not None:
-                self.store.update_message(continuing.id, text, meta)
-                saved = self.store.message(continuing.id)
-            elif regenerating is not None and self.store.message(regenerating) is not None:
-                if text or meta.get("tool_calls"):  # a retry that failed before its first token leaves the old one
-                    self.store.add_version(regenerating, text, meta)
-                saved = self.store.message(regenerating)
-            elif text or meta.get("error") or meta.get("tool_calls"):
-                saved = self.store.message(self.store.add_message(conversation, "assistant", text, meta))
-        if self._detached:
-            self._detached = False
-        elif regenerating is not None and not text and not meta.get("tool_calls") and saved is not None:
-            self.transcript.end_stream()
-            self._render_conversation()  # the answer kept is shown again
-        else:
-            self.transcript.end_stream(self._note(meta), self._links(saved, True) if saved is not None else None)
-        if saved is not None:
-            if conversation == self.conversation_id and answer_model(saved.meta):
-                self.remembered = answer_model(saved.meta)
-                self._update_model_banner()
-            self.answer_saved.emit(saved.id)
-        self._update_buttons()
-
-    # --- tool calls -----------------------------------------------------------
-    def _on_tool_call(self, call: dict) -> None:
-        """A call of the answer in progress appeared, or ended (its result, denial, stop or error)."""
-        if not self.generating or self._detached:
-            return
-        if call.get("id") not in self.transcript.calls:
-            self.transcript.stream_call(call)
-        else:
-            self.transcript.update_call(call)
-        if self._waiting_call is not None and self._waiting_call.get("id") == call.get("id"):
-            self._show_approval(None)
-
-    def _on_tool_approval_needed(self, call: dict) -> None:
-        if not self.generating or self._detached:
-            return
-        block = self.transcript.calls.get(call.get("id"))
-        if block is not None:
-            self.transcript.update_call({**block.call, "state": "waiting"})
-        self._show_approval(call)
-
-    def _show_approval(self, call: dict | None) -> None:
-        import html
-        import json
-
-        self._waiting_call = call
-        if call is not None:
-            arguments = json.dumps(call.get("arguments") or {}, ensure_ascii=False)
-            self.approval_text.setText(f"<b>Run {html.escape(call['server'])} · {html.escape(call['tool'])}</b> "
-                                       f"{html.escape(arguments[:200])}? It runs as you, with your permissions.")
-            self.approval_text.setToolTip(arguments)
-            self.allow_once_button.setFocus()
-        self.approval.setVisible(call is not None)
-
-    def answer_call(self, decision: str) -> None:
-        """The user's answer to the call that waits: Allow once, Always allow this tool, or Deny."""
-        call = self._waiting_call
-        if call is None:
-            return
-        self._show_approval(None)  # the block says "running…" when the answer's thread has it
-        self.bridge.answer_tool_call(decision)
-
-    def _on_generation_finished(self, done: dict) -> None:
-        if not self.generating:
-            return
-        meta = {k: done[k] for k in ("finish_reason", "completion_tokens", "gen_tok_s", "ttft_s", "prompt_tok_s",
-                                     "stream_chunks", "prompt_dropped", "prediction", "tool_calls") if k in done}
-        if done.get("tool_notice"):  # the CLI's words name its flag; the window's limit is in Sampling
-            self.tools_problem.emit("The model's tool call was cut off by the answer's token limit (Sampling: "
-                                    "max tokens) before it was complete, so it was not run and is shown as text.")
-        self._finish(done.get("text", ""), meta)
-
-    def _on_generation_failed(self, message: str) -> None:
-        if not self.generating:
-            return
-        shown = not self._detached
-        # The backend's partial answer (a remote's stream cut mid-answer) is what arrived; the
-        # transcript's is what was shown, which is the same unless the user switched away.
-        text = self.bridge.failed_text or (self._streamed() if shown else "")
-        self._failed = True
-        self._finish(text, {"error": message, "finish_reason": "error", **({"partial": True} if text else {})})
-        if shown:
-            self.transcript.append_message("error", message)

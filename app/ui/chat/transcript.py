@@ -12,13 +12,8 @@ FLUSH_MS, and only when the answer ends is that one message re-rendered as
 Markdown. Nothing ever re-renders the whole transcript, so a long
 conversation costs nothing per token.
 
-The view follows the answer while the user is at the bottom (`following`); scrolling up stops that and shows a
-"Jump to latest" button, which (like scrolling back to the bottom) resumes it. The scroll bar's own range
-changes do the following, so a relayout that comes after an append (Qt lays out large documents in steps)
-is followed too.
-
-Answers are chat Markdown: a single line break is a line break, as LM Studio and ChatGPT show it, not the
-space of CommonMark. The user's own messages are shown as they were typed, not as Markdown.
+The view follows the answer while the user is at the bottom (app/ui/chat/following.py). Answers are chat
+Markdown (app/ui/chat/chat_markdown.py); the user's own messages are shown as they were typed.
 
 A reasoning model's thinking (`<think>…</think>`, split by app/core/reasoning.py, the API's parser) is
 shown apart from the answer: in grey while it streams, then as a collapsed "Thinking" block that says how long
@@ -38,179 +33,33 @@ arrives meanwhile (a new message, the answer's tokens) queues behind it.
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import re
 import time
-from contextlib import contextmanager
 
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (QColor, QFont, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor,
-                           QTextDocument, QTextDocumentFragment, QTextFrameFormat, QTextTable)
+                           QTextFrameFormat, QTextTable)
 from PySide6.QtWidgets import QPushButton, QTextBrowser
 
-from app.core.math_text import find_math, latex_html
 from app.core.reasoning import ReasoningSplitter, split
+from app.ui.chat.answer_blocks import CallBlock, Thought, call_state, header_links, thinking_label
+from app.ui.chat.chat_markdown import LINE_BREAK, chat_markdown, paragraph_gap, split_code
+from app.ui.chat.following import Following
 
 # About 12 appends a second: smooth to read, and each append costs the window ~1.5 ms of CPU (inserting and
 # laying out the growing paragraph), CPU the engine's threads need; at 40 ms the window cost generation about
 # 1% more than at 60 (hearth bench gui).
 FLUSH_MS = 80
 FENCE_LINE = re.compile(r"^```", re.M)
-FENCE = re.compile(r"^```([^\n`]*)\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 RENDER_BUDGET_MS = 12  # rendering work per event-loop turn while a long conversation fills in
 STREAM = object()  # the place of the answer in progress in the backlog
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System", "error": "Error"}
-AT_BOTTOM_PX = 4  # this close to the end counts as at the end: following
-LINE_BREAK = "\u2028"  # Qt's line separator: a line break inside a paragraph (or list item)
-RULE_LINE = re.compile(r"^[ \t]*([=*_-])(?:[ \t]*\1)*[ \t]*$")  # "===", "---", "* * *"
 THOUGHT_GREY = "#9ca3af"
-# A formula's place while Markdown is read (private-use characters: no answer writes them, Markdown leaves them).
-MATH_MARK = re.compile("\ue000(\\d+)\ue001")
-DISPLAY_SCALE = 1.2  # a displayed formula's size to the text's, as TeX sets $$…$$ apart
 
 
-def thinking_label(seconds: float | None, expanded: bool, still: bool = False) -> str:
-    took = f" for {seconds:.1f} s" if seconds is not None else ""
-    return f"{'▾' if expanded else '▸'} {'Thinking…' if still else 'Thought' + took}"
-
-
-class Thought:
-    """One answer's thinking block: its frame in the document, and whether it is open."""
-
-    def __init__(self, frame, text: str, seconds: float | None, expanded: bool = False):
-        self.frame, self.text, self.seconds, self.expanded = frame, text, seconds, expanded
-
-
-class CallBlock:
-    """One tool call's block: its frame, the call (CallRecord.to_json(), with "state": waiting | running |
-    done), and whether it is open."""
-
-    def __init__(self, frame, call: dict, expanded: bool):
-        self.frame, self.call, self.expanded = frame, call, expanded
-
-
-CALL_STATES = {"once": "allowed once", "always": "always allowed", "allowed": "allowed (always)",
-               "deny": "denied", "stopped": "stopped"}
-
-
-def call_state(call: dict) -> str:
-    """How a call went, in a few words: "waiting for you", "running…", "allowed once · 0.2 s", "denied"."""
-    state = call.get("state", "done")
-    if state == "waiting":
-        return "waiting for you to allow it"
-    if state in ("called", "running"):
-        return "running…"
-    if call.get("stopped"):
-        return "stopped"
-    words = CALL_STATES.get(call.get("decision"), call.get("decision") or "")
-    if call.get("decision") in ("deny", "stopped"):
-        return words
-    took = f" · {call['seconds']:.1f} s" if isinstance(call.get("seconds"), (int, float)) else ""
-    return f"{words}{took}" + (" · error" if call.get("is_error") else "") + (" · cut" if call.get("cut") else "")
-
-
-def chat_markdown(text: str) -> QTextDocumentFragment:
-    """Markdown as chat apps show it: each line break kept.
-
-    Qt's importer makes CommonMark's hard break ("  " at a line's end) a new block, which inside a list is a
-    new, numbered item; so each line gets Qt's line separator at its end instead, which Markdown reads as
-    text. Where the next line starts a block of its own (a list item, a heading) the separator ends up at
-    its block's end, and the soft break's space after it at the next line's start: both are taken out."""
-    # LaTeX first, out of Markdown's reach: its _ and * are not emphasis, its | no table.
-    formulas: list[tuple[str, bool]] = []
-    pieces, pos = [], 0
-    for start, end, latex, display in find_math(text):
-        pieces.append(text[pos:start])
-        mark = f"\ue000{len(formulas)}\ue001"
-        pieces.append(f"\n\n{mark}\n\n" if display else mark)  # a displayed formula is a paragraph of its own
-        formulas.append((latex, display))
-        pos = end
-    text = "".join(pieces) + text[pos:]
-    lines = text.split("\n")
-    for i in range(len(lines) - 1):
-        line, following = lines[i], lines[i + 1]
-        # Not at a paragraph's end (a blank line), nor in a table (a marked delimiter row makes no table), nor
-        # at a heading's underline or a rule ("Title" over "===" is a heading).
-        if (line.strip() and following.strip() and "|" not in line and "|" not in following
-                and not RULE_LINE.match(line) and not RULE_LINE.match(following)):
-            lines[i] = line.rstrip() + LINE_BREAK
-    doc = QTextDocument()
-    doc.setMarkdown("\n".join(lines))
-    cursor = QTextCursor(doc)
-    found = doc.find(LINE_BREAK)
-    while not found.isNull():
-        end = found.selectionEnd()
-        block = found.block()
-        at_block_end = end >= block.position() + block.length() - 1
-        if at_block_end:
-            found.removeSelectedText()
-        elif doc.characterAt(end) == " ":
-            cursor.setPosition(end)
-            cursor.setPosition(end + 1, QTextCursor.KeepAnchor)
-            cursor.removeSelectedText()
-        found = doc.find(LINE_BREAK, found.position() if at_block_end else end)
-    if formulas:
-        _put_formulas(doc, formulas)
-    return QTextDocumentFragment(doc)
-
-
-def _put_formulas(doc: QTextDocument, formulas: list[tuple[str, bool]]) -> None:
-    """Each formula's mark replaced by the formula (app/core/math_text.py): a displayed one centred, larger."""
-    block = doc.begin()
-    while block.isValid():
-        text = block.text()
-        matches = list(MATH_MARK.finditer(text))
-        for m in reversed(matches):  # from the end: the earlier marks keep their positions
-            latex, display = formulas[int(m.group(1))]
-            cursor = QTextCursor(doc)
-            cursor.setPosition(block.position() + m.start())
-            cursor.setPosition(block.position() + m.end(), QTextCursor.KeepAnchor)
-            size = doc.defaultFont().pointSizeF() if doc.defaultFont().pointSizeF() > 0 else 10
-            formula = latex_html(latex, display, size * DISPLAY_SCALE if display else None)
-            if display:
-                if text.strip() == m.group(0):
-                    centred = block.blockFormat()
-                    centred.setAlignment(Qt.AlignHCenter)
-                    cursor.setBlockFormat(centred)
-            cursor.insertHtml(formula)
-        block = block.next()
-
-
-@functools.cache
-def paragraph_gap() -> float:
-    """The space Qt's Markdown puts above a paragraph that follows another."""
-    doc = QTextDocument()
-    doc.setMarkdown("a\n\nb")
-    return doc.lastBlock().blockFormat().topMargin()
-
-
-def split_code(text: str) -> list[tuple[str, str, str]]:
-    """[(kind, lang, body)] with kind 'text' or 'code'; an unclosed fence runs to the end."""
-    parts: list[tuple[str, str, str]] = []
-    pos = 0
-    for m in FENCE.finditer(text):
-        if m.start() > pos:
-            parts.append(("text", "", text[pos:m.start()]))
-        parts.append(("code", m.group(1).strip(), m.group(2).rstrip("\n")))
-        pos = m.end()
-    if pos < len(text):
-        parts.append(("text", "", text[pos:]))
-    return parts
-
-
-def header_links(links: list[tuple[str, str | None]]) -> str:
-    """[(label, href or None for plain text)] as the header's small links."""
-    out = []
-    for label, href in links:
-        text = html.escape(label)
-        out.append(f"<a href='{href}' style='text-decoration:none'>{text}</a>" if href
-                   else f"<span style='color:#9ca3af'>{text}</span>")
-    return "&nbsp;&nbsp;".join(out)
-
-
-class Transcript(QTextBrowser):
+class Transcript(Following, QTextBrowser):
     message_copied = Signal(str)
     # (action, message id): "copy", "edit", "regenerate", "continue", "prev", "next"
     action_requested = Signal(str, int)
@@ -723,64 +572,6 @@ class Transcript(QTextBrowser):
         self._tail_text = ""
         self._stream_text = []
         return text
-
-    # --- following the end ----------------------------------------------
-    def _scroll_to_end(self) -> None:
-        bar = self.verticalScrollBar()
-        self._moving += 1
-        try:
-            bar.setValue(bar.maximum())
-        finally:
-            self._moving -= 1
-
-    def jump_to_latest(self) -> None:
-        """Scroll to the end and follow what arrives (the "Jump to latest" button)."""
-        self._set_following(True)
-        self._scroll_to_end()
-
-    @contextmanager
-    def _moving_text(self):
-        """Text is inserted or replaced: a following view ends at the end; one the user scrolled up stays where
-        it was, even while the text below it is taken out and put back (which would clamp it to the end)."""
-        bar = self.verticalScrollBar()
-        kept = bar.value()
-        self._moving += 1
-        try:
-            yield
-        finally:
-            self._moving -= 1
-        if self.following:
-            self._scroll_to_end()
-        elif bar.value() != kept:
-            self._moving += 1
-            bar.setValue(kept)
-            self._moving -= 1
-
-    def _on_range_changed(self, _low: int, _high: int) -> None:
-        # Qt lays a long document out in steps after an insert: the end moves later, and is followed then.
-        if self.following:
-            self._scroll_to_end()
-
-    def _on_scrolled(self, value: int) -> None:
-        if not self._moving:  # the user (wheel, keys, the scroll bar): follow only from the end
-            self._set_following(value >= self.verticalScrollBar().maximum() - AT_BOTTOM_PX)
-
-    def _set_following(self, on: bool) -> None:
-        self.following = on
-        if self.jump_button.isHidden() != on:
-            self.jump_button.setVisible(not on)
-            self._place_jump_button()
-
-    def _place_jump_button(self) -> None:
-        button = self.jump_button
-        button.adjustSize()
-        area = self.viewport().geometry()
-        button.move(area.x() + (area.width() - button.width()) // 2, area.bottom() - button.height() - 10)
-        button.raise_()
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        self._place_jump_button()
 
     def _on_anchor(self, url: QUrl) -> None:
         action, _, target = url.toString().partition(":")

@@ -23,7 +23,8 @@ from app.protocol.messages import LoadOptions
 from app.backends.remote import RemoteEndpoint, api_base
 from app.ui.connections.saved import forget_connection, remember_connection, saved_connections
 from app.ui.connections.server_figures import ServerFigures
-from app.ui.engine_bridge import EngineBridge, model_title
+from app.ui.engine_bridge import EngineBridge
+from app.ui.models.titles import model_title
 from app.ui.widgets import StatusLine
 from app.ui.worker import Tasks
 

@@ -191,6 +191,23 @@ class LoadSettings(QWidget):
         self.draft_browse.clicked.connect(self._on_browse_draft)
         draft_row.addWidget(self.draft_choice, 1)
         draft_row.addWidget(self.draft_browse)
+        # Whether the chosen draft can pay, said before Load (#49.3, app/core/draft_pay.py); one that cannot is left
+        # out of the load unless the user insists.
+        self.draft_note = QLabel()
+        self.draft_note.setObjectName("hint")
+        self.draft_note.setWordWrap(True)
+        self.draft_note.hide()
+        self.draft_anyway = QCheckBox("Load it anyway")
+        self.draft_anyway.setToolTip("Load the draft model although it costs too much to pay (to measure it, say)")
+        self.draft_anyway.hide()
+        # Predicted outputs for Regenerate and Edit (#49.4): a setting of the window's own, shown here beside the
+        # load's speculation so that "Off" above is never read as covering it; it turns itself off when it costs
+        # speed (app/ui/main_window.py keeps it in the settings).
+        self.reuse_answers = QCheckBox("Regenerate drafts from the old answer")  # narrow: fits the pane at 1024 px
+        self.reuse_answers.setChecked(True)
+        self.reuse_answers.setToolTip("Regenerate and Edit draft the new answer from the answer it replaces (the "
+                                      "same answer, sooner). Its own setting, whatever speculative decoding says "
+                                      "above; it turns itself off when it made an answer slower")
         self.policy = QComboBox()
         for name in CONTEXT_POLICIES:
             # h2o is labelled experimental until its benchmark shows where it wins (docs/window_benchmark.md).
@@ -214,13 +231,15 @@ class LoadSettings(QWidget):
                 ("KV cache type", self.kv_type, ("kv_type",), self.kv_type),
                 ("Flash attention", self.flash, ("flash_attn",), self.flash),
                 ("Speculative decoding", self.spec_mode, ("lookup", "draft_model"), self.spec_mode),
-                ("Draft model", draft_row, (), self.draft_choice),
+                ("Draft model", draft_row, (), self.draft_choice), ("", self.draft_note, (), None),
+                ("", self.draft_anyway, (), None), ("", self.reuse_answers, (), None),
                 ("When context is full", self.policy, ("context_policy",), self.policy),
                 ("Attention sinks", self.sinks, ("sink_tokens",), self.sinks),
                 ("", self.keep_system, ("keep_system",), None),
                 ("Chat template", self.template, ("chat_template",), self.template))
         for label, field, names, tipped in rows:
-            if defaults and (field is draft_row or field is self.template):
+            if defaults and (field in (draft_row, self.template, self.reuse_answers, self.draft_note,
+                                       self.draft_anyway)):
                 continue
             caption = QLabel(label) if label else None
             if caption is not None and tipped is not None:
@@ -385,6 +404,24 @@ class LoadSettings(QWidget):
     def _on_spec_mode_changed(self, index: int) -> None:
         self.draft_choice.setEnabled(index == 1)
         self.draft_browse.setEnabled(index == 1)
+        if index != 1:
+            self.show_draft_verdict(None)
+
+    def show_draft_verdict(self, verdict: dict | None) -> None:
+        """Whether the chosen draft can pay (app/core/draft_pay.DraftVerdict as a dict), under the draft row."""
+        self.draft_verdict = verdict
+        self.draft_note.setText(verdict["sentence"] if verdict else "")
+        self.draft_note.setStyleSheet("" if not verdict or verdict["pays"] else "color: #f59e0b")
+        self.draft_note.setVisible(bool(verdict))
+        self.draft_anyway.setVisible(bool(verdict) and not verdict["pays"])
+
+    def load_options(self, model_path: str) -> LoadOptions:
+        """What Load asks for: the options shown, less a draft model that cannot pay unless the user insists."""
+        options = self.options(model_path)
+        verdict = getattr(self, "draft_verdict", None)
+        if options.draft_model and verdict and not verdict["pays"] and not self.draft_anyway.isChecked():
+            options.draft_model = None
+        return options
 
     def _on_browse_draft(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Draft model", "", "GGUF models (*.gguf)")

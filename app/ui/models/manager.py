@@ -43,13 +43,22 @@ def inspect(path: str) -> dict:
     return read_gguf_info(path).to_dict()
 
 
-def fit(path: str, n_ctx: int, kv_type: str, runtime: str = "auto") -> dict:
+def fit(path: str, n_ctx: int, kv_type: str, runtime: str = "auto", draft: str | None = None) -> dict:
     """The memory-fit verdict (FitEstimate as a dict: verdict, fits, gpu_layers, n_layers, ...) on the runtime
     the load settings chose: its device's free memory as the runtime's probe read it (any vendor's Vulkan device,
     not only what nvidia-smi sees), named in the verdict; the cpu runtime has none."""
     from app.backends.runtime_choice import fit_on
 
-    return fit_on(path, n_ctx, kv_type, runtime).to_dict()
+    return fit_on(path, n_ctx, kv_type, runtime, draft).to_dict()
+
+
+def draft_pay(target: str, draft: str) -> dict:
+    """Whether draft can pay as target's draft model (app/core/draft_pay.DraftVerdict as a dict)."""
+    from dataclasses import asdict
+
+    from app.core.draft_pay import draft_verdict
+
+    return asdict(draft_verdict(target, draft))
 
 
 def runtime_choices() -> list[dict]:

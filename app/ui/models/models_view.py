@@ -8,6 +8,9 @@ Everything that touches the disk, the network or a child process runs on a
 Tasks thread; the long jobs (download, quantize, convert) go through one
 JobBar with progress and Cancel. Their results join the library and the
 table refreshes; their errors reach the message bridge (`error_reported`).
+
+Over 600 lines because it holds the library table, the details, the fit and the load flow of one page; the
+load flow (load_selected and its failure states) is the next to move out.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroup
 
 from app.core.units import human_size
 from app.protocol.messages import ErrorKind, LoadOptions
-from app.ui.engine_bridge import EngineBridge, model_title
+from app.ui.engine_bridge import EngineBridge
+from app.ui.models.titles import model_title
 from app.ui.models import manager
 from app.ui.models.convert_panel import ConvertPanel
 from app.ui.models.hub_panel import HubPanel
@@ -216,6 +220,8 @@ class ModelsView(QWidget):
         self.load_settings.ctx.currentIndexChanged.connect(self._update_fit)
         self.load_settings.kv_type.currentIndexChanged.connect(self._update_fit)
         self.load_settings.runtime.currentIndexChanged.connect(self._update_fit)
+        self.load_settings.spec_mode.currentIndexChanged.connect(self._update_fit)
+        self.load_settings.draft_choice.currentIndexChanged.connect(self._update_fit)
         self.quant_type.currentIndexChanged.connect(self._check_requantize)
         bridge.model_loading.connect(self._on_model_loading)
         bridge.model_loaded.connect(self._on_model_loaded)
@@ -402,17 +408,22 @@ class ModelsView(QWidget):
             return
         n_ctx, kv = self.load_settings.ctx.currentData(), self.load_settings.kv_type.currentText()
         runtime = self.load_settings.runtime.currentData() or "auto"
-        self.tasks.run(lambda: manager.fit(path, n_ctx, kv, runtime), self._show_fit, self.fit_label.setText, "fit")
+        draft = self.load_settings.options(path).draft_model  # the load holds it too (#49.2)
+        self.tasks.run(lambda: {**manager.fit(path, n_ctx, kv, runtime, draft),
+                                "draft_pay": manager.draft_pay(path, draft) if draft else None},
+                       self._show_fit, self.fit_label.setText, "fit")
 
     def _show_fit(self, verdict: dict) -> None:
-        if verdict.get("model") != self.selected_path():
-            return  # an answer for a model the user has since left
+        path = self.selected_path()
+        if verdict.get("model") != path or verdict.get("draft_model") != self.load_settings.options(path).draft_model:
+            return  # an answer for a model (or a draft) the user has since left: the newer answer follows
         if verdict.get("model") in self.failed:  # memory would fit, but the file itself did not load
             self.fit_label.setText("<span style='color:#ef4444'>This file did not load: "
                                    f"{html.escape(self.failed[verdict['model']])}</span>")
             self.fit_label.setToolTip("")
             return
         self.quality.set_fit(verdict)
+        self.load_settings.show_draft_verdict(verdict.get("draft_pay"))  # before Load, whether the draft can pay
         color = "#10b981" if verdict["fits"] else "#ef4444"
         self.fit_label.setText(f"<span style='color:{color}'>{html.escape(verdict['verdict'])}</span>")
         self.fit_label.setToolTip("\n".join(verdict.get("hints") or []))
@@ -424,7 +435,7 @@ class ModelsView(QWidget):
         if not path:
             self.show_error("Choose a model in the library first.")
             return
-        options = self.load_settings.options(path)
+        options = self.load_settings.load_options(path)
         options.ignore_fit = self._anyway == (path, options.n_ctx, options.kv_type)
         self._arm_anyway(None)
         self.load_requested.emit(options)

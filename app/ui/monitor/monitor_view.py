@@ -103,9 +103,11 @@ class Series:
 class MonitorView(QWidget):
     redrawn = Signal()
 
-    def __init__(self, parent=None):
+    def __init__(self, bridge=None, parent=None):
+        """bridge: the window's EngineBridge, whose news the monitor follows (none: tests feed it figures)."""
         super().__init__(parent)
         self.t0 = time.monotonic()
+        self.answering = False  # an answer was asked and has not ended: only then can a crash cut one off
         self.series = {name: Series() for name in
                        ("gen_tok_s", "prompt_tok_s", "ttft_s", "engine_mb", "system_mb", "gpu_mb", "kv_fill",
                                  "shifts", "acceptance")}
@@ -157,6 +159,25 @@ class MonitorView(QWidget):
         self.timer.setInterval(REDRAW_MS)
         self.timer.timeout.connect(self._on_tick)
         self.timer.start()
+        if bridge is not None:
+            self._follow(bridge)
+
+    def _follow(self, bridge) -> None:
+        bridge.generation_started.connect(self._on_started)
+        bridge.turn_started.connect(self._on_started)
+        bridge.prompt_progress.connect(self._on_prompt_progress)
+        bridge.stats_received.connect(self._on_stats)
+        bridge.generation_finished.connect(self._on_done)
+        bridge.generation_failed.connect(self._on_interrupted)
+        bridge.engine_crashed.connect(self._on_engine_crashed)
+        bridge.model_loaded.connect(self._on_loaded)
+        bridge.model_unloaded.connect(self._on_unloaded)
+        if bridge.ready:
+            self._on_loaded(bridge.info)
+
+    def show_figures(self, stats: dict) -> None:
+        """Figures from elsewhere than the bridge's answer (the Connections page's remote server)."""
+        self._on_stats(stats)
 
     def _add_curve(self, key: str, name: str, color: str, label: str) -> None:
         plot = self.plots[key]
@@ -211,6 +232,7 @@ class MonitorView(QWidget):
     def _on_started(self, waiting: bool = False) -> None:
         """An answer was asked for: the summary says so instead of showing the last answer's figures; waiting:
         other requests (the API's) are answered first."""
+        self.answering = True
         self.summary.setText("Waiting its turn: API requests are answered first…" if waiting else "Generating…")
 
     def _on_prompt_progress(self, done: int, total: int) -> None:
@@ -219,8 +241,18 @@ class MonitorView(QWidget):
 
     def _on_interrupted(self, _message: str = "") -> None:
         """The answer failed or the engine crashed: no Done comes, and the live speed must not stay up."""
+        if not self.answering:  # an error between answers (a load's, the engine's) cut no answer off
+            return
+        self.answering = False
         self.summary.setText("The last answer did not finish")
         self.summary.setToolTip("")
+
+    def _on_engine_crashed(self, message: str = "") -> None:
+        if self.answering:
+            self._on_interrupted(message)
+        else:  # #49.7: an idle engine's crash: the last answer had finished long before, and is not blamed
+            self.summary.setText("The engine stopped between answers and is restarting; no answer was cut off.")
+            self.summary.setToolTip(message)
 
     def _on_unloaded(self) -> None:
         self.engine_mb = None
@@ -229,6 +261,7 @@ class MonitorView(QWidget):
         self._dirty = True
 
     def _on_done(self, done: dict) -> None:
+        self.answering = False
         t = self.now()
         if done.get("prompt_tok_s"):
             self.series["prompt_tok_s"].add(t, done["prompt_tok_s"])
@@ -270,9 +303,9 @@ class MonitorView(QWidget):
         drafter = info.get("drafter")
         reason = info.get("spec_plain_reason")
         # The drafter is named in the note, not the title: a title does not wrap (see _set_title).
-        # Off at load, regenerate and edit still draft from the answer they replace (predicted outputs).
-        self._set_title("draft", "" if remote else "speculative decoding off; regenerate drafts from the old "
-                        "answer" if not drafter else
+        # Off at load; Regenerate and Edit draft from the answer they replace by a setting of their own (#49.4).
+        self._set_title("draft", "" if remote else "speculative decoding off at load; Regenerate and Edit have a "
+                        "setting of their own" if not drafter else
                         f"{drafter}, not used: {reason}" if reason else f"drafter: {drafter}")
 
     def _show_gpu_device(self, info: dict) -> None:

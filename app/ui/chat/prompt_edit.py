@@ -1,0 +1,37 @@
+"""The message box: Enter sends and Shift+Enter makes a new line, as in LM Studio, Jan and GPT4All."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QPlainTextEdit
+
+
+class PromptEdit(QPlainTextEdit):
+    """The message box: Enter sends and Shift+Enter makes a new line, as in LM Studio, Jan and GPT4All;
+    with enter_sends off (Settings), Enter makes a new line. Ctrl+Enter always sends."""
+
+    submitted = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.enter_sends = True
+
+    def set_enter_sends(self, on: bool) -> None:
+        self.enter_sends = on
+        self.setPlaceholderText("Message the model. " + ("Enter sends, Shift+Enter adds a line" if on else
+                                                         "Ctrl+Enter sends, Enter adds a line") + ", Esc stops.")
+
+    def keyPressEvent(self, event):
+        if event.key() in (Qt.Key_Return, Qt.Key_Enter):
+            mods = event.modifiers()
+            if mods & Qt.ControlModifier or (self.enter_sends and not mods & (Qt.ShiftModifier | Qt.AltModifier)):
+                self.submitted.emit()
+                return
+            if self.enter_sends:  # Shift+Enter: a plain new line, not Qt's line separator
+                self.insertPlainText("\n")
+                return
+        super().keyPressEvent(event)
+
+
+# An answer drafted from the old one is judged on its speed only from this length on: a few tokens' speed is noise.
+JUDGED_TOKENS = 32

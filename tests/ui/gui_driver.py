@@ -1,0 +1,59 @@
+"""A real `hearth gui` process, driven as a user would drive it: `python -m tests.ui.gui_driver "MESSAGE"`.
+
+It runs the real command (app.cli.main(["gui"])); once the window's model is ready it types MESSAGE, presses
+Send, and prints a line "streamed <monotonic time> <characters shown>" ten times a second, so that a test can
+kill -9 it mid-answer and know what had streamed until then (CLOCK_MONOTONIC is the machine's, shared by both
+processes). Only the test's QTimer is added to the process: the window, its engine and its store are the product's.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+import app.ui.app as ui_app
+
+PRINT_MS = 100
+
+
+def _drive(message: str) -> None:
+    from app.ui.main_window import MainWindow
+
+    window = next((w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)), None)
+    if window is None or not window.bridge.ready:
+        QTimer.singleShot(50, lambda: _drive(message))
+        return
+    chat = window.chat
+    chat.sampling_overrides = {"ignore_eos": True}  # a long answer, whatever the tiny model thinks
+    chat.sampling.temperature.setValue(0.0)
+    chat.sampling.max_tokens.setValue(4000)
+    chat.input.setPlainText(message)
+    chat.send_button.click()
+    print(f"sent {chat.conversation_id}", flush=True)
+    report = QTimer(window)
+    report.setInterval(PRINT_MS)
+    report.timeout.connect(lambda: print(f"streamed {time.monotonic():.3f} {len(chat.transcript.stream_text())}",
+                                         flush=True))
+    report.start()
+
+
+def main() -> int:
+    message = sys.argv[1]
+    make_app = ui_app.make_app
+
+    def make_and_drive(argv):
+        qapp = make_app(argv)
+        QTimer.singleShot(0, lambda: _drive(message))
+        return qapp
+
+    ui_app.make_app = make_and_drive
+    from app.cli import main as hearth
+
+    return hearth(["gui"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
