@@ -148,3 +148,43 @@ def test_the_walk_sees_imports_inside_functions(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from app.ui.app import make_app\n    import PySide6.QtCore\n", encoding="utf-8")
     assert [t for _, t in _imports(source, "app.core.m")] == ["app.ui.app", "app.ui.app.make_app", "PySide6.QtCore"]
+
+
+def import_cycles() -> list[list[str]]:
+    """Groups of modules that import each other round in a circle (lazy imports count: a circle drawn inside a
+    function is still one the reader has to hold in mind), found as strongly connected components."""
+    modules = {_module_name(path): path for path in sorted(APP.rglob("*.py"))}
+    graph = {m: sorted({t for _, t in _imports(path, m) if t in modules and t != m and modules[t].name != "__init__.py"})
+             for m, path in modules.items()}
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm; app/ is a few hundred modules, recursion is shallow
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_round_in_a_circle():
+    cycles = import_cycles()
+    assert not cycles, "\n".join(" <-> ".join(group) for group in cycles)

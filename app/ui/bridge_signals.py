@@ -3,19 +3,21 @@ reach the window's slots queued, on the GUI thread, in the order they were emitt
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from app.backends.backend import BackendListener
 from app.protocol import messages as P
 
-if TYPE_CHECKING:
-    from app.ui.engine_bridge import EngineBridge
+# Tokens arrive merged at most this often (app.protocol.coalesce), matching the transcript's FLUSH_MS:
+# one event per token cost the window ~0.5 ms of CPU per token, CPU the engine's threads need. Here, beside the
+# listener, so that the bridge and the answers with tools (app/ui/tool_answer.py) share it without importing
+# each other.
+STREAM_INTERVAL_MS = 80
 
 
 class BridgeListener(BackendListener):
     """The supervisor's news as the bridge's signals."""
 
-    def __init__(self, bridge: EngineBridge):
+    def __init__(self, bridge):
+        """bridge: the EngineBridge (app/ui/engine_bridge.py) whose signals this emits."""
         self.bridge = bridge
 
     def engine_started(self) -> None:

@@ -26,12 +26,8 @@ from app.core.errors import HearthError
 from app.protocol import messages as P
 from app.backends.backend import Backend
 from app.backends.supervisor import Supervisor
-from app.ui.bridge_signals import BridgeListener
+from app.ui.bridge_signals import STREAM_INTERVAL_MS, BridgeListener
 from app.ui.tool_answer import ToolAnswers
-
-# Tokens arrive merged at most this often (app.protocol.coalesce), matching the transcript's FLUSH_MS:
-# one event per token cost the window ~0.5 ms of CPU per token, CPU the engine's threads need.
-STREAM_INTERVAL_MS = 80
 
 
 class EngineBridge(QObject):
