@@ -30,3 +30,13 @@ def test_the_gpu_check_s_bench_step_runs_here_on_the_cpu(tmp_path):
     serve = results["bench serve"]["rows"]
     assert serve and serve[0]["single"]["tok_s"] > 0 and serve[0]["parallel"]["tok_s"] > 0
     assert results["bench spec"]["rows"]
+    # What the GPU run compares: each model's first words offloaded and on the CPU runtime (equal on the CPU, where
+    # both are the CPU), the fit's figures beside them, doctor's report, and the seed's ladder.
+    for name in ("random-small-q4_0", "random-big-q4_0", "random-big-f16"):
+        assert results[f"fit {name}"]["gpu_layers"] >= 0
+        offloaded, cpu = results[f"chat {name} auto"], results[f"chat {name} cpu"]
+        assert offloaded["text"] and offloaded["text"] == cpu["text"]
+        assert set(results[f"gpu memory {name} cpu"]) >= {"baseline_mb", "peak_mb", "held_mb", "series"}
+    assert results["doctor"]["runtimes"]
+    assert [row["id"] for row in results["bench matrix"]["rows"]] == ["f16", "q8_0", "q4_k_m", "q4_k_m_spec",
+                                                                      "combined"]
