@@ -62,19 +62,20 @@ def good_tensors(path: Path, n: int) -> Path:
 
 def measured(path: Path) -> dict:
     """read_gguf_info in a fresh interpreter: its seconds (CPU seconds too: the test machine's two cores are
-    shared, and the reader's own cost is what is bounded), its peak RSS, and what it said."""
+    shared, and the reader's own cost is what is bounded), its peak RSS (its own high-water mark: ru_maxrss survives
+    fork+exec and would carry the test session's), and what it said."""
     code = f"""
-import json, resource, time
+import json, time
 from app.core.errors import ModelFileError
+from app.core.metrics import peak_rss_mb
 from app.core.gguf_info import read_gguf_info
 t0, c0 = time.monotonic(), time.process_time()
 try:
     info = read_gguf_info({str(path)!r}); said = None
 except ModelFileError as exc:
     said = str(exc)
-use = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({{"s": time.monotonic() - t0, "cpu_s": time.process_time() - c0, "said": said,
-                  "peak_mb": use.ru_maxrss / 1024}}))
+                  "peak_mb": peak_rss_mb()}}))
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert run.returncode == 0, run.stderr

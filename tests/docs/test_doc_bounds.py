@@ -50,9 +50,12 @@ def docx_bomb(tmp_path_factory) -> Path:
 
 def measured(code: str) -> dict:
     """Run code in a fresh interpreter (so the peak RSS is its own); it prints a JSON line last."""
-    probe = ("import json, resource, sys, time\nt0, c0 = time.monotonic(), time.process_time()\n" + code +
-             "\nout['s'] = time.monotonic() - t0\nout['cpu_s'] = time.process_time() - c0\nout['peak_mb'] = "
-             "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\nprint(json.dumps(out))")
+    # peak_rss_mb reads the process's own high-water mark: ru_maxrss survives fork+exec and would carry the
+    # parent's, the whole test session's (987 MB measured for a reader that used 34).
+    probe = ("import json, sys, time\nfrom app.core.metrics import peak_rss_mb\n"
+             "t0, c0 = time.monotonic(), time.process_time()\n" + code +
+             "\nout['s'] = time.monotonic() - t0\nout['cpu_s'] = time.process_time() - c0\n"
+             "out['peak_mb'] = peak_rss_mb()\nprint(json.dumps(out))")
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[2])
     assert run.returncode == 0, run.stderr
