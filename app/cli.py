@@ -72,8 +72,12 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     from app.core import jsonstore
 
-    # A damaged store (library.json, settings...) kept aside is said on stderr once, when it is found.
-    jsonstore.add_listener(lambda text: print(f"hearth: {text}", file=sys.stderr))
+    # A damaged store (library.json, settings...) kept aside is said on stderr once, when it is found; for this
+    # command only (a caller in the same process, a test, the self-test, would otherwise collect one per call).
+    def say(text: str) -> None:
+        print(f"hearth: {text}", file=sys.stderr)
+
+    jsonstore.add_listener(say)
     try:
         if args.selftest:
             from app.selftest import run_selftest
@@ -105,6 +109,8 @@ def _main(argv: list[str] | None) -> int:
         details = f"details are in {log}" if log else "no crash log could be written either"
         print(f"hearth: internal error ({type(exc).__name__}: {one_line(exc)}); {details}", file=sys.stderr)
         return 2
+    finally:
+        jsonstore.remove_listener(say)
 
 
 if __name__ == "__main__":
