@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QGroupBox, QHBoxL
                                QPlainTextEdit, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget,
                                QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, Notice, cleared
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
 from app.backends.backend import Backend
@@ -61,7 +62,7 @@ def tokens_text(record: RequestRecord) -> str:
 
 
 class ServerPage(QWidget):
-    error_reported = Signal(str)  # a sentence for the window's message bridge
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
     request_logged = Signal(object)  # RequestRecord; emitted on the server's thread, delivered queued
     serving_changed = Signal(bool)
 
@@ -189,7 +190,7 @@ class ServerPage(QWidget):
             url = self.server.start(options)
         except HearthError as exc:
             self.status.error(str(exc))
-            self.error_reported.emit(str(exc))
+            self.noticed.emit(Notice(str(exc), ERROR, "server"))
             return
         model = model_id(self.backend.info)
         said = (f"Serving {model} at {url}." if model else
@@ -197,6 +198,7 @@ class ServerPage(QWidget):
         self._keep(options)
         notice = self.keys.save(KEY_ACCOUNT, options.api_key) if options.api_key else None
         self.status.ok(f"{said} {notice}" if notice else said)
+        self.noticed.emit(cleared("server"))  # an earlier refused start is answered
         self._update_state()
 
     def _keep(self, options: ServeOptions) -> None:

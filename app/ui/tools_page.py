@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QFormLayout, QGro
                                QLabel, QLineEdit, QPlainTextEdit, QPushButton, QRadioButton, QSplitter,
                                QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, Notice, cleared
 from app.core import paths
 from app.core.errors import HearthError
 from app.ui.chat.model_picker import tools_badge
@@ -55,7 +56,7 @@ def tools_text(conn) -> str:
 
 
 class ToolsPage(QWidget):
-    error_reported = Signal(str)
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
     servers_changed = Signal()
     server_dropped = Signal(str)  # removed or replaced: a running copy of it must end
     tested = Signal(str)  # the server's name, once its tools are listed (or its test failed)
@@ -253,7 +254,7 @@ class ToolsPage(QWidget):
             save_server(entry)
         except HearthError as exc:
             self._say(str(exc))
-            self.error_reported.emit(str(exc))
+            self.noticed.emit(Notice(str(exc), ERROR, "tools"))
             return False
         import shutil
 
@@ -261,6 +262,7 @@ class ToolsPage(QWidget):
         if entry.command and shutil.which(entry.command) is None:
             said += f" Note: there is no program '{entry.command}' on PATH yet; it cannot start until there is."
         self._say(" ".join([said, *notes]))
+        self.noticed.emit(cleared("tools"))  # an earlier refusal is answered
         for edit in (self.name_edit, self.command_edit, self.url_edit):
             edit.clear()
         self.env_edit.clear()

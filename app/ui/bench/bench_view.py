@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, Q
                                QSpinBox, QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QTabWidget,
                                QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, Notice, cleared
 from app.bench.matrix_report import table_rows, write_csv
 from app.bench.results import load_result, write_json
 from app.ui.bench.quality_chart_view import QualityChart, theme_plot
@@ -54,7 +55,7 @@ def matrix_available() -> bool:
 
 class BenchView(QWidget):
     result_shown = Signal(object)  # the result dict
-    error_reported = Signal(str)
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -196,7 +197,7 @@ class BenchView(QWidget):
     def _on_failed(self, message: str) -> None:
         self.caption.setText(message)
         self._update_buttons()
-        self.error_reported.emit(message)
+        self.noticed.emit(Notice(message, ERROR, "bench"))
 
     def _update_buttons(self) -> None:
         self.run_button.setEnabled(matrix_available() and not self.jobs.running)
@@ -216,6 +217,7 @@ class BenchView(QWidget):
             self.workload.addItem(result["workloads"][name].get("label", name), name)
         self.workload.blockSignals(False)
         self.caption.setText(self._caption(result))
+        self.noticed.emit(cleared("bench"))  # an earlier failed run is answered
         self._show_table()
         self._show_chart()
         self.result_shown.emit(result)

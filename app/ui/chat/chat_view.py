@@ -32,6 +32,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton, QSplitter,
                                QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, Notice
 from app.core.answer_saving import SAVE_INTERVAL_S, recover_interrupted
 from app.core.chats import DEFAULT_TITLE, ChatStore, ChatStoreError, remembered_model, title_from
 from app.core.reasoning import without_reasoning
@@ -63,8 +64,7 @@ class ChatView(Asking, ToolApproval, QWidget):
     answer_saved = Signal(int)  # message id
     conversation_changed = Signal()  # another conversation (or a new one) is open
     model_load_requested = Signal(str)  # the remembered model's path: the chat's "Load it"
-    docs_problem = Signal(str)  # a file that could not be attached or read, in one sentence
-    tools_problem = Signal(str)  # what the user should know about an answer's tool calls, in one sentence
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
     # Drafting a regenerated or edited answer from the old one made it slower (its speed against plain decoding).
     answer_drafts_cost_speed = Signal(float)
 
@@ -202,7 +202,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self.edit_button.clicked.connect(self.edit_last)
         self.transcript.action_requested.connect(self._on_message_action)
         self.transcript.source_requested.connect(self.show_source)
-        self.attach_bar.problem.connect(self.docs_problem)
+        self.attach_bar.problem.connect(lambda sentence: self.noticed.emit(Notice(sentence, ERROR, "chat.attach")))
         self.file_drops = FileDrops(self.attach_bar, [self.transcript.viewport(), self.input.viewport()])
         self.model_load_button.clicked.connect(self._on_load_remembered)
         self.conversations.conversation_chosen.connect(self.open_conversation)

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxL
                                QLabel, QMessageBox, QProgressBar, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, Notice, cleared
 from app.ui.docs.index_runner import IndexRunner
 
 
@@ -35,7 +36,7 @@ def report_text(r) -> str:
 
 class DocumentsPage(QWidget):
     collections_changed = Signal()
-    error_reported = Signal(str)
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -196,12 +197,13 @@ class DocumentsPage(QWidget):
 
     def _on_finished(self, report) -> None:
         self.status.setText(report_text(report))
+        self.noticed.emit(cleared("documents"))  # an earlier failed index is answered
         self.refresh()
         self.collections_changed.emit()
 
     def _on_failed(self, message: str) -> None:
         self.status.setText(message)
-        self.error_reported.emit(message)
+        self.noticed.emit(Notice(message, ERROR, "documents"))
         self._update_buttons()
 
     def close_tasks(self) -> None:

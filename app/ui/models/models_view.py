@@ -7,7 +7,7 @@ it was last loaded with, else the default load options (Settings), as LM Studio 
 Everything that touches the disk, the network or a child process runs on a
 Tasks thread; the long jobs (download, quantize, convert) go through one
 JobBar with progress and Cancel. Their results join the library and the
-table refreshes; their errors reach the message bridge (`error_reported`).
+table refreshes; their errors reach the status bar as notices (`noticed`).
 
 Over 600 lines because it holds the library table, the details, the fit and the load flow of one page; the
 load flow (load_selected and its failure states) is the next to move out.
@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroup
                                QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, INFO, Notice
 from app.core.units import human_size
 from app.protocol.messages import ErrorKind, LoadOptions
 from app.ui.engine_bridge import EngineBridge
@@ -47,7 +48,7 @@ COLUMNS = ["Name", "Type", "Size", "Source"]
 
 class ModelsView(QWidget):
     load_requested = Signal(object)  # LoadOptions
-    error_reported = Signal(str)  # a sentence for the window's message bridge
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
     library_changed = Signal(str)  # the path a job added (download, quantize, convert)
     library_listed = Signal(object)  # the library's rows, after each reading
 
@@ -527,9 +528,11 @@ class ModelsView(QWidget):
         self.loaded_note.setText(note)
         self.loaded_note.setVisible(bool(note))
 
-    def show_error(self, message: str) -> None:
+    def show_error(self, message: str, cause: str = "models") -> None:
+        """The sentence in red under the library, and on the status bar under its cause: the next outcome of the
+        same cause ("models.import": a good import) replaces it there."""
         self.status.setText(f"<span style='color:#ef4444'>{html.escape(message)}</span>")
-        self.error_reported.emit(message)
+        self.noticed.emit(Notice(message, ERROR, cause))
 
     # --- import / download ---------------------------------------------------------
     def _on_import(self) -> None:
@@ -544,10 +547,13 @@ class ModelsView(QWidget):
             # Said and selected, so the user sees where the file went (it used to join the table silently).
             self._select_after_refresh = entry.get("path") or path
             self.sources.setCurrentIndex(0)
-            self.status.setText(f"Imported {html.escape(Path(path).name)}; it is selected in the library.")
+            said = f"Imported {Path(path).name}; it is selected in the library."
+            self.status.setText(html.escape(said))
+            self.noticed.emit(Notice(said, INFO, "models.import"))  # in place of a failed import's error (#49.14)
             self.refresh()
 
-        self.tasks.run(lambda: manager.import_model(path), done, self.show_error, "import")
+        self.tasks.run(lambda: manager.import_model(path), done, lambda m: self.show_error(m, "models.import"),
+                       "import")
 
     def _on_delete(self) -> None:
         path = self.selected_path()
