@@ -273,7 +273,9 @@ class MainWindow(QMainWindow):
             page.noticed.connect(self.notices.board.post)
         self.models.load_settings.reuse_answers.toggled.connect(self._on_reuse_answers_toggled)
         self.chat.answer_drafts_cost_speed.connect(self._on_answer_drafts_cost_speed)
-        for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
+        # The library's reading too: a loaded model's file located elsewhere is named by its new row (#49.8).
+        for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed,
+                       self.models.library_listed):
             signal.connect(self._show_picker_state)
         # The library's names arrive after the first model may have loaded: name it again then.
         self.models.library_listed.connect(self.status.name_loaded_model)
@@ -333,7 +335,7 @@ class MainWindow(QMainWindow):
         if self.bridge.remote:  # the picker names the server's model, not the local one the box held
             remote = (f"{model_title(info)} · on {info.get('endpoint', '')}" if info
                       else f"Connecting to {self.bridge.backend.base_url}…")
-        self.chat.picker.show_state(info.get("path") if info and not self.bridge.remote else None,
+        self.chat.picker.show_state(self.models.loaded_path() if info and not self.bridge.remote else None,
                                     self.bridge.loading, self.bridge.remote, remote)
         self.chat.picker.show_tools_badge(info)
         self.models.show_loaded_mark()

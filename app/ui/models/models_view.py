@@ -37,6 +37,7 @@ from app.ui.models.hub_panel import HubPanel
 from app.ui.models.load_settings import LoadSettings
 from app.ui.models.quality_pane import QualityPane
 from app.ui.settings.settings_dialog import default_load_options
+from app.ui.models.missing_files import MissingFiles, with_last_known
 from app.ui.models.titles import info_title, path_title
 from app.ui.runtime_text import format_text, placement_text
 from app.ui.speculation_text import loaded_text
@@ -61,6 +62,7 @@ class ModelsView(QWidget):
         self._select_after_refresh: str | None = None  # a job's new file, chosen once the table has it
         # Files that failed to load this session, with the reason: marked in the table and the fit verdict.
         self.failed: dict[str, str] = {}
+        self.relocated: dict[str, str] = {}  # {a file's old path: where Locate… found it} (#49.8)
         self._failure: tuple[str, str] | None = None  # (path, sentence) of the latest failed load, kept on screen
 
         self.table = QTableWidget(0, len(COLUMNS))
@@ -94,6 +96,8 @@ class ModelsView(QWidget):
         row.addWidget(self.import_button)
         row.addWidget(self.refresh_button)
         row.addStretch(1)
+        self.missing = MissingFiles(self)  # rows whose file went away: Locate… or Remove from library
+        row.addWidget(self.missing.locate_button)
         row.addWidget(self.delete_button)
         lib_layout.addLayout(row)
         qrow = QHBoxLayout()
@@ -241,8 +245,9 @@ class ModelsView(QWidget):
     # --- library -----------------------------------------------------------------
     def refresh(self) -> None:
         """The library and the runtimes installed (one built in a terminal meanwhile shows after Refresh)."""
-        extra = list(self.imported)
-        self.tasks.run(lambda: manager.list_models(extra), self._on_models_listed, self.show_error, "library")
+        extra, loaded = list(self.imported), self.loaded_path()
+        self.tasks.run(lambda: manager.list_models(extra, [loaded] if loaded else []), self._on_models_listed,
+                       self.show_error, "library")
         self.tasks.run(manager.runtime_choices, self._on_runtimes_listed, self.show_error, "runtimes")
 
     def _on_runtimes_listed(self, rows: list[dict]) -> None:
@@ -251,7 +256,7 @@ class ModelsView(QWidget):
 
     def _on_models_listed(self, models: list[dict]) -> None:
         current = self.selected_path()
-        self.models = models
+        self.models = models = with_last_known(models, self.models)
         self.table.setRowCount(len(models))
         for row, m in enumerate(models):
             values = [m.get("name", ""), m.get("quant", "?"), human_size(m.get("size_bytes", 0) or 0),
@@ -271,16 +276,15 @@ class ModelsView(QWidget):
             self.table.selectRow(paths.index(target))
         elif models:
             self.table.selectRow(0)
-        if self.selected_path() != self._described:
+        if self.selected_path() != self._described or self.missing.changed():
             # The row chosen is the one that was: Qt says nothing, yet another file is in it now (a new copy
-            # sorted above the model it was made from), whose details and settings are to be shown.
+            # sorted above the model it was made from), or its file went away, which is to be shown.
             self._on_selection_changed()
         self.library_listed.emit(models)
 
     def _mark_rows(self) -> None:
         """The loaded model in bold with "loaded", a file that failed in red with "failed to load"."""
-        info = self.bridge.info if self.bridge.ready and not self.bridge.remote else None
-        loaded = info.get("path") if info else None
+        loaded = self.loaded_path()
         for row, m in enumerate(self.models):
             item = self.table.item(row, 0)
             if item is None:
@@ -292,7 +296,9 @@ class ModelsView(QWidget):
             # from the palette here kept light-theme black text on the dark theme's background).
             item.setData(Qt.ForegroundRole, None)
             # The mark leads the name: a narrow column elides the end of a long name.
-            if path == loaded:
+            if m.get("missing"):
+                text = self.missing.mark(item, m, path == loaded)
+            elif path == loaded:
                 text = f"● {text} (loaded)"
             elif path in self.failed:
                 text = f"⚠ {text} (failed to load)"
@@ -304,11 +310,35 @@ class ModelsView(QWidget):
     def show_loaded_mark(self) -> None:
         self._mark_rows()
 
+    def loaded_path(self) -> str | None:
+        """The local model loaded now (None for none, or a remote one), where its file is now if it was located
+        after it went away (the engine still runs it from memory, under the old path)."""
+        info = self.bridge.info if self.bridge.ready and not self.bridge.remote else None
+        path = info.get("path") if info else None
+        return self.relocated.get(path, path)
+
+    def move_model(self, old: str, new: str | None) -> None:
+        """A file found elsewhere (new) or forgotten (None): the page's memory of it follows."""
+        if new:
+            self.relocated[old] = new
+        if old in self.imported:
+            self.imported.remove(old)
+            if new and new not in self.imported:
+                self.imported.append(new)
+        for kept in (self.per_model, self._edited):
+            if old in kept:
+                value = kept.pop(old)
+                if new:
+                    kept[new] = replace(value, model_path=new) if isinstance(value, LoadOptions) \
+                        else {**value, "model_path": new}
+
     def title(self, info_or_path) -> str:
         """What the window calls a model: its library name with its type (see titles.py)."""
+        if isinstance(info_or_path, dict) and info_or_path.get("path") in self.relocated:
+            info_or_path = {**info_or_path, "path": self.relocated[info_or_path["path"]]}
         if isinstance(info_or_path, dict) or info_or_path is None:
             return info_title(info_or_path, self.models)
-        return path_title(info_or_path, self.models)
+        return path_title(self.relocated.get(info_or_path, info_or_path), self.models)
 
     def selected_path(self) -> str | None:
         rows = self.table.selectionModel().selectedRows()
@@ -324,7 +354,7 @@ class ModelsView(QWidget):
         self._check_requantize()  # the last model's note goes until this one's header is read
         self.quality.show_for(path)
         self._show_loaded_note()
-        if not path:
+        if not path or self.missing.show_selection():  # a missing file has nothing to read or fit
             return
         self._show_options_for(path)
         self.load_settings.set_layer_count(None, None)  # the old model's suggestion no longer applies
@@ -460,7 +490,7 @@ class ModelsView(QWidget):
         self.load_button.setText("Load anyway" if target else "Load model")
 
     def _set_loading(self, loading: bool) -> None:
-        self.load_button.setEnabled(not loading)
+        self.load_button.setEnabled(not loading and self.missing.selected() is None)
         self.cancel_button.setEnabled(loading)
 
     def cancel_load(self) -> None:
@@ -558,6 +588,9 @@ class ModelsView(QWidget):
     def _on_delete(self) -> None:
         path = self.selected_path()
         if not path:
+            return
+        if self.missing.selected() is not None:
+            self.missing.remove()
             return
         if self.bridge.options is not None and self.bridge.options.model_path == path:
             self.show_error("This model is loaded; load another one before deleting it.")
