@@ -102,11 +102,13 @@ class ToolsPage(QWidget):
         self.command_edit.setPlaceholderText("uvx mcp-server-time --local-timezone Europe/Paris")
         self.command_edit.setToolTip("The program and its arguments, as in a shell (quotes group an argument)")
         self.env_edit = QPlainTextEdit()
+        self.env_edit.setTabChangesFocus(True)  # Tab moves on, as in the rest of the form
         self.env_edit.setPlaceholderText("NAME=VALUE, one a line (API keys and tokens go to the keyring)")
         self.env_edit.setFixedHeight(48)
         self.url_edit = QLineEdit()
         self.url_edit.setPlaceholderText("https://example.com/mcp")
         self.headers_edit = QPlainTextEdit()
+        self.headers_edit.setTabChangesFocus(True)  # Tab moves on, as in the rest of the form
         self.headers_edit.setPlaceholderText("Name: value, one a line (Authorization goes to the keyring)")
         self.headers_edit.setFixedHeight(48)
         self.add_button = QPushButton("Add server")

@@ -118,6 +118,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("System prompt (optional): how the assistant should behave")
         self.system_prompt.setFixedHeight(52)
+        self.system_prompt.setTabChangesFocus(True)  # a keyboard-only user moves on with Tab (#49.12)
         self.input = PromptEdit()
         self.input.set_enter_sends(True)
         self.input.setFixedHeight(84)
