@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, Q
                                QVBoxLayout, QWidget)
 
 from app.core.notices import ERROR, Notice, cleared
+from app.bench.matrix_plan import WORKLOADS
 from app.bench.matrix_report import table_rows, write_csv
 from app.bench.results import load_result, write_json
 from app.ui.bench.quality_chart_view import QualityChart, theme_plot
@@ -77,6 +78,11 @@ class BenchView(QWidget):
         self.jobs = JobBar(self.tasks)
         self.workload = QComboBox()
         self.workload.setSizeAdjustPolicy(QComboBox.AdjustToContents)
+        # Before the first run it lists what a run measures (it was empty, with no hint of its use, #49.21).
+        for name, workload in WORKLOADS.items():
+            self.workload.addItem(workload["label"], name)
+        self.workload.setToolTip("Each run answers every workload (" + ", ".join(w["label"] for w in WORKLOADS.values())
+                                 + "); this chooses whose figures the table and the chart show")
         self.caption = QLabel()
         self.caption.setWordWrap(True)
         self.caption.setObjectName("hint")
