@@ -44,6 +44,7 @@ from PySide6.QtGui import (QColor, QFont, QGuiApplication, QTextBlockFormat, QTe
 from PySide6.QtWidgets import QPushButton, QTextBrowser
 
 from app.core.reasoning import ReasoningSplitter, split
+from app.ui.chat.icons import ICON_SCHEME, icon_image, with_icons
 from app.ui.chat.answer_blocks import CallBlock, Thought, call_state, header_links, thinking_label
 from app.ui.chat.chat_markdown import LINE_BREAK, chat_markdown, paragraph_gap, split_code
 from app.ui.chat.following import Following
@@ -173,7 +174,8 @@ class Transcript(Following, QTextBrowser):
 
     def _header(self, cursor: QTextCursor, role: str, note: str = "", links: list | None = None) -> None:
         color = {"user": "#3b82f6", "assistant": "#10b981", "error": "#ef4444"}.get(role, "#9ca3af")
-        extra = f" <span style='color:#9ca3af; font-weight:normal'>{html.escape(note)}</span>" if note else ""
+        extra = f" <span style='color:#9ca3af; font-weight:normal'>{with_icons(html.escape(note))}</span>" \
+            if note else ""
         actions = f"&nbsp;&nbsp;&nbsp;{header_links(links)}" if links else ""
         cursor.insertHtml(f"<b style='color:{color}'>{ROLE_NAMES.get(role, role)}</b>{extra}{actions}")
         # A fresh block with plain formats: the body must not inherit the header's bold colour.
@@ -599,6 +601,12 @@ class Transcript(Following, QTextBrowser):
 
     def plain_text(self) -> str:
         return self.toPlainText()
+
+    def loadResource(self, kind: int, name: QUrl):  # noqa: N802 (Qt's name)
+        """The header's icons, from resources/icons (hearth:attachment): drawn by Hearth, not by a font."""
+        if name.scheme() == ICON_SCHEME:
+            return icon_image(name.path())
+        return super().loadResource(kind, name)
 
     @staticmethod
     def monospace() -> QFont:
