@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton, QSplitter,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFrame, QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton,
+                               QScrollArea, QSizePolicy, QSplitter, QVBoxLayout, QWidget)
 
 from app.core.notices import ERROR, Notice
 from app.core.answer_saving import SAVE_INTERVAL_S, recover_interrupted
@@ -180,16 +180,25 @@ class ChatView(Asking, ToolApproval, QWidget):
         QVBoxLayout(documents).addWidget(self.collections_panel)
         tools = QGroupBox("Tools")
         QVBoxLayout(tools).addWidget(self.tools_panel)
-        side_layout.addWidget(prompts)
-        side_layout.addWidget(sampling)
-        side_layout.addWidget(documents)
-        side_layout.addWidget(tools)
+        for box in (prompts, sampling, documents, tools):
+            # Each box keeps the height its controls need; where the page is shorter, the column scrolls (at
+            # 1024x600 the sampling boxes were crushed to half a line, their numbers cut through, #49.16).
+            box.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Minimum)
+            side_layout.addWidget(box)
         side_layout.addStretch(1)
+        self.side_scroll = QScrollArea()
+        self.side_scroll.setWidgetResizable(True)
+        self.side_scroll.setFrameShape(QFrame.NoFrame)
+        self.side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.side_scroll.setWidget(side)
+        # As wide as the column plus a scroll bar, so that a scroll bar never covers the boxes' right edge.
+        self.side_scroll.setMinimumWidth(side.minimumSizeHint().width()
+                                         + self.side_scroll.verticalScrollBar().sizeHint().width())
 
         splitter = QSplitter()
         splitter.addWidget(self.conversations)
         splitter.addWidget(center)
-        splitter.addWidget(side)
+        splitter.addWidget(self.side_scroll)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([200, 800, 220])  # the conversation gets the room a narrow screen has
         layout = QHBoxLayout(self)
