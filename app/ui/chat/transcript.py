@@ -102,6 +102,7 @@ class Transcript(Following, QTextBrowser):
         self._flush_timer.timeout.connect(self.flush)
         self._plain = QTextCharFormat()
         self._code_bg_drawn = self._code_bg()  # the code blocks' background in the document, for a theme switch
+        self._link_drawn = QColor(self.palette().link().color())  # the links' colour in the document, likewise
         self.following = True  # the view keeps the end in sight as text arrives
         self._moving = 0  # > 0 while the transcript itself moves the text: not the user scrolling
         bar = self.verticalScrollBar()
@@ -347,6 +348,32 @@ class Transcript(Following, QTextBrowser):
         super().changeEvent(event)
         if event.type() == QEvent.PaletteChange:
             self._restyle_code_blocks()
+            self._restyle_links()
+
+    def _restyle_links(self) -> None:
+        """The theme changed: the links drawn take the new theme's link colour at once (Qt's HTML import gives
+        each link the palette's colour of its moment; an open transcript kept the light theme's dark blue on the
+        dark background until another chat was opened, #49.18)."""
+        new = self.palette().link().color()
+        old, self._link_drawn = self._link_drawn, QColor(new)
+        if new == old:
+            return
+        doc = self.document()
+        cursor = QTextCursor(doc)
+        block = doc.begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                fragment = it.fragment()
+                fmt = fragment.charFormat()
+                if fmt.isAnchor() and fmt.foreground().color() == old:
+                    paint = QTextCharFormat()
+                    paint.setForeground(new)
+                    cursor.setPosition(fragment.position())
+                    cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.KeepAnchor)
+                    cursor.mergeCharFormat(paint)
+                it += 1
+            block = block.next()
 
     def _restyle_code_blocks(self) -> None:
         """The theme changed: the code blocks drawn take the new background in place (light code on the old
