@@ -21,7 +21,7 @@ import time
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView,
-                               QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit, QPushButton, QSpinBox,
+                               QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit, QPushButton,
                                QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from app.core.notices import ERROR, Notice, cleared
@@ -30,6 +30,7 @@ from app.core.errors import HearthError
 from app.backends.backend import Backend
 from app.server.openai_api import RequestRecord, model_id
 from app.server.run import ServeOptions
+from app.ui.clamped_spin import ClampingSpinBox
 from app.ui.background_server import BackgroundServer, base_url
 from app.ui.chat.transcript import Transcript
 from app.ui.widgets import StatusLine, copy_button
@@ -81,7 +82,7 @@ class ServerPage(QWidget):
 
         self.host = QLineEdit(str(kept.get("host") or "127.0.0.1"))
         self.host.setToolTip("127.0.0.1 serves this computer only; 0.0.0.0 serves the network (needs a key)")
-        self.port = QSpinBox()
+        self.port = ClampingSpinBox("The port")
         self.port.setRange(1, 65535)
         self.port.setValue(kept["port"] if isinstance(kept.get("port"), int) else DEFAULT_PORT)
         self.api_key = QLineEdit()

@@ -16,13 +16,14 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton,
-                               QSpinBox, QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QTabWidget,
+                               QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QTabWidget,
                                QVBoxLayout, QWidget)
 
 from app.core.notices import ERROR, Notice, cleared
 from app.bench.matrix_plan import WORKLOADS
 from app.bench.matrix_report import table_rows, write_csv
 from app.bench.results import load_result, write_json
+from app.ui.clamped_spin import ClampingSpinBox
 from app.ui.bench.quality_chart_view import QualityChart, theme_plot
 from app.ui.worker import Tasks
 from app.ui.widgets import JobBar
@@ -67,7 +68,7 @@ class BenchView(QWidget):
 
         self.model_label = QLabel()
         self.quick = QCheckBox("Quick (short answers, for a first look)")
-        self.repeats = QSpinBox()
+        self.repeats = ClampingSpinBox("Repeats")
         self.repeats.setRange(1, 9)
         self.repeats.setValue(3)
         self.repeats.setPrefix("repeats ")

@@ -45,6 +45,7 @@ from app.ui.chat.model_picker import ModelPicker
 from app.ui.chat.prompt_edit import PromptEdit
 from app.ui.chat.prompt_presets import PromptPresets
 from app.ui.chat.sampling_panel import SamplingPanel
+from app.ui.clamped_spin import say_clamps
 from app.ui.chat.tool_approval import ToolApproval
 from app.ui.chat.tools_panel import ToolsPanel
 from app.ui.chat.transcript import Transcript
@@ -205,6 +206,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(splitter)
 
+        say_clamps(self, self.noticed)  # a typed value out of range, clamped: said on the status bar too
         self.send_button.clicked.connect(self.send)
         self.input.submitted.connect(self.send)
         self.stop_button.clicked.connect(self.stop)

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroup
 from app.core.notices import ERROR, INFO, Notice
 from app.core.units import human_size
 from app.protocol.messages import ErrorKind, LoadOptions
+from app.ui.clamped_spin import say_clamps
 from app.ui.engine_bridge import EngineBridge
 from app.ui.models.titles import model_title
 from app.ui.models import manager
@@ -235,6 +236,7 @@ class ModelsView(QWidget):
         bridge.load_progress.connect(self._on_load_progress)
         bridge.model_unloaded.connect(self.speculation.hide)
         bridge.model_unloaded.connect(self._show_loaded_note)
+        say_clamps(self, self.noticed)  # a typed value out of range, clamped: said on the status bar too
 
     def start(self) -> None:
         """Read the library (and whether conversion can run): the window asks once it has painted, since the
