@@ -32,7 +32,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QFrame, QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton,
                                QScrollArea, QSizePolicy, QSplitter, QVBoxLayout, QWidget)
 
-from app.core.notices import ERROR, Notice
+from app.core.notices import ERROR, INFO, Notice
 from app.core.answer_saving import SAVE_INTERVAL_S, recover_interrupted
 from app.core.chats import DEFAULT_TITLE, ChatStore, ChatStoreError, remembered_model, title_from
 from app.core.reasoning import without_reasoning
@@ -432,6 +432,11 @@ class ChatView(Asking, ToolApproval, QWidget):
             self._detached = True
             self.transcript.end_stream()
             self.bridge.cancel()
+            # Said at the moment of leaving: the answer stopped without a word before (#49.13).
+            conv = self.store.get(self.conversation_id) if self.conversation_id is not None else None
+            title = f"“{conv.title}”" if conv is not None else "the chat you left"
+            self.noticed.emit(Notice(f"The answer in {title} stopped when you left that chat; what it wrote is kept, "
+                                     "and Continue there goes on from it.", INFO, "chat.left"))
 
     def _on_conversation_deleted(self, conversation_id: int) -> None:
         if conversation_id == self.conversation_id:
