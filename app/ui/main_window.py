@@ -291,7 +291,8 @@ class MainWindow(QMainWindow):
         wrong: list[str] = []
         options = LoadOptions.from_dict(last, wrong) if isinstance(last, dict) else None
         if wrong:
-            self.show_message("Some saved load settings were reset: " + "; ".join(wrong) + ".", WARNING, "settings.load")
+            self.show_message("Some saved load settings were reset: " + "; ".join(wrong) + ".", WARNING,
+                              "settings.load")
         if options is not None and options.model_path and not Path(options.model_path).is_file():
             # Moved or deleted since the last session: start with the bundled model rather than nothing.
             self.show_message(f"The last model, {Path(options.model_path).name}, is no longer at "
@@ -422,7 +423,8 @@ class MainWindow(QMainWindow):
         conv = self.store.get(cid)
         count = len(self.store.messages(cid))
         # Said under the same cause as a failed import's error, which it replaces (#49.14).
-        self.show_message(f"Imported “{conv.title}” from {Path(path).name} ({count} messages).", INFO, "chats.import")
+        self.show_message(f"Imported “{conv.title}” from {Path(path).name} ({count} messages).", INFO,
+                          "chats.import")
         return cid
 
     def copy_last_answer(self) -> None:

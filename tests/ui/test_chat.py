@@ -132,4 +132,4 @@ def test_a_chat_longer_than_the_context_says_so_under_the_answer(qtbot, main_win
         w.load_model(LoadOptions(model_path=str(bundled_model), n_ctx=256))
     done = ask(qtbot, w, "word " * 1200, max_tokens=2)
     assert done["prompt_dropped"] > 900
-    assert f"{done['prompt_dropped']:,}\u00a0earlier tokens were not seen" in w.chat.transcript.plain_text()
+    assert f"{done['prompt_dropped']:,} earlier tokens were not seen" in w.chat.transcript.plain_text()

@@ -72,7 +72,7 @@ def test_add_test_pick_and_chat_with_a_server(qtbot, idle_window, hearth_server,
     done = ask(qtbot, w, "Name three colors.", max_tokens=16)
     assert done["text"] and done["completion_tokens"] <= 16 and done["ttft_s"] > 0
     assert w.store.messages(w.chat.conversation_id)[-1].content == done["text"]
-    assert f"{done['completion_tokens']}\u00a0tokens · " in w.chat.transcript.plain_text()
+    assert f"{done['completion_tokens']} tokens · " in w.chat.transcript.plain_text()
     # The monitor shows the stream's own figures; what a remote cannot know stays out of the summary.
     summary = summary_text(w)
     assert summary.startswith(f"Last answer: {done['completion_tokens']} tokens at ")
@@ -192,5 +192,5 @@ def test_a_server_without_token_counts(qtbot, idle_window, llama_server):  # noq
         page.use_button.click()
     done = ask(qtbot, w, "Name three colors.", max_tokens=8)
     assert done["completion_tokens"] is None and done["stream_chunks"] > 0 and done["text"]
-    assert f"{done['stream_chunks']}\u00a0chunks · " in w.chat.transcript.plain_text()
+    assert f"{done['stream_chunks']} chunks · " in w.chat.transcript.plain_text()
     assert summary_text(w).startswith(f"Last answer: {done['stream_chunks']} chunks at ")

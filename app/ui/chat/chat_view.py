@@ -44,6 +44,7 @@ from app.ui.chat.message_notes import answer_note, message_links
 from app.ui.chat.model_picker import ModelPicker
 from app.ui.chat.prompt_edit import PromptEdit
 from app.ui.chat.prompt_presets import PromptPresets
+from app.ui.chat.length_check import LengthCheck
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.clamped_spin import say_clamps
 from app.ui.chat.tool_approval import ToolApproval
@@ -162,6 +163,10 @@ class ChatView(Asking, ToolApproval, QWidget):
         col.addWidget(self.hint)
         col.addWidget(self.attach_bar)
         col.addWidget(self.input)
+        self.too_long = QLabel()  # a message longer than the context leaves room for, said before sending
+        self.too_long.setWordWrap(True)
+        self.too_long.setStyleSheet("color: #d97706")
+        col.addWidget(self.too_long)
         row = QHBoxLayout()
         row.addWidget(self.edit_button)
         row.addWidget(self.regen_button)
@@ -207,6 +212,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         layout.addWidget(splitter)
 
         say_clamps(self, self.noticed)  # a typed value out of range, clamped: said on the status bar too
+        self.length_check = LengthCheck(self, self.too_long)
         self.send_button.clicked.connect(self.send)
         self.input.submitted.connect(self.send)
         self.stop_button.clicked.connect(self.stop)
@@ -512,6 +518,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         """The window closes: the documents' threads end and the embedding engine stops."""
         self.attach_bar.join()
         self.doc_tasks.join()
+        self.length_check.close()
         self.docs.close()
 
     def _answer_after(self, question_id: int) -> str:
