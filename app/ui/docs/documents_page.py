@@ -39,6 +39,26 @@ def report_text(r) -> str:
     return text
 
 
+def folder_summary(folder: str, budget_s: float = 0.5, most: int = 10_000) -> str:
+    """"Index /home/me/papers: 5 files (12.3 MB)", counted as the indexer walks, within a short budget."""
+    import time
+    from pathlib import Path
+
+    from app.core.units import human_size
+    from app.docs.indexer import walk
+
+    files = size = 0
+    more = False
+    until = time.monotonic() + budget_s
+    for _path, st in walk(Path(folder), []):
+        files, size = files + 1, size + st.st_size
+        if files >= most or time.monotonic() > until:
+            more = True
+            break
+    count = f"{'more than ' if more else ''}{files:,} file{'s' if files != 1 else ''}"
+    return f"Index {folder}: {count} ({human_size(size)}{' so far' if more else ''})"
+
+
 def interrupted_text(names: list[str]) -> str:
     listed = ", ".join(names)
     return (f"Indexing {listed} was interrupted when Hearth last stopped; Re-index on the Documents page goes on "
@@ -170,7 +190,9 @@ class DocumentsPage(QWidget):
         folder = QFileDialog.getExistingDirectory(self, "Add a folder to a collection")
         if not folder:
             return
-        name, ok = QInputDialog.getText(self, "Collection", "Collection name:",
+        # The folder chosen is shown, with what it holds, before anything is indexed: a typed path and Enter once
+        # chose its parent, and 97 files were queued instead of 5 (#49.20).
+        name, ok = QInputDialog.getText(self, "Add a folder", f"{folder_summary(folder)}\n\nCollection name:",
                                         text=self.selected() or os.path.basename(folder.rstrip(os.sep)) or "documents")
         if ok and name.strip():
             self.add_folder(folder, name.strip())
