@@ -8,6 +8,9 @@ load the user waits for goes first), or when their tab is opened or something as
 The status bar is a NoticeBar (app/ui/notice_bar.py: every sentence is a notice of one model, app/core/notices.py)
 with the lasting state beside it (app/ui/status_labels.py, which follows the bridge itself). Pages say what the
 user should read by emitting `noticed` with a Notice; show_message is the same path for the window's own words.
+
+Each page follows the bridge's news itself (the monitor, Benchmark, Tools, Server, Documents and the status
+labels are given the bridge); the window only builds them and joins what passes between pages.
 """
 
 from __future__ import annotations
@@ -159,7 +162,7 @@ class MainWindow(QMainWindow):
     def _build_bench(self):
         from app.ui.bench.bench_view import BenchView
 
-        bench = BenchView()
+        bench = BenchView(self.bridge, self.models.title)  # it follows the loaded model itself
         bench.apply_theme(self._dark)
         bench.noticed.connect(self.notices.board.post)
         bench.jobs.job_finished.connect(lambda *_: self.models.refresh())  # its quantized copies
@@ -167,10 +170,6 @@ class MainWindow(QMainWindow):
             lambda _kind, result: result is not None and self.notifier.job_ended(
                 "Benchmark finished", "Hearth's benchmark is done; its table is on the Benchmark page."))
         bench.jobs.job_failed.connect(lambda message: self.notifier.job_ended("Benchmark failed", message))
-        show_model = lambda info: info.get("remote") or bench.set_model(info.get("path"), self.models.title(info))
-        self.bridge.model_loaded.connect(show_model)
-        if self.bridge.ready:
-            show_model(self.bridge.info)
         return bench
 
     def _build_connections(self):
@@ -185,33 +184,24 @@ class MainWindow(QMainWindow):
     def _build_documents(self):
         from app.ui.docs.documents_page import DocumentsPage
 
-        documents = DocumentsPage()
+        documents = DocumentsPage(self.bridge)  # indexing yields to the bridge's answers, followed by the page
         documents.noticed.connect(self.notices.board.post)
         documents.collections_changed.connect(self.chat.collections_panel.refresh)
-        # Indexing yields to generation: held while the chat model answers, resumed when it is done.
-        self.chat.generation_started.connect(documents.runner.hold)
-        for signal in (self.bridge.generation_finished, self.bridge.generation_failed, self.bridge.engine_crashed):
-            signal.connect(documents.runner.resume)
         return documents
 
     def _build_tools(self):
         from app.ui.tools_page import ToolsPage
 
-        tools = ToolsPage()
+        tools = ToolsPage(self.bridge)  # it follows the loaded model and ends dropped servers itself
         tools.noticed.connect(self.notices.board.post)
         tools.servers_changed.connect(self.chat.tools_panel.refresh)
-        tools.server_dropped.connect(self.bridge.tools.drop_server)
-        for signal in (self.bridge.model_loaded, self.bridge.model_unloaded, self.bridge.backend_changed):
-            signal.connect(lambda *_: tools.show_model(self.bridge.info if self.bridge.ready else None))
-        tools.show_model(self.bridge.info if self.bridge.ready else None)
         return tools
 
     def _build_server(self):
         from app.ui.server_page import ServerPage
 
-        server = ServerPage(self.bridge.local, self.settings)
+        server = ServerPage(self.bridge.local, self.settings, bridge=self.bridge)  # its snippets follow the loads
         server.noticed.connect(self.notices.board.post)
-        self.bridge.model_loaded.connect(server.update_snippets)
         return server
 
     # --- construction ---------------------------------------------------------

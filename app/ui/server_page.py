@@ -71,7 +71,10 @@ class ServerPage(QWidget):
     request_logged = Signal(object)  # RequestRecord; emitted on the server's thread, delivered queued
     serving_changed = Signal(bool)
 
-    def __init__(self, backend: Backend, settings: dict | None = None, keys: KeyStore | None = None, parent=None):
+    def __init__(self, backend: Backend, settings: dict | None = None, keys: KeyStore | None = None, parent=None,
+                 bridge=None):
+        """backend: the engine served (the window's local one); bridge: the window's EngineBridge, whose loads
+        the snippets follow (the model's name in them)."""
         super().__init__(parent)
         self.backend = backend
         self.settings = settings if settings is not None else {}
@@ -124,6 +127,8 @@ class ServerPage(QWidget):
         self.port.valueChanged.connect(self.update_snippets)
         self.offer_tools.toggled.connect(self._update_state)
         self.refresh_tool_servers()
+        if bridge is not None:
+            bridge.model_loaded.connect(self.update_snippets)
         self._show_key(self.keys.get(KEY_ACCOUNT) or new_key())
         self._update_state()
 

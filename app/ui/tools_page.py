@@ -61,8 +61,11 @@ class ToolsPage(QWidget):
     server_dropped = Signal(str)  # removed or replaced: a running copy of it must end
     tested = Signal(str)  # the server's name, once its tools are listed (or its test failed)
 
-    def __init__(self, parent=None):
+    def __init__(self, bridge=None, parent=None):
+        """bridge: the window's EngineBridge, whose news the page follows itself (the loaded model's tools badge;
+        a server removed or replaced ends its running copy); none in tests that feed it."""
         super().__init__(parent)
+        self.bridge = bridge
         self.tasks = Tasks(self)
         self._testing = False  # a server is being started and asked for its tools
         intro = QLabel("MCP servers whose tools the model may call: the time, your files, git, a database. Choose "
@@ -163,6 +166,14 @@ class ToolsPage(QWidget):
         self._show_kind()
         self.show_model(None)
         self.refresh()
+        if bridge is not None:
+            for signal in (bridge.model_loaded, bridge.model_unloaded, bridge.backend_changed):
+                signal.connect(self._show_loaded_model)
+            self.server_dropped.connect(bridge.tools.drop_server)
+            self._show_loaded_model()
+
+    def _show_loaded_model(self, *_args) -> None:
+        self.show_model(self.bridge.info if self.bridge.ready else None)
 
     # --- what is shown ----------------------------------------------------------
     def show_model(self, info: dict | None) -> None:

@@ -59,8 +59,11 @@ class BenchView(QWidget):
     result_shown = Signal(object)  # the result dict
     noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
 
-    def __init__(self, parent=None):
+    def __init__(self, bridge=None, title=None, parent=None):
+        """bridge: the window's EngineBridge, whose loaded local model the page benchmarks (followed by the page
+        itself); title(info): the window's name of a model."""
         super().__init__(parent)
+        self.bridge, self.title = bridge, title
         self.tasks = Tasks(self)
         self.result: dict | None = None
         self.model_path: str | None = None  # None: the bundled model
@@ -157,6 +160,11 @@ class BenchView(QWidget):
             self.repeats.valueChanged.connect(self._explain)
             self._explain()
 
+        if bridge is not None:
+            bridge.model_loaded.connect(self._on_model_loaded)
+            if bridge.ready:
+                self._on_model_loaded(bridge.info)
+
     def _explain(self, *_args) -> None:
         """What a run measures, how long it takes and what it leaves behind (while no result is shown)."""
         if self.result is not None or self.jobs.running:
@@ -175,6 +183,10 @@ class BenchView(QWidget):
             "stay for later runs and for chatting.")
 
     # --- running -----------------------------------------------------------------------
+    def _on_model_loaded(self, info: dict) -> None:
+        if not info.get("remote"):  # a remote model is its server's to benchmark
+            self.set_model(info.get("path"), self.title(info) if self.title else None)
+
     def set_model(self, path: str | None, title: str | None = None) -> None:
         """The model to measure (the loaded one; None: the bundled model), named as the library names it."""
         self.model_path = path

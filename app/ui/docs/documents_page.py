@@ -69,9 +69,15 @@ class DocumentsPage(QWidget):
     collections_changed = Signal()
     noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
 
-    def __init__(self, parent=None):
+    def __init__(self, bridge=None, parent=None):
+        """bridge: the window's EngineBridge: indexing yields to its answers (held while the chat model answers,
+        resumed when it is done), which the page follows itself."""
         super().__init__(parent)
         self.runner = IndexRunner(self)
+        if bridge is not None:
+            bridge.generation_started.connect(lambda _waiting: self.runner.hold())
+            for signal in (bridge.generation_finished, bridge.generation_failed, bridge.engine_crashed):
+                signal.connect(self.runner.resume)
         self.interrupted: list[str] = []  # collections whose last run a crash or a kill ended
         self._interrupted_said = False
         self._run_listed = False  # the running collection has been shown in the table (and the chat's box)
