@@ -167,7 +167,8 @@ class ToolsPage(QWidget):
         self.show_model(None)
         self.refresh()
         if bridge is not None:
-            for signal in (bridge.model_loaded, bridge.model_unloaded, bridge.backend_changed):
+            bridge.model_loaded.connect(self.show_model)
+            for signal in (bridge.model_unloaded, bridge.backend_changed):
                 signal.connect(self._show_loaded_model)
             self.server_dropped.connect(bridge.tools.drop_server)
             self._show_loaded_model()
