@@ -16,10 +16,11 @@ def test_each_quantity_has_an_axis_of_its_own_unit(qtbot):
         monitor._on_stats({"gen_tok_s": 50.0, "n_ctx": 1000, "n_past": 600 + 20 * i,
                            "window": {"shifts": i // 4}, "spec": {"acceptance": 0.97, "drafted": 10 + i}})
         monitor.redraw()
-    assert monitor.plots["kv"].viewRange()[1] == [0, 100.0]  # a share: never past 100%
+    kv = monitor.plots["kv"]
+    assert kv.viewRange()[1] == [0, 100.0]  # a share: never past 100%
     assert monitor.plots["draft"].viewRange()[1] == [0, 100.0]
-    assert "shifts" not in monitor.members["kv"]  # a count is not drawn on the percent axis
-    shifts = monitor.plots["shifts"]
-    assert shifts.title.startswith("Window shifts (count)") and monitor.members["shifts"] == ["shifts"]
-    top = shifts.viewRange()[1][1]
-    assert top == int(top) and 4 <= top <= 10  # whole numbers, just above the 4 shifts so far
+    # The shifts are a count on the KV graph's right-hand axis: whole numbers, just above the 4 so far.
+    assert kv.curves["shifts"].right and not kv.curves["kv_fill"].right
+    top = kv.right_range()[1]
+    assert top == int(top) and 4 <= top <= 10
+    assert "window shifts" in kv.title
