@@ -102,6 +102,19 @@ def _forget(path: str) -> None:
     _update_index(lambda entries: [e for e in entries if e["path"] != path])
 
 
+def missing_records() -> list[tuple[str, str]]:
+    """(path, source) of each recorded import whose file is gone (moved, deleted, an unmounted disk): the
+    library keeps them, marked, until the user locates the file or removes the record (#49.8)."""
+    return [(e["path"], e.get("source", "imported")) for e in _index() if not Path(e["path"]).exists()]
+
+
+def forget_missing(path: str | Path) -> None:
+    """Remove a record whose file is gone; a file that is there is never forgotten this way."""
+    if Path(path).exists():
+        raise HearthError(f"{path} is there; remove it from the library as any other model.")
+    _forget(str(path))
+
+
 # --- metadata cache --------------------------------------------------------------
 
 def _cache_file() -> Path:

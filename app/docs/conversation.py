@@ -27,10 +27,17 @@ def attachment_meta(a: Attachment) -> dict:
     return {**a.as_dict(), "text": a.text if a.mode == "whole" else ""}
 
 
+def figure(value, unit: str) -> str:
+    """A number and its unit that never part at a line's end ("63.1 tok/" and "s" on the next line, #49.17): a
+    no-break space between them, word joiners around a slash."""
+    return f"{value}\u00a0{unit.replace('/', chr(0x2060) + '/' + chr(0x2060))}"
+
+
 def chip_text(meta: dict) -> str:
     """How a message shows one attachment: report.pdf · 1,234 tokens (· by passages)."""
     how = " · by passages" if meta.get("mode") == "retrieval" else ""
-    return f"📎 {meta.get('name')} · {int(meta.get('tokens') or 0):,} tokens{how}"
+    tokens = f"{int(meta.get('tokens') or 0):,}"
+    return f"📎 {meta.get('name')} · {figure(tokens, 'tokens')}{how}"
 
 
 class ConversationDocs:

@@ -10,7 +10,8 @@ Bad input costs that file one sentence (its row keeps it, so an encrypted PDF is
 the walk goes on. Cancelling (an Event checked between files, inside a file while it is unpacked and parsed, and
 between embedding batches) stops at once in the text pass (the file in hand is left for the next run) and after
 the batch in hand in the vector pass; each file is written in one transaction, so the index stays consistent.
-Progress names the file being read (IndexProgress.current) before it is read. A gate
+Progress names the file being read (IndexProgress.current) before it is read. A run is marked in the store while
+it lasts (Store.begin_run), so a run a crash or a kill ended is said at the next start (Store.interrupted). A gate
 (an Event, set while indexing may run) lets the window hold indexing while the chat model generates.
 """
 
@@ -98,6 +99,19 @@ class Indexer:
         if cid is None:
             raise HearthError(f"There is no collection called {collection!r}; `hearth docs list` shows them.")
         self._started = time.monotonic()
+        try:  # the mark a crash or a kill leaves behind: the next start says the run was interrupted
+            self.store.begin_run(cid)
+        except sqlite3.OperationalError:
+            pass  # a disk that cannot take the mark: the run itself says why in its own words
+        try:
+            return self._update(cid, collection)
+        finally:
+            try:
+                self.store.end_run(cid)
+            except sqlite3.Error:
+                pass  # a full disk's error is the one already on its way
+
+    def _update(self, cid: int, collection: str) -> IndexReport:
         report = IndexReport(collection)
         seen: dict[str, tuple[Path, os.stat_result]] = {}
         for root in self.store.roots(cid):

@@ -8,6 +8,7 @@ crashed mid-way holds each file whole, either as it was or as it is now.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -77,6 +78,13 @@ CREATE TABLE IF NOT EXISTS chat_collections (
     conversation_id INTEGER NOT NULL,
     name TEXT NOT NULL,
     PRIMARY KEY (conversation_id, name)
+);
+-- An indexer's run under way, by its process: a row whose process is gone is a run that was interrupted (a
+-- crash, a kill, a power cut), said at the next start; a run that ends in any way, cancelled too, removes it.
+CREATE TABLE IF NOT EXISTS indexing (
+    collection_id INTEGER PRIMARY KEY REFERENCES collections(id) ON DELETE CASCADE,
+    pid INTEGER NOT NULL,
+    since REAL NOT NULL
 );
 PRAGMA user_version = 1;
 """
@@ -193,6 +201,23 @@ class Store:
                 "LEFT JOIN vectors v ON v.chunk_id = c.id WHERE f.collection_id = ?", (cid,)).fetchone()
             out.append(CollectionInfo(name, self.roots(cid), files, chunks, vectors, problems, created))
         return out
+
+    def begin_run(self, collection_id: int) -> None:
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO indexing (collection_id, pid, since) VALUES (?, ?, ?)",
+                            (collection_id, os.getpid(), time.time()))
+
+    def end_run(self, collection_id: int) -> None:
+        with self.db:
+            self.db.execute("DELETE FROM indexing WHERE collection_id = ?", (collection_id,))
+
+    def interrupted(self) -> list[str]:
+        """The collections whose last indexing run never ended: its process is gone."""
+        import psutil
+
+        rows = self.db.execute("SELECT c.name, i.pid FROM indexing i JOIN collections c ON c.id = i.collection_id "
+                               "ORDER BY c.name").fetchall()
+        return [name for name, pid in rows if pid != os.getpid() and not psutil.pid_exists(pid)]
 
     def remove_collection(self, name: str) -> bool:
         self.writable()

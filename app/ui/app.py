@@ -12,6 +12,7 @@ from app.core import resources
 from app.core.errors import DependencyMissing
 from app.backends.supervisor import Supervisor
 from app.ui.theme import apply_theme
+from app.ui.indicator_style import VisibleIndicatorStyle
 from app.ui.wheel_guard import WheelSafeStyle
 
 
@@ -43,7 +44,8 @@ def make_app(argv: list[str]) -> QApplication:
     app.setApplicationName("Hearth")
     app.setOrganizationName("Hearth")
     if not isinstance(app.style(), WheelSafeStyle):
-        app.setStyle(WheelSafeStyle("Fusion"))  # Fusion, where a wheel over a setting scrolls the page
+        # Fusion, where a wheel over a setting scrolls the page, and a check box has a box on the dark theme.
+        app.setStyle(WheelSafeStyle(VisibleIndicatorStyle("Fusion")))
     # Matches resources/hearth.desktop, so Wayland docks show the right icon and name.
     QGuiApplication.setDesktopFileName("io.hearth.Hearth")
     icon = resources.resources_dir() / "icons" / "hearth-256.png"

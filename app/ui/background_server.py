@@ -13,6 +13,7 @@ from typing import Callable
 
 from app.core.errors import HearthError
 from app.backends.backend import Backend
+from app.server.api_tools import ApiTools, open_api_tools
 from app.server.openai_api import OpenAIApi, RequestRecord
 from app.server.guard import allowed_hosts, is_loopback, key_problem
 from app.server.limits import http_protocol
@@ -34,6 +35,7 @@ class BackgroundServer:
         self.url: str | None = None  # while serving
         self._server = None
         self._thread: threading.Thread | None = None
+        self.api_tools: ApiTools | None = None  # the MCP servers offered to API clients (settings.tools), while serving
 
     @property
     def running(self) -> bool:
@@ -52,9 +54,14 @@ class BackgroundServer:
             raise HearthError(f"Listening on {settings.host} would let anyone on the network use this model; "
                               "set an API key first.")
         sock = open_socket(settings.host, settings.port)
+        try:  # as hearth serve --tools: started before the server says it serves; one that cannot start is said
+            self.api_tools = open_api_tools(settings.tools)
+        except BaseException:
+            sock.close()
+            raise
         api = OpenAIApi(self.backend, settings.api_key, settings.cors, settings.max_tokens, on_request=self.on_request,
                         hosts=allowed_hosts(settings.host, settings.api_key, settings.allowed_hosts),
-                        limits=settings.limits, reasoning_format=settings.reasoning_format)
+                        limits=settings.limits, reasoning_format=settings.reasoning_format, api_tools=self.api_tools)
         # log_config=None: uvicorn must not reconfigure the window's logging. The same limits as hearth serve: a
         # request head's deadline and the connection cap live in uvicorn's HTTP protocol (app/server/limits.py).
         server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False,
@@ -78,4 +85,6 @@ class BackgroundServer:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout)
-        self._server = self._thread = self.url = None
+        if self.api_tools is not None:
+            self.api_tools.close()  # the MCP servers it started end with it
+        self._server = self._thread = self.url = self.api_tools = None

@@ -5,8 +5,12 @@ second of imports and building on a 2-core machine). After the first paint come 
 the live monitor; the Benchmark, Connections and Server pages follow once the first model has loaded (the
 load the user waits for goes first), or when their tab is opened or something asks for one sooner.
 
-Over 600 lines because it still wires the pages that do not yet subscribe to the bridge themselves (the
-monitor does; Benchmark, Tools, Server and Documents are next) and owns the status bar's labels.
+The status bar is a NoticeBar (app/ui/notice_bar.py: every sentence is a notice of one model, app/core/notices.py)
+with the lasting state beside it (app/ui/status_labels.py, which follows the bridge itself). Pages say what the
+user should read by emitting `noticed` with a Notice; show_message is the same path for the window's own words.
+
+Each page follows the bridge's news itself (the monitor, Benchmark, Tools, Server, Documents and the status
+labels are given the bridge); the window only builds them and joins what passes between pages.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QCoreApplication, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 from app import __version__
 from app.core.bundled import bundled_model_path
@@ -27,19 +31,21 @@ from app.core.chats import ChatStore
 from app.core.errors import HearthError
 from app.core import jsonstore
 from app.core.settings import THEMES, changed_keys, load_settings, problems, save_settings
-from app.protocol.messages import STATS, LoadOptions, SamplingOptions
+from app.core.notices import ERROR, INFO, WARNING, Notice
+from app.protocol.messages import LoadOptions, SamplingOptions
 from app.backends.supervisor import Supervisor
 from app.ui.chat.chat_view import ChatView
 from app.ui.deferred_pages import DeferredPages
 from app.ui.engine_bridge import EngineBridge
-from app.ui.models.titles import model_title
+from app.ui.load_notices import CAUSE as LOAD_CAUSE, load_notices
 from app.ui.first_paint import after_first_paint
 from app.ui.models.models_view import ModelsView
+from app.ui.models.titles import model_title
+from app.ui.notice_bar import NoticeBar
 from app.ui.notify import Notifier
-from app.ui.runtime_text import placement_text, placement_tip
 from app.ui import theme
 from app.ui.settings.settings_dialog import SettingsDialog, default_load_options
-from app.ui.widgets import ElidedLabel, LiveText
+from app.ui.status_labels import StatusLabels
 
 DEFAULT_SIZE = (1280, 800)
 # The smallest screen Hearth is made for; the first size never goes below it.
@@ -61,43 +67,6 @@ def default_size(available_width: int, available_height: int) -> tuple[int, int]
     (1280x800 was taller than a 768-pixel screen: the status bar and the Load button fell off)."""
     return (max(SMALLEST_SCREEN[0], min(DEFAULT_SIZE[0], available_width - 24)),
             max(SMALLEST_SCREEN[1], min(DEFAULT_SIZE[1], available_height - 24)))
-
-
-def extra_bufts_notice(info: dict) -> str:
-    """A sentence when the extra-buffer-types probe turned them off on this machine, or has not answered yet
-    (else '')."""
-    probe = info.get("extra_bufts_probe") or {}
-    if info.get("extra_bufts") is False and probe.get("background"):  # a first start: no answer yet, no crash
-        return ("llama.cpp's extra buffer types (AMX / weight repacking) are off for this first load while a test "
-                "run checks that they are safe on this machine; the next load uses its answer.")
-    if info.get("extra_bufts") is False and probe and not probe.get("ok", True):
-        detail = probe.get("detail") or "the probe crashed"
-        return ("llama.cpp's extra buffer types (AMX / weight repacking) are off on this machine because they "
-                f"crashed in a test run ({detail}); models run safely without them, a little slower.")
-    return ""
-
-
-def load_notices(info: dict) -> tuple[str, str]:
-    """(the status bar's few words, the tooltip's sentences) for what the load changed on its own: extra buffer
-    types turned off by the probe, a context policy that changed a setting or fell back (h2o turns flash
-    attention off; a cache that cannot shift makes the window evaluate again). ("", "") when nothing did."""
-    notices = []
-    bufts = extra_bufts_notice(info)
-    if bufts:
-        notices.append(("Extra buffer types off", bufts))
-    window = info.get("window") or {}
-    if window.get("notice"):
-        notices.append((f"Context policy {window.get('policy') or ''}".rstrip() + ": see note", window["notice"]))
-    return " · ".join(short for short, _ in notices), "\n\n".join(sentence for _, sentence in notices)
-
-
-def memory_text(stats: dict) -> str:
-    if stats.get("remote"):
-        return "memory: on the server"
-    text = f"engine {stats.get('rss_mb') or 0:.0f} MB"
-    if stats.get("gpu_mb") is not None:
-        text += f" · GPU {stats['gpu_mb']:.0f}/{stats.get('gpu_total_mb', 0):.0f} MB"
-    return text
 
 
 class MainWindow(QMainWindow):
@@ -151,11 +120,12 @@ class MainWindow(QMainWindow):
         else:
             self.apply_theme(bool(QApplication.instance().property("hearth_dark")))
         if self.settings_problems:
-            self.show_message("Some settings were reset: " + "; ".join(self.settings_problems) + ".")
+            self.show_message("Some settings were reset: " + "; ".join(self.settings_problems) + ".", WARNING,
+                              "settings")
         if self.store.notice:  # a damaged chat history was moved aside (and what could be read recovered)
-            self.show_message(self.store.notice)
+            self.show_message(self.store.notice, WARNING, "chats.store")
         # A damaged JSON store (settings, library, presets...) kept aside: said once, now and whenever found.
-        self.store_noticed.connect(self.show_message, Qt.QueuedConnection)
+        self.store_noticed.connect(lambda text: self.show_message(text, WARNING), Qt.QueuedConnection)
         self._store_listener = self.store_noticed.emit
         jsonstore.add_listener(self._store_listener)
         if load_on_start:
@@ -192,18 +162,14 @@ class MainWindow(QMainWindow):
     def _build_bench(self):
         from app.ui.bench.bench_view import BenchView
 
-        bench = BenchView()
+        bench = BenchView(self.bridge, self.models.title)  # it follows the loaded model itself
         bench.apply_theme(self._dark)
-        bench.error_reported.connect(self.show_message)
+        bench.noticed.connect(self.notices.board.post)
         bench.jobs.job_finished.connect(lambda *_: self.models.refresh())  # its quantized copies
         bench.jobs.job_finished.connect(
             lambda _kind, result: result is not None and self.notifier.job_ended(
                 "Benchmark finished", "Hearth's benchmark is done; its table is on the Benchmark page."))
         bench.jobs.job_failed.connect(lambda message: self.notifier.job_ended("Benchmark failed", message))
-        show_model = lambda info: info.get("remote") or bench.set_model(info.get("path"), self.models.title(info))
-        self.bridge.model_loaded.connect(show_model)
-        if self.bridge.ready:
-            show_model(self.bridge.info)
         return bench
 
     def _build_connections(self):
@@ -211,60 +177,43 @@ class MainWindow(QMainWindow):
 
         connections = ConnectionsPage(self.bridge, self.settings)
         connections.title = self.models.title  # one name for a model on every page
-        connections.error_reported.connect(self.show_message)
+        connections.noticed.connect(self.notices.board.post)
         connections.figures.figures_received.connect(self.monitor.show_figures)
         return connections
 
     def _build_documents(self):
         from app.ui.docs.documents_page import DocumentsPage
 
-        documents = DocumentsPage()
-        documents.error_reported.connect(self.show_message)
+        documents = DocumentsPage(self.bridge)  # indexing yields to the bridge's answers, followed by the page
+        documents.noticed.connect(self.notices.board.post)
         documents.collections_changed.connect(self.chat.collections_panel.refresh)
-        # Indexing yields to generation: held while the chat model answers, resumed when it is done.
-        self.chat.generation_started.connect(documents.runner.hold)
-        for signal in (self.bridge.generation_finished, self.bridge.generation_failed, self.bridge.engine_crashed):
-            signal.connect(documents.runner.resume)
         return documents
 
     def _build_tools(self):
         from app.ui.tools_page import ToolsPage
 
-        tools = ToolsPage()
-        tools.error_reported.connect(self.show_message)
+        tools = ToolsPage(self.bridge)  # it follows the loaded model and ends dropped servers itself
+        tools.noticed.connect(self.notices.board.post)
         tools.servers_changed.connect(self.chat.tools_panel.refresh)
-        tools.server_dropped.connect(self.bridge.tools.drop_server)
-        for signal in (self.bridge.model_loaded, self.bridge.model_unloaded, self.bridge.backend_changed):
-            signal.connect(lambda *_: tools.show_model(self.bridge.info if self.bridge.ready else None))
-        tools.show_model(self.bridge.info if self.bridge.ready else None)
         return tools
 
     def _build_server(self):
         from app.ui.server_page import ServerPage
 
-        server = ServerPage(self.bridge.local, self.settings)
-        server.error_reported.connect(self.show_message)
-        self.bridge.model_loaded.connect(server.update_snippets)
+        server = ServerPage(self.bridge.local, self.settings, bridge=self.bridge)  # its snippets follow the loads
+        server.noticed.connect(self.notices.board.post)
         return server
 
     # --- construction ---------------------------------------------------------
     def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.state_label = QLabel("Starting…")
-        self.model_label = ElidedLabel("")  # a long file name ends in "…"; its tooltip is the path
-        self.runtime_label = ElidedLabel("")  # where it runs: "Vulkan · 31/31 layers on llvmpipe"
-        # Changed by every stats event while an answer streams: LiveText repaints without a relayout.
-        self.speed_label = LiveText()
-        self.ctx_label = LiveText()
-        self.mem_label = LiveText()
-        # Elided too: a first start's probe notice, as a QLabel's whole text, made the window 1138 px wide.
-        self.notice_label = ElidedLabel("")  # its tooltip holds the whole sentences
-        self.notice_label.setStyleSheet("color: #f59e0b")
-        # Permanent widgets: a message (showMessage, on the left) no longer hides the model and the speed.
-        for label in (self.state_label, self.model_label, self.runtime_label, self.speed_label, self.ctx_label,
-                      self.mem_label, self.notice_label):
-            label.setContentsMargins(6, 0, 6, 0)
-            bar.addPermanentWidget(label)
+        """Notices on the left (one model: app.core.notices), the lasting state on the right."""
+        self.notices = NoticeBar(self)
+        self.setStatusBar(self.notices)
+        self.status = StatusLabels(self.notices, self.bridge, self.models.title)
+        # The names tests and older code know them by.
+        self.state_label, self.model_label, self.runtime_label = self.status.state, self.status.model, \
+            self.status.runtime
+        self.speed_label, self.ctx_label, self.mem_label = self.status.speed, self.status.ctx, self.status.mem
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -296,21 +245,12 @@ class MainWindow(QMainWindow):
 
     def _connect(self) -> None:
         b = self.bridge
-        b.model_loading.connect(self._on_model_loading)
         b.model_loaded.connect(self._on_model_loaded)
-        b.load_progress.connect(self._on_load_progress)
         b.load_failed.connect(self._on_load_failed)
-        b.stats_received.connect(self._on_stats_received)
-        b.generation_finished.connect(self._on_generation_finished)
-        b.engine_crashed.connect(self._on_engine_crashed)
-        b.engine_restarted.connect(lambda: self.state_label.setText("Engine restarted"))
-        self.chat.generation_started.connect(self._on_generation_started)
-        b.turn_started.connect(lambda: self.state_label.setText("Generating…"))
-        b.tool_approval_needed.connect(lambda _call: self.state_label.setText("Waiting for you: a tool call"))
-        b.tool_call_finished.connect(lambda _call: self.state_label.setText("Generating…"))
-        b.prompt_progress.connect(
-            lambda done, total: total and self.state_label.setText(f"Reading the prompt… {100 * done / total:.0f}%"))
-        self.chat.conversation_changed.connect(self._on_conversation_changed)
+        b.engine_crashed.connect(lambda message: self.show_message(message, ERROR, "engine"))
+        b.model_unloaded.connect(self._on_model_unloaded)
+        self.chat.generation_started.connect(self.status.generation_started)
+        self.chat.conversation_changed.connect(self.status.conversation_changed)
         self.models.load_requested.connect(self.load_chosen_model)
         self.models.library_listed.connect(self.chat.picker.set_models)
         self.chat.picker.load_requested.connect(
@@ -319,25 +259,21 @@ class MainWindow(QMainWindow):
         self.chat.model_title = self.models.title  # one name for a model on every page
         self.chat.model_load_requested.connect(lambda path: self.load_chosen_model(self.models.options_for(path)))
         self.models.library_listed.connect(self.chat._update_model_banner)  # the library's names, once read
-        self.chat.prompt_presets.error_reported.connect(self.show_message)
-        self.chat.docs_problem.connect(self.show_message)
-        self.chat.tools_problem.connect(self.show_message)
-        self.chat.prompt_presets.saved.connect(lambda text: self.statusBar().showMessage(text, 5000))
+        for page in (self.chat, self.chat.prompt_presets, self.models):
+            page.noticed.connect(self.notices.board.post)
         self.models.load_settings.reuse_answers.toggled.connect(self._on_reuse_answers_toggled)
         self.chat.answer_drafts_cost_speed.connect(self._on_answer_drafts_cost_speed)
-        for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed):
+        # The library's reading too: a loaded model's file located elsewhere is named by its new row (#49.8).
+        for signal in (b.model_loading, b.model_loaded, b.load_failed, b.model_unloaded, b.backend_changed,
+                       self.models.library_listed):
             signal.connect(self._show_picker_state)
-        b.model_unloaded.connect(self._on_model_unloaded)
         # The library's names arrive after the first model may have loaded: name it again then.
-        self.models.library_listed.connect(lambda _rows: self.bridge.ready and not self.bridge.remote
-                                           and self.model_label.setText(self.models.title(self.bridge.info)))
-        self.models.error_reported.connect(self.show_message)
+        self.models.library_listed.connect(self.status.name_loaded_model)
         self.models.jobs.job_finished.connect(self._on_model_job_finished)
         self.models.jobs.job_failed.connect(
             lambda message: self.notifier.job_ended(f"{self.models.jobs.kind.capitalize() or 'Job'} failed", message))
-        b.backend_changed.connect(self._on_backend_changed)
         self.chat.transcript.message_copied.connect(
-            lambda _text: self.statusBar().showMessage("Copied to the clipboard", COPIED_MS))
+            lambda _text: self.show_message("Copied to the clipboard", INFO, "copied", COPIED_MS / 1000))
 
     # --- models ----------------------------------------------------------------
     def load_start_model(self) -> None:
@@ -345,11 +281,13 @@ class MainWindow(QMainWindow):
         wrong: list[str] = []
         options = LoadOptions.from_dict(last, wrong) if isinstance(last, dict) else None
         if wrong:
-            self.show_message("Some saved load settings were reset: " + "; ".join(wrong) + ".")
+            self.show_message("Some saved load settings were reset: " + "; ".join(wrong) + ".", WARNING,
+                              "settings.load")
         if options is not None and options.model_path and not Path(options.model_path).is_file():
             # Moved or deleted since the last session: start with the bundled model rather than nothing.
             self.show_message(f"The last model, {Path(options.model_path).name}, is no longer at "
-                              f"{Path(options.model_path).parent}; starting with the bundled model.")
+                              f"{Path(options.model_path).parent}; starting with the bundled model.", WARNING,
+                              f"{LOAD_CAUSE}.missing")
             options = None
         if options is None or not options.model_path:
             try:  # with its own options if it was loaded before, else the default ones (Settings)
@@ -366,48 +304,16 @@ class MainWindow(QMainWindow):
     def load_chosen_model(self, options: LoadOptions) -> None:
         """A load the user asked for (Models page, picker): an earlier load error has been answered by it."""
         self.models.forget_failure()
-        self.statusBar().clearMessage()
+        self.notices.clear(LOAD_CAUSE)
         self.load_model(options)
 
-    def _on_backend_changed(self, _backend) -> None:
-        if not self.bridge.ready:  # a ready one reports model_loaded next, which sets every label
-            self.state_label.setText("Connecting…" if self.bridge.remote else "No model loaded")
-            for label in (self.model_label, self.runtime_label, self.speed_label, self.ctx_label, self.mem_label):
-                label.setText("")
-
-    def _on_model_loading(self, options: LoadOptions) -> None:
-        if self.bridge.remote:
-            self.state_label.setText(f"Connecting to {self.bridge.backend.base_url}…")
-            self.model_label.setText("")
-            return
-        self.state_label.setText("Loading model…")
-        self.model_label.setText(self.models.title(options.model_path))
-
-    def _on_load_progress(self, fraction: float) -> None:
-        """The weights' reading, then what the load does after it, which took 20 of 30 s with a draft model (#49.3)."""
-        if fraction < 1.0:
-            self.state_label.setText(f"Loading model… {100 * fraction:.0f}%")
-            return
-        options = self.bridge.options
-        after = "loading the draft model and measuring its speed" if options is not None and options.draft_model \
-            else "measuring speculative decoding's costs" if options is not None and options.lookup \
-            else "creating its context"
-        self.state_label.setText(f"Loading model… weights read; {after}…")
-
     def _on_model_loaded(self, info: dict) -> None:
-        # A remote model says so in the status bar, and where it runs.
-        self.state_label.setText("Ready · remote" if info.get("remote") else "Ready")
-        self.model_label.setText(f"{model_title(info)} · runs on {info['endpoint']}" if info.get("remote")
-                                 else self.models.title(info))
-        self.model_label.setToolTip(info.get("path", ""))
-        self.runtime_label.setText(placement_text(info))  # "" for a remote model: its server's business
-        self.runtime_label.setToolTip(placement_tip(info))
-        self.speed_label.setText("")  # the last model's speed is not this one's
-        self.ctx_label.setText(f"context {info.get('n_ctx') or '?'}")
-        self.mem_label.setText(memory_text(info))
-        short, sentences = load_notices(info)
-        self.notice_label.setText(short)
-        self.notice_label.setToolTip(sentences)
+        # What the last model's load changed on its own is not this one's; a failed load's error stays until the
+        # user asks again (the model before coming back is not an answer to it).
+        for cause in ("bufts", "policy"):
+            self.notices.clear(f"{LOAD_CAUSE}.{cause}")
+        for notice in load_notices(info):
+            self.notices.board.post(notice)
         if self.bridge.options is not None:
             self.settings["load_options"] = self.bridge.options.to_dict()
             # Saved now, not only at Settings > OK or a clean exit: a crash must not bring back the old load.
@@ -420,50 +326,26 @@ class MainWindow(QMainWindow):
         if self.bridge.remote:  # the picker names the server's model, not the local one the box held
             remote = (f"{model_title(info)} · on {info.get('endpoint', '')}" if info
                       else f"Connecting to {self.bridge.backend.base_url}…")
-        self.chat.picker.show_state(info.get("path") if info and not self.bridge.remote else None,
+        self.chat.picker.show_state(self.models.loaded_path() if info and not self.bridge.remote else None,
                                     self.bridge.loading, self.bridge.remote, remote)
         self.chat.picker.show_tools_badge(info)
         self.models.show_loaded_mark()
 
     def _on_model_unloaded(self) -> None:
-        self.state_label.setText("No model loaded")
-        for label in (self.model_label, self.runtime_label, self.speed_label, self.ctx_label, self.mem_label):
-            label.setText("")
+        for cause in ("bufts", "policy"):
+            self.notices.clear(f"{LOAD_CAUSE}.{cause}")
         self.models.status.setText("The model was ejected; its memory is free.")
 
-    def show_message(self, message: str) -> None:
-        """The message bridge: every error sentence a user should read passes here."""
-        self.statusBar().showMessage(message, 15000)
+    def show_message(self, message: str, severity: str = ERROR, cause: str = "", lifetime_s="default") -> None:
+        """The message bridge: every sentence a user should read passes here, as a notice of the status bar
+        (app.core.notices): a cause's newer notice replaces its older one."""
+        self.notices.board.post(Notice(message, severity, cause, lifetime_s))
 
     def _on_load_failed(self, message: str) -> None:
-        self.state_label.setText("Ready" if self.bridge.ready else "No model loaded")
-        # The model the engine kept when it refused the new one before unloading; else none.
-        self.model_label.setText(self.models.title(self.bridge.info))
-        self.runtime_label.setText(placement_text(self.bridge.info if self.bridge.ready else None))
-        self.runtime_label.setToolTip(placement_tip(self.bridge.info if self.bridge.ready else None))
         if self.bridge.remote:  # the Connections page shows it beside the server's address
-            self.show_message(message)
+            self.show_message(message, ERROR, f"{LOAD_CAUSE}.failed")
         else:
-            self.models.show_error(message)  # which reports it to show_message
-
-    def _on_engine_crashed(self, message: str) -> None:
-        self.state_label.setText("Engine crashed; restarting…")
-        self.show_message(message)
-
-    # --- figures -----------------------------------------------------------------
-    def _on_generation_started(self) -> None:
-        self.state_label.setText("Waiting its turn…" if self.bridge.waiting_turn else "Generating…")
-        self.speed_label.setText("")  # the last answer's speed is not this one's
-
-    def _on_stats_received(self, stats: dict) -> None:
-        if self.state_label.text().startswith("Reading the prompt"):
-            self.state_label.setText("Generating…")  # read: the answer's figures follow
-        if stats.get("completion_tokens") or stats.get("ev") != STATS:  # no "0.0 tok/s" before the first token
-            self.speed_label.setText(f"{stats.get('gen_tok_s') or 0:.1f} tok/s")
-        if stats.get("n_ctx") and stats.get("n_past") is not None:
-            self.ctx_label.setText(f"context {stats.get('n_past', 0)}/{stats['n_ctx']}")
-        if stats.get("rss_mb"):
-            self.mem_label.setText(memory_text(stats))
+            self.models.show_error(message, f"{LOAD_CAUSE}.failed")  # which posts it to the status bar
 
     def _on_reuse_answers_toggled(self, on: bool) -> None:
         self.chat.reuse_answer_drafts = on
@@ -474,19 +356,10 @@ class MainWindow(QMainWindow):
         """Drafting from the old answer made an answer slower: it turns itself off, and says so once."""
         self.models.load_settings.reuse_answers.setChecked(False)
         self.show_message(f"Drafting from the old answer made that answer slower ({speedup:.2f}x plain speed), so "
-                          "Regenerate and Edit no longer do it; the Models page's load settings turn it back on.")
-
-    def _on_generation_finished(self, done: dict) -> None:
-        self.state_label.setText("Ready · remote" if self.bridge.remote else "Ready")
-        self._on_stats_received(done)
+                          "Regenerate and Edit no longer do it; the Models page's load settings turn it back on.",
+                          INFO, "drafting")
 
     # --- window ------------------------------------------------------------------
-    def _on_conversation_changed(self) -> None:
-        """Another chat: the last answer's speed and context fill belong to the chat left."""
-        self.speed_label.setText("")
-        if self.bridge.ready and self.bridge.info:
-            self.ctx_label.setText(f"context {self.bridge.info.get('n_ctx') or '?'}")
-
     def _on_model_job_finished(self, kind: str, path) -> None:
         if path is None:  # cancelled: the user was there to cancel it
             return
@@ -502,7 +375,7 @@ class MainWindow(QMainWindow):
         cid = self.chat.conversation_id
         conv = self.store.get(cid) if cid is not None else None
         if conv is None:
-            self.show_message("Open a chat first: there is nothing to export.")
+            self.show_message("Open a chat first: there is nothing to export.", INFO, "chats.export")
             return None
         if path is None:
             suggested = str(Path.home() / file_name(conv.title, kind))
@@ -513,12 +386,13 @@ class MainWindow(QMainWindow):
         try:
             written = write_export(self.store, cid, path, kind)
         except OSError as exc:
-            self.show_message(f"The chat could not be exported to {path}: {exc.strerror or exc}.")
+            self.show_message(f"The chat could not be exported to {path}: {exc.strerror or exc}.", ERROR,
+                              "chats.export")
             return None
         except HearthError as exc:
-            self.show_message(str(exc))
+            self.show_message(str(exc), ERROR, "chats.export")
             return None
-        self.statusBar().showMessage(f"Chat exported to {written}", 10_000)
+        self.show_message(f"Chat exported to {written}", INFO, "chats.export")
         return written
 
     def import_chat(self, path: str | None = None) -> int | None:
@@ -531,19 +405,21 @@ class MainWindow(QMainWindow):
         try:
             cid = import_chat(self.store, path)
         except HearthError as exc:  # a bad file: its one sentence, and nothing imported
-            self.show_message(str(exc))
+            self.show_message(str(exc), ERROR, "chats.import")
             return None
         self.tabs.setCurrentWidget(self.chat)
         self.chat.conversations.select(cid)
         self.chat.open_conversation(cid)
         conv = self.store.get(cid)
         count = len(self.store.messages(cid))
-        self.statusBar().showMessage(f"Imported “{conv.title}” from {Path(path).name} ({count} messages).", 10_000)
+        # Said under the same cause as a failed import's error, which it replaces (#49.14).
+        self.show_message(f"Imported “{conv.title}” from {Path(path).name} ({count} messages).", INFO,
+                          "chats.import")
         return cid
 
     def copy_last_answer(self) -> None:
         if not self.chat.copy_last_answer():
-            self.show_message("This chat has no answer to copy yet.")
+            self.show_message("This chat has no answer to copy yet.", INFO, "copied")
 
     def _regenerate(self) -> None:
         self.tabs.setCurrentWidget(self.chat)
@@ -635,7 +511,7 @@ class MainWindow(QMainWindow):
         try:
             save_settings(changed)
         except HearthError as exc:  # a full or read-only disk: said, never swallowed
-            self.show_message(f"Settings were not saved: {exc}")
+            self.show_message(f"Settings were not saved: {exc}", ERROR, "settings.save")
             if self._closed:  # the window is going: its status bar is not read any more
                 print(f"Hearth: settings were not saved: {exc}", file=sys.stderr)
             return

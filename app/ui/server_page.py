@@ -8,6 +8,10 @@ thread and crosses to the GUI thread as a queued signal.
 
 The address, port and CORS origins are kept in the settings file; the key goes to the system keyring
 (app.core.api_keys), so the editors and scripts configured with it keep working after a restart.
+
+"Offer these MCP servers to API clients" (off by default, #45) is `hearth serve --tools`: the servers ticked are
+started with the API, a Responses request can name them as mcp tools, and only the tools the user allowed for good
+(Always) run for a client, which cannot answer the window's approval dialog.
 """
 
 from __future__ import annotations
@@ -15,16 +19,18 @@ from __future__ import annotations
 import secrets
 import time
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLineEdit,
-                               QPlainTextEdit, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView,
+                               QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit, QPushButton,
+                               QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, Notice, cleared
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
 from app.backends.backend import Backend
 from app.server.openai_api import RequestRecord, model_id
 from app.server.run import ServeOptions
+from app.ui.clamped_spin import ClampingSpinBox
 from app.ui.background_server import BackgroundServer, base_url
 from app.ui.chat.transcript import Transcript
 from app.ui.widgets import StatusLine, copy_button
@@ -61,11 +67,14 @@ def tokens_text(record: RequestRecord) -> str:
 
 
 class ServerPage(QWidget):
-    error_reported = Signal(str)  # a sentence for the window's message bridge
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
     request_logged = Signal(object)  # RequestRecord; emitted on the server's thread, delivered queued
     serving_changed = Signal(bool)
 
-    def __init__(self, backend: Backend, settings: dict | None = None, keys: KeyStore | None = None, parent=None):
+    def __init__(self, backend: Backend, settings: dict | None = None, keys: KeyStore | None = None, parent=None,
+                 bridge=None):
+        """backend: the engine served (the window's local one); bridge: the window's EngineBridge, whose loads
+        the snippets follow (the model's name in them)."""
         super().__init__(parent)
         self.backend = backend
         self.settings = settings if settings is not None else {}
@@ -76,7 +85,7 @@ class ServerPage(QWidget):
 
         self.host = QLineEdit(str(kept.get("host") or "127.0.0.1"))
         self.host.setToolTip("127.0.0.1 serves this computer only; 0.0.0.0 serves the network (needs a key)")
-        self.port = QSpinBox()
+        self.port = ClampingSpinBox("The port")
         self.port.setRange(1, 65535)
         self.port.setValue(kept["port"] if isinstance(kept.get("port"), int) else DEFAULT_PORT)
         self.api_key = QLineEdit()
@@ -85,6 +94,16 @@ class ServerPage(QWidget):
         self.copy_key_button = copy_button(self.api_key.text, "Copy key")
         self.cors = QLineEdit(" ".join(kept.get("cors") or []))
         self.cors.setPlaceholderText("origins allowed to call from a browser, e.g. http://localhost:3000 (space-separated)")
+        self.offer_tools = QCheckBox("Offer these MCP servers to API clients")
+        self.offer_tools.setChecked(kept.get("offer_tools") is True)  # off unless the user turned it on
+        self.offer_tools.setToolTip("As hearth serve --tools: a Responses request may name a server ticked here as "
+                                    "an mcp tool. Only the tools you allowed for good (Always) run for a client; "
+                                    "any other call is refused, and the model is told why")
+        self.tool_servers = QListWidget()
+        self.tool_servers.setMaximumHeight(90)
+        self.no_tool_servers = QLabel("No MCP servers yet: the Tools page adds them.")
+        self.no_tool_servers.setObjectName("hint")
+        self._offered = [n for n in kept.get("tools") or [] if isinstance(n, str)]
         self.start_button = QPushButton("Start server")
         self.stop_button = QPushButton("Stop")
         self.status = StatusLine()
@@ -106,6 +125,10 @@ class ServerPage(QWidget):
         for edit in (self.host, self.api_key):
             edit.textChanged.connect(self.update_snippets)
         self.port.valueChanged.connect(self.update_snippets)
+        self.offer_tools.toggled.connect(self._update_state)
+        self.refresh_tool_servers()
+        if bridge is not None:
+            bridge.model_loaded.connect(self.update_snippets)
         self._show_key(self.keys.get(KEY_ACCOUNT) or new_key())
         self._update_state()
 
@@ -137,6 +160,9 @@ class ServerPage(QWidget):
         key_row.addWidget(self.copy_key_button)
         form.addRow("API key", key_row)
         form.addRow("CORS origins", self.cors)
+        form.addRow("", self.offer_tools)
+        form.addRow("", self.tool_servers)
+        form.addRow("", self.no_tool_servers)
         buttons = QHBoxLayout()
         buttons.addWidget(self.start_button)
         buttons.addWidget(self.stop_button)
@@ -169,9 +195,44 @@ class ServerPage(QWidget):
         layout.addWidget(log_box, 1)
 
     # --- settings ------------------------------------------------------------
+    def refresh_tool_servers(self) -> None:
+        """The user's MCP servers (mcp.json), those offered before ticked."""
+        from app.tools.servers import load_servers
+
+        try:
+            names = sorted(load_servers())
+        except HearthError as exc:  # a damaged mcp.json: its sentence, and nothing offered
+            names = []
+            self.no_tool_servers.setText(str(exc))
+        chosen = self.chosen_tool_servers() if self.tool_servers.count() else self._offered
+        self.tool_servers.clear()
+        for name in names:
+            item = QListWidgetItem(name)
+            item.setFlags(item.flags() | Qt.ItemIsUserCheckable)
+            item.setCheckState(Qt.Checked if name in chosen else Qt.Unchecked)
+            self.tool_servers.addItem(item)
+        self.tool_servers.setVisible(bool(names))
+        self.no_tool_servers.setVisible(not names)
+        self._update_tools_enabled()
+
+    def chosen_tool_servers(self) -> list[str]:
+        return [self.tool_servers.item(i).text() for i in range(self.tool_servers.count())
+                if self.tool_servers.item(i).checkState() == Qt.Checked]
+
+    def _update_tools_enabled(self) -> None:
+        idle = not self.server.running
+        self.offer_tools.setEnabled(idle)
+        self.tool_servers.setEnabled(idle and self.offer_tools.isChecked())
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if not self.server.running:
+            self.refresh_tool_servers()  # servers added on the Tools page since
+
     def serve_options(self) -> ServeOptions:
         return ServeOptions(host=self.host.text().strip() or "127.0.0.1", port=self.port.value(),
-                              api_key=self.api_key.text().strip() or None, cors=self.cors.text().split())
+                            api_key=self.api_key.text().strip() or None, cors=self.cors.text().split(),
+                            tools=self.chosen_tool_servers() if self.offer_tools.isChecked() else [])
 
     def _model(self) -> str:
         return model_id(self.backend.info) or "MODEL"
@@ -189,19 +250,24 @@ class ServerPage(QWidget):
             url = self.server.start(options)
         except HearthError as exc:
             self.status.error(str(exc))
-            self.error_reported.emit(str(exc))
+            self.noticed.emit(Notice(str(exc), ERROR, "server"))
             return
         model = model_id(self.backend.info)
         said = (f"Serving {model} at {url}." if model else
                 f"Serving at {url}; requests get 503 until a model is loaded on this computer.")
+        if options.tools:
+            said += f" API clients may use the MCP servers {', '.join(options.tools)} (only tools allowed Always run)."
         self._keep(options)
         notice = self.keys.save(KEY_ACCOUNT, options.api_key) if options.api_key else None
         self.status.ok(f"{said} {notice}" if notice else said)
+        self.noticed.emit(cleared("server"))  # an earlier refused start is answered
         self._update_state()
 
     def _keep(self, options: ServeOptions) -> None:
         """What worked is what the next session starts with (the key itself goes to the keyring)."""
-        self.settings[SETTINGS_KEY] = {"host": options.host, "port": options.port, "cors": options.cors}
+        self.settings[SETTINGS_KEY] = {"host": options.host, "port": options.port, "cors": options.cors,
+                                       "offer_tools": self.offer_tools.isChecked(),
+                                       "tools": self.chosen_tool_servers()}
 
     def stop(self) -> None:
         if not self.server.running:
@@ -215,6 +281,7 @@ class ServerPage(QWidget):
         for widget in (self.host, self.port, self.api_key, self.new_key_button, self.cors, self.start_button):
             widget.setEnabled(not running)
         self.stop_button.setEnabled(running)
+        self._update_tools_enabled()
         self.update_snippets()
         self.serving_changed.emit(running)
 

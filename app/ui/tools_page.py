@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QFormLayout, QGro
                                QLabel, QLineEdit, QPlainTextEdit, QPushButton, QRadioButton, QSplitter,
                                QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, Notice, cleared
 from app.core import paths
 from app.core.errors import HearthError
 from app.ui.chat.model_picker import tools_badge
@@ -55,13 +56,16 @@ def tools_text(conn) -> str:
 
 
 class ToolsPage(QWidget):
-    error_reported = Signal(str)
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
     servers_changed = Signal()
     server_dropped = Signal(str)  # removed or replaced: a running copy of it must end
     tested = Signal(str)  # the server's name, once its tools are listed (or its test failed)
 
-    def __init__(self, parent=None):
+    def __init__(self, bridge=None, parent=None):
+        """bridge: the window's EngineBridge, whose news the page follows itself (the loaded model's tools badge;
+        a server removed or replaced ends its running copy); none in tests that feed it."""
         super().__init__(parent)
+        self.bridge = bridge
         self.tasks = Tasks(self)
         self._testing = False  # a server is being started and asked for its tools
         intro = QLabel("MCP servers whose tools the model may call: the time, your files, git, a database. Choose "
@@ -101,11 +105,13 @@ class ToolsPage(QWidget):
         self.command_edit.setPlaceholderText("uvx mcp-server-time --local-timezone Europe/Paris")
         self.command_edit.setToolTip("The program and its arguments, as in a shell (quotes group an argument)")
         self.env_edit = QPlainTextEdit()
+        self.env_edit.setTabChangesFocus(True)  # Tab moves on, as in the rest of the form
         self.env_edit.setPlaceholderText("NAME=VALUE, one a line (API keys and tokens go to the keyring)")
         self.env_edit.setFixedHeight(48)
         self.url_edit = QLineEdit()
         self.url_edit.setPlaceholderText("https://example.com/mcp")
         self.headers_edit = QPlainTextEdit()
+        self.headers_edit.setTabChangesFocus(True)  # Tab moves on, as in the rest of the form
         self.headers_edit.setPlaceholderText("Name: value, one a line (Authorization goes to the keyring)")
         self.headers_edit.setFixedHeight(48)
         self.add_button = QPushButton("Add server")
@@ -160,6 +166,15 @@ class ToolsPage(QWidget):
         self._show_kind()
         self.show_model(None)
         self.refresh()
+        if bridge is not None:
+            bridge.model_loaded.connect(self.show_model)
+            for signal in (bridge.model_unloaded, bridge.backend_changed):
+                signal.connect(self._show_loaded_model)
+            self.server_dropped.connect(bridge.tools.drop_server)
+            self._show_loaded_model()
+
+    def _show_loaded_model(self, *_args) -> None:
+        self.show_model(self.bridge.info if self.bridge.ready else None)
 
     # --- what is shown ----------------------------------------------------------
     def show_model(self, info: dict | None) -> None:
@@ -253,7 +268,7 @@ class ToolsPage(QWidget):
             save_server(entry)
         except HearthError as exc:
             self._say(str(exc))
-            self.error_reported.emit(str(exc))
+            self.noticed.emit(Notice(str(exc), ERROR, "tools"))
             return False
         import shutil
 
@@ -261,6 +276,7 @@ class ToolsPage(QWidget):
         if entry.command and shutil.which(entry.command) is None:
             said += f" Note: there is no program '{entry.command}' on PATH yet; it cannot start until there is."
         self._say(" ".join([said, *notes]))
+        self.noticed.emit(cleared("tools"))  # an earlier refusal is answered
         for edit in (self.name_edit, self.command_edit, self.url_edit):
             edit.clear()
         self.env_edit.clear()

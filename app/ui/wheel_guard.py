@@ -53,7 +53,8 @@ def scroll_area_around(widget: QWidget) -> QAbstractScrollArea | None:
 class WheelSafeStyle(QProxyStyle):
     """The app's style (Fusion) that fits every guarded control as it is polished."""
 
-    def __init__(self, base: str = "Fusion"):
+    def __init__(self, base="Fusion"):
+        """base: a style's name, or a style (a proxy of its own: the check boxes' outline)."""
         super().__init__(base)
         self.guard = WheelToPane(self)
 

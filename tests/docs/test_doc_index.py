@@ -164,3 +164,36 @@ def test_removing_a_collection_removes_its_index(store, docs_folder):
     wal = paths.docs_index().with_name(paths.docs_index().name + "-wal")
     text = paths.docs_index().read_bytes() + (wal.read_bytes() if wal.exists() else b"")
     assert b"boiler" not in text and store.size_bytes() < before
+
+
+def test_a_run_that_a_kill_ended_is_said_interrupted_and_one_that_ended_is_not(tmp_path):
+    """#48 B9: after a restart nothing said that the index was interrupted. A run marks its collection while it
+    lasts; a process killed mid-run leaves the mark, which the next start reads; a run that ends (done or
+    cancelled) leaves none, and a run still going in another process is not called interrupted."""
+    import subprocess
+    import sys
+    import threading
+
+    from app.docs.indexer import Indexer
+    from app.docs.store import Store
+
+    index = tmp_path / "index.sqlite3"
+    killed = ("import os, sys\nfrom app.docs.store import Store\ns = Store(sys.argv[1])\n"
+              "s.begin_run(s.collection_id('killed', create=True))\nos._exit(9)\n")
+    subprocess.run([sys.executable, "-c", killed, str(index)], check=False, timeout=60)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "a.md").write_text("# One\nFirst file.\n", encoding="utf-8")
+    store = Store(index)
+    try:
+        assert store.interrupted() == ["killed"]
+        Indexer(store).add("done", folder)
+        cancel = threading.Event()
+        cancel.set()
+        assert Indexer(store, cancel=cancel).add("cancelled", folder).cancelled
+        store.begin_run(store.collection_id("done"))  # a run of this process, still going
+        assert store.interrupted() == ["killed"]
+        Indexer(store).update("killed")  # indexed again: no longer interrupted
+        assert store.interrupted() == []
+    finally:
+        store.close()

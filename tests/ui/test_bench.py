@@ -75,6 +75,6 @@ def test_cancel_stops_the_benchmark_and_its_child(qtbot, idle_window, tmp_path):
     qtbot.waitUntil(lambda: not (children() - before - {w.bridge.pid}), timeout=10_000)
     # A file that is not a benchmark result: one sentence through the message bridge.
     (tmp_path / "x.json").write_text('{"kind": "something else"}')
-    with qtbot.waitSignal(w.bench.error_reported, timeout=10_000) as err:
+    with qtbot.waitSignal(w.bench.noticed, timeout=10_000) as err:
         bench.open_result(str(tmp_path / "x.json"))
-    assert "not a result of `hearth bench matrix`" in err.args[0]
+    assert "not a result of `hearth bench matrix`" in err.args[0].text

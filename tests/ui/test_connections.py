@@ -121,7 +121,7 @@ def test_wrong_key_and_unreachable_host_are_one_sentence(qtbot, idle_window, hea
                                                         memory_keyring):
     w = idle_window
     reported = []
-    w.connections.error_reported.connect(reported.append)
+    w.connections.noticed.connect(lambda notice: notice.text and reported.append(notice.text))
     page = connect(qtbot, w, hearth_server, "not-the-key")
     assert page.models.topLevelItemCount() == 0 and not page.use_button.isEnabled()
     assert f"The server at {hearth_server} refused the API key (HTTP 401: Incorrect API key provided)." \

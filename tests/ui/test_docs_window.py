@@ -51,7 +51,8 @@ def test_attach_regenerate_and_a_collection_per_chat(qtbot, main_window, tmp_pat
     kept = question.meta["attachments"]
     assert [(a["name"], a["mode"]) for a in kept] == [("party.txt", "whole"), ("menu.md", "whole")]
     assert kept[0]["text"] == party.read_text(encoding="utf-8") and kept[0]["tokens"] > 5
-    assert f"📎 party.txt · {kept[0]['tokens']:,} tokens" in chat.transcript.plain_text()
+    # The attachment icon (an image: one object character in the plain text), then the name.
+    assert f"\ufffc party.txt · {kept[0]['tokens']:,} tokens" in chat.transcript.plain_text()
     assert done["prompt_tokens"] > kept[0]["tokens"] + kept[1]["tokens"]
 
     # Regenerate sees the same files, even after the file on disk changed: the message keeps what was attached.

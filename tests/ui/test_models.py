@@ -72,7 +72,7 @@ def test_cancel_a_download_and_errors_reach_the_message_bridge(qtbot, idle_windo
     search(qtbot, w, "big")
     hub_server.rate = 2 * 2**20  # four seconds for 8 MB: time to cancel
     messages: list[str] = []
-    w.models.error_reported.connect(messages.append)
+    w.models.noticed.connect(lambda notice: messages.append(notice.text))
     w.models.hub.select("acme/Big-GGUF", "big-F16.gguf")
     w.models.hub.download_button.click()
     qtbot.waitUntil(lambda: w.models.jobs.bar.value() > 0, timeout=10_000)

@@ -100,7 +100,7 @@ def test_serve_log_and_chat_while_serving(qtbot, main_window, memory_keyring, tm
 def test_refusals_are_one_sentence(qtbot, idle_window):
     page = idle_window.server
     reported = []
-    page.error_reported.connect(reported.append)
+    page.noticed.connect(lambda notice: notice.text and reported.append(notice.text))
     page.host.setText("0.0.0.0")
     page.api_key.clear()
     page.start_button.click()

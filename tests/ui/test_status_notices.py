@@ -1,60 +1,117 @@
-"""The status bar's notice: what a load changed on its own (the extra-buffer probe, a context policy)."""
+"""The status bar's notices (#49.14): one model (app/core/notices.py) behind every sentence the bar says. A good
+outcome clears the error of its cause, a long notice ends in "…" and is whole on hover and click, and what a
+load changed on its own is worded for a user (a first start's check is news, not an orange warning)."""
 
 from __future__ import annotations
 
+import struct
+
+from PySide6.QtCore import Qt
+
+from app.core.notices import ERROR, INFO, WARNING
 from app.protocol.messages import LoadOptions
+
+WAIT_MS = 10_000
 
 
 def test_the_status_bar_names_what_a_context_policy_changed_at_load(bundled_model):
-    """The engine's own description of a load (Session.describe, as the window receives it) with h2o: the status
-    bar's notice names the policy and its tooltip says flash attention is off; the window policy adds nothing."""
+    """The engine's own description of a load (Session.describe, as the window receives it) with h2o: a warning
+    that says flash attention is off, for as long as the model is loaded; the window policy adds nothing."""
     from app.engine.context.h2o import FLASH_OFF_NOTICE
     from app.engine.process.session import Session
-    from app.ui.main_window import load_notices
+    from app.ui.load_notices import load_notices
 
     for policy in ("h2o", "window"):
         session = Session.load(LoadOptions(model_path=str(bundled_model), n_ctx=256, n_threads=1,
                                            context_policy=policy))
         try:
-            short, sentences = load_notices(session.describe())
+            notices = [n for n in load_notices(session.describe()) if n.cause == "load.policy"]
         finally:
             session.close()
         if policy == "h2o":
-            assert "Context policy h2o" in short and FLASH_OFF_NOTICE in sentences
+            assert [(n.text, n.severity, n.lifetime) for n in notices] == [(FLASH_OFF_NOTICE, WARNING, None)]
+            assert "h2o" in notices[0].detail
         else:
-            assert "Context policy" not in short and FLASH_OFF_NOTICE not in sentences
+            assert notices == []
 
 
-def test_a_first_start_s_notice_says_the_probe_has_not_answered_yet(monkeypatch, bundled_model):
-    """On a machine never probed the load runs with extra buffer types off while the probe runs: nothing crashed,
-    and the sentence must not say so (it did)."""
+def test_a_first_start_s_notice_is_news_in_plain_words(monkeypatch, bundled_model):
+    """On a machine never probed the load runs with extra buffer types off while the probe runs: a normal
+    one-time state. It said "Extra buffer types off" in orange beside "Ready"; now it is INFO, in words a new
+    user reads, and it goes by itself. A probe that crashed says so in the detail."""
     from app.engine.probes import probe
-    from app.ui.main_window import extra_bufts_notice
+    from app.ui.load_notices import extra_bufts_notice
 
     monkeypatch.setattr(probe, "cached_result", lambda: None)  # this machine's answer is shared by the suite
     decision = probe.decision_or_background_probe(str(bundled_model), start_probe=False)
-    text = extra_bufts_notice({"extra_bufts": False, "extra_bufts_probe": decision})
-    assert "first load" in text and "crashed" not in text
-    crashed = {"ok": False, "detail": "SIGILL"}
-    assert "crashed in a test run (SIGILL)" in extra_bufts_notice({"extra_bufts": False, "extra_bufts_probe": crashed})
+    notice = extra_bufts_notice({"extra_bufts": False, "extra_bufts_probe": decision})
+    assert notice.severity == INFO and notice.lifetime is not None
+    assert notice.text.startswith("First start") and "buffer" not in notice.text.lower()
+    assert "first load" in notice.detail and "crashed" not in notice.whole
+    crashed = extra_bufts_notice({"extra_bufts": False, "extra_bufts_probe": {"ok": False, "detail": "SIGILL"}})
+    assert crashed.severity == INFO and "crashed in a test run (SIGILL)" in crashed.detail
+    assert extra_bufts_notice({"extra_bufts": True}) is None
 
 
-def test_a_long_notice_never_widens_the_window(qtbot, main_window):
-    """At 1024 px with a model loaded, the status bar's notice and the chat's tools badge are elided to the room
-    they have (their tooltips keep the sentences). The badge at its whole width made the window 1138 px wide,
-    past a 1024-px screen (test_which_model_runs saw it when the badge came in before its resize)."""
+def shown(bar) -> str:
+    """What the bar's notice label paints (ElidedLabel.text() is the whole text)."""
+    from PySide6.QtWidgets import QLabel
+
+    return QLabel.text(bar.label)
+
+
+def test_a_long_notice_ends_in_an_ellipsis_and_is_whole_on_hover_and_click(qtbot, main_window):
+    """At 1024 px with a model loaded: QStatusBar's own message cut a sentence mid-word with no ellipsis. The
+    notice is elided with "…", its tooltip and the box a click opens hold it whole, and the window stays 1024
+    wide. A first start's notice has the palette's own colour; an error is red."""
     w = main_window
-    qtbot.waitUntil(lambda: w.bridge.ready, timeout=60_000)
     w.resize(1024, 700)
     qtbot.waitUntil(lambda: w.width() == 1024, timeout=2_000)
-    info = {**w.bridge.info, "extra_bufts": False, "extra_bufts_probe": {"ok": False, "detail": "SIGILL"},
-            "window": {"policy": "h2o", "notice": "Flash attention is off: h2o reads the attention scores. " * 3}}
-    w._on_model_loaded(info)
-    w.notice_label.setText(w.notice_label.text() + " · " + "a much longer notice than any so far " * 4)
+    first = {**w.bridge.info, "extra_bufts": False, "extra_bufts_probe": {"background": True}}
+    w._on_model_loaded(first)
+    assert w.notices.notice().severity == INFO and w.notices.label.styleSheet() == ""
+    assert "Extra buffer types off" not in shown(w.notices)
+    sentence = ("The model could not be loaded: llama.cpp refused the file, possibly for lack of memory; "
+                "close other programs or choose a smaller context, then load it again. ") * 2
+    w.show_message(sentence, ERROR, "load.failed")
     qtbot.wait(50)  # the layout's turn
     assert w.width() == 1024
-    assert w.notice_label.text().startswith("Extra buffer types off")  # the whole text, shown elided
-    assert "SIGILL" in w.notice_label.toolTip()
-    # The chat's tools badge beside the picker gives way too: a pill with room for its text, or no pill at all.
-    badge = w.chat.picker.tools_badge
-    assert badge.text() and (badge.width() >= badge.ROOM or badge.styleSheet() == "")
+    painted = shown(w.notices)
+    assert painted.endswith("…") and len(painted) < len(sentence)
+    assert "#ef4444" in w.notices.label.styleSheet()
+    assert "possibly for lack of memory" in w.notices.label.toolTip() and "Error" in w.notices.label.toolTip()
+    qtbot.mouseClick(w.notices.label, Qt.LeftButton)
+    box = w.notices.box
+    qtbot.waitUntil(lambda: box.isVisible(), timeout=2_000)
+    assert box.text() == sentence
+    box.close()
+    # The user asks for a load again: the failed load's error is answered, the first start's news shows again.
+    w.load_chosen_model(w.bridge.options)
+    assert w.notices.board.of("load.failed") is None
+    qtbot.waitUntil(lambda: w.bridge.ready and not w.bridge.loading, timeout=60_000)
+
+
+def test_a_failed_import_s_error_goes_when_the_next_import_succeeds(qtbot, idle_window, model_variant, tmp_path):
+    """A failed model import's error stayed on the bar after a good import; the same for a chat import."""
+    w = idle_window
+    damaged = tmp_path / "damaged.gguf"
+    damaged.write_bytes(b"GGUF" + b"\x1c\x1c\x00-" + struct.pack("<QQ", 0, 0) + b"\0" * 64)
+    with qtbot.waitSignal(w.models.noticed, timeout=WAIT_MS):
+        w.models.import_file(str(damaged))
+    assert "damaged.gguf is a damaged file" in w.statusBar().currentMessage()
+    assert w.notices.notice().severity == ERROR
+    q8 = str(model_variant("Q8_0"))
+    with qtbot.waitSignal(w.models.noticed, timeout=WAIT_MS):
+        w.models.import_file(q8)
+    assert w.statusBar().currentMessage() == "Imported smollm2-135m-Q8_0.gguf; it is selected in the library."
+    assert all("damaged" not in n.text for n in w.notices.board.alive())
+
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    assert w.import_chat(str(broken)) is None
+    assert w.notices.notice().severity == ERROR and "broken.json" in w.statusBar().currentMessage()
+    good = tmp_path / "chat.json"
+    good.write_text('{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}')
+    assert w.import_chat(str(good)) is not None
+    assert all("broken.json" not in n.text for n in w.notices.board.alive())
+    assert w.statusBar().currentMessage().startswith("Imported")

@@ -16,11 +16,14 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton,
-                               QSpinBox, QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QTabWidget,
+                               QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QTabWidget,
                                QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, Notice, cleared
+from app.bench.matrix_plan import WORKLOADS
 from app.bench.matrix_report import table_rows, write_csv
 from app.bench.results import load_result, write_json
+from app.ui.clamped_spin import ClampingSpinBox
 from app.ui.bench.quality_chart_view import QualityChart, theme_plot
 from app.ui.worker import Tasks
 from app.ui.widgets import JobBar
@@ -54,10 +57,13 @@ def matrix_available() -> bool:
 
 class BenchView(QWidget):
     result_shown = Signal(object)  # the result dict
-    error_reported = Signal(str)
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
 
-    def __init__(self, parent=None):
+    def __init__(self, bridge=None, title=None, parent=None):
+        """bridge: the window's EngineBridge, whose loaded local model the page benchmarks (followed by the page
+        itself); title(info): the window's name of a model."""
         super().__init__(parent)
+        self.bridge, self.title = bridge, title
         self.tasks = Tasks(self)
         self.result: dict | None = None
         self.model_path: str | None = None  # None: the bundled model
@@ -65,7 +71,7 @@ class BenchView(QWidget):
 
         self.model_label = QLabel()
         self.quick = QCheckBox("Quick (short answers, for a first look)")
-        self.repeats = QSpinBox()
+        self.repeats = ClampingSpinBox("Repeats")
         self.repeats.setRange(1, 9)
         self.repeats.setValue(3)
         self.repeats.setPrefix("repeats ")
@@ -76,6 +82,11 @@ class BenchView(QWidget):
         self.jobs = JobBar(self.tasks)
         self.workload = QComboBox()
         self.workload.setSizeAdjustPolicy(QComboBox.AdjustToContents)
+        # Before the first run it lists what a run measures (it was empty, with no hint of its use, #49.21).
+        for name, workload in WORKLOADS.items():
+            self.workload.addItem(workload["label"], name)
+        self.workload.setToolTip("Each run answers every workload (" + ", ".join(w["label"] for w in WORKLOADS.values())
+                                 + "); this chooses whose figures the table and the chart show")
         self.caption = QLabel()
         self.caption.setWordWrap(True)
         self.caption.setObjectName("hint")
@@ -149,6 +160,11 @@ class BenchView(QWidget):
             self.repeats.valueChanged.connect(self._explain)
             self._explain()
 
+        if bridge is not None:
+            bridge.model_loaded.connect(self._on_model_loaded)
+            if bridge.ready:
+                self._on_model_loaded(bridge.info)
+
     def _explain(self, *_args) -> None:
         """What a run measures, how long it takes and what it leaves behind (while no result is shown)."""
         if self.result is not None or self.jobs.running:
@@ -167,6 +183,10 @@ class BenchView(QWidget):
             "stay for later runs and for chatting.")
 
     # --- running -----------------------------------------------------------------------
+    def _on_model_loaded(self, info: dict) -> None:
+        if not info.get("remote"):  # a remote model is its server's to benchmark
+            self.set_model(info.get("path"), self.title(info) if self.title else None)
+
     def set_model(self, path: str | None, title: str | None = None) -> None:
         """The model to measure (the loaded one; None: the bundled model), named as the library names it."""
         self.model_path = path
@@ -196,7 +216,7 @@ class BenchView(QWidget):
     def _on_failed(self, message: str) -> None:
         self.caption.setText(message)
         self._update_buttons()
-        self.error_reported.emit(message)
+        self.noticed.emit(Notice(message, ERROR, "bench"))
 
     def _update_buttons(self) -> None:
         self.run_button.setEnabled(matrix_available() and not self.jobs.running)
@@ -216,6 +236,7 @@ class BenchView(QWidget):
             self.workload.addItem(result["workloads"][name].get("label", name), name)
         self.workload.blockSignals(False)
         self.caption.setText(self._caption(result))
+        self.noticed.emit(cleared("bench"))  # an earlier failed run is answered
         self._show_table()
         self._show_chart()
         self.result_shown.emit(result)

@@ -5,6 +5,7 @@ Regenerate and Continue ask here too. A mixin of ChatView (app/ui/chat/chat_view
 
 from __future__ import annotations
 
+from app.core.notices import WARNING, Notice
 from app.core.answer_saving import StreamingAnswer
 from app.core.chat_prompt import chat_messages
 from app.core.chats import answer_model
@@ -78,7 +79,7 @@ class Asking:
                 return
             self._preparing = False
         for sentence in problems or []:
-            self.docs_problem.emit(sentence)
+            self.noticed.emit(Notice(sentence, WARNING, "chat.documents"))
         self._answer_sources = list(sources or [])
         self._answer_model = self.current_model()
         servers = self.tools_panel.chosen()
@@ -239,8 +240,9 @@ class Asking:
                 >= JUDGED_TOKENS and (spec.get("speedup") or 1.0) < 1.0):
             self.answer_drafts_cost_speed.emit(float(spec["speedup"]))
         if done.get("tool_notice"):  # the CLI's words name its flag; the window's limit is in Sampling
-            self.tools_problem.emit("The model's tool call was cut off by the answer's token limit (Sampling: "
-                                    "max tokens) before it was complete, so it was not run and is shown as text.")
+            self.noticed.emit(Notice("The model's tool call was cut off by the answer's token limit (Sampling: "
+                                     "max tokens) before it was complete, so it was not run and is shown as text.",
+                                     WARNING, "chat.tools"))
         self._finish(done.get("text", ""), meta)
 
     def _on_generation_failed(self, message: str) -> None:

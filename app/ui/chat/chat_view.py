@@ -27,11 +27,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton, QSplitter,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFrame, QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton,
+                               QScrollArea, QSizePolicy, QSplitter, QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, INFO, Notice
 from app.core.answer_saving import SAVE_INTERVAL_S, recover_interrupted
 from app.core.chats import DEFAULT_TITLE, ChatStore, ChatStoreError, remembered_model, title_from
 from app.core.reasoning import without_reasoning
@@ -43,7 +44,9 @@ from app.ui.chat.message_notes import answer_note, message_links
 from app.ui.chat.model_picker import ModelPicker
 from app.ui.chat.prompt_edit import PromptEdit
 from app.ui.chat.prompt_presets import PromptPresets
+from app.ui.chat.length_check import LengthCheck
 from app.ui.chat.sampling_panel import SamplingPanel
+from app.ui.clamped_spin import say_clamps
 from app.ui.chat.tool_approval import ToolApproval
 from app.ui.chat.tools_panel import ToolsPanel
 from app.ui.chat.transcript import Transcript
@@ -63,8 +66,7 @@ class ChatView(Asking, ToolApproval, QWidget):
     answer_saved = Signal(int)  # message id
     conversation_changed = Signal()  # another conversation (or a new one) is open
     model_load_requested = Signal(str)  # the remembered model's path: the chat's "Load it"
-    docs_problem = Signal(str)  # a file that could not be attached or read, in one sentence
-    tools_problem = Signal(str)  # what the user should know about an answer's tool calls, in one sentence
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
     # Drafting a regenerated or edited answer from the old one made it slower (its speed against plain decoding).
     answer_drafts_cost_speed = Signal(float)
 
@@ -118,6 +120,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("System prompt (optional): how the assistant should behave")
         self.system_prompt.setFixedHeight(52)
+        self.system_prompt.setTabChangesFocus(True)  # a keyboard-only user moves on with Tab (#49.12)
         self.input = PromptEdit()
         self.input.set_enter_sends(True)
         self.input.setFixedHeight(84)
@@ -160,6 +163,10 @@ class ChatView(Asking, ToolApproval, QWidget):
         col.addWidget(self.hint)
         col.addWidget(self.attach_bar)
         col.addWidget(self.input)
+        self.too_long = QLabel()  # a message longer than the context leaves room for, said before sending
+        self.too_long.setWordWrap(True)
+        self.too_long.setStyleSheet("color: #d97706")
+        col.addWidget(self.too_long)
         row = QHBoxLayout()
         row.addWidget(self.edit_button)
         row.addWidget(self.regen_button)
@@ -179,22 +186,33 @@ class ChatView(Asking, ToolApproval, QWidget):
         QVBoxLayout(documents).addWidget(self.collections_panel)
         tools = QGroupBox("Tools")
         QVBoxLayout(tools).addWidget(self.tools_panel)
-        side_layout.addWidget(prompts)
-        side_layout.addWidget(sampling)
-        side_layout.addWidget(documents)
-        side_layout.addWidget(tools)
+        for box in (prompts, sampling, documents, tools):
+            # Each box keeps the height its controls need; where the page is shorter, the column scrolls (at
+            # 1024x600 the sampling boxes were crushed to half a line, their numbers cut through, #49.16).
+            box.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Minimum)
+            side_layout.addWidget(box)
         side_layout.addStretch(1)
+        self.side_scroll = QScrollArea()
+        self.side_scroll.setWidgetResizable(True)
+        self.side_scroll.setFrameShape(QFrame.NoFrame)
+        self.side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.side_scroll.setWidget(side)
+        # As wide as the column plus a scroll bar, so that a scroll bar never covers the boxes' right edge.
+        self.side_scroll.setMinimumWidth(side.minimumSizeHint().width()
+                                         + self.side_scroll.verticalScrollBar().sizeHint().width())
 
         splitter = QSplitter()
         splitter.addWidget(self.conversations)
         splitter.addWidget(center)
-        splitter.addWidget(side)
+        splitter.addWidget(self.side_scroll)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([200, 800, 220])  # the conversation gets the room a narrow screen has
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(splitter)
 
+        say_clamps(self, self.noticed)  # a typed value out of range, clamped: said on the status bar too
+        self.length_check = LengthCheck(self, self.too_long)
         self.send_button.clicked.connect(self.send)
         self.input.submitted.connect(self.send)
         self.stop_button.clicked.connect(self.stop)
@@ -202,7 +220,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self.edit_button.clicked.connect(self.edit_last)
         self.transcript.action_requested.connect(self._on_message_action)
         self.transcript.source_requested.connect(self.show_source)
-        self.attach_bar.problem.connect(self.docs_problem)
+        self.attach_bar.problem.connect(lambda sentence: self.noticed.emit(Notice(sentence, ERROR, "chat.attach")))
         self.file_drops = FileDrops(self.attach_bar, [self.transcript.viewport(), self.input.viewport()])
         self.model_load_button.clicked.connect(self._on_load_remembered)
         self.conversations.conversation_chosen.connect(self.open_conversation)
@@ -420,6 +438,11 @@ class ChatView(Asking, ToolApproval, QWidget):
             self._detached = True
             self.transcript.end_stream()
             self.bridge.cancel()
+            # Said at the moment of leaving: the answer stopped without a word before (#49.13).
+            conv = self.store.get(self.conversation_id) if self.conversation_id is not None else None
+            title = f"“{conv.title}”" if conv is not None else "the chat you left"
+            self.noticed.emit(Notice(f"The answer in {title} stopped when you left that chat; what it wrote is kept, "
+                                     "and Continue there goes on from it.", INFO, "chat.left"))
 
     def _on_conversation_deleted(self, conversation_id: int) -> None:
         if conversation_id == self.conversation_id:
@@ -495,6 +518,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         """The window closes: the documents' threads end and the embedding engine stops."""
         self.attach_bar.join()
         self.doc_tasks.join()
+        self.length_check.close()
         self.docs.close()
 
     def _answer_after(self, question_id: int) -> str:

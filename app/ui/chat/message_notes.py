@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.core.answer_saving import INTERRUPTED
 from app.docs.conversation import KEY as ATTACHMENTS
-from app.docs.conversation import chip_text
+from app.docs.conversation import chip_text, figure
 
 
 def answer_note(meta: dict) -> str:
@@ -16,9 +16,9 @@ def answer_note(meta: dict) -> str:
     if meta.get("partial"):
         return " · ".join([*signed, "partial answer: cut off by an error"])
     # A server that sends no token counts (llama-cpp-python's) still streamed its chunks: count those.
-    count = f"{meta['completion_tokens']} tokens" if meta.get("completion_tokens") else (
-        f"{meta['stream_chunks']} chunks" if meta.get("stream_chunks") else "")
-    parts = [*signed, *([count, f"{meta.get('gen_tok_s') or 0:.1f} tok/s"] if count else [])]
+    count = figure(meta["completion_tokens"], "tokens") if meta.get("completion_tokens") else (
+        figure(meta["stream_chunks"], "chunks") if meta.get("stream_chunks") else "")
+    parts = [*signed, *([count, figure(f"{meta.get('gen_tok_s') or 0:.1f}", "tok/s")] if count else [])]
     if meta.get("finish_reason") == "cancelled":
         parts.append("stopped when Hearth was closed" if meta.get("stopped_by") == "quit" else "stopped")
     elif meta.get("finish_reason") == INTERRUPTED:  # saved while it streamed; the window died before its end
@@ -26,10 +26,10 @@ def answer_note(meta: dict) -> str:
     elif meta.get("finish_reason") == "length":
         parts.append("hit the length limit")
     if (meta.get("prediction") or {}).get("accepted"):  # regenerated or edited: drafted from the old answer
-        parts.append(f"{meta['prediction']['accepted']} tokens as before")
+        parts.append(f"{figure(meta['prediction']['accepted'], 'tokens')} as before")
     if meta.get("prompt_dropped"):  # never silently: part of the conversation was out of the model's view
-        parts.append(f"the chat is longer than the context: {meta['prompt_dropped']:,} earlier tokens were "
-                     "not seen")
+        dropped = figure(f"{meta['prompt_dropped']:,}", "earlier")
+        parts.append(f"the chat is longer than the context: {dropped} tokens were not seen")
     return " · ".join(parts)
 
 

@@ -114,8 +114,8 @@ class ModelPicker(QWidget):
         if self.remote_title:
             self.combo.addItem(self.remote_title, None)
         for row in rows:
-            if row.get("error"):
-                continue  # a file the library cannot read is for the Models page to explain
+            if row.get("error") and not (row.get("missing") and row.get("path") == self.loaded_path):
+                continue  # a file the library cannot read is for the Models page to explain (the loaded one named)
             self.combo.addItem(row_title(row), row.get("path"))
             self.combo.setItemData(self.combo.count() - 1, row.get("path"), 3)  # the path as its tooltip
         index = 0 if on_remote or (self.remote_title and not chosen) else self.combo.findData(chosen) if chosen else -1

@@ -15,6 +15,9 @@ class PromptEdit(QPlainTextEdit):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.enter_sends = True
+        # Tab moves on to Send, the chat list and the sampling boxes, as in a form (#49.12): a tab character in a
+        # message is rare, and a keyboard-only user had no way out but Shift+Tab. Ctrl+Tab still leaves too.
+        self.setTabChangesFocus(True)
 
     def set_enter_sends(self, on: bool) -> None:
         self.enter_sends = on

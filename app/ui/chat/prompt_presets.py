@@ -8,6 +8,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QInputDialog, QMessageBox, QPushButton, QVBoxLayout,
                                QWidget)
 
+from app.core.notices import ERROR, INFO, Notice
 from app.core.errors import HearthError
 from app.core.prompt_presets import delete_preset, find_preset, load_presets, save_preset
 
@@ -17,8 +18,7 @@ CUSTOM = "Custom"
 
 class PromptPresets(QWidget):
     chosen = Signal(str)  # the system prompt of the preset picked ("" for None)
-    error_reported = Signal(str)
-    saved = Signal(str)  # a sentence on what was saved or deleted
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -90,13 +90,13 @@ class PromptPresets(QWidget):
         try:
             self.presets = save_preset(name, self.prompt_text)
         except (HearthError, OSError) as exc:
-            self.error_reported.emit(str(exc) if isinstance(exc, HearthError) else
-                                     f"The presets cannot be saved ({exc}).")
+            self.noticed.emit(Notice(str(exc) if isinstance(exc, HearthError) else
+                                     f"The presets cannot be saved ({exc}).", ERROR, "presets"))
             return False
         shown = existing["name"] if existing else " ".join(name.split())
         self.picked = shown
         self.show_text(self.prompt_text)
-        self.saved.emit(f"Preset “{shown}” {'updated' if existing else 'saved'}.")
+        self.noticed.emit(Notice(f"Preset “{shown}” {'updated' if existing else 'saved'}.", INFO, "presets", 5))
         return True
 
     def delete(self, confirm: bool = True) -> bool:
@@ -108,8 +108,8 @@ class PromptPresets(QWidget):
         try:
             self.presets = delete_preset(name)
         except OSError as exc:
-            self.error_reported.emit(f"The presets cannot be saved ({exc}).")
+            self.noticed.emit(Notice(f"The presets cannot be saved ({exc}).", ERROR, "presets"))
             return False
         self.show_text(self.prompt_text)
-        self.saved.emit(f"Preset “{name}” deleted; this chat keeps its text.")
+        self.noticed.emit(Notice(f"Preset “{name}” deleted; this chat keeps its text.", INFO, "presets", 5))
         return True

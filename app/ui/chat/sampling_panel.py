@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QSpinBox, QWidget
 
+from app.ui.clamped_spin import ClampingDoubleSpinBox, ClampingSpinBox
 from app.protocol.option_fields import SAMPLING_FIELDS, kept_fields, with_values
 from app.protocol.messages import SamplingOptions
 
@@ -45,7 +46,7 @@ class SamplingPanel(QWidget):
         self.preset.currentTextChanged.connect(self._on_preset_chosen)
 
     def _double(self, field) -> QDoubleSpinBox:
-        box = QDoubleSpinBox()
+        box = ClampingDoubleSpinBox(field.label)
         box.setRange(field.low, field.high)
         box.setSingleStep(field.step)
         box.setDecimals(2)
@@ -54,7 +55,7 @@ class SamplingPanel(QWidget):
         return box
 
     def _int(self, field) -> QSpinBox:
-        box = QSpinBox()
+        box = ClampingSpinBox(field.label)
         box.setRange(int(field.low), int(field.high))
         box.setToolTip(field.tip)
         box.valueChanged.connect(self._on_value_changed)

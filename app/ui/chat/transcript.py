@@ -44,6 +44,7 @@ from PySide6.QtGui import (QColor, QFont, QGuiApplication, QTextBlockFormat, QTe
 from PySide6.QtWidgets import QPushButton, QTextBrowser
 
 from app.core.reasoning import ReasoningSplitter, split
+from app.ui.chat.icons import ICON_SCHEME, icon_image, with_icons
 from app.ui.chat.answer_blocks import CallBlock, Thought, call_state, header_links, thinking_label
 from app.ui.chat.chat_markdown import LINE_BREAK, chat_markdown, paragraph_gap, split_code
 from app.ui.chat.following import Following
@@ -101,6 +102,7 @@ class Transcript(Following, QTextBrowser):
         self._flush_timer.timeout.connect(self.flush)
         self._plain = QTextCharFormat()
         self._code_bg_drawn = self._code_bg()  # the code blocks' background in the document, for a theme switch
+        self._link_drawn = QColor(self.palette().link().color())  # the links' colour in the document, likewise
         self.following = True  # the view keeps the end in sight as text arrives
         self._moving = 0  # > 0 while the transcript itself moves the text: not the user scrolling
         bar = self.verticalScrollBar()
@@ -173,7 +175,8 @@ class Transcript(Following, QTextBrowser):
 
     def _header(self, cursor: QTextCursor, role: str, note: str = "", links: list | None = None) -> None:
         color = {"user": "#3b82f6", "assistant": "#10b981", "error": "#ef4444"}.get(role, "#9ca3af")
-        extra = f" <span style='color:#9ca3af; font-weight:normal'>{html.escape(note)}</span>" if note else ""
+        extra = f" <span style='color:#9ca3af; font-weight:normal'>{with_icons(html.escape(note))}</span>" \
+            if note else ""
         actions = f"&nbsp;&nbsp;&nbsp;{header_links(links)}" if links else ""
         cursor.insertHtml(f"<b style='color:{color}'>{ROLE_NAMES.get(role, role)}</b>{extra}{actions}")
         # A fresh block with plain formats: the body must not inherit the header's bold colour.
@@ -345,6 +348,32 @@ class Transcript(Following, QTextBrowser):
         super().changeEvent(event)
         if event.type() == QEvent.PaletteChange:
             self._restyle_code_blocks()
+            self._restyle_links()
+
+    def _restyle_links(self) -> None:
+        """The theme changed: the links drawn take the new theme's link colour at once (Qt's HTML import gives
+        each link the palette's colour of its moment; an open transcript kept the light theme's dark blue on the
+        dark background until another chat was opened, #49.18)."""
+        new = self.palette().link().color()
+        old, self._link_drawn = self._link_drawn, QColor(new)
+        if new == old:
+            return
+        doc = self.document()
+        cursor = QTextCursor(doc)
+        block = doc.begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                fragment = it.fragment()
+                fmt = fragment.charFormat()
+                if fmt.isAnchor() and fmt.foreground().color() == old:
+                    paint = QTextCharFormat()
+                    paint.setForeground(new)
+                    cursor.setPosition(fragment.position())
+                    cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.KeepAnchor)
+                    cursor.mergeCharFormat(paint)
+                it += 1
+            block = block.next()
 
     def _restyle_code_blocks(self) -> None:
         """The theme changed: the code blocks drawn take the new background in place (light code on the old
@@ -599,6 +628,12 @@ class Transcript(Following, QTextBrowser):
 
     def plain_text(self) -> str:
         return self.toPlainText()
+
+    def loadResource(self, kind: int, name: QUrl):  # noqa: N802 (Qt's name)
+        """The header's icons, from resources/icons (hearth:attachment): drawn by Hearth, not by a font."""
+        if name.scheme() == ICON_SCHEME:
+            return icon_image(name.path())
+        return super().loadResource(kind, name)
 
     @staticmethod
     def monospace() -> QFont:

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, Q
                                QListWidget, QListWidgetItem, QPushButton, QSplitter, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, Notice, cleared
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
 from app.protocol.messages import LoadOptions
@@ -45,7 +46,7 @@ def list_server_models(url: str, api_key: str | None) -> list[dict]:
 
 
 class ConnectionsPage(QWidget):
-    error_reported = Signal(str)  # a sentence for the window's message bridge
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
     models_listed = Signal(list)  # model ids, after a test that worked
 
     def __init__(self, bridge: EngineBridge, settings: dict, keys: KeyStore | None = None, parent=None):
@@ -249,6 +250,7 @@ class ConnectionsPage(QWidget):
             said += f" {notice}" if notice else " The key is in the system keyring."
         self._fill_saved(select=url)
         self.status.ok(said)
+        self.noticed.emit(cleared("connections"))  # an earlier failed test is answered
         self._update_buttons()
         self.models_listed.emit([e["id"] for e in models])
 
@@ -259,7 +261,7 @@ class ConnectionsPage(QWidget):
 
     def _fail(self, message: str) -> None:
         self.status.error(message)
-        self.error_reported.emit(message)
+        self.noticed.emit(Notice(message, ERROR, "connections"))
 
     def _on_address_edited(self, _text: str) -> None:
         """The listed models belong to the server as tested: an edited address or key must be tested again."""

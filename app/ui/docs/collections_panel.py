@@ -6,9 +6,10 @@ kept once it has an id (its first message).
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QSpinBox
+from PySide6.QtWidgets import QLabel
 
 from app.docs.store import Store
+from app.ui.clamped_spin import ClampingSpinBox
 from app.ui.widgets import ChatChoice
 
 
@@ -17,7 +18,7 @@ class CollectionsPanel(ChatChoice):
         super().__init__("Answer this chat's questions from these collections, citing their passages "
                          "(the Documents page makes them)", "No collections yet: add a folder on the Documents page.",
                          110, parent)
-        self.budget = QSpinBox()
+        self.budget = ClampingSpinBox("The documents' budget")
         self.budget.setRange(0, 1_000_000)
         self.budget.setSingleStep(512)
         self.budget.setSpecialValueText("automatic")

@@ -1,25 +1,31 @@
 """The Documents page: collections (LocalDocs), adding a folder, indexing progress, re-indexing and removing.
 
-Which collections a chat answers from is chosen on the chat page (its Documents box); this page makes them.
+Which collections a chat answers from is chosen on the chat page (its Documents box); this page makes them. Both
+read the same index, and this page says `collections_changed` whenever a collection may have come or gone (a run
+that made it started, a run ended in any way, a removal), so the two never disagree on what exists (#48 B9). A
+run that a crash or a kill ended is marked "interrupted" in the table and said once on the status bar.
 """
 
 from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxLayout, QHeaderView, QInputDialog,
                                QLabel, QMessageBox, QProgressBar, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, UNTIL_CLEARED, WARNING, Notice, cleared
 from app.ui.docs.index_runner import IndexRunner
 
 
 def progress_text(p) -> str:
-    """Files, chunks, time left: "12 of 40 files read · 310 chunks · about 8 s left"."""
-    what = "files read" if p.phase == "text" else "chunks embedded"
+    """The file in hand, files done, chunks, time left: "reading report.docx · 12 of 40 files done · 310 chunks ·
+    about 8 s left"."""
+    what = "files done" if p.phase == "text" else "chunks embedded"
     left = f" · about {p.eta_s:.0f} s left" if p.eta_s is not None else ""
-    return f"{p.done:,} of {p.total:,} {what} · {p.chunks:,} chunks{left}"
+    reading = f"reading {os.path.basename(p.current)} · " if p.current else ""
+    return f"{reading}{p.done:,} of {p.total:,} {what} · {p.chunks:,} chunks{left}"
 
 
 def report_text(r) -> str:
@@ -33,13 +39,48 @@ def report_text(r) -> str:
     return text
 
 
+def folder_summary(folder: str, budget_s: float = 0.5, most: int = 10_000) -> str:
+    """"Index /home/me/papers: 5 files (12.3 MB)", counted as the indexer walks, within a short budget."""
+    import time
+    from pathlib import Path
+
+    from app.core.units import human_size
+    from app.docs.indexer import walk
+
+    files = size = 0
+    more = False
+    until = time.monotonic() + budget_s
+    for _path, st in walk(Path(folder), []):
+        files, size = files + 1, size + st.st_size
+        if files >= most or time.monotonic() > until:
+            more = True
+            break
+    count = f"{'more than ' if more else ''}{files:,} file{'s' if files != 1 else ''}"
+    return f"Index {folder}: {count} ({human_size(size)}{' so far' if more else ''})"
+
+
+def interrupted_text(names: list[str]) -> str:
+    listed = ", ".join(names)
+    return (f"Indexing {listed} was interrupted when Hearth last stopped; Re-index on the Documents page goes on "
+            "from where it stopped (the files indexed before are kept).")
+
+
 class DocumentsPage(QWidget):
     collections_changed = Signal()
-    error_reported = Signal(str)
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
 
-    def __init__(self, parent=None):
+    def __init__(self, bridge=None, parent=None):
+        """bridge: the window's EngineBridge: indexing yields to its answers (held while the chat model answers,
+        resumed when it is done), which the page follows itself."""
         super().__init__(parent)
         self.runner = IndexRunner(self)
+        if bridge is not None:
+            bridge.generation_started.connect(lambda _waiting: self.runner.hold())
+            for signal in (bridge.generation_finished, bridge.generation_failed, bridge.engine_crashed):
+                signal.connect(self.runner.resume)
+        self.interrupted: list[str] = []  # collections whose last run a crash or a kill ended
+        self._interrupted_said = False
+        self._run_listed = False  # the running collection has been shown in the table (and the chat's box)
         self.table = QTableWidget(0, 5)
         self.table.setHorizontalHeaderLabels(["Collection", "Files", "Chunks", "With vectors", "Folders"])
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
@@ -86,7 +127,7 @@ class DocumentsPage(QWidget):
         self.add_button.clicked.connect(self._on_add_clicked)
         self.update_button.clicked.connect(self._on_update_clicked)
         self.remove_button.clicked.connect(self._on_remove_clicked)
-        self.cancel_button.clicked.connect(self.runner.cancel)
+        self.cancel_button.clicked.connect(self.cancel)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         self.runner.progressed.connect(self._on_progressed)
         self.runner.finished.connect(self._on_finished)
@@ -101,6 +142,7 @@ class DocumentsPage(QWidget):
         try:
             rows = [(c, store.problems(store.collection_id(c.name))) for c in store.collections()]
             self._size = store.size_bytes()
+            self.interrupted = store.interrupted()
             return rows
         finally:
             store.close()
@@ -118,22 +160,34 @@ class DocumentsPage(QWidget):
                 if problems:
                     item.setToolTip("\n".join(sentence for _, sentence in problems[:40]))
                 self.table.setItem(r, col, item)
+            if c.name in self.interrupted:
+                self.table.item(r, 0).setText(f"{c.name} (interrupted)")
+                self.table.item(r, 0).setData(Qt.UserRole, c.name)
+                self.table.item(r, 0).setToolTip(interrupted_text([c.name]))
             if c.name == selected:
                 self.table.selectRow(r)
         self.index_size.setText(f"Index: {human_size(self._size)} in the data folder" if rows else
                                 "No collections yet: Add folder… makes one.")
+        if self.interrupted and not self._interrupted_said:
+            self._interrupted_said = True  # once: the table keeps the mark
+            said = Notice(interrupted_text(self.interrupted), WARNING, "documents.interrupted", UNTIL_CLEARED)
+            # At the next turn: the page's first listing runs while it is built, before the window listens.
+            QTimer.singleShot(0, self, lambda: self.noticed.emit(said))
         self._update_buttons()
 
     def selected(self) -> str | None:
         rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
-        return self.table.item(rows[0].row(), 0).text() if rows else None
+        if not rows:
+            return None
+        item = self.table.item(rows[0].row(), 0)
+        return item.data(Qt.UserRole) or item.text()  # the name, without an "(interrupted)" mark
 
     def _update_buttons(self) -> None:
         busy = self.runner.running
         self.add_button.setEnabled(not busy)
         self.update_button.setEnabled(not busy and self.selected() is not None)
         self.remove_button.setEnabled(not busy and self.selected() is not None)
-        self.cancel_button.setEnabled(busy)
+        self.cancel_button.setEnabled(busy and not self.runner.cancelling())
         self.progress.setVisible(busy)
         self.cancel_button.setVisible(busy)
 
@@ -142,7 +196,9 @@ class DocumentsPage(QWidget):
         folder = QFileDialog.getExistingDirectory(self, "Add a folder to a collection")
         if not folder:
             return
-        name, ok = QInputDialog.getText(self, "Collection", "Collection name:",
+        # The folder chosen is shown, with what it holds, before anything is indexed: a typed path and Enter once
+        # chose its parent, and 97 files were queued instead of 5 (#49.20).
+        name, ok = QInputDialog.getText(self, "Add a folder", f"{folder_summary(folder)}\n\nCollection name:",
                                         text=self.selected() or os.path.basename(folder.rstrip(os.sep)) or "documents")
         if ok and name.strip():
             self.add_folder(folder, name.strip())
@@ -162,6 +218,7 @@ class DocumentsPage(QWidget):
         if not self.runner.start(collection, folder, self.vectors.isChecked()):
             return False
         self.progress.setRange(0, 0)  # busy until the walk has counted the files
+        self._run_listed = False
         self.status.setText(f"Indexing {collection}…")
         self._update_buttons()
         return True
@@ -189,20 +246,39 @@ class DocumentsPage(QWidget):
 
     # --- progress ---------------------------------------------------------------------------------------
     def _on_progressed(self, p) -> None:
+        if not self._run_listed:  # the run has made its collection: both lists show it from now on
+            self._run_listed = True
+            self._changed()
         self.progress.setRange(0, max(1, p.total))
         self.progress.setValue(p.done)
         held = "" if self.runner.gate.is_set() else " · waiting while the model answers"
+        if self.runner.cancelling():
+            held = " · cancelling…"
         self.status.setText(f"Indexing {self.runner.collection}: {progress_text(p)}{held}")
+        self.status.setToolTip(p.current or "")
 
-    def _on_finished(self, report) -> None:
-        self.status.setText(report_text(report))
+    def _changed(self) -> None:
         self.refresh()
         self.collections_changed.emit()
 
+    def cancel(self) -> None:
+        self.runner.cancel()
+        self.status.setText(f"Cancelling {self.runner.collection}: the file in hand is left for the next run…")
+        self.cancel_button.setEnabled(False)
+
+    def _on_finished(self, report) -> None:
+        self.status.setText(report_text(report))
+        self.status.setToolTip("")
+        self.noticed.emit(cleared("documents.failed"))  # an earlier failed index is answered
+        self._changed()
+        if not self.interrupted:
+            self.noticed.emit(cleared("documents.interrupted"))
+
     def _on_failed(self, message: str) -> None:
         self.status.setText(message)
-        self.error_reported.emit(message)
-        self._update_buttons()
+        self.status.setToolTip("")
+        self.noticed.emit(Notice(message, ERROR, "documents.failed"))
+        self._changed()  # a run that failed may have made its collection
 
     def close_tasks(self) -> None:
         self.runner.join()

@@ -1,21 +1,23 @@
 """Indexing in the background, for the window: one collection at a time on a thread of its own.
 
-The thread opens its own connection to the index (SQLite connections are not shared across threads here), and
-reports progress through a queued signal at most a few times a second. It yields to generation: the window
-clears the gate while the chat model answers (on two cores an indexer beside a decode would halve both), and
-the embedding engine runs below the window's priority anyway. Cancel stops after the file or batch in hand.
+The thread opens its own connection to the index (SQLite connections are not shared across threads here). It
+only keeps the indexer's latest progress; a timer on the window's thread shows it a few times a second. (Progress
+emitted at most every 0.25 s, at the moment it came, dropped the report that named a long file: the counter sat
+at "0 of 97 files" while later files were read, #48 B9.) It yields to generation: the window clears the gate
+while the chat model answers (on two cores an indexer beside a decode would halve both), and the embedding
+engine runs below the window's priority anyway. Cancel is looked at inside the file in hand too (the parsers
+take the cancel flag), and the vector pass stops after the batch in hand.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.core.errors import HearthError
 
-PROGRESS_INTERVAL_S = 0.25
+PROGRESS_MS = 250
 
 
 class IndexRunner(QObject):
@@ -30,6 +32,13 @@ class IndexRunner(QObject):
         self.cancel_event = threading.Event()
         self.thread: threading.Thread | None = None
         self.collection: str | None = None
+        self._latest = None  # the indexer's last progress, set by its thread, read on the window's
+        self._shown = None
+        self._poll = QTimer(self)
+        self._poll.setInterval(PROGRESS_MS)
+        self._poll.timeout.connect(self._show_latest)
+        self.finished.connect(self._stop_polling)
+        self.failed.connect(self._stop_polling)
 
     @property
     def running(self) -> bool:
@@ -41,6 +50,8 @@ class IndexRunner(QObject):
             return False
         self.cancel_event.clear()
         self.collection = collection
+        self._latest = self._shown = None
+        self._poll.start()
         self.thread = threading.Thread(target=self._run, args=(collection, path, vectors), name="hearth-index",
                                        daemon=True)
         self.thread.start()
@@ -52,13 +63,8 @@ class IndexRunner(QObject):
         from app.docs.store import Store
         from app.docs.vectors import Embedder
 
-        last = [0.0]
-
         def progress(p) -> None:
-            now = time.monotonic()
-            if now - last[0] >= PROGRESS_INTERVAL_S or p.done >= p.total:
-                last[0] = now
-                self.progressed.emit(p)
+            self._latest = p  # one assignment: the timer reads the newest, whatever came between
 
         store = embedder = None
         try:
@@ -81,6 +87,19 @@ class IndexRunner(QObject):
                 embedder.close()  # loaded only while indexing
             if store is not None:
                 store.close()
+
+    def _show_latest(self) -> None:
+        latest = self._latest
+        if latest is not None and latest is not self._shown:
+            self._shown = latest
+            self.progressed.emit(latest)
+
+    def _stop_polling(self, *_args) -> None:
+        self._poll.stop()
+        self._show_latest()  # the last count before the outcome
+
+    def cancelling(self) -> bool:
+        return self.running and self.cancel_event.is_set()
 
     def hold(self) -> None:
         """The chat model generates: indexing waits after the file or batch in hand."""

@@ -20,13 +20,14 @@ from pathlib import Path
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor, QPainter, QPolygonF
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
-                               QPushButton, QSlider, QSpinBox, QStyle, QStyleOptionSlider, QToolButton, QWidget)
+                               QPushButton, QSlider, QStyle, QStyleOptionSlider, QToolButton, QWidget)
 
 from app.core.chat_formats import BUILTIN_NAMES, PLAIN
 from app.core.modelfile import above_trained_context
 from app.core.metrics import default_threads
 from app.protocol.option_fields import H2O_FLASH_OFF, LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
 from app.protocol.messages import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
+from app.ui.clamped_spin import ClampingSpinBox
 from app.ui.models.titles import row_title
 
 CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
@@ -145,7 +146,7 @@ class LoadSettings(QWidget):
         self._template_before = 0  # the entry to go back to when the file dialog is cancelled
         self.template.activated.connect(self._on_template_activated)
 
-        self.threads = QSpinBox()
+        self.threads = ClampingSpinBox("CPU threads")
         # 0 shows as "Auto": the engine moves the count with the machine's load (app/engine/decoding/threads.py).
         # More than the machine has is refused (check_options).
         self.threads.setRange(0, LOGICAL_CORES)
@@ -215,7 +216,7 @@ class LoadSettings(QWidget):
         self.policy.setItemData(self.policy.findData("h2o"), "h2o: keep the first tokens, the recent ones and the "
                                 "ones that got the most attention; turns flash attention off", Qt.ToolTipRole)
         self.policy.setToolTip("window: keep the first tokens (attention sinks) and slide over the rest")
-        self.sinks = QSpinBox()
+        self.sinks = ClampingSpinBox("Attention sinks")
         self.sinks.setRange(0, 64)
         self.keep_system = QCheckBox("Keep the system prompt in the window")
         self.keep_system.setToolTip("When the window slides, the system prompt stays in view with the sinks")

@@ -22,8 +22,11 @@ def _entry_row(entry: dict) -> dict:
     return row
 
 
-def list_models(extra_paths: list[str] = ()) -> list[dict]:
-    """[{name, path, size_bytes, quant, source, ...}]: the library, plus imported paths it does not know."""
+def list_models(extra_paths: list[str] = (), keep: list[str] = ()) -> list[dict]:
+    """[{name, path, size_bytes, quant, source, ...}]: the library, plus imported paths it does not know.
+
+    A file that went away stays as a row with "missing": True (#49.8): a recorded import, an imported path, and
+    the paths in `keep` (the loaded model: it still runs from memory, and the window still names it)."""
     from app.core import library
 
     rows = [_entry_row(e.to_dict()) for e in library.list_models()]
@@ -32,9 +35,37 @@ def list_models(extra_paths: list[str] = ()) -> list[dict]:
         if path not in known and Path(path).is_file():
             try:
                 rows.append(_entry_row(library.resolve(path, discover_others=False).to_dict()))
+                known.add(path)
             except Exception:  # noqa: BLE001 - an unreadable leftover import is skipped, not fatal
                 continue
+    gone = [*library.missing_records(), *((p, "imported") for p in extra_paths), *((p, "loaded") for p in keep)]
+    for path, source in gone:
+        if path and path not in known and not Path(path).exists():
+            known.add(path)
+            rows.append(missing_row(path, source))
     return rows
+
+
+def missing_row(path: str, source: str) -> dict:
+    return {"name": Path(path).name, "path": path, "size_bytes": 0, "quant": "?", "source": source, "owned": False,
+            "id": Path(path).stem, "missing": True}
+
+
+def forget_missing(path: str) -> None:
+    """A row whose file is gone, out of the library (its record; the file is not there to delete)."""
+    from app.core import library
+
+    library.forget_missing(path)
+
+
+def relocate(old: str, new: str) -> dict:
+    """The file of a missing row found at `new`: imported (linked) there, and the old record forgotten."""
+    from app.core import library
+
+    entry = _entry_row(library.import_model(new, mode="link").to_dict())
+    if not Path(old).exists():
+        library.forget_missing(old)
+    return entry
 
 
 def inspect(path: str) -> dict:

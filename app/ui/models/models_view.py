@@ -7,7 +7,7 @@ it was last loaded with, else the default load options (Settings), as LM Studio 
 Everything that touches the disk, the network or a child process runs on a
 Tasks thread; the long jobs (download, quantize, convert) go through one
 JobBar with progress and Cancel. Their results join the library and the
-table refreshes; their errors reach the message bridge (`error_reported`).
+table refreshes; their errors reach the status bar as notices (`noticed`).
 
 Over 600 lines because it holds the library table, the details, the fit and the load flow of one page; the
 load flow (load_selected and its failure states) is the next to move out.
@@ -26,8 +26,10 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroup
                                QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
 
+from app.core.notices import ERROR, INFO, Notice
 from app.core.units import human_size
 from app.protocol.messages import ErrorKind, LoadOptions
+from app.ui.clamped_spin import say_clamps
 from app.ui.engine_bridge import EngineBridge
 from app.ui.models.titles import model_title
 from app.ui.models import manager
@@ -36,6 +38,7 @@ from app.ui.models.hub_panel import HubPanel
 from app.ui.models.load_settings import LoadSettings
 from app.ui.models.quality_pane import QualityPane
 from app.ui.settings.settings_dialog import default_load_options
+from app.ui.models.missing_files import MissingFiles, with_last_known
 from app.ui.models.titles import info_title, path_title
 from app.ui.runtime_text import format_text, placement_text
 from app.ui.speculation_text import loaded_text
@@ -47,7 +50,7 @@ COLUMNS = ["Name", "Type", "Size", "Source"]
 
 class ModelsView(QWidget):
     load_requested = Signal(object)  # LoadOptions
-    error_reported = Signal(str)  # a sentence for the window's message bridge
+    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
     library_changed = Signal(str)  # the path a job added (download, quantize, convert)
     library_listed = Signal(object)  # the library's rows, after each reading
 
@@ -60,6 +63,7 @@ class ModelsView(QWidget):
         self._select_after_refresh: str | None = None  # a job's new file, chosen once the table has it
         # Files that failed to load this session, with the reason: marked in the table and the fit verdict.
         self.failed: dict[str, str] = {}
+        self.relocated: dict[str, str] = {}  # {a file's old path: where Locate… found it} (#49.8)
         self._failure: tuple[str, str] | None = None  # (path, sentence) of the latest failed load, kept on screen
 
         self.table = QTableWidget(0, len(COLUMNS))
@@ -93,6 +97,8 @@ class ModelsView(QWidget):
         row.addWidget(self.import_button)
         row.addWidget(self.refresh_button)
         row.addStretch(1)
+        self.missing = MissingFiles(self)  # rows whose file went away: Locate… or Remove from library
+        row.addWidget(self.missing.locate_button)
         row.addWidget(self.delete_button)
         lib_layout.addLayout(row)
         qrow = QHBoxLayout()
@@ -230,6 +236,7 @@ class ModelsView(QWidget):
         bridge.load_progress.connect(self._on_load_progress)
         bridge.model_unloaded.connect(self.speculation.hide)
         bridge.model_unloaded.connect(self._show_loaded_note)
+        say_clamps(self, self.noticed)  # a typed value out of range, clamped: said on the status bar too
 
     def start(self) -> None:
         """Read the library (and whether conversion can run): the window asks once it has painted, since the
@@ -240,8 +247,9 @@ class ModelsView(QWidget):
     # --- library -----------------------------------------------------------------
     def refresh(self) -> None:
         """The library and the runtimes installed (one built in a terminal meanwhile shows after Refresh)."""
-        extra = list(self.imported)
-        self.tasks.run(lambda: manager.list_models(extra), self._on_models_listed, self.show_error, "library")
+        extra, loaded = list(self.imported), self.loaded_path()
+        self.tasks.run(lambda: manager.list_models(extra, [loaded] if loaded else []), self._on_models_listed,
+                       self.show_error, "library")
         self.tasks.run(manager.runtime_choices, self._on_runtimes_listed, self.show_error, "runtimes")
 
     def _on_runtimes_listed(self, rows: list[dict]) -> None:
@@ -250,7 +258,7 @@ class ModelsView(QWidget):
 
     def _on_models_listed(self, models: list[dict]) -> None:
         current = self.selected_path()
-        self.models = models
+        self.models = models = with_last_known(models, self.models)
         self.table.setRowCount(len(models))
         for row, m in enumerate(models):
             values = [m.get("name", ""), m.get("quant", "?"), human_size(m.get("size_bytes", 0) or 0),
@@ -270,16 +278,15 @@ class ModelsView(QWidget):
             self.table.selectRow(paths.index(target))
         elif models:
             self.table.selectRow(0)
-        if self.selected_path() != self._described:
+        if self.selected_path() != self._described or self.missing.changed():
             # The row chosen is the one that was: Qt says nothing, yet another file is in it now (a new copy
-            # sorted above the model it was made from), whose details and settings are to be shown.
+            # sorted above the model it was made from), or its file went away, which is to be shown.
             self._on_selection_changed()
         self.library_listed.emit(models)
 
     def _mark_rows(self) -> None:
         """The loaded model in bold with "loaded", a file that failed in red with "failed to load"."""
-        info = self.bridge.info if self.bridge.ready and not self.bridge.remote else None
-        loaded = info.get("path") if info else None
+        loaded = self.loaded_path()
         for row, m in enumerate(self.models):
             item = self.table.item(row, 0)
             if item is None:
@@ -291,7 +298,9 @@ class ModelsView(QWidget):
             # from the palette here kept light-theme black text on the dark theme's background).
             item.setData(Qt.ForegroundRole, None)
             # The mark leads the name: a narrow column elides the end of a long name.
-            if path == loaded:
+            if m.get("missing"):
+                text = self.missing.mark(item, m, path == loaded)
+            elif path == loaded:
                 text = f"● {text} (loaded)"
             elif path in self.failed:
                 text = f"⚠ {text} (failed to load)"
@@ -303,11 +312,35 @@ class ModelsView(QWidget):
     def show_loaded_mark(self) -> None:
         self._mark_rows()
 
+    def loaded_path(self) -> str | None:
+        """The local model loaded now (None for none, or a remote one), where its file is now if it was located
+        after it went away (the engine still runs it from memory, under the old path)."""
+        info = self.bridge.info if self.bridge.ready and not self.bridge.remote else None
+        path = info.get("path") if info else None
+        return self.relocated.get(path, path)
+
+    def move_model(self, old: str, new: str | None) -> None:
+        """A file found elsewhere (new) or forgotten (None): the page's memory of it follows."""
+        if new:
+            self.relocated[old] = new
+        if old in self.imported:
+            self.imported.remove(old)
+            if new and new not in self.imported:
+                self.imported.append(new)
+        for kept in (self.per_model, self._edited):
+            if old in kept:
+                value = kept.pop(old)
+                if new:
+                    kept[new] = replace(value, model_path=new) if isinstance(value, LoadOptions) \
+                        else {**value, "model_path": new}
+
     def title(self, info_or_path) -> str:
         """What the window calls a model: its library name with its type (see titles.py)."""
+        if isinstance(info_or_path, dict) and info_or_path.get("path") in self.relocated:
+            info_or_path = {**info_or_path, "path": self.relocated[info_or_path["path"]]}
         if isinstance(info_or_path, dict) or info_or_path is None:
             return info_title(info_or_path, self.models)
-        return path_title(info_or_path, self.models)
+        return path_title(self.relocated.get(info_or_path, info_or_path), self.models)
 
     def selected_path(self) -> str | None:
         rows = self.table.selectionModel().selectedRows()
@@ -323,7 +356,7 @@ class ModelsView(QWidget):
         self._check_requantize()  # the last model's note goes until this one's header is read
         self.quality.show_for(path)
         self._show_loaded_note()
-        if not path:
+        if not path or self.missing.show_selection():  # a missing file has nothing to read or fit
             return
         self._show_options_for(path)
         self.load_settings.set_layer_count(None, None)  # the old model's suggestion no longer applies
@@ -459,7 +492,7 @@ class ModelsView(QWidget):
         self.load_button.setText("Load anyway" if target else "Load model")
 
     def _set_loading(self, loading: bool) -> None:
-        self.load_button.setEnabled(not loading)
+        self.load_button.setEnabled(not loading and self.missing.selected() is None)
         self.cancel_button.setEnabled(loading)
 
     def cancel_load(self) -> None:
@@ -527,9 +560,11 @@ class ModelsView(QWidget):
         self.loaded_note.setText(note)
         self.loaded_note.setVisible(bool(note))
 
-    def show_error(self, message: str) -> None:
+    def show_error(self, message: str, cause: str = "models") -> None:
+        """The sentence in red under the library, and on the status bar under its cause: the next outcome of the
+        same cause ("models.import": a good import) replaces it there."""
         self.status.setText(f"<span style='color:#ef4444'>{html.escape(message)}</span>")
-        self.error_reported.emit(message)
+        self.noticed.emit(Notice(message, ERROR, cause))
 
     # --- import / download ---------------------------------------------------------
     def _on_import(self) -> None:
@@ -544,14 +579,20 @@ class ModelsView(QWidget):
             # Said and selected, so the user sees where the file went (it used to join the table silently).
             self._select_after_refresh = entry.get("path") or path
             self.sources.setCurrentIndex(0)
-            self.status.setText(f"Imported {html.escape(Path(path).name)}; it is selected in the library.")
+            said = f"Imported {Path(path).name}; it is selected in the library."
+            self.status.setText(html.escape(said))
+            self.noticed.emit(Notice(said, INFO, "models.import"))  # in place of a failed import's error (#49.14)
             self.refresh()
 
-        self.tasks.run(lambda: manager.import_model(path), done, self.show_error, "import")
+        self.tasks.run(lambda: manager.import_model(path), done, lambda m: self.show_error(m, "models.import"),
+                       "import")
 
     def _on_delete(self) -> None:
         path = self.selected_path()
         if not path:
+            return
+        if self.missing.selected() is not None:
+            self.missing.remove()
             return
         if self.bridge.options is not None and self.bridge.options.model_path == path:
             self.show_error("This model is loaded; load another one before deleting it.")

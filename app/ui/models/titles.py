@@ -13,7 +13,8 @@ def row_title(row: dict) -> str:
     """"name · type" for a library row; the type is left out where the name already says it."""
     name = row.get("name") or Path(row.get("path", "")).name
     quant = row.get("quant") or row.get("quantization")
-    return f"{name} · {quant}" if quant and quant != "?" and quant not in name else name
+    title = f"{name} · {quant}" if quant and quant != "?" and quant not in name else name
+    return f"{title} (file missing)" if row.get("missing") else title  # moved away, maybe still loaded (#49.8)
 
 
 def path_title(path: str | None, rows: list[dict]) -> str:

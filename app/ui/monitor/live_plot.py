@@ -53,9 +53,10 @@ def ago_text(value: float) -> str:
 class Curve:
     """A series as the plot draws it: absolute times and values, a colour, a line or dots."""
 
-    def __init__(self, color: str, dots: bool):
+    def __init__(self, color: str, dots: bool, right: bool = False):
         self.color = QColor(color)
         self.dots = dots
+        self.right = right  # on the plot's right-hand axis, a quantity of another unit (a count beside a share)
         self.x = np.empty(0)
         self.y = np.empty(0)
 
@@ -77,6 +78,7 @@ class LivePlot(QWidget):
         self.now = 0.0  # the time drawn at x = 0
         self.x_span = x_span
         self.y_top = 1.0
+        self.y2_top = 1.0  # the right-hand axis's top, for curves of another unit; whole numbers (a count)
         self.background = QColor("#ffffff")
         self.foreground = QColor("#9ca3af")
         self._frame: QPixmap | None = None
@@ -92,8 +94,9 @@ class LivePlot(QWidget):
         self._tick_font.setPointSize(TICK_PT)
 
     # --- what it shows ----------------------------------------------------
-    def add_curve(self, name: str, color: str, dots: bool = False) -> Curve:
-        curve = self.curves[name] = Curve(color, dots)
+    def add_curve(self, name: str, color: str, dots: bool = False, right: bool = False) -> Curve:
+        curve = self.curves[name] = Curve(color, dots, right)
+        self._invalidate()  # a right-hand curve brings its axis
         return curve
 
     def set_title(self, title: str) -> None:
@@ -112,6 +115,15 @@ class LivePlot(QWidget):
         if top != self.y_top:
             self.y_top = top
             self._invalidate()
+
+    def set_y2_top(self, top: float) -> None:
+        if top != self.y2_top:
+            self.y2_top = top
+            self._invalidate()
+
+    def right_range(self) -> list[float]:
+        """[y0, y1] of the right-hand axis."""
+        return [0.0, self.y2_top]
 
     def set_colors(self, background: str, foreground: str) -> None:
         self.background, self.foreground = QColor(background), QColor(foreground)
@@ -193,7 +205,10 @@ class LivePlot(QWidget):
         area_h = max(1.0, h - title_h - 4 - bottom)
         ys = self._ticks(self.y_top, int(area_h / (1.5 * metrics.height())))  # a line and a half apart
         left = max(metrics.horizontalAdvance(tick_text(y)) for y in ys) + 8
-        area = QRectF(left, title_h + 4, max(1.0, w - left - 8), area_h)
+        right_curves = [c for c in self.curves.values() if c.right]
+        y2s = [y for y in self._ticks(self.y2_top, int(area_h / (1.5 * metrics.height()))) if y == int(y)]
+        right = max(metrics.horizontalAdvance(tick_text(y)) for y in y2s) + 8 if right_curves else 8
+        area = QRectF(left, title_h + 4, max(1.0, w - left - right), area_h)
         widest = metrics.horizontalAdvance(ago_text(-self.x_span)) + 12  # labels apart by a space at least
         xs = [-x for x in self._ticks(self.x_span, int(area.width() / widest))]
         self._area = area
@@ -217,9 +232,17 @@ class LivePlot(QWidget):
             cx = min(max(px, area.left() + half), w - half - 1)  # the end labels stay inside the widget
             p.drawText(QRectF(cx - half - 1, area.bottom() + 3, 2 * half + 2, metrics.height()),
                        Qt.AlignCenter, label)
+        if right_curves:  # the right-hand axis, its labels in its curve's colour
+            p.setPen(right_curves[0].color)
+            for y in y2s:
+                py = area.bottom() - y / self.y2_top * area.height()
+                p.drawText(QRectF(area.right() + 4, py - metrics.height() / 2, right - 4, metrics.height()),
+                           Qt.AlignLeft | Qt.AlignVCenter, tick_text(y))
         p.setPen(QPen(self.foreground, 1))
         p.drawLine(area.bottomLeft(), area.bottomRight())
         p.drawLine(area.bottomLeft(), area.topLeft())
+        if right_curves:
+            p.drawLine(area.bottomRight(), area.topRight())
         p.end()
         return pixmap
 
@@ -232,8 +255,8 @@ class LivePlot(QWidget):
         p.setClipRect(area.adjusted(0, -DOT_RADIUS, DOT_RADIUS, 1))  # a line at 0 shows on the axis
         (x0, x1), (y0, y1) = self.viewRange()
         sx = area.width() / (x1 - x0)
-        sy = area.height() / (y1 - y0)
         for curve in self.curves.values():
+            sy = area.height() / (self.y2_top if curve.right else y1 - y0)
             x, y = curve.x, curve.y
             if not len(x):
                 continue

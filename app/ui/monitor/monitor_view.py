@@ -46,6 +46,8 @@ SYSTEM_MEMORY_EVERY_S = 1.0
 PER_ANSWER = ("prompt_tok_s", "ttft_s")
 # Series that only have points while an answer runs: a gap (NaN) ends each answer, so no line is drawn
 # straight across the idle time between answers.
+PERCENT_PLOTS = ("kv", "draft")  # their axis is 0-100 %, whatever the values
+RIGHT_AXIS = ("shifts",)  # counts drawn on their plot's right-hand axis, in whole numbers
 DURING_ANSWERS = ("gen_tok_s", "kv_fill", "shifts", "acceptance")
 GPU_COLOR = "#0ea5e9"  # the GPU's memory: only when layers are offloaded, named by the device in use
 FOREGROUND = "#9ca3af"  # axes, ticks and titles, on light and dark alike
@@ -129,8 +131,10 @@ class MonitorView(QWidget):
             ("speed", "Tokens/s", [("gen_tok_s", "#10b981", "generation"), ("prompt_tok_s", "#3b82f6", "prompt")]),
             ("ttft", "Time to first token (s)", [("ttft_s", "#f59e0b", "per answer")]),
             ("memory", "Memory (MB)", [("engine_mb", "#a855f7", "engine"), ("system_mb", "#6b7280", "system used")]),
-            # A short title: with " · window shifts" it set the graphs' width past the dock's narrowest.
-            ("kv", "KV cache (%)", [("kv_fill", "#ef4444", "fill"), ("shifts", "#f97316", "window shifts")]),
+            # Each quantity on an axis of its own unit (#49.9): window shifts, a count, were a flat line on the KV
+            # cache's percent axis, which nobody could read; they have the right-hand axis, in their colour (a
+            # sixth graph made the monitor too tall for a 600-pixel screen).
+            ("kv", "KV cache (%)", [("kv_fill", "#ef4444", "fill %"), ("shifts", "#f97316", "window shifts")]),
             ("draft", "Draft acceptance (%)", [("acceptance", "#14b8a6", "accepted")]),
         ]
         for key, title, curves in layout_spec:
@@ -183,7 +187,7 @@ class MonitorView(QWidget):
         plot = self.plots[key]
         # Per answer: one point each, dots with no line between answers. Lines are one pixel wide: Qt strokes
         # wider ones as filled paths.
-        self.curves[name] = plot.add_curve(name, color, dots=name in PER_ANSWER)
+        self.curves[name] = plot.add_curve(name, color, dots=name in PER_ANSWER, right=name in RIGHT_AXIS)
         self.members[key].append(name)
         self.legends[key].append((label, color, name in PER_ANSWER))
         self._set_title(key)
@@ -346,13 +350,19 @@ class MonitorView(QWidget):
                 curve.setData(*data[name])
                 self.drawn[name] = version
                 self.rebuilt += 1
+        def highest(names) -> float:
+            finite = {n: shown[n] & np.isfinite(data[n][1]) for n in names}
+            return max((float(data[n][1][finite[n]].max()) for n in names if finite[n].any()), default=0.0)
+
         for key, plot in self.plots.items():
-            finite = {n: shown[n] & np.isfinite(data[n][1]) for n in self.members[key]}
-            highest = max((float(data[n][1][finite[n]].max()) for n in self.members[key] if finite[n].any()),
-                          default=0.0)
+            left = [n for n in self.members[key] if n not in RIGHT_AXIS]
+            right = [n for n in self.members[key] if n in RIGHT_AXIS]
             # The frame (ticks, grid) is painted again only when the span or the top steps.
             plot.set_x_span(span)
-            plot.set_y_top(nice_ceiling(highest * 1.1))
+            # A share never runs past 100% (its axis read 200% once a value came near the top).
+            plot.set_y_top(100.0 if key in PERCENT_PLOTS else nice_ceiling(highest(left) * 1.1))
+            if right:
+                plot.set_y2_top(math.ceil(nice_ceiling(highest(right) * 1.1)))
             plot.advance(now)  # "now" at x = 0: the axis stays "seconds ago" as time passes
         self.redraws += 1
         self.redrawn.emit()
