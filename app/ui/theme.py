@@ -16,6 +16,13 @@ LIGHT = {"window": "#f5f6f8", "base": "#ffffff", "alt": "#f0f2f5", "text": "#111
 # The Settings dialog's choice ("light", "dark"; None follows the system). HEARTH_THEME still wins: the
 # screenshots and tests set it.
 chosen: str | None = None
+# Whether the system's own palette was dark, read before Hearth first set one of its own: read afterwards, the
+# application's palette is Hearth's, and "follow the system" after a dark choice would stay dark.
+_system_palette_dark: bool | None = None
+
+
+def _palette_is_dark() -> bool:
+    return QGuiApplication.palette().window().color().lightness() < 128
 
 
 def system_prefers_dark() -> bool:
@@ -29,7 +36,7 @@ def system_prefers_dark() -> bool:
         return True
     if scheme == Qt.ColorScheme.Light:
         return False
-    return QGuiApplication.palette().window().color().lightness() < 128
+    return _palette_is_dark() if _system_palette_dark is None else _system_palette_dark
 
 
 def palette_for(dark: bool) -> QPalette:
@@ -55,6 +62,9 @@ def palette_for(dark: bool) -> QPalette:
 
 
 def apply_theme(app, dark: bool | None = None) -> bool:
+    global _system_palette_dark
+    if _system_palette_dark is None:
+        _system_palette_dark = _palette_is_dark()
     dark = system_prefers_dark() if dark is None else dark
     app.setPalette(palette_for(dark))
     app.setProperty("hearth_dark", dark)
