@@ -1,6 +1,9 @@
 """A remote OpenAI-compatible server as a backend: llama.cpp's llama-server, vLLM, Ollama, LM Studio,
 llama-cpp-python's server, or another `hearth serve`.
 
+Over 600 lines because it is one backend whole: the seam's every call over HTTP, the stream's reading, and the
+many ways a server that is not Hearth's answers (no usage, no ids, other error shapes).
+
 `RemoteEndpoint(base_url, api_key, model)` implements the Backend seam (app.backends.backend) over HTTP
 with httpx, so the CLI, the window and the API server drive it as they drive the local engine:
 

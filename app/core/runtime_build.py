@@ -6,6 +6,10 @@
     python -m app.core.runtime_build vulkan --portable --tools   # and llama.cpp's llama-perplexity beside it
     (`hearth runtimes build vulkan|cuda` is the same build.)
 
+Over 600 lines because one build is one sequence (the tools found or fetched, the sources unpacked and trimmed,
+cmake, the layout the binding loads, the cache and its lock) that reads best in one place; app/core/runtimes.py
+lists and chooses what it made.
+
 A build is cached by the binding's version and its flags: the runtime's folder is named
 <name>-<version>-<hash of the flags>, and a second build with the same flags returns it at once. It is built in
 a temporary folder and renamed into place when complete, so a half build never looks finished; two builds of

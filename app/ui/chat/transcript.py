@@ -1,5 +1,9 @@
 """The conversation as one read-only rich-text document.
 
+Over 600 lines because the document's one job, rendering and updating messages in place without re-rendering
+the whole, holds the streaming answer, the finished messages and their headers together (the Markdown, the
+answer's blocks and the following of the end are apart: chat_markdown.py, answer_blocks.py, following.py).
+
 Finished messages are rendered once as Markdown, with code blocks in a
 monospace box and a "Copy code" link. While an answer streams, each paragraph
 (or code block) is rendered as Markdown once it is complete, so the answer
