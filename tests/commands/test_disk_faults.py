@@ -42,7 +42,8 @@ def hearth(home: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def fill(disk: Path) -> None:
-    with open(disk / "filler", "wb") as fh:
+    # Unbuffered: a buffered file's close flushes what the last write left behind and raises ENOSPC itself.
+    with open(disk / "filler", "wb", buffering=0) as fh:
         try:
             while True:
                 fh.write(b"\0" * 65536)
