@@ -36,8 +36,8 @@ def test_the_status_bar_names_what_a_context_policy_changed_at_load(bundled_mode
 
 
 def test_a_first_start_s_notice_is_news_in_plain_words(monkeypatch, bundled_model):
-    """On a machine never probed the load runs with extra buffer types off while the probe runs: a normal
-    one-time state. It said "Extra buffer types off" in orange beside "Ready"; now it is INFO, in words a new
+    """On a machine never probed whose probe takes longer than the first load waits for it (#49.11), that load
+    runs with extra buffer types off while the probe goes on: a normal one-time state. It said "Extra buffer types off" in orange beside "Ready"; now it is INFO, in words a new
     user reads, and it goes by itself. A probe that crashed says so in the detail."""
     from app.engine.probes import probe
     from app.ui.load_notices import extra_bufts_notice

@@ -31,6 +31,11 @@ PROBE_VERSION = 2
 # A prompt long enough to be evaluated as one batch through the matrix-matrix kernels (the crash is there).
 PROBE_PROMPT = "The quick brown fox jumps over the lazy dog, and the dog does not mind at all. " * 4
 PROBE_TIMEOUT_S = 120
+# How long a machine's very first load waits for the probe (#49.11): about 1-2 s where it answers (a child loads the
+# bundled model and reads one prompt), after which the first run runs as every later one, as fast and with the
+# same answers. A probe slower than this (a machine busy with something else) goes on in the background and that
+# one load keeps the extra buffer types off.
+FIRST_PROBE_WAIT_S = 15.0
 # Set in tests to make the probe child crash the way the AMX kernels do on
 # affected CPUs; this machine's CPU does not have the fault.
 SIMULATE_CRASH_ENV = "HEARTH_SIMULATE_EXTRA_BUFT_CRASH"
@@ -128,6 +133,22 @@ def decision_or_background_probe(model_path: str, start_probe: bool = True) -> d
         start_background_probe(model_path)
     return {"ok": False, "background": True,
             "detail": "being probed in the background; this load keeps them off, the next one uses the answer"}
+
+
+def decision_before_first_load(model_path: str, wait_s: float | None = None) -> dict:
+    """The remembered answer; on a machine never probed, the probe first, waited for up to FIRST_PROBE_WAIT_S.
+
+    Before (#19) a first start loaded at once with the extra buffer types off and probed after: every answer of
+    that first run was slower (0.83-0.86x of llama-server against 0.97-0.99x later) and, being computed by other
+    kernels, could differ from the same request's answer in every later run (#49.11). The probe runs in a
+    process of its own that remembers its answer, so a wait cut short loses nothing: the probe goes on and the
+    next load uses it."""
+    cached = cached_result()
+    if cached is not None:
+        return cached
+    start_background_probe(model_path)
+    wait_for_background_probe(FIRST_PROBE_WAIT_S if wait_s is None else wait_s)
+    return cached_result() or decision_or_background_probe(model_path, start_probe=False)
 
 
 def start_background_probe(model_path: str) -> None:

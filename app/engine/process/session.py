@@ -14,7 +14,7 @@ from app.engine.decoding.decode import Decoder
 from app.engine.context.h2o import h2o_load
 from app.engine.prompt.literal import literal_spans
 from app.engine.speculation.prediction import prediction_speculator
-from app.engine.probes.probe import decision_or_background_probe, start_background_probe
+from app.engine.probes.probe import decision_before_first_load
 from app.protocol.messages import LoadOptions, SamplingOptions
 from app.engine.decoding.runtime import Runtime
 from app.engine.decoding.slots import Slots
@@ -72,7 +72,7 @@ class Session:
         probe = None
         extra = options.extra_bufts
         if extra is None:
-            probe = decision_or_background_probe(probe_model or options.model_path, start_probe=False)
+            probe = decision_before_first_load(probe_model or options.model_path)
             extra = bool(probe.get("ok"))
         check_speculation_options(options)
         check_override(options.chat_template)  # a wrong name or file is said before the weights are read
@@ -83,10 +83,7 @@ class Session:
         attention = None
         if options.context_policy == "h2o":  # its scores are read from the graph: flash attention off
             options, attention = h2o_load(options)
-        session = cls(Runtime(options, extra_bufts=extra, progress=progress, attention=attention), probe)
-        if probe is not None and probe.get("background"):  # after the load: on two cores they shared the CPU
-            start_background_probe(probe_model or options.model_path)
-        return session
+        return cls(Runtime(options, extra_bufts=extra, progress=progress, attention=attention), probe)
 
     def describe(self) -> dict:
         info = self.rt.describe()
