@@ -66,6 +66,8 @@ def ask(qtbot, window, text: str, max_tokens: int = 24, temperature: float = 0.0
     window.chat.sampling.temperature.setValue(temperature)
     window.chat.sampling.max_tokens.setValue(max_tokens)
     window.chat.input.setPlainText(text)
+    # As a user waits for Send to be there: the load's queued news can still be arriving after "ready".
+    qtbot.waitUntil(window.chat.send_button.isEnabled, timeout=30_000)
     if wait:
         with qtbot.waitSignal(window.bridge.generation_finished, timeout=60_000) as finished:
             window.chat.send_button.click()
