@@ -12,25 +12,17 @@ from __future__ import annotations
 
 from app.core.errors import HearthError
 from app.tools.mcp_client import CALL_TIMEOUT_S, McpConnection
-from app.tools.servers import allowed_tools, get_server
-from app.tools.tool_chat import ToolSet
+from app.tools.servers import allowed_tools
+from app.tools.tool_chat import ToolSet, open_tool_set
 
 
 class ApiTools:
     """Connections to the offered servers, opened once when the server starts."""
 
     def __init__(self, names: list[str], connect_timeout: float | None = None):
-        from app.tools.mcp_client import CONNECT_TIMEOUT_S
-
-        opened: list[McpConnection] = []
-        try:
-            for name in names:
-                opened.append(McpConnection(get_server(name), connect_timeout or CONNECT_TIMEOUT_S).open())
-        except BaseException:
-            for conn in opened:
-                conn.close()
-            raise
-        self.by_label = {conn.entry.name: conn for conn in opened}
+        # As the chat opens them: a server that cannot start is one sentence, and the ones started are closed.
+        opened = open_tool_set(names, connect_timeout=connect_timeout)
+        self.by_label: dict[str, McpConnection] = {conn.entry.name: conn for conn in opened.connections}
 
     @property
     def labels(self) -> list[str]:

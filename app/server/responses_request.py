@@ -217,13 +217,19 @@ def _tool_choice(body: dict) -> Any:
                   "tool_choice")
 
 
+def _object(body: dict, name: str, example: str) -> dict | None:
+    """An optional field that must be an object; None when it is left out."""
+    value = body.get(name)
+    if value is not None and not isinstance(value, dict):
+        raise invalid(f"'{name}' must be an object such as {example}.", name)
+    return value
+
+
 def _text_format(body: dict) -> dict | None:
     """text.format as chat's response_format."""
-    text = body.get("text")
+    text = _object(body, "text", '{"format": {"type": "json_schema", ...}}')
     if text is None:
         return None
-    if not isinstance(text, dict):
-        raise invalid("'text' must be an object such as {\"format\": {\"type\": \"json_schema\", ...}}.", "text")
     verbosity = text.get("verbosity")
     if verbosity not in (None, "medium"):
         raise invalid("'text.verbosity' cannot be followed by this server's models; leave it out.",
@@ -245,11 +251,9 @@ def _text_format(body: dict) -> dict | None:
 def reasoning_for(body: dict, thinks: bool | None) -> dict | None:
     """The request's `reasoning`, checked against the model (thinks None: its shape only, before a model is
     chosen); as the response object echoes it."""
-    reasoning = body.get("reasoning")
+    reasoning = _object(body, "reasoning", '{"effort": "medium"}')
     if reasoning is None:
         return None
-    if not isinstance(reasoning, dict):
-        raise invalid("'reasoning' must be an object such as {\"effort\": \"medium\"}.", "reasoning")
     effort = reasoning.get("effort")
     if effort is not None and effort not in ("none", "minimal", "low", "medium", "high", "xhigh"):
         raise invalid(f"'reasoning.effort' {effort!r} is not an effort.", "reasoning.effort")
