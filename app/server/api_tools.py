@@ -13,7 +13,7 @@ from __future__ import annotations
 from app.core.errors import HearthError
 from app.tools.mcp_client import CALL_TIMEOUT_S, McpConnection
 from app.tools.servers import allowed_tools
-from app.tools.tool_chat import ToolSet, open_tool_set
+from app.tools.tool_chat import open_tool_set
 
 
 class ApiTools:
@@ -38,8 +38,7 @@ class ApiTools:
         return [t for t in conn.tools if only is None or t.name in only]
 
     def functions(self, label: str, only: list[str] | None = None) -> list[dict]:
-        return ToolSet([self.by_label[label]]).functions() if only is None else \
-            [t.function() for t in self.tools(label, only)]
+        return [t.function() for t in self.tools(label, only)]
 
     def call(self, label: str, tool: str, arguments: dict, timeout: float = CALL_TIMEOUT_S) -> tuple[str | None, str | None]:
         """(output, error) of one call, under the user's allow-list."""

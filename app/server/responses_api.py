@@ -30,8 +30,7 @@ from app.core.response_store import BrokenChain, ResponseStore, ResponseStoreErr
 from app.protocol import messages as P
 from app.server.answers import compact_json, event_stream, open_answer, token_counts
 from app.server.errors import ApiError, from_engine, invalid
-from app.server.responses_request import (ResponsesRequest, chat_messages, new_id, reasoning_for,
-                                             responses_request)
+from app.server.responses_request import ResponsesRequest, new_id, reasoning_for, responses_request
 from app.server.api_tools import ApiTools
 from app.server.tools import CallReader, answer_piece, tool_grammar
 
@@ -52,6 +51,7 @@ class OutputItems:
         self.calls = calls
         self.mcp = mcp or {}
         self.pending: list[dict] = []  # mcp_call items to run after this round
+        self.said = ""  # this round's text: what the model wrote before its calls
         self.items: list[dict] = []
         self.events: list[dict] = []  # not yet sent (without their sequence numbers)
         self._reasoning: dict | None = None  # the open reasoning item
@@ -107,6 +107,7 @@ class OutputItems:
                                 "output_index": index, "content_index": 0,
                                 "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}})
         self._message["content"][0]["text"] += text
+        self.said += text
         self.events.append({"type": "response.output_text.delta", "item_id": self._message["id"],
                             "output_index": self.items.index(self._message), "content_index": 0, "delta": text,
                             "logprobs": []})
@@ -143,13 +144,9 @@ class OutputItems:
             reasoning, piece = self.splitter.finish() if end else self.splitter.feed(piece)
             if reasoning:
                 self._reason(reasoning)
-        text, calls = answer_piece(self.calls, piece) if piece or end else ("", [])
-        if text:
-            self._text(text)
-        for call in calls:
-            self._call(call.name, call.arguments)
-        if end and piece and self.calls is not None:  # text held back by the splitter, then the end
-            text, calls = answer_piece(self.calls, "")
+        # A piece, then "" at the end: the call reader hands back what it held as a possible call's start.
+        for part in ([piece] if piece else []) + ([""] if end else []):
+            text, calls = answer_piece(self.calls, part)
             if text:
                 self._text(text)
             for call in calls:
@@ -184,7 +181,7 @@ class OutputItems:
         """The model answers again after its MCP calls: its text is a new message."""
         self.splitter = ReasoningSplitter(self.opened) if self.opened is not None else None
         self.calls = CallReader() if self.calls is not None else None
-        self.pending = []
+        self.pending, self.said = [], ""
 
     def take_events(self) -> list[dict]:
         events, self.events = self.events, []
@@ -248,9 +245,7 @@ class _Answer:
                 calls.append((item, output, error))
                 yield self.output.take_events()
             self.calls += len(calls)
-            said = "".join(c["text"] for i in self.output.items[-len(calls) - 1:-len(calls)]
-                           if i.get("type") == "message" for c in i["content"])
-            self.messages.append({"role": "assistant", "content": said, "tool_calls": [
+            self.messages.append({"role": "assistant", "content": self.output.said, "tool_calls": [
                 {"id": item["id"], "type": "function", "function": {"name": item["name"],
                                                                     "arguments": item["arguments"]}}
                 for item, _, _ in calls]})
@@ -307,11 +302,14 @@ class ResponsesApi:
         previous = body.get("previous_response_id") if isinstance(body, dict) else None
         if isinstance(previous, str):
             history = await self._conversation(previous)
-        req = responses_request(body, self.api.default_max_tokens, history)  # refused before any model loads
-        mcp = self._mcp_tools(req)
-        if mcp:  # the request again, with the named servers' tools beside its own functions
-            req = responses_request(body, self.api.default_max_tokens, history,
-                                    [f for functions in mcp.values() for f in functions[1]])
+        mcp: dict[str, tuple[list, list[dict]]] = {}  # the MCP servers it names: their tools, as functions
+
+        def mcp_functions(labels: dict[str, list[str] | None]) -> list[dict]:
+            mcp.update(self._mcp_tools(labels))
+            return [f for _, functions in mcp.values() for f in functions]
+
+        # Refused before any model loads.
+        req = responses_request(body, self.api.default_max_tokens, history, mcp_functions)
         model, backend = await self.api.serving(req.gen.model)
         info = backend.info or {}
         # A reasoning model: its template opens the thinking, or writes <think> blocks of its own.
@@ -339,12 +337,12 @@ class ResponsesApi:
         await self._keep(req, response)
         return JSONResponse(response)
 
-    def _mcp_tools(self, req: ResponsesRequest) -> dict[str, tuple[list, list[dict]]]:
-        """{server label: (its tools, as function tools)} for the MCP servers the request names; 400 for one this
-        server does not offer."""
+    def _mcp_tools(self, labels: dict[str, list[str] | None]) -> dict[str, tuple[list, list[dict]]]:
+        """{server label: (its tools, as function tools)} for the MCP servers a request names, each narrowed to the
+        tools it lists; 400 for one this server does not offer."""
         offered = self.api_tools
         out = {}
-        for label, only in req.mcp.items():
+        for label, only in labels.items():
             if offered is None or label not in offered.labels:
                 names = ", ".join(offered.labels) if offered else "none: hearth serve --tools NAME offers one"
                 raise invalid(f"tools: the MCP server '{label}' is not offered to API clients by this server "
@@ -414,7 +412,6 @@ class ResponsesApi:
         if items is None:
             raise ApiError(404, f"Previous response with id '{previous}' not found.", param="previous_response_id",
                            code="previous_response_not_found")
-        chat_messages(items)  # stored items read back as a conversation (refused here, not mid-answer)
         return items
 
     # --- GET / DELETE /v1/responses/{id}, GET .../input_items ---------------

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from app.server.errors import ApiError, invalid
 from app.server.requests import Generation, chat_request
@@ -58,8 +58,6 @@ class ResponsesRequest:
     previous_response_id: str | None
     store: bool
     echo: dict  # instructions, tools, tool_choice, text, reasoning, ... as the response object repeats them
-    # Hearth's MCP servers the request asks for, each with the tools it narrows them to (None: all)
-    mcp: dict[str, list[str] | None] = field(default_factory=dict)
     truncate: bool = False
 
 
@@ -128,7 +126,7 @@ def chat_messages(items: list[dict]) -> list[dict]:
                 raise invalid(f"{where} must have 'call_id', 'name' and 'arguments' (JSON text).", where)
             call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments or "{}"}}
             last = messages[-1] if messages else None
-            if last and last["role"] == "assistant" and "tool_calls" in last and not last.get("answered"):
+            if last and last["role"] == "assistant" and "tool_calls" in last:
                 last["tool_calls"].append(call)
             else:
                 messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
@@ -151,8 +149,6 @@ def chat_messages(items: list[dict]) -> list[dict]:
             raise invalid(f"{where}: an input item of type '{kind}' is not supported here; send messages, "
                           "function_call and function_call_output items.", f"{where}.type",
                           code="unsupported_input_item")
-    for m in messages:
-        m.pop("answered", None)
     return messages
 
 
@@ -307,9 +303,10 @@ def _refuse_unsupported(body: dict) -> None:
 
 
 def responses_request(body: Any, default_max_tokens: int, history: list[dict],
-                      mcp_functions: list[dict] | None = None) -> ResponsesRequest:
+                      mcp_functions: Callable[[dict[str, list[str] | None]], list[dict]]) -> ResponsesRequest:
     """body: the request; history: the stored conversation it continues (previous_response_id), oldest first;
-    mcp_functions: the tools of the MCP servers it names, as function tools (app/server/api_tools.py).
+    mcp_functions: the tools of the MCP servers it names ({label: the tools it narrows them to}), as function
+    tools beside its own (app/server/api_tools.py); it refuses a server that is not offered.
     The reasoning effort is checked against the model once it is known (reasoning_for)."""
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.")
@@ -327,7 +324,8 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict],
     if previous is not None and not isinstance(previous, str):
         raise invalid("'previous_response_id' must be the id of a stored response.", "previous_response_id")
     chat_tools, echo_tools, labels = _tools(body)
-    chat_tools += mcp_functions or []
+    if labels:
+        chat_tools += mcp_functions(labels)
     messages = chat_messages(history + items)
     if instructions:  # only this request's: instructions are not carried over from the previous response
         messages.insert(0, {"role": "system", "content": instructions})
@@ -364,7 +362,7 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict],
             "truncation": body.get("truncation") or "disabled", "metadata": body.get("metadata") or {},
             "store": store, "max_tool_calls": body.get("max_tool_calls"), "user": body.get("user")}
     return ResponsesRequest(gen=gen, input_items=items, previous_response_id=previous, store=store, echo=echo,
-                            mcp=labels, truncate=body.get("truncation") == "auto")
+                            truncate=body.get("truncation") == "auto")
 
 
 def _renamed(exc: ApiError) -> ApiError:
