@@ -362,22 +362,11 @@ class Transcript(Following, QTextBrowser):
         old, self._link_drawn = self._link_drawn, QColor(new)
         if new == old:
             return
+        paint = QTextCharFormat()
+        paint.setForeground(new)
         doc = self.document()
-        cursor = QTextCursor(doc)
-        block = doc.begin()
-        while block.isValid():
-            it = block.begin()
-            while not it.atEnd():
-                fragment = it.fragment()
-                fmt = fragment.charFormat()
-                if fmt.isAnchor() and fmt.foreground().color() == old:
-                    paint = QTextCharFormat()
-                    paint.setForeground(new)
-                    cursor.setPosition(fragment.position())
-                    cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.KeepAnchor)
-                    cursor.mergeCharFormat(paint)
-                it += 1
-            block = block.next()
+        self._paint_fragments(doc.begin(), doc.characterCount(),
+                              lambda fmt: fmt.isAnchor() and fmt.foreground().color() == old, paint)
 
     def _restyle_code_blocks(self) -> None:
         """The theme changed: the code blocks drawn take the new background in place (light code on the old
@@ -412,13 +401,20 @@ class Transcript(Following, QTextBrowser):
                 block_format.setBackground(new)
                 cursor.setPosition(block.position())
                 cursor.setBlockFormat(block_format)
+            block = block.next()
+        paint = QTextCharFormat()
+        paint.setBackground(new)
+        self._paint_fragments(doc.findBlock(start), end, lambda fmt: fmt.background().style() != Qt.NoBrush
+                              and fmt.background().color() == old, paint)
+
+    def _paint_fragments(self, block, end: int, matches, paint: QTextCharFormat) -> None:
+        """Merge paint into every text fragment from block up to position end whose format matches."""
+        cursor = QTextCursor(self.document())
+        while block.isValid() and block.position() <= end:
             it = block.begin()
             while not it.atEnd():
                 fragment = it.fragment()
-                if fragment.charFormat().background().style() != Qt.NoBrush and \
-                        fragment.charFormat().background().color() == old:
-                    paint = QTextCharFormat()
-                    paint.setBackground(new)
+                if matches(fragment.charFormat()):
                     cursor.setPosition(fragment.position())
                     cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.KeepAnchor)
                     cursor.mergeCharFormat(paint)
