@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server.conftest import free_port
+from tests.server.conftest import free_port, stop_server
 
 pytestmark = pytest.mark.slow
 
@@ -40,15 +40,6 @@ def serve(home: Path, extra_env: dict[str, str]) -> tuple[subprocess.Popen, str,
     return proc, f"http://127.0.0.1:{port}", time.monotonic() - started
 
 
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 @pytest.fixture
 def home_with_fifos(tmp_path):
     home = tmp_path / "home"
@@ -69,7 +60,7 @@ def test_serve_with_a_fifo_in_its_library_starts_and_lists_without_it(home_with_
         ids = [m["id"] for m in httpx.get(base + "/v1/models", timeout=30).json()["data"]]
         assert ids and not any("blocker" in i or "pipe" in i for i in ids), ids
     finally:
-        stop(proc)
+        stop_server(proc)
 
 
 def test_health_and_the_loaded_model_answer_while_the_library_is_still_being_listed(tmp_path):
@@ -86,4 +77,4 @@ def test_health_and_the_loaded_model_answer_while_the_library_is_still_being_lis
         assert plain.status_code == 200, plain.text
         assert time.monotonic() - started < SCAN_DELAY_S / 2
     finally:
-        stop(proc)
+        stop_server(proc)
