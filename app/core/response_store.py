@@ -40,6 +40,13 @@ PRAGMA user_version = 1;
 
 BUSY_TIMEOUT_S = 5.0
 MAX_CHAIN = 10_000  # responses a conversation may be read back through
+# Characters of stored items a conversation may read back: far more than a request body may carry (10 MB by
+# default), so that no chain of stored turns, each one small enough, adds up to more memory than that.
+MAX_CONVERSATION_CHARS = 64 * 2**20
+_CHAIN = ("WITH RECURSIVE chain(id, previous_id, depth) AS ("
+          " SELECT id, previous_id, 0 FROM responses WHERE id = ?"
+          " UNION ALL SELECT r.id, r.previous_id, c.depth + 1 FROM responses r JOIN chain c ON r.id = c.previous_id"
+          " WHERE c.depth < ?) ")
 DEFAULT_MAX_RESPONSES = 10_000
 DEFAULT_MAX_AGE_DAYS = 30.0  # as OpenAI keeps a stored response
 
@@ -150,16 +157,13 @@ class ResponseStore:
         """Every input and output item of the chain that ends with this response, oldest first; None when the
         response is not stored. Raises BrokenChain when an older response of it was let go, HearthError for a
         chain longer than MAX_CHAIN."""
-        rows = self._run(lambda db: db.execute(
-            "WITH RECURSIVE chain(id, previous_id, depth) AS ("
-            " SELECT id, previous_id, 0 FROM responses WHERE id = ?"
-            " UNION ALL SELECT r.id, r.previous_id, c.depth + 1 FROM responses r JOIN chain c ON r.id = c.previous_id"
-            " WHERE c.depth < ?) "
-            "SELECT c.id, c.previous_id, c.depth, r.input, r.output FROM chain c JOIN responses r ON r.id = c.id "
-            "ORDER BY c.depth DESC", (response_id, MAX_CHAIN)).fetchall())
-        if not rows:
+        # Its shape and size first, without its text: a chain too long or too big is refused before it is read.
+        shape = self._run(lambda db: db.execute(
+            _CHAIN + "SELECT c.previous_id, c.depth, length(r.input) + length(r.output) FROM chain c "
+            "JOIN responses r ON r.id = c.id ORDER BY c.depth DESC", (response_id, MAX_CHAIN)).fetchall())
+        if not shape:
             return None
-        oldest_previous, depth = rows[0][1], rows[0][2]
+        oldest_previous, depth = shape[0][0], shape[0][1]
         if oldest_previous is not None:
             if depth >= MAX_CHAIN:
                 raise HearthError(f"The conversation of '{response_id}' is longer than {MAX_CHAIN:,} responses; "
@@ -167,8 +171,14 @@ class ResponseStore:
             raise BrokenChain(oldest_previous, f"'{response_id}' continues '{oldest_previous}', which is no longer "
                               f"stored (this server keeps {self.max_responses:,} responses for "
                               f"{self.max_age_s / 86400:g} days); send the conversation as input instead.")
+        if sum(size for _, _, size in shape) > MAX_CONVERSATION_CHARS:
+            raise HearthError(f"The conversation of '{response_id}' holds more than {MAX_CONVERSATION_CHARS:,} "
+                              "characters; start a new one with the input it needs.")
+        rows = self._run(lambda db: db.execute(
+            _CHAIN + "SELECT r.input, r.output FROM chain c JOIN responses r ON r.id = c.id ORDER BY c.depth DESC",
+            (response_id, MAX_CHAIN)).fetchall())
         items: list[dict] = []
-        for _, _, _, given, output in rows:
+        for given, output in rows:
             items += json.loads(given) + json.loads(output)
         return items
 

@@ -68,3 +68,19 @@ def test_a_damaged_file_is_moved_aside_once(tmp_path):
     assert store.notice and aside[0].name in store.notice
     _turn(store, "r1", None)
     assert ResponseStore(path).get("r1")["id"] == "r1"
+
+
+def test_a_conversation_too_big_to_read_back_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    """Each turn small enough, a long chain of them could add up past any memory: the chain's size is summed in
+    SQL, and a conversation past MAX_CONVERSATION_CHARS is one sentence, not read."""
+    from app.core import response_store
+    from app.core.errors import HearthError
+
+    store = ResponseStore(tmp_path / "r.sqlite3")
+    _turn(store, "r1", None)
+    _turn(store, "r2", "r1")
+    (first,) = store.db.execute("SELECT length(input) + length(output) FROM responses WHERE id = 'r1'").fetchone()
+    monkeypatch.setattr(response_store, "MAX_CONVERSATION_CHARS", first)  # r1 alone fits; r1 and r2 do not
+    with pytest.raises(HearthError, match="holds more than"):
+        store.conversation("r2")
+    assert [i["id"] for i in store.conversation("r1")] == ["q-r1", "a-r1"]
