@@ -2,7 +2,10 @@
 
 `Tasks.run(fn, on_result, on_error)` calls fn on a daemon thread and delivers
 its result or its HearthError sentence back on the GUI thread through a
-queued signal. Progress callbacks go through `progress(...)`, which is safe
+queued signal. Threads end in any order: where a newer run of the same work
+replaces an older one (a fit for the runtime now chosen, a search for the text
+now typed), `latest=True` drops whatever the older one reports, so a slow old
+answer never overwrites a newer one. Progress callbacks go through `progress(...)`, which is safe
 to call from the worker. `join()` waits for every task (tests leave no
 thread running; the window joins on close).
 """
@@ -29,12 +32,19 @@ class Tasks(QObject):
         # that callback often starts the next piece of work (a listing that selects a model starts inspecting it).
         self._undelivered = 0
         self._closed = False  # the page is closing: a result that arrives now must not start more work
+        self._newest: dict[str, object] = {}  # per name, the run of latest=True work whose answer is wanted
         self._finished.connect(self._on_finished)
 
     def run(self, fn: Callable[[], Any], on_result: Callable[[Any], None] | None = None,
-            on_error: Callable[[str], None] | None = None, name: str = "task") -> threading.Thread | None:
+            on_error: Callable[[str], None] | None = None, name: str = "task",
+            latest: bool = False) -> threading.Thread | None:
+        """latest: a later run under the same name supersedes this one; this one's result and error are
+        dropped when they arrive after it started."""
         if self._closed:
             return None
+        if latest:
+            token = self._newest[name] = object()
+            on_result, on_error = (self._if_newest(name, token, callback) for callback in (on_result, on_error))
 
         def body():
             try:
@@ -56,6 +66,15 @@ class Tasks(QObject):
         self._threads.append(thread)
         thread.start()
         return thread
+
+    def drop(self, name: str) -> None:
+        """What the latest=True work of this name still running reports is no longer wanted."""
+        self._newest.pop(name, None)
+
+    def _if_newest(self, name: str, token: object, callback: Callable | None) -> Callable | None:
+        if callback is None:
+            return None
+        return lambda value: self._newest.get(name) is token and callback(value)
 
     def progress(self, name: str, payload: Any) -> None:
         self.progressed.emit(name, payload)

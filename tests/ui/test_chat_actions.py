@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QTextCursor
 
-from tests.ui.conftest import READY_TIMEOUT_MS, ask
+from tests.ui.conftest import READY_TIMEOUT_MS, ask, wait_loaded
 
 
 def roles_and_texts(w) -> list[tuple[str, str]]:
@@ -92,7 +92,7 @@ def test_the_window_comes_back_with_its_size_model_settings_and_chats(qtbot, hea
     first = MainWindow()
     qtbot.addWidget(first)
     first.show()
-    qtbot.waitUntil(lambda: first.bridge.ready, timeout=READY_TIMEOUT_MS)
+    wait_loaded(qtbot, first)
     with qtbot.waitSignal(first.bridge.model_loaded, timeout=READY_TIMEOUT_MS):
         first.load_model(LoadOptions(model_path=q8, n_ctx=2048))
     first.resize(780, 720)  # within the offscreen screen (800x800): restoreGeometry keeps a window on its screen
@@ -104,7 +104,7 @@ def test_the_window_comes_back_with_its_size_model_settings_and_chats(qtbot, hea
     second = MainWindow()
     qtbot.addWidget(second)
     second.show()
-    qtbot.waitUntil(lambda: second.bridge.ready, timeout=READY_TIMEOUT_MS)
+    wait_loaded(qtbot, second)
     try:
         # The height comes back exactly. The width too, except that the layout's minimum width (about 1,000 px,
         # which depends on the texts shown: a loaded model's, a finished answer's) is above the offscreen screen's
@@ -190,7 +190,7 @@ def test_a_last_model_that_is_gone_starts_the_bundled_one_and_says_so(qtbot, hea
     window.show()
     try:
         assert "moved-away.gguf" in window.statusBar().currentMessage()
-        qtbot.waitUntil(lambda: window.bridge.ready, timeout=READY_TIMEOUT_MS)
+        wait_loaded(qtbot, window)
         assert window.bridge.info["path"] == str(bundled_model)
     finally:
         window.close()
@@ -215,7 +215,7 @@ def test_settings_of_the_wrong_type_are_reset_and_kept_aside(qtbot, hearth_home,
     try:
         assert any("imported_models" in p and "window_geometry" in p for p in window.settings_problems)
         assert "n_ctx" in window.statusBar().currentMessage() and "model_path" in window.statusBar().currentMessage()
-        qtbot.waitUntil(lambda: window.bridge.ready, timeout=READY_TIMEOUT_MS)
+        wait_loaded(qtbot, window)
         assert window.bridge.info["path"] == str(bundled_model)
         sampling = window.chat.sampling.options()
         assert sampling.top_k == 7 and sampling.temperature != "hot"  # the good value kept, the bad one reset

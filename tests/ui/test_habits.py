@@ -6,6 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
 
+from tests.ui.conftest import wait_loaded
+
 
 def test_enter_sends_shift_enter_adds_a_line_and_settings_turn_it_round(qtbot, idle_window, hearth_home):
     from app.core.settings import load_settings
@@ -114,10 +116,9 @@ def test_the_first_start_loads_the_bundled_model_with_the_default_load_options(q
     qtbot.addWidget(w)
     w.show()
     try:
-        qtbot.waitUntil(lambda: w.bridge.ready, timeout=60_000)
+        wait_loaded(qtbot, w)
         assert (w.bridge.info["n_ctx"], w.bridge.options.kv_type) == (2048, "q8_0")
-        # The label follows the load's news, queued to the window's thread after the engine says it is ready.
-        qtbot.waitUntil(lambda: w.ctx_label.text() == "context 2048", timeout=5_000)
+        assert w.ctx_label.text() == "context 2048"
     finally:
         w.close()
 

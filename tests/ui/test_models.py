@@ -154,3 +154,40 @@ def test_convert_a_folder_that_is_not_a_checkpoint_says_why(qtbot, idle_window, 
         panel.convert_button.click()
     assert "config.json" in failed.args[0] and "Traceback" not in failed.args[0]
     assert failed.args[0] in w.statusBar().currentMessage()
+
+
+def test_a_slow_older_fit_never_replaces_the_verdict_for_the_settings_now_chosen(qtbot, idle_window, bundled_model,
+                                                                                  monkeypatch):
+    """Each change of the load settings asks for a fit on a thread of its own, and threads end in any order. An
+    older verdict that arrived last stayed (CI saw the CPU's "Fits in RAM" under the Vulkan runtime chosen)."""
+    import threading
+
+    from app.ui.models import manager
+
+    w = idle_window
+    w.tabs.setCurrentWidget(w.models)
+    qtbot.waitUntil(lambda: str(bundled_model) in library_paths(w), timeout=20_000)
+    w.models.table.selectRow(library_paths(w).index(str(bundled_model)))
+    qtbot.waitUntil(lambda: w.models.fit_label.text() != "", timeout=20_000)
+    ctx = w.models.load_settings.ctx
+    older, newer = [ctx.itemData(i) for i in range(ctx.count()) if i != ctx.currentIndex()][:2]
+    release, asked_older = threading.Event(), threading.Event()
+    real_fit = manager.fit
+
+    def fit(path, n_ctx, *args):
+        if n_ctx == older:  # the older question is answered only after the newer one was shown
+            asked_older.set()
+            release.wait(30)
+        return real_fit(path, n_ctx, *args)
+
+    monkeypatch.setattr(manager, "fit", fit)
+    ctx.setCurrentIndex(ctx.findData(older))
+    qtbot.waitUntil(asked_older.is_set, timeout=10_000)
+    ctx.setCurrentIndex(ctx.findData(newer))
+    kv = w.models.load_settings.kv_type.currentText()
+    needs = real_fit(str(bundled_model), newer, kv)["verdict"].split(",")[0]  # free RAM moves between the two
+    qtbot.waitUntil(lambda: needs in w.models.fit_label.text(), timeout=20_000)
+    release.set()
+    qtbot.waitUntil(lambda: not w.models.tasks.busy(), timeout=20_000)
+    assert needs in w.models.fit_label.text()
+    assert real_fit(str(bundled_model), older, kv)["verdict"].split(",")[0] not in w.models.fit_label.text()

@@ -39,7 +39,6 @@ class LengthCheck(QObject):
         self._timer.setSingleShot(True)
         self._timer.setInterval(SETTLE_MS)
         self._timer.timeout.connect(self.check)
-        self._asked = 0  # the newest count asked; an older answer is dropped
         page.input.textChanged.connect(self._timer.start)
         page.bridge.model_loaded.connect(lambda *_: self._timer.start())
         page.sampling.max_tokens.valueChanged.connect(lambda *_: self._timer.start())
@@ -51,18 +50,18 @@ class LengthCheck(QObject):
         n_ctx = (info or {}).get("n_ctx")
         answer_room = self.page.sampling.max_tokens.value()
         if not n_ctx or len(text) < max(0, n_ctx - answer_room) / 2:
+            self.tasks.drop("length-check")  # a count still running is of an older text
             self._show("")  # cannot be too long: no count needed
             return
-        self._asked += 1
-        asked, model = self._asked, self.page._model_path()
+        model = self.page._model_path()
 
         def count() -> int:
             from app.backends.vocab import TokenCounter
 
             return TokenCounter(model).count(text)
 
-        self.tasks.run(count, lambda tokens: asked == self._asked and self._show(
-            too_long_text(tokens, n_ctx, answer_room)), None, "length-check")
+        self.tasks.run(count, lambda tokens: self._show(too_long_text(tokens, n_ctx, answer_room)), None,
+                       "length-check", latest=True)
 
     def _show(self, sentence: str) -> None:
         self.label.setText(sentence)

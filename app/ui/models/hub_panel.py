@@ -27,7 +27,6 @@ class HubPanel(QWidget):
     def __init__(self, tasks: Tasks, parent=None):
         super().__init__(parent)
         self.tasks = tasks
-        self._generation = 0  # the search whose answer is wanted
         self.query = QLineEdit(placeholderText="Search Hugging Face (e.g. qwen 0.5b), empty for recommendations")
         self.query.setClearButtonEnabled(True)
         self.search_button = QPushButton("Search")
@@ -68,28 +67,21 @@ class HubPanel(QWidget):
     # --- searching -------------------------------------------------------------------
     def search(self) -> None:
         text = self.query.text().strip()
-        self._generation += 1
-        generation = self._generation
         self.search_button.setEnabled(False)
         if text:
             self.note.setText(f"Searching for “{text}”…")
-            self.tasks.run(lambda: manager.search(text), lambda rows: self._on_found(generation, rows),
-                           lambda msg: self._on_failed(generation, msg), "search")
+            self.tasks.run(lambda: manager.search(text), self._on_found, self._on_failed, "search", latest=True)
         else:
             self.note.setText("Loading the recommended models…")
-            self.tasks.run(manager.recommended, lambda rows: self._on_recommended(generation, rows),
-                           lambda msg: self._on_failed(generation, msg), "recommended")
+            # The same name as a search: whichever was asked last is shown.
+            self.tasks.run(manager.recommended, self._on_recommended, self._on_failed, "search", latest=True)
 
-    def _on_failed(self, generation: int, message: str) -> None:
-        if generation != self._generation:
-            return
+    def _on_failed(self, message: str) -> None:
         self.search_button.setEnabled(True)
         self.note.setText(message)
         self.error_reported.emit(message)
 
-    def _on_found(self, generation: int, repos: list[dict]) -> None:
-        if generation != self._generation:
-            return
+    def _on_found(self, repos: list[dict]) -> None:
         self.search_button.setEnabled(True)
         self.tree.clear()
         self.tree.setColumnHidden(3, False)
@@ -111,9 +103,7 @@ class HubPanel(QWidget):
                           "No repository with GGUF files matches; try fewer words.")
         self.results_shown.emit(len(repos))
 
-    def _on_recommended(self, generation: int, rows: list[dict]) -> None:
-        if generation != self._generation:
-            return
+    def _on_recommended(self, rows: list[dict]) -> None:
         self.search_button.setEnabled(True)
         self.tree.clear()
         self.tree.setColumnHidden(3, True)  # the curated list has no download counts: room for the names

@@ -249,8 +249,8 @@ class ModelsView(QWidget):
         """The library and the runtimes installed (one built in a terminal meanwhile shows after Refresh)."""
         extra, loaded = list(self.imported), self.loaded_path()
         self.tasks.run(lambda: manager.list_models(extra, [loaded] if loaded else []), self._on_models_listed,
-                       self.show_error, "library")
-        self.tasks.run(manager.runtime_choices, self._on_runtimes_listed, self.show_error, "runtimes")
+                       self.show_error, "library", latest=True)
+        self.tasks.run(manager.runtime_choices, self._on_runtimes_listed, self.show_error, "runtimes", latest=True)
 
     def _on_runtimes_listed(self, rows: list[dict]) -> None:
         self.runtime_rows = rows
@@ -362,11 +362,11 @@ class ModelsView(QWidget):
         self.load_settings.set_layer_count(None, None)  # the old model's suggestion no longer applies
         self.load_settings.set_trained_context(None)
         self.tasks.run(lambda: manager.inspect(path), lambda info: self._show_details(path, info),
-                       lambda msg: self.details.setText(html.escape(msg)), "inspect")
+                       lambda msg: self.details.setText(html.escape(msg)), "inspect", latest=True)
         rows = list(self.models)
         self.tasks.run(lambda: manager.draft_candidates(path, rows),
                        lambda found: path == self.selected_path() and self.load_settings.set_draft_choices(found),
-                       None, "drafts")
+                       None, "drafts", latest=True)
         self._update_fit()
 
     def _show_details(self, path: str, info: dict) -> None:
@@ -444,7 +444,7 @@ class ModelsView(QWidget):
         draft = self.load_settings.options(path).draft_model  # the load holds it too (#49.2)
         self.tasks.run(lambda: {**manager.fit(path, n_ctx, kv, runtime, draft),
                                 "draft_pay": manager.draft_pay(path, draft) if draft else None},
-                       self._show_fit, self.fit_label.setText, "fit")
+                       self._show_fit, self.fit_label.setText, "fit", latest=True)
 
     def _show_fit(self, verdict: dict) -> None:
         path = self.selected_path()
