@@ -16,9 +16,9 @@ The device machine this project is sometimes lent (one H200, 16 cores, Python 3.
   there:  python3 scripts/gpu_check.py bench     (carry .gpu; right after, while the machine is still warm: it
                                                   keeps .gpu-work, where the build is)
           random-weight models written there in F16 and Q4_0 (a 1.1B llama of TinyLlama's shape, and one of the
-          bundled model's shape, both with its tokenizer: speed does not depend on the values), then `hearth bench` at 0, half and
-          all layers beside llama-bench of the same build, `hearth bench serve --parallel 4` against
-          `llama-server -np 4`, and `hearth bench spec` fully offloaded.
+          bundled model's shape, both with its tokenizer: speed does not depend on the values), then
+          `hearth bench` at 0, 25, 50, 75 and 100% of the layers beside llama-bench of the same build,
+          `hearth bench serve --parallel 4` against `llama-server -np 4`, and `hearth bench spec` fully offloaded.
 
 Each step prints as it goes, and writes its log and JSON results under $OUT (or .gpu/out). Before device time
 is spent: `bench --dry-run` runs the bench step here on the CPU runtime with small models; a rehearsal runs it as
@@ -377,7 +377,9 @@ def bench(dry_run: bool, quick: bool, small: bool = False) -> int:
     big, n_layer = models["big-q4_0"], (DRY_BIG if dry_run or small else BIG)["n_layer"]
     # Most telling first, so a command stopped at its limit has taken those: all layers, then the curve; the
     # F16 1.1B and the small model fully offloaded only (the device call has about 6 minutes for all of this).
-    plan = ((big, ("-1", "0", str(n_layer // 2))), (models["big-f16"], ("-1",)), (models["small-q4_0"], ("-1",)))
+    # The curve: 0, 25, 50, 75 and 100% of the layers (the first run took 0, 50 and 100% only).
+    curve = ("-1", "0", str(n_layer // 2), str(n_layer // 4), str(3 * n_layer // 4))
+    plan = ((big, curve), (models["big-f16"], ("-1",)), (models["small-q4_0"], ("-1",)))
     for model, layer_counts in plan:
         for layers in layer_counts:
             run(log, hearth("bench", "--model", model, "--gpu-layers", layers, "--repeats", repeats, "--json"),

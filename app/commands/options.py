@@ -91,7 +91,29 @@ def load_options(args: argparse.Namespace) -> LoadOptions:
     check_options(options)  # before any engine starts: the sentence comes at once
     if options.n_gpu_layers or options.runtime not in ("auto", "cpu"):
         _say_runtime(options)
+    if options.draft_model:
+        _say_draft(options)
     return options
+
+
+def _say_draft(options: LoadOptions) -> None:
+    """A draft model that cannot pay is said before the load, as the window's load settings say it: the load
+    still holds it (the flag was given), but the engine will answer without drafting."""
+    import sys
+
+    from app.core.draft_pay import DRAFT_COST_LIMIT, draft_verdict
+    from app.core.errors import HearthError
+
+    try:
+        verdict = draft_verdict(options.model_path, options.draft_model)
+    except (HearthError, OSError):  # an unreadable file: the load's own check says so in its sentence
+        return
+    if not verdict.pays:
+        how = "as measured on this machine" if verdict.measured else "estimated from the two files' sizes"
+        print(f"hearth: --draft-model {Path(options.draft_model).name}: a draft token costs about "
+              f"{verdict.ratio:.0%} of a step of {Path(options.model_path).name} ({how}); above "
+              f"{DRAFT_COST_LIMIT:.0%} drafting cannot pay, so the engine will answer without it and its memory is "
+              "held for nothing. Leave --draft-model out, or choose a smaller draft.", file=sys.stderr)
 
 
 def _say_runtime(options: LoadOptions) -> None:

@@ -539,7 +539,7 @@ class MainWindow(QMainWindow):
 
         vocab.close()  # the vocabulary child the draft choices and token counts asked (it outlived the window)
         if built("server"):
-            self.server.stop()
+            self.server.close_tasks()
         self.bridge.close()
         # The supervisor's threads posted their last news (an unload, a backend change) as queued signals; they
         # are delivered now, while the chat store they read is still open, and nothing after this is.

@@ -6,6 +6,10 @@ snippets for the running address, and a live request log. The server runs on a t
 the Chat page keeps working while the API serves. Each finished request is reported on the server's
 thread and crosses to the GUI thread as a queued signal.
 
+Starting and stopping run off the GUI thread (app.ui.worker.Tasks): a start opens the MCP servers offered, each
+up to its connect timeout, and a stop lets the requests in flight finish for up to STOP_TIMEOUT_S; the window
+stays live meanwhile, its buttons saying "Starting…" or "Stopping…".
+
 The address, port and CORS origins are kept in the settings file; the key goes to the system keyring
 (app.core.api_keys), so the editors and scripts configured with it keep working after a restart.
 
@@ -34,6 +38,7 @@ from app.ui.clamped_spin import ClampingSpinBox
 from app.ui.background_server import BackgroundServer, base_url
 from app.ui.chat.transcript import Transcript
 from app.ui.widgets import StatusLine, copy_button
+from app.ui.worker import Tasks
 
 DEFAULT_PORT = 8080
 LOG_COLUMNS = ["Time", "Endpoint", "Status", "Tokens", "Duration"]
@@ -69,7 +74,7 @@ def tokens_text(record: RequestRecord) -> str:
 class ServerPage(QWidget):
     noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
     request_logged = Signal(object)  # RequestRecord; emitted on the server's thread, delivered queued
-    serving_changed = Signal(bool)
+    serving_changed = Signal(bool)  # a start or stop has ended: whether the server runs now
 
     def __init__(self, backend: Backend, settings: dict | None = None, keys: KeyStore | None = None, parent=None,
                  bridge=None):
@@ -80,6 +85,8 @@ class ServerPage(QWidget):
         self.settings = settings if settings is not None else {}
         self.keys = keys or KeyStore()
         self.server = BackgroundServer(backend, self.request_logged.emit)
+        self.tasks = Tasks(self)
+        self.changing = ""  # "start" or "stop" while one runs on its thread
         kept = self.settings.get(SETTINGS_KEY)
         kept = kept if isinstance(kept, dict) else {}
 
@@ -220,13 +227,13 @@ class ServerPage(QWidget):
                 if self.tool_servers.item(i).checkState() == Qt.Checked]
 
     def _update_tools_enabled(self) -> None:
-        idle = not self.server.running
+        idle = not self.server.running and not self.changing
         self.offer_tools.setEnabled(idle)
         self.tool_servers.setEnabled(idle and self.offer_tools.isChecked())
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
-        if not self.server.running:
+        if not self.server.running and not self.changing:
             self.refresh_tool_servers()  # servers added on the Tools page since
 
     def serve_options(self) -> ServeOptions:
@@ -245,13 +252,46 @@ class ServerPage(QWidget):
 
     # --- start / stop --------------------------------------------------------------
     def start(self) -> None:
-        options = self.serve_options()
-        try:
-            url = self.server.start(options)
-        except HearthError as exc:
-            self.status.error(str(exc))
-            self.noticed.emit(Notice(str(exc), ERROR, "server"))
+        if self.changing or self.server.running:
             return
+        options = self.serve_options()
+        self.status.ok("Starting the MCP servers offered, then the API…" if options.tools else "Starting…")
+        self._change("start", lambda: self.server.start(options), lambda url: self._started(options, url))
+
+    def stop(self) -> None:
+        if self.changing or not self.server.running:
+            return
+        self.status.ok("Stopping: the requests in flight finish first…")
+        self._change("stop", self.server.stop, lambda _none: self.status.ok("Stopped."))
+
+    def _change(self, what: str, work, done) -> None:
+        """A start or a stop on a thread; the page's controls wait for it, the window does not."""
+        self.changing = what
+        self._update_state()
+
+        def finished(value) -> None:
+            self.changing = ""
+            done(value)
+            self._update_state()
+            self.serving_changed.emit(self.server.running)
+
+        def failed(message: str) -> None:
+            self.changing = ""
+            self.status.error(message)
+            self.noticed.emit(Notice(message, ERROR, "server"))
+            self._update_state()
+            self.serving_changed.emit(self.server.running)
+
+        self.tasks.run(work, finished, failed, f"server-{what}")
+
+    def close_tasks(self) -> None:
+        """The window closes: a start in progress is waited for, and the server stopped (here, on the GUI thread:
+        the window is going)."""
+        self.tasks.close()
+        if self.server.running:
+            self.server.stop()
+
+    def _started(self, options: ServeOptions, url: str) -> None:
         model = model_id(self.backend.info)
         said = (f"Serving {model} at {url}." if model else
                 f"Serving at {url}; requests get 503 until a model is loaded on this computer.")
@@ -261,7 +301,6 @@ class ServerPage(QWidget):
         notice = self.keys.save(KEY_ACCOUNT, options.api_key) if options.api_key else None
         self.status.ok(f"{said} {notice}" if notice else said)
         self.noticed.emit(cleared("server"))  # an earlier refused start is answered
-        self._update_state()
 
     def _keep(self, options: ServeOptions) -> None:
         """What worked is what the next session starts with (the key itself goes to the keyring)."""
@@ -269,21 +308,15 @@ class ServerPage(QWidget):
                                        "offer_tools": self.offer_tools.isChecked(),
                                        "tools": self.chosen_tool_servers()}
 
-    def stop(self) -> None:
-        if not self.server.running:
-            return
-        self.server.stop()
-        self.status.ok("Stopped.")
-        self._update_state()
-
     def _update_state(self) -> None:
-        running = self.server.running
+        running, changing = self.server.running, bool(self.changing)
         for widget in (self.host, self.port, self.api_key, self.new_key_button, self.cors, self.start_button):
-            widget.setEnabled(not running)
-        self.stop_button.setEnabled(running)
+            widget.setEnabled(not running and not changing)
+        self.stop_button.setEnabled(running and not changing)
+        self.start_button.setText("Starting…" if self.changing == "start" else "Start server")
+        self.stop_button.setText("Stopping…" if self.changing == "stop" else "Stop")
         self._update_tools_enabled()
         self.update_snippets()
-        self.serving_changed.emit(running)
 
     # --- request log -----------------------------------------------------------------
     def _on_request_logged(self, record: RequestRecord) -> None:

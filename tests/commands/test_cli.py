@@ -50,6 +50,21 @@ def test_chat_prints_the_streamed_answer_and_honours_system_and_options():
     assert js["n_ctx"] == 512
 
 
+def test_a_draft_model_that_cannot_pay_is_said_before_the_load_and_the_answer_still_comes(bundled_model):
+    """The window says before Load that a draft model cannot pay (#49.2); `hearth chat` and `hearth serve` (the
+    same option reading) held its memory without a word. A model as its own draft costs a whole step a token."""
+    proc = hearth("chat", "--prompt", "Name a fruit.", "--temp", "0", "--max-tokens", "4", "--ctx", "512",
+                  "--draft-model", str(bundled_model))
+    assert proc.returncode == 0, proc.stderr
+    (said,) = [line for line in proc.stderr.splitlines() if line.startswith("hearth: --draft-model")]
+    assert f"of a step of {bundled_model.name}" in said and "drafting cannot pay" in said
+    assert re.search(r"costs about \d+%", said) and "Traceback" not in proc.stderr
+    assert proc.stdout.strip()
+    # Without a draft model nothing of the kind is said.
+    plain = hearth("chat", "--prompt", "Name a fruit.", "--temp", "0", "--max-tokens", "4", "--ctx", "512")
+    assert plain.returncode == 0 and "--draft-model" not in plain.stderr
+
+
 def test_interactive_chat_two_turns_then_exit():
     proc = subprocess.run([sys.executable, "-m", "app", "chat", "--temp", "0", "--max-tokens", "10"],
                           input="Hello!\nAnd again?\n/exit\n", capture_output=True, text=True, timeout=300)

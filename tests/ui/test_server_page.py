@@ -21,6 +21,13 @@ MODEL = "SmolLM2-135M-Instruct.Q4_1"
 WAIT_MS = 60_000
 
 
+def press(qtbot, page, button) -> None:
+    """Start or Stop, clicked, and waited for: both run on a thread of their own while the window goes on."""
+    with qtbot.waitSignal(page.serving_changed, timeout=WAIT_MS):
+        button.click()
+    assert not page.changing
+
+
 def log_rows(page) -> list[list[str]]:
     return [[page.log.item(r, c).text() for c in range(page.log.columnCount())] for r in range(page.log.rowCount())]
 
@@ -40,7 +47,7 @@ def test_serve_log_and_chat_while_serving(qtbot, main_window, memory_keyring, tm
     assert key.startswith("hearth-") and len(key) == 39
     page.copy_key_button.click()
     assert QApplication.clipboard().text() == key
-    page.start_button.click()
+    press(qtbot, page, page.start_button)
     url = f"http://127.0.0.1:{port}/v1"
     assert page.status.text() == f"Serving {MODEL} at {url}."
     assert page.server.running and page.stop_button.isEnabled() and not page.start_button.isEnabled()
@@ -85,7 +92,7 @@ def test_serve_log_and_chat_while_serving(qtbot, main_window, memory_keyring, tm
     qtbot.wait(300)
     shot(w, "server-light", tmp_path)
 
-    page.stop_button.click()
+    press(qtbot, page, page.stop_button)
     assert not page.server.running and page.status.text() == "Stopped." and page.start_button.isEnabled()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/models", timeout=5)
@@ -103,7 +110,7 @@ def test_refusals_are_one_sentence(qtbot, idle_window):
     page.noticed.connect(lambda notice: notice.text and reported.append(notice.text))
     page.host.setText("0.0.0.0")
     page.api_key.clear()
-    page.start_button.click()
+    press(qtbot, page, page.start_button)
     assert reported[-1] == ("Listening on 0.0.0.0 would let anyone on the network use this model; "
                             "set an API key first.")
     with socket.socket() as taken:
@@ -112,7 +119,7 @@ def test_refusals_are_one_sentence(qtbot, idle_window):
         page.host.setText("127.0.0.1")
         port = taken.getsockname()[1]
         page.port.setValue(port)
-        page.start_button.click()
+        press(qtbot, page, page.start_button)
     assert reported[-1].startswith(f"Cannot listen on 127.0.0.1:{port}: ")
     assert not page.server.running and page.status.text() and "\n" not in reported[-1]
     # Without a model the snippets still show the address; the model name is a placeholder.

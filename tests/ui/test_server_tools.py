@@ -10,6 +10,8 @@ from PySide6.QtCore import Qt
 
 from app.tools.server_entry import ServerEntry
 from tests.server.conftest import free_port
+from tests.ui.heartbeat import Heartbeat
+from tests.ui.test_server_page import press
 
 pytestmark = pytest.mark.skipif(shutil.which("mcp-server-time") is None, reason="mcp-server-time is not installed")
 
@@ -26,19 +28,50 @@ def test_mcp_servers_are_offered_to_api_clients_only_when_ticked(qtbot, idle_win
     assert names == ["other", "time"]
     assert not page.offer_tools.isChecked() and not page.tool_servers.isEnabled()  # off by default
     page.port.setValue(free_port())
-    page.start()
+    press(qtbot, page, page.start_button)
     assert page.server.running and page.server.api_tools is None and page.serve_options().tools == []
-    page.stop()
+    press(qtbot, page, page.stop_button)
 
     page.offer_tools.setChecked(True)
     assert page.tool_servers.isEnabled()
     page.tool_servers.item(1).setCheckState(Qt.Checked)  # "time" only
-    page.start()
+    press(qtbot, page, page.start_button)
     try:
         assert page.server.running and page.server.api_tools.labels == ["time"]
         assert "API clients may use the MCP servers time" in page.status.text()
         assert not page.offer_tools.isEnabled() and not page.tool_servers.isEnabled()  # fixed while serving
     finally:
-        page.stop()
+        press(qtbot, page, page.stop_button)
     assert page.server.api_tools is None
     assert w.settings["server"]["offer_tools"] is True and w.settings["server"]["tools"] == ["time"]
+
+
+def test_a_slow_mcp_server_never_holds_the_window_while_the_api_starts(qtbot, idle_window):
+    """Starting the API opens the MCP servers offered first, each up to its connect timeout: on the window's own
+    thread, a slow one held every click and repaint that long. Now the page says it is starting and the window
+    goes on; the server serves once they are up."""
+    from app.tools.servers import save_server
+
+    slow_s = 3
+    save_server(ServerEntry("slow", command="sh", args=["-c", f"sleep {slow_s}; exec mcp-server-time"]))
+    w = idle_window
+    page = w.server
+    w.tabs.setCurrentWidget(page)
+    page.offer_tools.setChecked(True)
+    page.tool_servers.item(0).setCheckState(Qt.Checked)
+    page.port.setValue(free_port())
+    beat = Heartbeat().start()
+    with qtbot.waitSignal(page.serving_changed, timeout=60_000):
+        page.start_button.click()
+        # The click came back before the MCP server could answer: the page says what it waits for.
+        assert page.changing == "start" and not page.server.running
+        assert page.start_button.text() == "Starting…" and not page.start_button.isEnabled()
+        assert not page.stop_button.isEnabled() and page.status.text().startswith("Starting the MCP servers")
+    beat.stop()
+    try:
+        assert page.server.running and page.server.api_tools.labels == ["slow"]
+        assert sum(beat.gaps) >= slow_s * 1000 * 0.9  # the window's timer kept beating through the wait
+        beat.assert_no_stall("the start of a slow MCP server")
+    finally:
+        press(qtbot, page, page.stop_button)
+    assert not page.server.running and page.status.text() == "Stopped."
