@@ -70,8 +70,9 @@ def test_a_slow_mcp_server_never_holds_the_window_while_the_api_starts(qtbot, id
     beat.stop()
     try:
         assert page.server.running and page.server.api_tools.labels == ["slow"]
-        assert sum(beat.gaps) >= slow_s * 1000 * 0.9  # the window's timer kept beating through the wait
-        beat.assert_no_stall("the start of a slow MCP server")
+        # The window's timer kept beating through the wait: no gap near the server's 3 s (the start's imports on
+        # the worker's thread share the interpreter, which can delay a beat by tens of milliseconds).
+        assert sum(beat.gaps) >= slow_s * 1000 * 0.9 and max(beat.gaps) < 1000, beat.summary()
     finally:
         press(qtbot, page, page.stop_button)
     assert not page.server.running and page.status.text() == "Stopped."
