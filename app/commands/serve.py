@@ -57,6 +57,9 @@ def register(sub) -> None:
                    help="offer these MCP servers (hearth tools list) to API clients, as {\"type\": \"mcp\", "
                         "\"server_label\": NAME} tools of /v1/responses; only the tools you allowed for good run "
                         "(off by default)")
+    p.add_argument("--tools-in-chat", action="store_true",
+                   help="offer the --tools servers in /v1/chat/completions too, as the same {\"type\": \"mcp\"} "
+                        "tools; the calls the server ran come back under the message's mcp_calls")
     p.add_argument("--keep-responses", type=int, default=10_000, metavar="N",
                    help="stored responses kept for previous_response_id and GET /v1/responses/ID, oldest let go "
                         "first (default 10000; 0 keeps none)")
@@ -66,11 +69,10 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.server.run import ServeOptions, serve
-
     from dataclasses import replace
 
-    from app.core.errors import HearthError
+    from app.server.api_tools import check_tools
+    from app.server.run import ServeOptions, serve
 
     if not 1 <= args.parallel <= 64:
         raise HearthError(f"--parallel takes 1 to 64 requests at once, not {args.parallel}.")
@@ -79,13 +81,15 @@ def run(args: argparse.Namespace) -> int:
     if args.max_models < 1 or (args.ttl is not None and args.ttl <= 0):
         raise HearthError("--max-models must be at least 1 and --ttl more than 0 seconds.")
     limits = _limits(args)
+    check_tools(list(args.tools), args.tools_in_chat)
     if args.keep_responses < 0 or args.keep_responses_days <= 0:
         raise HearthError("--keep-responses must be 0 or more and --keep-responses-days more than 0.")
     return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors),
                                        allowed_hosts=list(args.allowed_host), max_models=args.max_models, ttl_s=args.ttl,
                                        limits=limits, reasoning_format=args.reasoning_format,
                                        keep_responses=args.keep_responses,
-                                       keep_responses_days=args.keep_responses_days, tools=list(args.tools)))
+                                       keep_responses_days=args.keep_responses_days, tools=list(args.tools),
+                                       tools_in_chat=args.tools_in_chat))
 
 
 def _limits(args: argparse.Namespace):

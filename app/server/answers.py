@@ -16,6 +16,9 @@ from app.protocol import messages as P
 from app.server.errors import from_engine
 from app.server.streams import EngineStream
 
+# An engine's finish reason as OpenAI's chat and text completions say it.
+FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
+
 
 async def open_answer(request: Request, stream: EngineStream, streaming: bool) -> AsyncIterator[P.Event] | None:
     """The request's events from the first on; None when the client left before the first came."""

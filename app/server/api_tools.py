@@ -1,6 +1,7 @@
 """The user's MCP servers offered to API clients (`hearth serve --tools NAME...`, off by default), as LM Studio
 offers its own: a Responses request names one as `{"type": "mcp", "server_label": NAME}` and the server runs
-the model's calls to it.
+the model's calls to it. A chat completions request may name one the same way only where the user asked for it
+too (`--tools-in-chat`, app/server/chat_mcp.py).
 
 An API client cannot click the window's approval dialog, so a call runs only when the user has allowed that
 tool for good ("Always" in the window, `hearth chat --tools`'s always; app/tools/servers.py's allow-list, read
@@ -19,9 +20,11 @@ from app.tools.tool_chat import open_tool_set
 class ApiTools:
     """Connections to the offered servers, opened once when the server starts."""
 
-    def __init__(self, names: list[str], connect_timeout: float | None = None):
+    def __init__(self, names: list[str], connect_timeout: float | None = None, in_chat: bool = False):
+        """in_chat: offered through /v1/chat/completions too (app/server/chat_mcp.py), not only /v1/responses."""
         # As the chat opens them: a server that cannot start is one sentence, and the ones started are closed.
         opened = open_tool_set(names, connect_timeout=connect_timeout)
+        self.in_chat = in_chat
         self.by_label: dict[str, McpConnection] = {conn.entry.name: conn for conn in opened.connections}
 
     @property
@@ -50,10 +53,17 @@ class ApiTools:
         return (None, result.text) if result.is_error else (result.text, None)
 
 
-def open_api_tools(names: list[str]) -> ApiTools | None:
-    """The servers to offer, or None when none is asked for; a server that cannot start is one sentence."""
-    if not names:
-        return None
+def open_api_tools(names: list[str], in_chat: bool = False) -> ApiTools | None:
+    """The servers to offer, or None when none is asked for; a server that cannot start is one sentence.
+    in_chat: offered through chat completions too (hearth serve --tools-in-chat)."""
+    check_tools(names, in_chat)
+    return ApiTools(names, in_chat=in_chat) if names else None
+
+
+def check_tools(names: list[str], in_chat: bool) -> None:
+    """What --tools and --tools-in-chat ask, checked before any model loads."""
+    if in_chat and not names:
+        raise HearthError("--tools-in-chat offers the MCP servers of --tools in chat completions too; name them "
+                          "with --tools NAME.")
     if len(set(names)) != len(names):
         raise HearthError("--tools names a server twice.")
-    return ApiTools(names)

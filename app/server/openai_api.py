@@ -37,7 +37,8 @@ from app.core.reasoning import ReasoningSplitter, split
 from app.protocol import messages as P
 from app.backends.backend import Backend
 from app.server.anthropic_api import AnthropicMessages, is_anthropic
-from app.server.answers import (TextFrame, compact_json, event_stream, open_answer, prediction_counts,
+from app.server.chat_mcp import ChatWithMcp, names_mcp
+from app.server.answers import (FINISH, TextFrame, compact_json, event_stream, open_answer, prediction_counts,
                                 token_counts, whole_answer)
 from app.server.errors import ApiError, from_engine
 from app.server.guard import RequestGuard, allowed_hosts
@@ -51,7 +52,6 @@ from app.server.tools import CallReader, answer_piece
 
 DEFAULT_MAX_TOKENS = 2048
 # Our finish reasons as OpenAI's: an answer the context cut short ran out of room, as "length" says.
-FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
 
 
 @dataclass
@@ -96,6 +96,7 @@ class OpenAIApi:
         self.default_max_tokens = default_max_tokens
         messages = AnthropicMessages(self)
         responses = ResponsesApi(self, response_store, api_tools)
+        self.chat_with_mcp = ChatWithMcp(responses)
         routes = [
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/models", self.models, methods=["GET"]),
@@ -267,7 +268,10 @@ class OpenAIApi:
         return data
 
     async def chat_completions(self, request: Request) -> Response:
-        gen = chat_request(await self.body_of(request), self.default_max_tokens)
+        body = await self.body_of(request)
+        if names_mcp(body):  # Hearth's MCP tools, where its user offers them here too (app/server/chat_mcp.py)
+            return await self.chat_with_mcp(request, body, _Shape.usage)
+        gen = chat_request(body, self.default_max_tokens)
         model, backend = await self.serving(gen.model)
         tools = gen.tools.tools if gen.tools else None
         stream = self.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,

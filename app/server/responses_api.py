@@ -188,7 +188,7 @@ class OutputItems:
         return events
 
 
-class _Answer:
+class AnswerRounds:
     """One answer, in rounds: the model answers; where it called MCP tools of this server (and no function of the
     client's), the server runs them and the model answers again with their results, up to max_tool_calls calls
     or MAX_ROUNDS rounds, after which it must answer in words."""
@@ -305,7 +305,7 @@ class ResponsesApi:
         mcp: dict[str, tuple[list, list[dict]]] = {}  # the MCP servers it names: their tools, as functions
 
         def mcp_functions(labels: dict[str, list[str] | None]) -> list[dict]:
-            mcp.update(self._mcp_tools(labels))
+            mcp.update(self.mcp_tools(labels))
             return [f for _, functions in mcp.values() for f in functions]
 
         # Refused before any model loads.
@@ -324,7 +324,7 @@ class ResponsesApi:
         for label, (tools, _) in mcp.items():
             output.listed(label, tools)
         response = self._response_object(req, model)
-        answer = _Answer(self, request, req, backend, output)
+        answer = AnswerRounds(self, request, req, backend, output)
         if not await answer.open():
             return Response(status_code=499)
         if req.gen.stream:
@@ -337,7 +337,7 @@ class ResponsesApi:
         await self._keep(req, response)
         return JSONResponse(response)
 
-    def _mcp_tools(self, labels: dict[str, list[str] | None]) -> dict[str, tuple[list, list[dict]]]:
+    def mcp_tools(self, labels: dict[str, list[str] | None]) -> dict[str, tuple[list, list[dict]]]:
         """{server label: (its tools, as function tools)} for the MCP servers a request names, each narrowed to the
         tools it lists; 400 for one this server does not offer."""
         offered = self.api_tools
@@ -374,7 +374,7 @@ class ResponsesApi:
         except ApiError as exc:  # the answer is given; only its continuation is lost, and the log says why
             print(f"hearth serve: response {response['id']} was not stored: {exc.message}", flush=True)
 
-    async def _events(self, req: ResponsesRequest, response: dict, answer: "_Answer") -> AsyncIterator[bytes]:
+    async def _events(self, req: ResponsesRequest, response: dict, answer: "AnswerRounds") -> AsyncIterator[bytes]:
         number = 0
 
         def sse(event: dict) -> bytes:

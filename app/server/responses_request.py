@@ -152,6 +152,30 @@ def chat_messages(items: list[dict]) -> list[dict]:
     return messages
 
 
+def mcp_entry(tool: dict, where: str, labels: dict[str, list[str] | None]) -> None:
+    """A {"type": "mcp", "server_label": NAME} tool, checked, into labels ({label: the tools it narrows to}); the
+    same entry in /v1/responses and, where the user offers them there, /v1/chat/completions."""
+    label = tool.get("server_label")
+    if not isinstance(label, str) or not label:
+        raise invalid(f"{where}.server_label must name one of this server's MCP servers.", f"{where}.server_label")
+    if tool.get("server_url") or tool.get("connector_id"):
+        raise invalid(f"{where}: this server runs only the MCP servers its user configured and offered "
+                      "to the API (hearth serve --tools NAME); it does not connect to a server_url.",
+                      f"{where}.server_url", code="unsupported_tool")
+    if label in labels:
+        raise invalid(f"{where}: the MCP server '{label}' is named twice.", f"{where}.server_label")
+    only = tool.get("allowed_tools")
+    if isinstance(only, dict):
+        only = only.get("tool_names")
+    if only is not None and (not isinstance(only, list) or not all(isinstance(n, str) for n in only)):
+        raise invalid(f"{where}.allowed_tools must be a list of tool names.", f"{where}.allowed_tools")
+    if tool.get("require_approval", "never") != "never":
+        raise invalid(f"{where}: calls to this server's tools run under the rules its user set (the tools "
+                      "they allowed for good), never by a client's approval; send require_approval "
+                      "'never'.", f"{where}.require_approval", code="unsupported_parameter")
+    labels[label] = only
+
+
 def _tools(body: dict) -> tuple[list[dict], list[dict], dict[str, list[str] | None]]:
     """(chat tools for the function tools, the tools as the response echoes them, the MCP servers asked for with
     the tools each is narrowed to)."""
@@ -172,26 +196,7 @@ def _tools(body: dict) -> tuple[list[dict], list[dict], dict[str, list[str] | No
             echo.append({"type": "function", "name": tool.get("name"), "description": tool.get("description"),
                          "parameters": tool.get("parameters"), "strict": tool.get("strict", True)})
         elif kind == "mcp":
-            label = tool.get("server_label")
-            if not isinstance(label, str) or not label:
-                raise invalid(f"{where}.server_label must name one of this server's MCP servers.",
-                              f"{where}.server_label")
-            if tool.get("server_url") or tool.get("connector_id"):
-                raise invalid(f"{where}: this server runs only the MCP servers its user configured and offered "
-                              "to the API (hearth serve --tools NAME); it does not connect to a server_url.",
-                              f"{where}.server_url", code="unsupported_tool")
-            if label in labels:
-                raise invalid(f"{where}: the MCP server '{label}' is named twice.", f"{where}.server_label")
-            only = tool.get("allowed_tools")
-            if isinstance(only, dict):
-                only = only.get("tool_names")
-            if only is not None and (not isinstance(only, list) or not all(isinstance(n, str) for n in only)):
-                raise invalid(f"{where}.allowed_tools must be a list of tool names.", f"{where}.allowed_tools")
-            if tool.get("require_approval", "never") != "never":
-                raise invalid(f"{where}: calls to this server's tools run under the rules its user set (the tools "
-                              "they allowed for good), never by a client's approval; send require_approval "
-                              "'never'.", f"{where}.require_approval", code="unsupported_parameter")
-            labels[label] = only
+            mcp_entry(tool, where, labels)
             echo.append(dict(tool))
         elif kind in HOSTED_TOOLS:
             raise invalid(f"{where}: the hosted tool '{kind}' is OpenAI's; this server does not have it. Send "

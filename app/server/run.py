@@ -40,6 +40,7 @@ class ServeOptions:
     keep_responses: int = 10_000  # /v1/responses' store: responses kept, and for how long (app/core/response_store.py)
     keep_responses_days: float = 30.0
     tools: list[str] = field(default_factory=list)  # MCP servers offered to API clients (app/server/api_tools.py)
+    tools_in_chat: bool = False  # ... through /v1/chat/completions too, not only /v1/responses
 
 
 def open_socket(host: str, port: int) -> socket.socket:
@@ -105,7 +106,8 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
                 print(f"hearth: {notice}", file=sys.stderr, flush=True)
         sock = open_socket(options.host, options.port)
         pool = ModelPool(backend, load, options.max_models, options.ttl_s)
-        api_tools = open_api_tools(options.tools)  # before the line that says "serves": one that cannot start is said
+        # Before the line that says "serves": one that cannot start is said.
+        api_tools = open_api_tools(options.tools, options.tools_in_chat)
         store = ResponseStore(max_responses=options.keep_responses, max_age_days=options.keep_responses_days)
         if store.notice:
             print(f"hearth: {store.notice}", file=sys.stderr, flush=True)

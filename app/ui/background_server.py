@@ -55,7 +55,7 @@ class BackgroundServer:
                               "set an API key first.")
         sock = open_socket(settings.host, settings.port)
         try:  # as hearth serve --tools: started before the server says it serves; one that cannot start is said
-            self.api_tools = open_api_tools(settings.tools)
+            self.api_tools = open_api_tools(settings.tools, settings.tools_in_chat)
         except BaseException:
             sock.close()
             raise

@@ -106,6 +106,10 @@ class ServerPage(QWidget):
         self.offer_tools.setToolTip("As hearth serve --tools: a Responses request may name a server ticked here as "
                                     "an mcp tool. Only the tools you allowed for good (Always) run for a client; "
                                     "any other call is refused, and the model is told why")
+        self.tools_in_chat = QCheckBox("Also in chat completions")
+        self.tools_in_chat.setChecked(kept.get("tools_in_chat") is True)
+        self.tools_in_chat.setToolTip("As hearth serve --tools-in-chat: a /v1/chat/completions request may name them "
+                                      "too; the calls the server ran come back under the message's mcp_calls")
         self.tool_servers = QListWidget()
         self.tool_servers.setMaximumHeight(90)
         self.no_tool_servers = QLabel("No MCP servers yet: the Tools page adds them.")
@@ -168,6 +172,7 @@ class ServerPage(QWidget):
         form.addRow("API key", key_row)
         form.addRow("CORS origins", self.cors)
         form.addRow("", self.offer_tools)
+        form.addRow("", self.tools_in_chat)
         form.addRow("", self.tool_servers)
         form.addRow("", self.no_tool_servers)
         buttons = QHBoxLayout()
@@ -230,6 +235,7 @@ class ServerPage(QWidget):
         idle = not self.server.running and not self.changing
         self.offer_tools.setEnabled(idle)
         self.tool_servers.setEnabled(idle and self.offer_tools.isChecked())
+        self.tools_in_chat.setEnabled(idle and self.offer_tools.isChecked())
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
@@ -239,7 +245,8 @@ class ServerPage(QWidget):
     def serve_options(self) -> ServeOptions:
         return ServeOptions(host=self.host.text().strip() or "127.0.0.1", port=self.port.value(),
                             api_key=self.api_key.text().strip() or None, cors=self.cors.text().split(),
-                            tools=self.chosen_tool_servers() if self.offer_tools.isChecked() else [])
+                            tools=self.chosen_tool_servers() if self.offer_tools.isChecked() else [],
+                            tools_in_chat=self.offer_tools.isChecked() and self.tools_in_chat.isChecked())
 
     def _model(self) -> str:
         return model_id(self.backend.info) or "MODEL"
@@ -296,7 +303,9 @@ class ServerPage(QWidget):
         said = (f"Serving {model} at {url}." if model else
                 f"Serving at {url}; requests get 503 until a model is loaded on this computer.")
         if options.tools:
-            said += f" API clients may use the MCP servers {', '.join(options.tools)} (only tools allowed Always run)."
+            where = "Responses and chat completions" if options.tools_in_chat else "Responses"
+            said += (f" API clients may use the MCP servers {', '.join(options.tools)} in {where} (only tools "
+                     "allowed Always run).")
         self._keep(options)
         notice = self.keys.save(KEY_ACCOUNT, options.api_key) if options.api_key else None
         self.status.ok(f"{said} {notice}" if notice else said)
@@ -306,6 +315,7 @@ class ServerPage(QWidget):
         """What worked is what the next session starts with (the key itself goes to the keyring)."""
         self.settings[SETTINGS_KEY] = {"host": options.host, "port": options.port, "cors": options.cors,
                                        "offer_tools": self.offer_tools.isChecked(),
+                                       "tools_in_chat": self.tools_in_chat.isChecked(),
                                        "tools": self.chosen_tool_servers()}
 
     def _update_state(self) -> None:

@@ -38,12 +38,21 @@ def test_mcp_servers_are_offered_to_api_clients_only_when_ticked(qtbot, idle_win
     press(qtbot, page, page.start_button)
     try:
         assert page.server.running and page.server.api_tools.labels == ["time"]
-        assert "API clients may use the MCP servers time" in page.status.text()
+        assert "API clients may use the MCP servers time in Responses (only" in page.status.text()
+        assert not page.server.api_tools.in_chat  # chat completions only where asked for too
         assert not page.offer_tools.isEnabled() and not page.tool_servers.isEnabled()  # fixed while serving
+        assert not page.tools_in_chat.isEnabled()
     finally:
         press(qtbot, page, page.stop_button)
     assert page.server.api_tools is None
     assert w.settings["server"]["offer_tools"] is True and w.settings["server"]["tools"] == ["time"]
+    page.tools_in_chat.setChecked(True)
+    press(qtbot, page, page.start_button)
+    try:
+        assert page.server.api_tools.in_chat and "in Responses and chat completions" in page.status.text()
+    finally:
+        press(qtbot, page, page.stop_button)
+    assert w.settings["server"]["tools_in_chat"] is True
 
 
 def test_a_slow_mcp_server_never_holds_the_window_while_the_api_starts(qtbot, idle_window):
