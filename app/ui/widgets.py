@@ -8,6 +8,8 @@ otherwise set the window's minimum width past a small screen).
 LiveText: text that changes several times a second (speed, context fill, the monitor's summary) and only
 repaints, where a QLabel would make the whole window lay itself out again at every change.
 
+VerticalScroll: a column that scrolls up and down, never narrower than its content and the scroll bar.
+
 JobBar: one long job at a time (download, quantize, convert, a benchmark) with a progress bar and Cancel.
 
 The job runs on a Tasks thread; its progress callback is throttled on that
@@ -26,7 +28,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar,
-                               QPushButton, QSizePolicy, QVBoxLayout, QWidget)
+                               QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
 
 from app.core.units import human_size
 from app.ui.worker import Tasks
@@ -126,6 +128,24 @@ class LiveText(QWidget):
             painter.drawText(rect, Qt.AlignLeft | Qt.AlignVCenter, shown)
         else:
             painter.drawText(rect, Qt.AlignLeft | Qt.AlignTop | Qt.TextWordWrap, self._text)
+
+
+class VerticalScroll(QScrollArea):
+    """A column that scrolls up and down, asking for its content's minimum width plus the vertical bar and its
+    frame: the bar then never covers the content's right edge, nor calls up a horizontal bar to scroll the few
+    pixels it takes (the load settings at 1024 px showed one that scrolled 8). Asked each time, so it follows
+    the content as it grows (a longer GPU note, another runtime)."""
+
+    def __init__(self, content: QWidget, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setWidget(content)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
+        hint = super().minimumSizeHint()
+        need = (self.widget().minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+                + 2 * self.frameWidth())
+        return QSize(max(hint.width(), need), hint.height())
 
 
 class JobBar(QWidget):

@@ -35,6 +35,13 @@ def test_at_1024x700_every_page_fits_and_the_load_settings_scroll(qtbot, idle_wi
     qtbot.wait(50)
     settings = w.models.load_settings
     assert settings.width() >= settings.minimumSizeHint().width()  # nothing squeezed out of sight
+    # The pane scrolls up and down only: a horizontal bar appeared to scroll the 8 pixels its vertical bar took.
+    from app.ui.widgets import VerticalScroll
+
+    qtbot.waitUntil(lambda: w.models.selected_path() is not None and w.models.fit_label.text() != "", timeout=20_000)
+    qtbot.wait(50)
+    (pane,) = w.models.findChildren(VerticalScroll)
+    assert pane.verticalScrollBar().isVisible() and not pane.horizontalScrollBar().isVisible()
     assert inside_window(w, w.models.load_button) and inside_window(w, w.statusBar())
     w.tabs.setCurrentWidget(w.chat)
     qtbot.wait(50)

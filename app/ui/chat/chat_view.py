@@ -30,7 +30,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QFrame, QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton,
-                               QScrollArea, QSizePolicy, QSplitter, QVBoxLayout, QWidget)
+                               QSizePolicy, QSplitter, QVBoxLayout, QWidget)
 
 from app.core.notices import ERROR, INFO, Notice
 from app.core.answer_saving import SAVE_INTERVAL_S, recover_interrupted
@@ -55,6 +55,7 @@ from app.ui.docs.collections_panel import CollectionsPanel
 from app.ui.engine_bridge import EngineBridge
 from app.ui.models.titles import model_title
 from app.ui.models.titles import path_title
+from app.ui.widgets import VerticalScroll
 from app.ui.worker import Tasks
 
 WAITING_TURN = ("Waiting its turn: the engine is answering API requests first (Server page); this answer starts "
@@ -192,14 +193,9 @@ class ChatView(Asking, ToolApproval, QWidget):
             box.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Minimum)
             side_layout.addWidget(box)
         side_layout.addStretch(1)
-        self.side_scroll = QScrollArea()
-        self.side_scroll.setWidgetResizable(True)
+        self.side_scroll = VerticalScroll(side)
         self.side_scroll.setFrameShape(QFrame.NoFrame)
         self.side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        self.side_scroll.setWidget(side)
-        # As wide as the column plus a scroll bar, so that a scroll bar never covers the boxes' right edge.
-        self.side_scroll.setMinimumWidth(side.minimumSizeHint().width()
-                                         + self.side_scroll.verticalScrollBar().sizeHint().width())
 
         splitter = QSplitter()
         splitter.addWidget(self.conversations)

@@ -22,7 +22,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QHeaderView,
-                               QLabel, QMessageBox, QPushButton, QScrollArea, QSizePolicy, QSplitter, QTableWidget,
+                               QLabel, QMessageBox, QPushButton, QSizePolicy, QSplitter, QTableWidget,
                                QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
 
@@ -43,7 +43,7 @@ from app.ui.models.titles import info_title, path_title
 from app.ui.runtime_text import format_text, placement_text
 from app.ui.speculation_text import loaded_text
 from app.ui.worker import Tasks
-from app.ui.widgets import JobBar
+from app.ui.widgets import JobBar, VerticalScroll
 
 COLUMNS = ["Name", "Type", "Size", "Source"]
 
@@ -188,11 +188,9 @@ class ModelsView(QWidget):
         # Each label keeps the height its text needs, and the pane scrolls instead.
         for label in (self.details, self.fit_label, self.loaded_note, self.speculation):
             label.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Minimum)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        # As needed, not off: with it off a narrow window cut the settings ("0 (sug", "CPU onl") unseen.
+        scroll = VerticalScroll(right)
+        # As needed, not off: with it off a window narrower than the settings cut them ("0 (sug", "CPU onl").
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
-        scroll.setWidget(right)
         # The Load button stays in sight below the scrolling settings, at any window height.
         right_pane = QWidget()
         pane_layout = QVBoxLayout(right_pane)

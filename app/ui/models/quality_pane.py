@@ -50,8 +50,13 @@ class QualityPane(QWidget):
         row = QHBoxLayout()
         row.addWidget(QLabel("Recommend within"))
         row.addWidget(self.threshold, 1)
-        row.addWidget(self.measure_button)
         layout.addLayout(row)
+        # On a line of its own: beside the threshold it set the Library's minimum width, and with the load
+        # settings beside it the page no longer fitted a 1024-pixel window.
+        measure = QHBoxLayout()
+        measure.addStretch(1)
+        measure.addWidget(self.measure_button)
+        layout.addLayout(measure)
         layout.addWidget(self.advice)
         self.threshold.valueChanged.connect(self._advise)
         self.measure_button.clicked.connect(self._ask_text)

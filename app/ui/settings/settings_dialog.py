@@ -10,12 +10,13 @@ from __future__ import annotations
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QGroupBox, QHBoxLayout,
-                               QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget)
+                               QLabel, QPushButton, QVBoxLayout, QWidget)
 
 from app.core import paths
 from app.core.settings import THEMES
 from app.protocol.messages import LoadOptions
 from app.ui.models.load_settings import DEFAULTABLE, LoadSettings, defaults_changed
+from app.ui.widgets import VerticalScroll
 
 SEND_KEYS = {True: "Enter sends, Shift+Enter adds a line", False: "Ctrl+Enter sends, Enter adds a line"}
 
@@ -78,10 +79,7 @@ class SettingsDialog(QDialog):
         form.addRow("Data folder", data_row)
         form.addRow(box)
         # The load options make the dialog tall: it scrolls on a small screen instead of leaving it.
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(top)
-        scroll.setMinimumWidth(top.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width() + 4)
+        scroll = VerticalScroll(top)
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
