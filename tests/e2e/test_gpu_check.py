@@ -25,7 +25,10 @@ def test_the_gpu_check_s_bench_step_runs_here_on_the_cpu(tmp_path):
     assert "exit code" not in log and "timed out" not in log, log[-3000:]
     results = json.loads((tmp_path / "gpu_check-bench-dry.json").read_text())
     runs = [k for k in results if k.startswith("bench random-")]
-    assert len(runs) == 5  # the big model at all, none and half of its layers; big F16 and small, all layers
+    # The big model at all, none, 25, 50 and 75% of its 4 layers (#46's curve); big F16 and small, all layers.
+    assert sorted(k for k in runs if k.startswith("bench random-big-q4_0")) == [
+        f"bench random-big-q4_0 ngl {n}" for n in ("-1", "0", "1", "2", "3")]
+    assert len(runs) == 7
     assert all(results[k]["tg128"] > 0 and results[k]["pp512"] > 0 for k in runs)
     serve = results["bench serve"]["rows"]
     assert serve and serve[0]["single"]["tok_s"] > 0 and serve[0]["parallel"]["tok_s"] > 0
