@@ -109,9 +109,8 @@ def _say_draft(options: LoadOptions) -> None:
     except (HearthError, OSError):  # an unreadable file: the load's own check says so in its sentence
         return
     if not verdict.pays:
-        how = "as measured on this machine" if verdict.measured else "estimated from the two files' sizes"
         print(f"hearth: --draft-model {Path(options.draft_model).name}: a draft token costs about "
-              f"{verdict.ratio:.0%} of a step of {Path(options.model_path).name} ({how}); above "
+              f"{verdict.ratio:.0%} of a step of {Path(options.model_path).name} ({verdict.how}); above "
               f"{DRAFT_COST_LIMIT:.0%} drafting cannot pay, so the engine will answer without it and its memory is "
               "held for nothing. Leave --draft-model out, or choose a smaller draft.", file=sys.stderr)
 

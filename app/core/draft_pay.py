@@ -30,6 +30,15 @@ class DraftVerdict:
     pays: bool
     sentence: str
 
+    @property
+    def how(self) -> str:
+        """Where the ratio comes from, in words."""
+        return _how(self.measured)
+
+
+def _how(measured: bool) -> str:
+    return "as measured on this machine" if measured else "estimated from the two files' sizes"
+
 
 def _kept_step(name: str, kind: str) -> float | None:
     """A model's kept plain-step cost in seconds on this machine (the latest measured), or None."""
@@ -55,7 +64,7 @@ def draft_verdict(target: str, draft: str) -> DraftVerdict:
         ratio = draft_s / target_s
     else:
         ratio = read_gguf_info(draft).weights_bytes / max(1, read_gguf_info(target).weights_bytes)
-    how = "as measured on this machine" if measured else "estimated from the two files' sizes"
+    how = _how(measured)
     pays = ratio < DRAFT_COST_LIMIT
     if pays:
         sentence = (f"A draft token of {draft_name} costs about {ratio:.0%} of a step of {target_name} ({how}): "

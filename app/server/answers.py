@@ -16,8 +16,13 @@ from app.protocol import messages as P
 from app.server.errors import from_engine
 from app.server.streams import EngineStream
 
-# An engine's finish reason as OpenAI's chat and text completions say it.
+# Our finish reasons as OpenAI's: an answer the context cut short ran out of room, as "length" says.
 FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
+
+
+def finish_reason(done: P.Done, called: bool) -> str:
+    """A chat completion's finish_reason: "tool_calls" where the answer called the client's tools."""
+    return "tool_calls" if called else FINISH.get(done.get("finish_reason"), "stop")
 
 
 async def open_answer(request: Request, stream: EngineStream, streaming: bool) -> AsyncIterator[P.Event] | None:
@@ -70,6 +75,16 @@ def prediction_counts(done: P.Done) -> tuple[int, int]:
     return int(counts.get("accepted") or 0), int(counts.get("rejected") or 0)
 
 
+def chat_usage(done: P.Done) -> dict:
+    """The usage object of OpenAI's chat and text completions."""
+    prompt, completion, cached = token_counts(done)
+    accepted, rejected = prediction_counts(done)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
+            "completion_tokens_details": {"reasoning_tokens": 0, "accepted_prediction_tokens": accepted,
+                                          "rejected_prediction_tokens": rejected}}
+
+
 def event_stream(chunks: AsyncIterator[bytes]) -> StreamingResponse:
     return StreamingResponse(chunks, media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -104,3 +119,8 @@ class TextFrame:
 
     def __call__(self, text: str) -> bytes:
         return self._head + _json_string(text).encode("utf-8") + self._tail
+
+
+def sse_data(obj: dict) -> bytes:
+    """One server-sent event of OpenAI's chat and text completion streams."""
+    return b"data: " + compact_json(obj) + b"\n\n"

@@ -6,10 +6,10 @@ A chat request names a server as in the Responses API: `{"type": "mcp", "server_
 beside its own function tools. The answer runs in the Responses API's rounds (app/server/responses_api.py's
 AnswerRounds): the server runs the model's calls to that server's tools, under the user's allow-list
 (app/server/api_tools.py), and the model answers again with their results (up to `max_tool_calls` calls, as
-in the Responses API). What comes back is a chat
-completion: the text, the client's own function calls as `tool_calls`, and the calls the server ran under
-`mcp_calls` (each with its server, tool, arguments, and output or error), a field of Hearth's own, since chat
-completions has no item for them. Streamed, each ran call is a chunk whose delta holds `mcp_calls`.
+in the Responses API). What comes back is a chat completion: the text, the client's own function calls as
+`tool_calls`, and the calls the server ran under `mcp_calls` (each with its server, tool, arguments, and output
+or error), a field of Hearth's own, since chat completions has no item for them. Streamed, each ran call is a
+chunk whose delta holds `mcp_calls`.
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from typing import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.server.answers import FINISH, compact_json, event_stream
+from app.server.answers import chat_usage, event_stream, finish_reason, sse_data
 from app.server.errors import ApiError, invalid
 from app.server.requests import chat_request
 from app.server.responses_api import AnswerRounds, OutputItems
-from app.server.responses_request import ResponsesRequest, mcp_entry
+from app.server.responses_request import ResponsesRequest, max_tool_calls, mcp_entry
 from app.server.tools import CallReader
+
 
 def names_mcp(body) -> bool:
     """Whether a chat request names an MCP server among its tools."""
@@ -54,8 +55,7 @@ class ChatWithMcp:
         """responses: the server's ResponsesApi, whose offered servers and rounds these requests share."""
         self.responses = responses
 
-    async def __call__(self, request: Request, body: dict, usage_shape) -> Response:
-        """usage_shape: the chat completion's usage object of an answer's totals (openai_api's _Shape.usage)."""
+    async def __call__(self, request: Request, body: dict) -> Response:
         offered = self.responses.api_tools
         if offered is None or not offered.in_chat:
             raise invalid("tools: this server offers its MCP servers through chat completions only where its user "
@@ -68,20 +68,15 @@ class ChatWithMcp:
                 mcp_entry(tool, f"tools[{i}]", labels)
             else:
                 own.append(tool)
-        limit = body.get("max_tool_calls")  # as in /v1/responses: the calls the server runs for this answer
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise invalid("'max_tool_calls' must be a positive integer.", "max_tool_calls")
+        limit = max_tool_calls(body)  # as in /v1/responses: the calls the server runs for this answer
         mcp = self.responses.mcp_tools(labels)
         api = self.responses.api
         chat = {k: v for k, v in body.items() if k != "max_tool_calls"}
         gen = chat_request({**chat, "tools": own + [f for _, functions in mcp.values() for f in functions]},
                            api.default_max_tokens)
         model, backend = await api.serving(gen.model)
-        thinking = None
-        if (gen.reasoning_format or api.reasoning_format) != "none":
-            thinking = bool((backend.info or {}).get("opens_thinking"))
-        output = OutputItems(thinking, CallReader(), {f["function"]["name"]: label
-                                                      for label, (_, functions) in mcp.items() for f in functions})
+        output = OutputItems(api.thinking(gen, backend), CallReader(),
+                             {f["function"]["name"]: label for label, (_, functions) in mcp.items() for f in functions})
         req = ResponsesRequest(gen=gen, input_items=[], previous_response_id=None, store=False,
                                echo={"max_tool_calls": limit})
         answer = AnswerRounds(self.responses, request, req, backend, output)
@@ -90,7 +85,7 @@ class ChatWithMcp:
         head = {"id": "chatcmpl-" + secrets.token_hex(12), "created": int(time.time()), "model": model,
                 "system_fingerprint": None}
         if gen.stream:
-            return event_stream(self._chunks(head, answer, usage_shape, gen.include_usage))
+            return event_stream(self._chunks(head, answer, gen.include_usage))
         async for _ in answer.rounds():
             pass
         if answer.done is None:
@@ -106,15 +101,15 @@ class ChatWithMcp:
         if calls:
             message["tool_calls"] = calls
         choice = {"index": 0, "message": message, "logprobs": None,
-                  "finish_reason": "tool_calls" if calls else FINISH.get(answer.done.get("finish_reason"), "stop")}
+                  "finish_reason": finish_reason(answer.done, bool(calls))}
         return JSONResponse({**head, "object": "chat.completion", "choices": [choice],
-                             "usage": usage_shape(answer.done)})
+                             "usage": chat_usage(answer.done)})
 
     @staticmethod
-    async def _chunks(head: dict, answer: AnswerRounds, usage_shape, include_usage: bool) -> AsyncIterator[bytes]:
+    async def _chunks(head: dict, answer: AnswerRounds, include_usage: bool) -> AsyncIterator[bytes]:
         def chunk(delta: dict, reason: str | None = None) -> bytes:
-            return sse({**head, "object": "chat.completion.chunk",
-                        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}]})
+            return sse_data({**head, "object": "chat.completion.chunk",
+                             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}]})
 
         yield chunk({"role": "assistant", "content": ""})
         calls = 0
@@ -132,16 +127,12 @@ class ChatWithMcp:
                     elif kind == "response.output_item.done" and event["item"]["type"] == "mcp_call":
                         yield chunk({"mcp_calls": [mcp_call(event["item"])]})
         except ApiError as error:  # after the first chunk: the status line is sent already
-            yield sse(error.body())
+            yield sse_data(error.body())
             yield b"data: [DONE]\n\n"
             return
         if answer.done is None:  # the client left
             return
-        yield chunk({}, "tool_calls" if calls else FINISH.get(answer.done.get("finish_reason"), "stop"))
+        yield chunk({}, finish_reason(answer.done, bool(calls)))
         if include_usage:
-            yield sse({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage_shape(answer.done)})
+            yield sse_data({**head, "object": "chat.completion.chunk", "choices": [], "usage": chat_usage(answer.done)})
         yield b"data: [DONE]\n\n"
-
-
-def sse(obj: dict) -> bytes:
-    return b"data: " + compact_json(obj) + b"\n\n"

@@ -38,8 +38,8 @@ from app.protocol import messages as P
 from app.backends.backend import Backend
 from app.server.anthropic_api import AnthropicMessages, is_anthropic
 from app.server.chat_mcp import ChatWithMcp, names_mcp
-from app.server.answers import (FINISH, TextFrame, compact_json, event_stream, open_answer, prediction_counts,
-                                token_counts, whole_answer)
+from app.server.answers import (TextFrame, chat_usage, event_stream, finish_reason, open_answer, sse_data,
+                                whole_answer)
 from app.server.errors import ApiError, from_engine
 from app.server.guard import RequestGuard, allowed_hosts
 from app.server.limits import Limits, RequestQueue
@@ -51,7 +51,6 @@ from app.server.streams import EngineStream, request_scope
 from app.server.tools import CallReader, answer_piece
 
 DEFAULT_MAX_TOKENS = 2048
-# Our finish reasons as OpenAI's: an answer the context cut short ran out of room, as "length" says.
 
 
 @dataclass
@@ -202,6 +201,13 @@ class OpenAIApi:
         UTF-8, not JSON, or holds a string that is not text."""
         return parse_body(await request.body())
 
+    def thinking(self, gen: Generation, backend: Backend) -> bool | None:
+        """How a reasoning model's thinking is split off the answer: None leaves it in the text (reasoning_format
+        "none", the request's own or the server's); else whether the template opened <think> already."""
+        if (gen.reasoning_format or self.reasoning_format) == "none":
+            return None
+        return bool((backend.info or {}).get("opens_thinking"))
+
     async def serving(self, requested: str | None) -> tuple[str, Backend]:
         """The id and backend of the model a request names (loaded on demand, which takes seconds: off the
         event loop); 503 while none is ready, 404 for a model this server cannot have."""
@@ -270,16 +276,13 @@ class OpenAIApi:
     async def chat_completions(self, request: Request) -> Response:
         body = await self.body_of(request)
         if names_mcp(body):  # Hearth's MCP tools, where its user offers them here too (app/server/chat_mcp.py)
-            return await self.chat_with_mcp(request, body, _Shape.usage)
+            return await self.chat_with_mcp(request, body)
         gen = chat_request(body, self.default_max_tokens)
         model, backend = await self.serving(gen.model)
         tools = gen.tools.tools if gen.tools else None
         stream = self.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
                                                                tools=tools))
-        thinking = None
-        if (gen.reasoning_format or self.reasoning_format) != "none":
-            thinking = bool((backend.info or {}).get("opens_thinking"))  # the template opened <think> already
-        return await self._respond(request, stream, gen, model, chat=True, thinking=thinking)
+        return await self._respond(request, stream, gen, model, chat=True, thinking=self.thinking(gen, backend))
 
     async def completions(self, request: Request) -> Response:
         gen = completion_request(await self.body_of(request), self.default_max_tokens)
@@ -369,19 +372,8 @@ class _Shape:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
                 "system_fingerprint": None}
 
-    @staticmethod
-    def usage(done: P.Done) -> dict:
-        prompt, completion, cached = token_counts(done)
-        accepted, rejected = prediction_counts(done)
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": cached},
-                "completion_tokens_details": {"reasoning_tokens": 0, "accepted_prediction_tokens": accepted,
-                                              "rejected_prediction_tokens": rejected}}
-
     def _reason(self, done: P.Done) -> str:
-        if self.calls is not None and self.calls.calls:
-            return "tool_calls"
-        return FINISH.get(done.get("finish_reason"), "stop")
+        return finish_reason(done, self.calls is not None and bool(self.calls.calls))
 
     def whole(self, text: str, done: P.Done) -> dict:
         if self.chat:
@@ -402,7 +394,7 @@ class _Shape:
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": self._reason(done)}
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self._reason(done)}
-        return {**self._head(self.object), "choices": [choice], "usage": self.usage(done)}
+        return {**self._head(self.object), "choices": [choice], "usage": chat_usage(done)}
 
     def _chunk(self, delta: dict | None = None, reason: str | None = None, text: str | None = None) -> dict:
         if self.chat:
@@ -425,7 +417,7 @@ class _Shape:
             if end and text:  # held back as a possible tag's start, then the answer ended: content, then the end
                 piece, calls = answer_piece(self.calls, text)
                 chunks += [self._text_frame(piece)] if piece else []
-                chunks += [_sse(self._chunk({"tool_calls": [call.openai(index=known + i)]}))
+                chunks += [sse_data(self._chunk({"tool_calls": [call.openai(index=known + i)]}))
                            for i, call in enumerate(calls)]
                 known += len(calls)
                 text = ""
@@ -433,14 +425,14 @@ class _Shape:
                 return chunks
         text, calls = answer_piece(self.calls, text)
         chunks += [self._text_frame(text)] if text else []
-        return chunks + [_sse(self._chunk({"tool_calls": [call.openai(index=known + i)]}))
+        return chunks + [sse_data(self._chunk({"tool_calls": [call.openai(index=known + i)]}))
                          for i, call in enumerate(calls)]
 
     async def sse(self, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
         if self.chat:
-            yield _sse(self._chunk({"role": "assistant", "content": ""}))
+            yield sse_data(self._chunk({"role": "assistant", "content": ""}))
         elif self.gen.echo:
-            yield _sse(self._chunk(text=self.gen.prompt))
+            yield sse_data(self._chunk(text=self.gen.prompt))
         async for event in events:
             if isinstance(event, P.Token):
                 for chunk in self._pieces(event.text):
@@ -448,13 +440,10 @@ class _Shape:
             elif isinstance(event, P.Done):
                 for chunk in self._pieces(""):  # text held back as a possible tool call's start
                     yield chunk
-                yield _sse(self._chunk(reason=self._reason(event)))
+                yield sse_data(self._chunk(reason=self._reason(event)))
                 if self.gen.include_usage:
-                    yield _sse({**self._head(self._chunk()["object"]), "choices": [], "usage": self.usage(event)})
+                    yield sse_data({**self._head(self._chunk()["object"]), "choices": [], "usage": chat_usage(event)})
             elif isinstance(event, P.Failed):  # after the first token: the status is sent already
-                yield _sse(from_engine(event.kind, event.message).body())
+                yield sse_data(from_engine(event.kind, event.message).body())
         yield b"data: [DONE]\n\n"
 
-
-def _sse(obj: dict) -> bytes:
-    return b"data: " + compact_json(obj) + b"\n\n"

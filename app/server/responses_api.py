@@ -315,10 +315,7 @@ class ResponsesApi:
         # A reasoning model: its template opens the thinking, or writes <think> blocks of its own.
         thinks = bool(info.get("opens_thinking")) or "<think>" in (info.get("chat_template") or "")
         req.echo["reasoning"] = reasoning_for(body, thinks) or req.echo["reasoning"]
-        thinking = None
-        if (req.gen.reasoning_format or self.api.reasoning_format) != "none":
-            thinking = bool(info.get("opens_thinking"))
-        output = OutputItems(thinking, CallReader() if req.gen.tools else None,
+        output = OutputItems(self.api.thinking(req.gen, backend), CallReader() if req.gen.tools else None,
                              {f["function"]["name"]: label for label, (_, functions) in mcp.items()
                               for f in functions})
         for label, (tools, _) in mcp.items():

@@ -302,9 +302,15 @@ def _refuse_unsupported(body: dict) -> None:
             for k, v in metadata.items())):
         raise invalid(f"'metadata' must map at most {MAX_METADATA} keys (64 characters) to strings of at most 512.",
                       "metadata")
-    max_calls = body.get("max_tool_calls")
-    if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1):
+    max_tool_calls(body)
+
+
+def max_tool_calls(body: dict) -> int | None:
+    """The request's bound on the MCP calls the server runs for one answer, checked (None: the server's)."""
+    limit = body.get("max_tool_calls")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise invalid("'max_tool_calls' must be a positive integer.", "max_tool_calls")
+    return limit
 
 
 def responses_request(body: Any, default_max_tokens: int, history: list[dict],

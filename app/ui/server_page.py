@@ -276,20 +276,19 @@ class ServerPage(QWidget):
         self.changing = what
         self._update_state()
 
-        def finished(value) -> None:
-            self.changing = ""
-            done(value)
-            self._update_state()
-            self.serving_changed.emit(self.server.running)
+        def ended(say):
+            def after(value) -> None:
+                self.changing = ""
+                say(value)
+                self._update_state()
+                self.serving_changed.emit(self.server.running)
+            return after
 
-        def failed(message: str) -> None:
-            self.changing = ""
-            self.status.error(message)
-            self.noticed.emit(Notice(message, ERROR, "server"))
-            self._update_state()
-            self.serving_changed.emit(self.server.running)
+        self.tasks.run(work, ended(done), ended(self._refused), f"server-{what}")
 
-        self.tasks.run(work, finished, failed, f"server-{what}")
+    def _refused(self, message: str) -> None:
+        self.status.error(message)
+        self.noticed.emit(Notice(message, ERROR, "server"))
 
     def close_tasks(self) -> None:
         """The window closes: a start in progress is waited for, and the server stopped (here, on the GUI thread:

@@ -5,8 +5,8 @@ its result or its HearthError sentence back on the GUI thread through a
 queued signal. Threads end in any order: where a newer run of the same work
 replaces an older one (a fit for the runtime now chosen, a search for the text
 now typed), `latest=True` drops whatever the older one reports, so a slow old
-answer never overwrites a newer one. Progress callbacks go through `progress(...)`, which is safe
-to call from the worker. `join()` waits for every task (tests leave no
+answer never overwrites a newer one. Progress callbacks go through
+`progress(...)`, which is safe to call from the worker. `join()` waits for every task (tests leave no
 thread running; the window joins on close).
 """
 
