@@ -22,7 +22,7 @@ from pathlib import Path
 
 from app.core import paths
 from app.core.errors import HearthError
-from app.core.sqlite_rule import busy as _busy, damaged as _damaged, move_aside, open_checked
+from app.core.sqlite_rule import TooNew, busy as _busy, damaged as _damaged, move_aside, open_checked
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -234,6 +234,7 @@ class ChatStore:
         self.path = Path(path) if path else paths.chats_db()
         self.busy_timeout = busy_timeout
         self.notice: str | None = None  # what happened to a damaged or unusable history, for the window
+        self.in_memory = False  # chats kept for this session only: no other connection can reach them
         try:
             self.db = self._open(self.path, busy_timeout)
         except sqlite3.DatabaseError as exc:
@@ -242,6 +243,11 @@ class ChatStore:
                 if not recover:
                     raise busy from None
                 self.notice = f"{busy} Until then, chats are kept for this session only."
+                self.db = self._memory()
+            elif isinstance(exc, TooNew):  # a newer Hearth's history: never written by this one
+                if not recover:
+                    raise ChatStoreError(f"The chat history at {exc}") from None
+                self.notice = f"The chat history at {exc} Until then, chats are kept for this session only."
                 self.db = self._memory()
             elif not recover:
                 raise ChatStoreError(f"The chat history at {self.path} cannot be opened ({exc}).") from None
@@ -256,8 +262,8 @@ class ChatStore:
         return ChatStoreBusy(f"The chat history at {self.path} is busy: another Hearth window, or another "
                              "program (a backup tool, a database browser), holds it. Close it and try again.")
 
-    @staticmethod
-    def _memory() -> sqlite3.Connection:
+    def _memory(self) -> sqlite3.Connection:
+        self.in_memory = True
         db = sqlite3.connect(":memory:")
         db.execute("PRAGMA foreign_keys = ON")
         db.executescript(SCHEMA)
@@ -285,6 +291,27 @@ class ChatStore:
 
     def close(self) -> None:
         self.db.close()
+
+    def wait_for_locks(self, seconds: float) -> None:
+        """How long a write waits for another program's lock before it says busy. The window waits only a
+        moment: its writes run on the GUI thread, and an answer that cannot be saved yet is saved later by
+        app/core/answer_saving.py, on a thread of its own."""
+        self.busy_timeout = seconds
+        self.db.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    def sibling(self, busy_timeout: float = BUSY_TIMEOUT_S) -> "ChatStore":
+        """Another connection to the same file, for another thread (SQLite connections stay on the thread that
+        opened them). The file was opened and checked by this store: the sibling only connects."""
+        if self.in_memory:
+            raise ChatStoreError("Chats are kept for this session only; no other connection can reach them.")
+        other = ChatStore.__new__(ChatStore)
+        other.path, other.busy_timeout, other.notice, other.in_memory = self.path, busy_timeout, None, False
+        try:
+            other.db = sqlite3.connect(str(self.path), timeout=busy_timeout)
+            other.db.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            raise ChatStoreError(f"The chat history at {self.path} cannot be opened ({exc}).") from None
+        return other
 
     @contextmanager
     def _transaction(self):

@@ -57,6 +57,10 @@ PAGE_MIN_HEIGHT = 500
 MONITOR_MIN_WIDTH = 240  # narrower, its graphs are unreadable (a dock once shrunk to ~75 px stayed so)
 MONITOR_WIDTH = 300
 COPIED_MS = 2000  # how long "Copied" stays in the status bar
+# The longest a write on the GUI thread waits for another program's lock on the chat history: a hitch, never a
+# freeze (SQLite's own writers hold it for milliseconds; a backup tool or a second window may hold it for seconds).
+GUI_LOCK_WAIT_S = 0.05
+QUIT_SAVE_WAIT_S = 3.0  # how long a closing window waits for an answer the chat history could not take yet
 # Built after the first load (the monitor is built after the first paint: it is on screen).
 DEFERRED_TABS = {"documents": "Documents", "tools": "Tools", "bench": "Benchmark", "connections": "Connections",
                  "server": "Server"}
@@ -83,6 +87,9 @@ class MainWindow(QMainWindow):
         self._settings_saved = json.loads(json.dumps(self.settings))
         self.settings_problems = problems()  # said once the status bar exists
         self.store = ChatStore()
+        # The window's writes run on the GUI thread: they never wait long for another program's lock (an answer's
+        # end that cannot be saved at once is saved later, app/core/answer_saving.py).
+        self.store.wait_for_locks(GUI_LOCK_WAIT_S)
         self.bridge = EngineBridge(self, engine)
         self._dark = False  # the theme, for the pages built later
         self._closed = False
@@ -526,6 +533,9 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         self._closed = True  # the pages not built yet never will be
         self.chat.keep_answer_on_quit()  # before the engine goes: its end would cut the answer unsaved
+        if not self.chat.wait_saved(QUIT_SAVE_WAIT_S):  # a lock still held: the draft, as last saved, stays
+            print("Hearth: the chat history stayed busy; the last answer is kept as it was last saved and shown "
+                  "as interrupted at the next start.", file=sys.stderr)
         self.save_state()
         built = self.pages.built
         if built("monitor"):

@@ -108,3 +108,58 @@ def test_a_save_is_one_small_transaction(tmp_path):
     print(f"a save of up to {len(text):,} characters: median {1000 * took[25]:.2f} ms, max {1000 * took[-1]:.2f} ms "
           f"(twice a second: {2 * 100 * took[25]:.2f}% of one core)")
     assert took[25] < 0.02
+
+
+class HeldLock:
+    """Another program holding the chat history's write lock (BEGIN EXCLUSIVE on its own connection)."""
+
+    def __init__(self, path):
+        import sqlite3
+        self.db = sqlite3.connect(str(path), isolation_level=None)
+        self.db.execute("BEGIN EXCLUSIVE")
+
+    def release(self):
+        self.db.execute("COMMIT")
+        self.db.close()
+
+
+def test_a_locked_store_never_holds_the_caller_and_the_end_is_saved_when_the_lock_goes(tmp_path):
+    """#56 A1: the window's saves ran into a 5 s busy wait at every save, the end raised, and the answer shown
+    was lost. With a short wait, saves fail fast, and the end is saved later, whole, on the answer's own thread."""
+    store, cid = chat(tmp_path)
+    store.wait_for_locks(0.05)
+    got = []
+    answer = StreamingAnswer(store, cid, {"model": "m"}, interval_s=0, on_saved=got.append)
+    assert answer.update("The sea")
+    lock = HeldLock(store.path)
+    try:
+        started = time.monotonic()
+        assert not answer.update("The sea is grey")  # busy: said, not waited for
+        assert answer.problem and "busy" in answer.problem
+        saved = answer.finish("The sea is grey and wide.", {"finish_reason": "stop"})
+        assert time.monotonic() - started < 1.0
+        assert saved is None and answer.saving_later
+        time.sleep(0.6)  # retried meanwhile, while the lock holds
+        assert not got and [m.role for m in store.messages(cid)] == ["user"]
+    finally:
+        lock.release()
+    assert answer.wait_saved(10)
+    [message] = got
+    assert message.content == "The sea is grey and wide." and message.meta["finish_reason"] == "stop"
+    assert [m.content for m in store.messages(cid)][-1] == "The sea is grey and wide." and store.drafts() == []
+    assert answer.problem is None
+
+
+def test_an_answer_begun_while_the_store_is_locked_is_still_saved(tmp_path):
+    store, cid = chat(tmp_path)
+    store.wait_for_locks(0.05)
+    got = []
+    lock = HeldLock(store.path)
+    try:
+        answer = StreamingAnswer(store, cid, {}, interval_s=0, on_saved=got.append)  # no draft could begin
+        assert answer.draft_id is None and answer.problem
+        assert answer.finish("Waves.", {"finish_reason": "stop"}) is None
+    finally:
+        lock.release()
+    assert answer.wait_saved(10) and got[0].content == "Waves."
+    assert [m.role for m in store.messages(cid)] == ["user", "assistant"] and store.drafts() == []

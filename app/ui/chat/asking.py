@@ -5,7 +5,9 @@ Regenerate and Continue ask here too. A mixin of ChatView (app/ui/chat/chat_view
 
 from __future__ import annotations
 
-from app.core.notices import WARNING, Notice
+import time
+
+from app.core.notices import INFO, UNTIL_CLEARED, WARNING, Notice
 from app.core.answer_saving import StreamingAnswer
 from app.core.chat_prompt import chat_messages
 from app.core.chats import answer_model
@@ -101,6 +103,8 @@ class Asking:
         # Saved while it streams (app/core/answer_saving.py): a crash of the window costs at most the last second.
         self._answer = StreamingAnswer(self.store, self.conversation_id, self._answer_model,
                                        regenerating=self._regenerating, continuing=self._continuing)
+        answer = self._answer
+        answer.on_saved = lambda saved: self._answer_saved_later.emit(answer, saved)  # from the answer's thread
         self._save_timer.start()
         # A template that opens <think> in the prompt (DeepSeek-R1's): the answer starts inside its thinking.
         self.transcript.begin_stream(opened=bool((self.bridge.info or {}).get("opens_thinking")))
@@ -139,7 +143,8 @@ class Asking:
     def continue_answer(self, answer_id: int | None = None) -> None:
         """Go on with the conversation's last answer (cut off by the length limit, or stopped) from where it
         stopped: the model is asked with that answer as the start of its reply, and what it adds joins it."""
-        if self.generating or not self.bridge.ready or self.refusal or self.conversation_id is None:
+        if (self.generating or not self.bridge.ready or self.refusal or self.conversation_id is None
+                or self._still_saving()):
             return
         msgs = self.store.messages(self.conversation_id)
         last = msgs[-1] if msgs else None
@@ -152,7 +157,8 @@ class Asking:
     def regenerate(self, answer_id: int | None = None) -> None:
         """Ask again for an answer: `answer_id` (any answer, from its header), else the last question's.
         The old answer and whatever followed it stay as its previous version (a branch to page back to)."""
-        if self.generating or not self.bridge.ready or self.refusal or self.conversation_id is None:
+        if (self.generating or not self.bridge.ready or self.refusal or self.conversation_id is None
+                or self._still_saving()):
             return
         msgs = self.store.messages(self.conversation_id)
         if answer_id is not None:
@@ -214,7 +220,12 @@ class Asking:
         self._save_timer.stop()
         answer, self._answer = self._answer, None
         # Saved as its draft says (a new message, a version, a continued text), signed with the model that wrote it.
+        # Never waited for: a store another program holds, or a full disk, saves it later (_on_answer_saved_later).
         saved = answer.finish(text, meta) if answer is not None else None
+        if answer is not None and answer.saving_later:
+            self._saving_later.append(answer)
+            self.noticed.emit(Notice(f"{answer.problem} The answer is kept and will be saved as soon as the chat "
+                                     "history can be written.", WARNING, "chat.saving", UNTIL_CLEARED))
         meta = saved.meta if saved is not None else {**self._answer_model, **meta}
         if self._detached:
             self._detached = False
@@ -229,6 +240,33 @@ class Asking:
                 self._update_model_banner()
             self.answer_saved.emit(saved.id)
         self._update_buttons()
+
+    def _on_answer_saved_later(self, answer: StreamingAnswer, saved) -> None:
+        """An answer's end that the store could not take at once was saved (on the answer's own thread)."""
+        if answer in self._saving_later:
+            self._saving_later.remove(answer)
+        if not self._saving_later:
+            self.noticed.emit(Notice("The chat history can be written again: the answer was saved.", INFO,
+                                     "chat.saving"))
+        if saved is None:
+            return
+        if answer.conversation_id == self.conversation_id and not self.generating:
+            self._render_conversation()  # the answer as saved, with its links (Copy, Regenerate, versions)
+        self.answer_saved.emit(saved.id)
+
+    def _still_saving(self) -> bool:
+        """A question asked before the last answer is saved would land before it: said, and nothing is asked."""
+        if not self._saving_later:
+            return False
+        problem = self._saving_later[-1].problem or "The chat history is busy."
+        self.noticed.emit(Notice(f"The last answer is still being saved ({problem.rstrip('.')}); try again in a "
+                                 "moment. What you typed stays in the box.", WARNING, "chat.saving"))
+        return True
+
+    def wait_saved(self, timeout: float) -> bool:
+        """The window is closing: give the answers saved later up to timeout seconds in all."""
+        deadline = time.monotonic() + timeout
+        return all(a.wait_saved(max(0.0, deadline - time.monotonic())) for a in list(self._saving_later))
 
     def _on_generation_finished(self, done: dict) -> None:
         if not self.generating:

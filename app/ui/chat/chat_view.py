@@ -32,7 +32,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QFrame, QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton,
                                QSizePolicy, QSplitter, QVBoxLayout, QWidget)
 
-from app.core.notices import ERROR, INFO, Notice
+from app.core.notices import ERROR, INFO, WARNING, Notice
 from app.core.answer_saving import SAVE_INTERVAL_S, recover_interrupted
 from app.core.chats import DEFAULT_TITLE, ChatStore, ChatStoreError, remembered_model, title_from
 from app.core.reasoning import without_reasoning
@@ -65,6 +65,9 @@ WAITING_TURN = ("Waiting its turn: the engine is answering API requests first (S
 class ChatView(Asking, ToolApproval, QWidget):
     generation_started = Signal()
     answer_saved = Signal(int)  # message id
+    # (StreamingAnswer, its saved Message or None): an end the store could not take at once, saved later on the
+    # answer's own thread; queued to the GUI thread.
+    _answer_saved_later = Signal(object, object)
     conversation_changed = Signal()  # another conversation (or a new one) is open
     model_load_requested = Signal(str)  # the remembered model's path: the chat's "Load it"
     noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
@@ -95,6 +98,8 @@ class ChatView(Asking, ToolApproval, QWidget):
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(int(SAVE_INTERVAL_S * 1000))
         self._save_timer.timeout.connect(self._save_answer)
+        self._saving_later: list = []  # answers whose end waits for the store (a lock, a full disk)
+        self._answer_saved_later.connect(self._on_answer_saved_later)
         self._answer_model: dict = {}  # which model the answer in progress was asked of
         self.remembered: dict = {}  # the open conversation's model (its latest answer's), see remembered_model
         # What the window calls a model file; the main window gives the library's names (Models page).
@@ -222,6 +227,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self.conversations.conversation_chosen.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_conversation)
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
+        self.conversations.noticed.connect(self.noticed)
         self.system_prompt.textChanged.connect(self._on_system_prompt_changed)
         self.prompt_presets.chosen.connect(self.system_prompt.setPlainText)
         bridge.token_received.connect(self._on_token_received)
@@ -409,7 +415,11 @@ class ChatView(Asking, ToolApproval, QWidget):
         elif action == "continue":
             self.continue_answer(message_id)
         elif action in ("prev", "next") and not self.generating:
-            self.store.show_version(message_id, msg.version + (1 if action == "next" else -1))
+            try:
+                self.store.show_version(message_id, msg.version + (1 if action == "next" else -1))
+            except ChatStoreError as exc:
+                self.noticed.emit(Notice(f"That version cannot be shown now: {exc}", ERROR, "chat.saving"))
+                return
             self._editing = None
             self._render_conversation()
             self._update_buttons()
@@ -448,13 +458,28 @@ class ChatView(Asking, ToolApproval, QWidget):
     def _on_system_prompt_changed(self) -> None:
         self.prompt_presets.show_text(self.system_prompt.toPlainText())
         if self.conversation_id is not None:
-            self.store.set_system_prompt(self.conversation_id, self.system_prompt.toPlainText())
+            try:
+                self.store.set_system_prompt(self.conversation_id, self.system_prompt.toPlainText())
+            except ChatStoreError as exc:  # busy or full: the text stays in the box; the next change saves it
+                self.noticed.emit(Notice(f"The system prompt was not saved yet: {exc}", WARNING, "chat.saving"))
 
     # --- sending ------------------------------------------------------------
     def send(self) -> None:
         text = self.input.toPlainText().strip()
-        if not text or self.generating or not self.bridge.ready or self.refusal:
+        if not text or self.generating or not self.bridge.ready or self.refusal or self._still_saving():
             return
+        try:
+            prediction = self._keep_question(text)
+        except ChatStoreError as exc:  # busy or full: the question stays in the box, nothing was sent
+            self.noticed.emit(Notice(f"{exc} Your message was not sent; it is still in the box.", ERROR,
+                                     "chat.saving"))
+            return
+        self.input.clear()
+        self._ask(prediction)
+
+    def _keep_question(self, text: str) -> str:
+        """The question into the store (a new chat, a message, or an edited one's new version); returns the
+        prediction the answer may draft from (an edited question's old answer)."""
         if self.conversation_id is None:
             self.conversation_id = self.store.create(title_from(text), self.system_prompt.toPlainText())
             self.collections_panel.conversation_created(self.conversation_id)
@@ -480,8 +505,7 @@ class ChatView(Asking, ToolApproval, QWidget):
             asked = self.store.message(self.store.add_message(self.conversation_id, "user", text, meta))
             self.transcript.append_message("user", text, self._note(asked.meta),
                                            links=self._links(asked))  # Copy and Edit at once
-        self.input.clear()
-        self._ask(prediction)
+        return prediction
 
     def _attachments_meta(self, text: str, kept: list | None = None, before: int | None = None) -> dict:
         """The new message's meta: the files attached to it (kept ones first), each decided whole or by passages

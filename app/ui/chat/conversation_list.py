@@ -6,13 +6,15 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLineEdit, QListWidget, QListWidgetItem, QMenu,
                                QMessageBox, QPushButton, QVBoxLayout, QWidget)
 
-from app.core.chats import ChatStore
+from app.core.chats import ChatStore, ChatStoreError
+from app.core.notices import ERROR, Notice
 
 
 class ConversationList(QWidget):
     conversation_chosen = Signal(int)
     new_requested = Signal()
     conversation_deleted = Signal(int)
+    noticed = Signal(object)  # a Notice: the history was busy or could not be written
 
     def __init__(self, store: ChatStore, parent=None):
         super().__init__(parent)
@@ -92,7 +94,11 @@ class ConversationList(QWidget):
             title, ok = QInputDialog.getText(self, "Rename chat", "Name:", text=conv.title if conv else "")
             if not ok:
                 return
-        self.store.rename(cid, title)
+        try:
+            self.store.rename(cid, title)
+        except ChatStoreError as exc:  # busy or full: the old name stays, and the user is told
+            self.noticed.emit(Notice(f"The chat was not renamed: {exc}", ERROR, "chat.saving"))
+            return
         self.refresh()
 
     def delete_current(self, confirm: bool = True) -> None:
@@ -104,6 +110,10 @@ class ConversationList(QWidget):
             answer = QMessageBox.question(self, "Delete chat", f"Delete “{conv.title if conv else ''}”?")
             if answer != QMessageBox.Yes:
                 return
-        self.store.delete(cid)
+        try:
+            self.store.delete(cid)
+        except ChatStoreError as exc:
+            self.noticed.emit(Notice(f"The chat was not deleted: {exc}", ERROR, "chat.saving"))
+            return
         self.refresh()
         self.conversation_deleted.emit(cid)
