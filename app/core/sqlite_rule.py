@@ -1,9 +1,12 @@
 """The stores' rule for SQLite files (the chat history, the API's stored responses): a lock another program holds
 is "busy", never damage; only what says the bytes are wrong (SQLITE_CORRUPT, SQLITE_NOTADB, a failed
-quick_check) moves a file aside, with its -wal and -shm, and the file aside is never written into."""
+quick_check) moves a file aside, with its -wal and -shm, and the file aside is never written into. A file whose
+schema version (PRAGMA user_version) is newer than the store's own was written by a newer Hearth: it is refused
+with a sentence and never opened for writing (an older schema applied over it could damage what it keeps)."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -11,6 +14,24 @@ from pathlib import Path
 
 class IntegrityFailure(sqlite3.DatabaseError):
     """PRAGMA quick_check found damage in a file that opened."""
+
+
+class TooNew(sqlite3.DatabaseError):
+    """The file's schema is newer than this Hearth knows: neither damage nor busy, and never written."""
+
+
+def schema_version(schema: str) -> int:
+    """The version a store's schema script sets (its `PRAGMA user_version = N`): declared there, once."""
+    found = re.search(r"PRAGMA\s+user_version\s*=\s*(\d+)", schema, re.I)
+    return int(found.group(1)) if found else 0
+
+
+def refuse_newer(db: sqlite3.Connection, path: Path, schema: str) -> None:
+    """TooNew, in a sentence naming the version, when the file was written by a newer Hearth."""
+    found, known = db.execute("PRAGMA user_version").fetchone()[0], schema_version(schema)
+    if found > known:
+        raise TooNew(f"{path} was written by a newer version of Hearth (its format {found}; this version reads up "
+                     f"to {known}). Update Hearth to use it; it was left untouched.")
 
 
 def busy(exc: sqlite3.Error) -> bool:
@@ -37,6 +58,7 @@ def open_checked(path: Path, schema: str, busy_timeout: float, check_same_thread
     it from opening, so look before writing into it."""
     db = sqlite3.connect(str(path), timeout=busy_timeout, check_same_thread=check_same_thread)
     try:
+        refuse_newer(db, path, schema)  # before anything is written into it
         db.execute("PRAGMA foreign_keys = ON")
         db.execute("PRAGMA journal_mode = WAL")
         db.executescript(schema)

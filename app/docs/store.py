@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # numpy is imported where vectors are used: the window import
 
 from app.core import paths
 from app.core.errors import HearthError
+from app.core.sqlite_rule import TooNew, damaged, open_checked
 from app.docs.chunker import Chunk
 
 SCHEMA = """
@@ -88,6 +89,8 @@ CREATE TABLE IF NOT EXISTS indexing (
 );
 PRAGMA user_version = 1;
 """
+# An indexer in another process writes in long transactions: a reader or a second writer waits this long for it.
+BUSY_TIMEOUT_S = 30.0
 # BM25 with the text weighted above the heading. Ordered by the function itself, not by FTS5's configured
 # `rank`: ORDER BY rank runs FTS5's own sorter (a nested query per statement), which took 125 ms for 56,000
 # matches at 100,000 chunks where SQLite's top-N sort over the same bm25() took 89, with the same order.
@@ -126,9 +129,11 @@ class Store:
         self.path = ":memory:" if path == ":memory:" else Path(path) if path else paths.docs_index()
         self.read_only = False
         try:
-            self.db = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
-            self.db.executescript(SCHEMA)
-            self.db.execute("PRAGMA journal_mode = WAL" if self.path != ":memory:" else "PRAGMA journal_mode = MEMORY")
+            if self.path == ":memory:":
+                self.db = sqlite3.connect(":memory:", check_same_thread=False)
+                self.db.executescript(SCHEMA)
+            else:  # the stores' one rule (app/core/sqlite_rule.py): WAL, quick_check, a newer Hearth's file refused
+                self.db = open_checked(self.path, SCHEMA, BUSY_TIMEOUT_S, check_same_thread=False)
         except sqlite3.DatabaseError as exc:
             self.db = self._open_read_only(exc)
         self._matrices: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
@@ -139,10 +144,9 @@ class Store:
         Only SQLite's word that the file is not a database, or is malformed, makes it damage."""
         from app.core import disk_errors
 
-        code = getattr(exc, "sqlite_errorcode", None)
-        damaged = code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) if code is not None else \
-            any(word in str(exc) for word in ("not a database", "malformed"))
-        if damaged:
+        if isinstance(exc, TooNew):
+            raise DocsIndexError(f"The documents' index {exc}") from None
+        if damaged(exc):
             raise DocsIndexError(f"The documents' index {self.path} is damaged ({exc}); move it aside and add the "
                                  "folders again.") from None
         if self.path == ":memory:" or not Path(self.path).exists() or Path(self.path).stat().st_size == 0:
