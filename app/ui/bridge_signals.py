@@ -6,8 +6,9 @@ from __future__ import annotations
 from app.backends.backend import BackendListener
 from app.protocol import messages as P
 
-# Tokens arrive merged at most this often (app.protocol.coalesce), matching the transcript's FLUSH_MS:
-# one event per token cost the window ~0.5 ms of CPU per token, CPU the engine's threads need. Here, beside the
+# Tokens arrive merged at most this often (app.protocol.coalesce): the one batching stage between a token and the
+# screen (the transcript shows each merged piece at once). One event per token cost the window ~0.5 ms of CPU per
+# token, CPU the engine's threads need. Here, beside the
 # listener, so that the bridge and the answers with tools (app/ui/tool_answer.py) share it without importing
 # each other.
 STREAM_INTERVAL_MS = 80

@@ -36,6 +36,9 @@ def test_no_event_loop_stall_during_generation(qtbot, main_window):
     from app.ui.monitor.monitor_view import REDRAW_MS
 
     assert w.chat.transcript.flushes - appends <= 120 + 2
+    # One batching stage (#52.6): a merged piece is on screen when it arrives; the transcript's own timer held
+    # each one up to another 80 ms.
+    assert max(w.chat.transcript.delays_ms) < 40, w.chat.transcript.delays_ms
     assert len(stats) >= 2
     assert w.monitor.redraws - redraws >= 0.8 * min(len(stats), took_s * 1000 / REDRAW_MS)
 
@@ -141,16 +144,14 @@ def test_a_50k_token_conversation_opens_and_scrolls_without_stalls(qtbot, long_c
     flushes, blocks = transcript.flushes, transcript.document().blockCount()
     transcript.begin_stream()
     worst = 0.0
-    for n in range(200):
-        transcript.append_token(f" word{n}")
-        if n % 5 == 4:
-            cpu = time.thread_time()
-            transcript.flush()
-            worst = max(worst, (time.thread_time() - cpu) * 1000)
-            qtbot.wait(1)
+    for n in range(40):  # each a merged piece, as the engine sends them (one batching stage, #52.6)
+        cpu = time.thread_time()
+        transcript.append_token("".join(f" word{5 * n + k}" for k in range(5)))
+        worst = max(worst, (time.thread_time() - cpu) * 1000)
+        qtbot.wait(1)
     transcript.end_stream()
     assert transcript.full_renders == renders + 1
-    assert transcript.flushes - flushes == 40
+    assert transcript.flushes - flushes == 40  # one document append per piece, at once
     print(f"append: worst flush {worst:.2f} ms")
     assert worst < 10, f"appending tokens to a {long_chat['tokens']:,}-token transcript took {worst:.1f} ms"
     assert transcript.document().blockCount() - blocks <= 4  # only the new answer's blocks

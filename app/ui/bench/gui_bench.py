@@ -69,6 +69,8 @@ class GuiRunner:
         # The GUI thread's CPU time per generated token: unlike the speed ratio, a figure that another
         # program on the machine hardly moves (pairs of runs differ by a few percent on a quiet 2-core machine).
         self.cpu_ms_per_token: list[float] = []
+        # How long a merged piece of the answer waited in the transcript before it was drawn (ms), every run.
+        self.screen_delays_ms: list[float] = []
         self.chats: list[int] = []  # the conversations the runs made, deleted at the end: not the user's
 
     def run(self, tokens: int) -> float:
@@ -82,6 +84,7 @@ class GuiRunner:
         bridge.generation_finished.connect(result.update)
         bridge.generation_failed.connect(on_failed)
         flushes, redraws = chat.transcript.flushes, self.window.monitor.redraws
+        delays = len(chat.transcript.delays_ms)
         chat.input.setPlainText(PROMPT)
         cpu = time.thread_time()  # this is the GUI thread: the window's work runs in its event loop below
         chat.send()
@@ -100,6 +103,7 @@ class GuiRunner:
         if chat.conversation_id is not None:
             self.chats.append(chat.conversation_id)
         self.flushes += chat.transcript.flushes - flushes
+        self.screen_delays_ms += chat.transcript.delays_ms[delays:]
         self.redraws += self.window.monitor.redraws - redraws
         return result.get("gen_tok_s", 0.0)
 
@@ -112,6 +116,10 @@ class GuiRunner:
             chat.store.delete(conversation_id)
         chat.conversations.refresh()
         self.window.close()
+
+
+def _spread(values: list[float]) -> dict | None:
+    return {"median": statistics.median(values), "max": max(values)} if values else None
 
 
 def run(args: GuiBenchOptions) -> int:
@@ -143,7 +151,8 @@ def run(args: GuiBenchOptions) -> int:
            "headless_median": h, "gui_median": g, "pair_ratios": pairs, "ratio": ratio, "bound": BOUND,
            "ok": ratio >= BOUND,
            "transcript_appends": gui_runner.flushes, "graph_redraws": gui_runner.redraws,
-           "gui_cpu_ms_per_token": statistics.median(gui_runner.cpu_ms_per_token) if gui_runner.cpu_ms_per_token else None}
+           "gui_cpu_ms_per_token": statistics.median(gui_runner.cpu_ms_per_token) if gui_runner.cpu_ms_per_token else None,
+           "screen_delay_ms": _spread(gui_runner.screen_delays_ms)}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -152,6 +161,10 @@ def run(args: GuiBenchOptions) -> int:
               f"{gui_runner.flushes} transcript appends, {gui_runner.redraws} graph redraws")
         if out["gui_cpu_ms_per_token"] is not None:
             print(f"GUI thread CPU: {out['gui_cpu_ms_per_token']:.2f} ms per token (median of the GUI runs)")
+        if out["screen_delay_ms"]:
+            delay = out["screen_delay_ms"]
+            print(f"a merged piece waited in the transcript {delay['median']:.1f} ms (median), {delay['max']:.1f} ms "
+                  "at most, before it was drawn")
         print(f"ratio GUI/headless: {ratio:.3f}, median of pairs {', '.join(f'{x:.3f}' for x in pairs)} "
               f"(bound {BOUND}: {'ok' if ratio >= BOUND else 'BELOW'})")
     return 0

@@ -11,9 +11,10 @@ does not show raw and then reflow at its end; only the paragraph being
 written is plain text. A message's header carries its actions as
 links (Copy, Edit or Regenerate, < 2/3 > for its versions); a click is reported as
 `action_requested(action, message_id)` for the chat page to carry out. The answer in progress arrives token by
-token: tokens are buffered and appended as plain text at most every
-FLUSH_MS, and only when the answer ends is that one message re-rendered as
-Markdown. Nothing ever re-renders the whole transcript, so a long
+token: each piece is appended as plain text when it arrives, and only when the answer ends is that one message
+re-rendered as Markdown. Pieces arrive merged already: the engine (and a remote backend) merges tokens into at
+most one event per STREAM_INTERVAL_MS (app/ui/bridge_signals.py), the one batching stage between a token and the
+screen; a second timer here held each merged piece up to another 80 ms. Nothing ever re-renders the whole transcript, so a long
 conversation costs nothing per token.
 
 The view follows the answer while the user is at the bottom (app/ui/chat/following.py). Answers are chat
@@ -56,7 +57,6 @@ from app.ui.chat.following import Following
 # About 12 appends a second: smooth to read, and each append costs the window ~1.5 ms of CPU (inserting and
 # laying out the growing paragraph), CPU the engine's threads need; at 40 ms the window cost generation about
 # 1% more than at 60 (hearth bench gui).
-FLUSH_MS = 80
 FENCE_LINE = re.compile(r"^```", re.M)
 RENDER_BUDGET_MS = 12  # rendering work per event-loop turn while a long conversation fills in
 STREAM = object()  # the place of the answer in progress in the backlog
@@ -100,10 +100,8 @@ class Transcript(Following, QTextBrowser):
         self._backlog_timer.timeout.connect(self._render_backlog)
         self._stream_text: list[str] = []
         self._stream_thoughts = 0
-        self._flush_timer = QTimer(self)
-        self._flush_timer.setSingleShot(True)
-        self._flush_timer.setInterval(FLUSH_MS)
-        self._flush_timer.timeout.connect(self.flush)
+        self._pending_since: float | None = None  # when the oldest piece not yet shown arrived
+        self.delays_ms: list[float] = []  # per append, how long its oldest piece waited: for `hearth bench gui`
         self._plain = QTextCharFormat()
         self._code_bg_drawn = self._code_bg()  # the code blocks' background in the document, for a theme switch
         self._link_drawn = QColor(self.palette().link().color())  # the links' colour in the document, likewise
@@ -126,10 +124,10 @@ class Transcript(Following, QTextBrowser):
 
     # --- whole messages -------------------------------------------------
     def clear_all(self) -> None:
-        self._flush_timer.stop()
         self._backlog_timer.stop()
         self._backlog.clear()
         self._pending.clear()
+        self._pending_since = None
         self._stream_text.clear()
         self._stream_block = self._tail_block = None
         self._tail_text = ""
@@ -170,7 +168,7 @@ class Transcript(Following, QTextBrowser):
         if self._backlog:
             self._backlog_timer.start()
         elif self._pending:
-            self._flush_timer.start()
+            self.flush()
 
     def _end_cursor(self) -> QTextCursor:
         cursor = QTextCursor(self.document())
@@ -487,16 +485,20 @@ class Transcript(Following, QTextBrowser):
     def append_token(self, text: str) -> None:
         if self._first_token_at is None:
             self._first_token_at = time.monotonic()
+        if not self._pending:
+            self._pending_since = time.perf_counter()
         self._pending.append(text)
         self._stream_text.append(text)
-        if not self._flush_timer.isActive():
-            self._flush_timer.start()
+        self.flush()  # at once: the piece was merged upstream; behind a backlog it waits for the backlog's end
 
     def flush(self) -> None:
         if not self._pending or self._backlog:  # the backlog flushes when it is done
             return
         chunk = "".join(self._pending)
         self._pending.clear()
+        if self._pending_since is not None:
+            self.delays_ms.append((time.perf_counter() - self._pending_since) * 1000)
+            self._pending_since = None
         with self._moving_text():
             chunk = self._thinking_part(chunk)
             if chunk:
@@ -572,8 +574,8 @@ class Transcript(Following, QTextBrowser):
 
     def end_stream(self, note: str = "", links: list | None = None) -> str:
         """Render the finished answer as Markdown in place, its header with links; returns its text."""
-        self._flush_timer.stop()
         self._pending.clear()
+        self._pending_since = None
         text = self.stream_text()
         if self._stream_queued:  # still behind the backlog: it becomes an ordinary message there
             self._backlog[self._backlog.index(STREAM)] = ("assistant", text, note, links, self.stream_thought_s,
