@@ -211,7 +211,8 @@ class _Reader:
                 self.pos = base + off
                 buf, base, off = self._refill(buf, base, off,
                                               self.count(length, 1, "bytes in one string", MAX_STRING_BYTES))
-            if length <= longest and buf[off] in _MARKER_FIRST and buf[off:off + length] in _MARKER_BYTES:
+            # An empty token has no first byte to look at: at a chunk's end buf[off] is past the buffer.
+            if 0 < length <= longest and buf[off] in _MARKER_FIRST and buf[off:off + length] in _MARKER_BYTES:
                 found.add(buf[off:off + length].decode("utf-8"))
             off += length
         self.pos = base + off

@@ -166,3 +166,55 @@ def test_a_crafted_file_is_never_listed_as_a_working_model(tmp_path):
     assert run.returncode == 0, run.stderr
     (entry,) = [e for e in json.loads(run.stdout) if e["name"] == "crafted.gguf"]
     assert entry["error"].startswith("crafted.gguf claims 1,000,000 tensors") and entry["architecture"] is None
+
+
+def _chunk_edges(count: int) -> list[int]:
+    """Where skip_strings' buffer ends, from the start of the array's strings: its first read, then each one
+    twice the last (app/core/gguf_info.py)."""
+    from app.core.gguf_info import _SKIP_CHUNK, _SKIP_FIRST
+
+    edges, chunk, end = [], _SKIP_FIRST, 0
+    for _ in range(count):
+        end += chunk
+        edges.append(end)
+        chunk = min(2 * chunk, _SKIP_CHUNK)
+    return edges
+
+
+def vocab_with_empty_token(path: Path, ends_at: int) -> Path:
+    """A vocabulary (skipped, not kept: more than 256 tokens) whose second token is empty and whose length field
+    ends `ends_at` bytes after the first token's starts."""
+    filler = b"f" * (ends_at - 16)
+    tokens = [filler, b""] + [b"a"] * 300
+    with path.open("wb") as fh:
+        fh.write(_header(1, 2) + ARCH + _s(b"tokenizer.ggml.tokens"))
+        fh.write(struct.pack("<IIQ", 9, 8, len(tokens)) + b"".join(_s(t) for t in tokens))
+        fh.write(_tensor(b"w", (8,), 0) + b"\0" * 64)
+    return path
+
+
+def test_an_empty_token_at_any_chunk_edge_is_read(tmp_path):
+    """#56 D15: an empty token whose length ended exactly at the first 4 KiB chunk's end read one byte past the
+    buffer (IndexError: `models list` rc 2, GET /v1/models 500). Every edge of the first five chunks, and every
+    offset around each, reads."""
+    for edge in _chunk_edges(5):
+        for ends_at in range(edge - 24, edge + 25):
+            info = read_gguf_info(vocab_with_empty_token(tmp_path / "vocab.gguf", ends_at))
+            assert info.metadata["tokenizer.ggml.tokens"] == "<array of 302 string>", ends_at
+            assert info.vocab_markers == [], ends_at
+
+
+def test_a_vocabulary_with_an_empty_token_at_a_chunk_edge_is_listed(tmp_path):
+    """In LM Studio's folder, as the issue found it: `models list` lists it (rc 0), not an internal error."""
+    import os
+
+    home = tmp_path / "home"
+    found = tmp_path / "found" / ".lmstudio" / "models" / "someone" / "repo"
+    found.mkdir(parents=True)
+    vocab_with_empty_token(found / "edge.gguf", _chunk_edges(1)[0])
+    run = subprocess.run([sys.executable, "-m", "app", "models", "list", "--json"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT, env={**os.environ, "HEARTH_HOME": str(home),
+                                                     "HEARTH_DISCOVERY_HOME": str(tmp_path / "found")})
+    assert run.returncode == 0, run.stderr
+    (entry,) = [e for e in json.loads(run.stdout) if e["source"] == "lmstudio"]
+    assert entry["name"] == "someone/repo/edge.gguf" and entry["architecture"] == "llama" and entry["error"] is None
