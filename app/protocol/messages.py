@@ -15,6 +15,8 @@ Error kinds are an enum, never compared as free strings.
 from __future__ import annotations
 
 import json
+import os
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from json.encoder import encode_basestring as _encode_str
@@ -22,6 +24,7 @@ from typing import Any
 
 from app.core.errors import (ContextTooLong, EngineBusy, EngineCrashed, GenerationError, HearthError,
                              InvalidRequest, ModelFileError, ModelLoadError, ModelTooBig)
+from app.protocol.option_spec import fits, internal, option
 
 # Commands (client -> host)
 LOAD = "load"
@@ -49,20 +52,7 @@ FLASH_ATTN = ("auto", "on", "off")
 CONTEXT_POLICIES = ("window", "truncate-middle", "stop", "h2o")  # h2o: experimental (app/engine/context/h2o.py)
 # The native libraries an engine process starts with (app/core/runtimes.py; chosen by app/backends/runtime_choice.py).
 RUNTIMES = ("auto", "cpu", "vulkan", "cuda")
-
-
-def _accepts(annotation: str, value: Any) -> bool:
-    """Whether a value read from JSON fits a field declared as `annotation` ("int | None", "list[str]", ...)."""
-    if value is None:
-        return "None" in annotation
-    kinds = {part.strip().split("[")[0] for part in annotation.split("|")}
-    if isinstance(value, bool):
-        return "bool" in kinds
-    if isinstance(value, int):
-        return bool(kinds & {"int", "float"})
-    if isinstance(value, float):
-        return "float" in kinds
-    return any(isinstance(value, {"str": str, "list": list, "dict": dict}.get(kind, ())) for kind in kinds)
+LOGICAL_CORES = os.cpu_count() or 1
 
 
 class _Options:
@@ -70,83 +60,126 @@ class _Options:
     def from_dict(cls, data: dict[str, Any] | None, problems: list[str] | None = None):
         """The options in `data`; a value of the wrong type (a hand-edited settings file, an old client) is
         left out, so that field keeps its default, and named in `problems` when given."""
-        declared = {f.name: str(f.type) for f in fields(cls)}
+        declared = typing.get_type_hints(cls)
         kept = {}
         for key, value in (data or {}).items() if isinstance(data, dict) else ():
-            if key not in declared:
+            if key not in declared or key.startswith("_"):
                 continue
-            if _accepts(declared[key], value):
+            if fits(declared[key], value):
                 kept[key] = value
             elif problems is not None:
-                problems.append(f"{key} = {json.dumps(value)[:40]} (not a {declared[key]})")
+                problems.append(f"{key} = {json.dumps(value)[:40]} (not a {_type_name(declared[key])})")
         return cls(**kept)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
+def _type_name(kind: Any) -> str:
+    return str(kind).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+# Each option is declared once, here: its type and default, and (option_spec.option) its flag, help, the window's
+# spin box and the range the engine accepts, or (internal) why no user sets it. The command line, the window's
+# panels and the engine's range check are built from these declarations (app/protocol/option_fields.py).
 @dataclass
 class LoadOptions(_Options):
-    model_path: str = ""
-    n_ctx: int = 4096
-    n_batch: int = 512
-    n_threads: int | None = None  # None: physical cores
-    n_gpu_layers: int = 0
-    runtime: str = "auto"  # the engine runtime: auto (a GPU runtime that sees a real GPU, else cpu) | cpu | vulkan | cuda
-    n_parallel: int = 1  # requests served at once, each in its own KV sequence (the API server's slots)
-    use_mmap: bool = True
-    use_mlock: bool = False
-    kv_type: str = "f16"
-    flash_attn: str = "auto"
-    # None: decided by the per-machine probe (see engine/probes/probe.py).
-    extra_bufts: bool | None = None
+    model_path: str = internal("", "the model itself: --model, or the file chosen in the window")
+    n_threads: int | None = option(None, "--threads", "CPU threads (default: physical cores)", "N", dest="threads",
+                                   low=1, high=LOGICAL_CORES)  # None: physical cores
+    n_gpu_layers: int = option(0, "--gpu-layers", "layers to offload to the GPU (-1: all)", "N", dest="gpu_layers",
+                               low=-1, high=100000)
+    # The engine runtime: auto (a GPU runtime that sees a real GPU, else cpu) | cpu | vulkan | cuda.
+    runtime: str = option("auto", "--runtime", "engine runtime (default auto: a GPU runtime that sees a real GPU, "
+                          "else cpu; hearth runtimes list shows them)", choices=RUNTIMES)
+    n_ctx: int = option(4096, "--ctx", "context size in tokens (default 4096)", "N", dest="ctx", low=64, high=1 << 24)
+    n_batch: int = option(512, "--batch", "prompt batch size (default 512)", "N", dest="batch", low=1, high=1 << 16)
+    use_mmap: bool = option(True, "--no-mmap", "read the whole model into memory instead of mapping it", negate=True)
+    use_mlock: bool = option(False, "--mlock", "lock the model in RAM")
+    kv_type: str = option("f16", "--kv-type", "KV cache type (default f16)", choices=KV_TYPES)
+    flash_attn: str = option("auto", "--flash-attn", "flash attention (default auto)", choices=FLASH_ATTN)
     # Speculative decoding (draft model or prompt lookup).
-    draft_model: str | None = None
-    lookup: bool = False
-    draft_max: int | None = None  # None: adaptive
+    draft_model: str | None = option(None, "--draft-model",
+                                     "small GGUF with the same vocabulary for speculative decoding", "PATH")
+    lookup: bool = option(False, "--lookup", "speculative decoding with n-gram drafts from the context")
+    draft_max: int | None = option(None, "--draft-max", "longest draft (default: adaptive)", "N", low=0, high=64)
     # What happens when the context is full.
-    context_policy: str = "window"
-    sink_tokens: int = 4
-    keep_system: bool = True
-    window_fraction: float = 0.5  # of the movable part dropped each time the window slides
+    context_policy: str = option("window", "--context-policy",
+                                 "what happens when the context is full (default: window)", choices=CONTEXT_POLICIES)
+    sink_tokens: int = option(4, "--sink-tokens", "attention-sink tokens kept (default 4)", "N", low=0, high=4096)
+    keep_system: bool = option(True, "--no-keep-system", "let the window slide over the system prompt too",
+                               negate=True)
+    window_fraction: float = option(0.5, "--window-fraction", "share of the movable context dropped each time the "
+                                    "window slides (default 0.5)", "F", low=0.01, high=0.99)
     # The h2o policy's budgets, as shares of the context kept at an eviction (app/engine/context/h2o.py).
-    h2o_heavy: float = 0.25
-    h2o_recent: float = 0.25
-    # The chat template: auto (the model's own, else one chosen by its vocabulary, app/core/chat_formats.py),
+    h2o_heavy: float = option(0.25, "--h2o-heavy", "h2o policy (experimental): share of the context kept for the "
+                              "most-attended tokens at an eviction (default 0.25)", "F", low=0.0, high=0.9)
+    h2o_recent: float = option(0.25, "--h2o-recent", "h2o policy (experimental): share of the context kept as the "
+                               "most recent tokens (default 0.25)", "F", low=0.0, high=0.9)
+    # The chat template: auto (the model's own, else one chosen by its vocabulary, app/core/gguf/chat_formats.py),
     # a llama.cpp built-in name, "plain", or the path of a Jinja file.
-    chat_template: str = "auto"
+    chat_template: str = option("auto", "--chat-template", "chat template: auto (default: the model's own, else "
+                                "chosen by its vocabulary), a llama.cpp built-in name (chatml, gemma, llama3, phi3, "
+                                "mistral-v7, ...), plain, or a Jinja file", "NAME|FILE")
     # Load even when the memory-fit estimate says the model does not fit (app/engine/process/preflight.py).
-    ignore_fit: bool = False
+    ignore_fit: bool = option(False, "--ignore-fit", "load even when the memory estimate says the model does not fit "
+                              "(may be very slow)", remembered=False)
     # The watchdog's least budget for one engine step (a token or a prompt batch), in seconds; None: its default
     # (app/backends/supervisor.py: at least STEP_FLOOR_S, and STEP_FACTOR times the step time measured at load).
-    step_timeout_s: float | None = None
+    step_timeout_s: float | None = option(None, "--step-timeout", "end and restart the engine when one step (a token "
+                                          "or a prompt batch) takes longer than this; the request is told why "
+                                          "(default: 50 times the step's time measured at load, at least 10 s)",
+                                          "SECONDS", dest="step_timeout", low=0.1, high=86400.0)
+    # Requests served at once, each in its own KV sequence (the API server's slots).
+    n_parallel: int = internal(1, "a server's choice: hearth serve --parallel N (the window and hearth chat answer "
+                               "one at a time)", valid=(1, 64))
+    # None: decided by the per-machine probe (see engine/probes/probe.py).
+    extra_bufts: bool | None = internal(None, "decided per machine by the extra-buffer-types probe "
+                                        "(app/engine/probes/probe.py)")
 
 
 @dataclass
 class SamplingOptions(_Options):
-    max_tokens: int = 512
-    temperature: float = 0.7
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0  # llama.cpp's default; every surface (CLI, window, API, remote) starts here
-    repeat_last_n: int = 64
-    seed: int = -1  # -1: a fresh random seed per request
-    stop: list[str] = field(default_factory=list)
-    ignore_eos: bool = False  # benchmarks: always generate max_tokens
+    temperature: float = option(0.7, "--temp", "temperature (0: greedy)", "T", dest="temp", label="Temperature",
+                                tip="0 = always the most likely token (greedy)", low=0.0, high=2.0, step=0.05)
+    top_k: int = option(40, "--top-k", "", "K", label="Top-K", tip="keep only the K most likely tokens (0 = off)",
+                        low=0, high=1000, valid=(0, 1 << 20))
+    top_p: float = option(0.95, "--top-p", "", "P", label="Top-P",
+                          tip="keep the most likely tokens up to this total probability", low=0.0, high=1.0,
+                          step=0.01)
+    min_p: float = option(0.05, "--min-p", "", "P", label="Min-P",
+                          tip="drop tokens less likely than this share of the best one", low=0.0, high=1.0, step=0.01)
+    # llama.cpp's default; every surface (CLI, window, API, remote) starts here.
+    repeat_penalty: float = option(1.0, "--repeat-penalty", "", "R", label="Repeat penalty",
+                                   tip="discourage repeating recent tokens", low=0.5, high=2.0, step=0.01,
+                                   valid=(0.0, 10.0))
+    repeat_last_n: int = option(64, "--repeat-last-n", "recent tokens the repeat penalty looks at (default 64)", "N",
+                                low=-1, high=1 << 20)
+    max_tokens: int = option(512, "--max-tokens", "", "N", label="Max tokens", tip="longest answer in tokens",
+                             low=1, high=32768, valid=(1, 1 << 24))
+    seed: int = option(-1, "--seed", "random seed (-1: random)", "S", label="Seed",  # -1: fresh per request
+                       tip="-1 = a new random seed per answer", low=-1, high=2**31 - 1)
+    stop: list[str] = option(flag="--stop", help="stop string (repeatable)", metavar="TEXT", repeat=True,
+                             default_factory=list)
+    ignore_eos: bool = internal(False, "for benchmarks, which must always generate max_tokens")
     # OpenAI's penalties (the API server's): by how often / whether a token already occurred.
-    frequency_penalty: float = 0.0
-    presence_penalty: float = 0.0
-    logit_bias: dict[int, float] = field(default_factory=dict)  # token id -> added to its logit
+    frequency_penalty: float = internal(0.0, "an OpenAI request parameter, set per request by API clients "
+                                        "(app/server)", valid=(-2.0, 2.0))
+    presence_penalty: float = internal(0.0, "an OpenAI request parameter, set per request by API clients "
+                                       "(app/server)", valid=(-2.0, 2.0))
+    logit_bias: dict[int, float] = internal(why="an OpenAI request parameter (token ids), set per request by API "
+                                            "clients (app/server)", default_factory=dict)  # token id -> added
     # A llama.cpp GBNF grammar the answer must follow (structured output, tool calls); "" for none.
-    grammar: str = ""
+    grammar: str = internal("", "built per request by the API server from response_format or tools (app/server)")
     # Text the answer is expected to mostly repeat (OpenAI's predicted outputs): drafts for speculative
     # decoding (app/engine/speculation/prediction.py); "" for none. It changes the speed, never the answer.
-    prediction: str = ""
+    prediction: str = internal("", "a request's own text (API 'prediction', hearth chat --predict, the window's "
+                               "regenerate)")
     # The settings the user gave (field names). The others take the model's own recommendation where its file
-    # has one (GGUF general.sampling.*, app/core/model_sampling.py), else the defaults above. None: every field
+    # has one (GGUF general.sampling.*, app/core/gguf/sampling.py), else the defaults above. None: every field
     # is the caller's as it stands (benchmarks, probes, anything that must not change with the model).
-    given: list[str] | None = None
+    given: list[str] | None = internal(None, "which settings the user gave, filled in by each surface (flags given, "
+                                       "fields sent, boxes changed)")
 
     def __post_init__(self):
         # Over JSON the token ids arrive as strings.
