@@ -8,6 +8,10 @@ facts, the bench's quality store):
 - a damaged file (not JSON, not UTF-8, or not the shape its store expects) is moved aside byte for byte as
   `<file>.bad-<time>`, said once (`take_notices`, and any listener), and never written over: the store goes
   on from its defaults, and a damaged file that cannot be moved aside is never replaced;
+- a store of entries (the library's imports, the allow-list, the presets) names what a sound entry is (`clean`):
+  an entry of the wrong shape or type is damage of its own, and costs only itself: the file is copied aside
+  byte for byte, the entry taken out of it, the rest read, and it is said once; an entry that could not be
+  kept aside stays in the file, which is then never written over;
 - a lock held past LOCK_TIMEOUT_S is StoreBusy, never damage;
 - a write that fails (a full or read-only disk) is StoreWriteError, one sentence, never swallowed.
 """
@@ -24,9 +28,13 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from app.core.bounded_read import Budget, TooBig, load_json, read_file
 from app.core.errors import HearthError
 
 LOCK_TIMEOUT_S = 10.0
+# No store Hearth writes comes near this (the largest, the library's metadata cache, is about 300 bytes a model);
+# a file past it is damage, and reading it whole would cost its size in memory at every start.
+MAX_STORE_BYTES = 16 * 2**20
 
 _notices: list[str] = []
 _listeners: list[Callable[[str], None]] = []
@@ -89,10 +97,21 @@ def _disk_sentence(path: Path, exc: OSError) -> str:
     return sentence(path, exc)
 
 
-def _parse(raw: bytes, valid: Callable[[Any], bool] | None) -> tuple[bool, Any]:
+def _read_raw(path: Path) -> bytes | None:
+    """The file's bytes, read within MAX_STORE_BYTES (app/core/bounded_read.py); None for a file past it, which
+    no store Hearth writes is: damage, kept aside without being read whole. OSError as reading raises it."""
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        return read_file(path, Budget(str(path), MAX_STORE_BYTES))
+    except TooBig:
+        return None
+
+
+def _parse(raw: bytes | None, valid: Callable[[Any], bool] | None) -> tuple[bool, Any]:
+    if raw is None:
+        return False, None
+    try:
+        data = load_json(raw.decode("utf-8"), "a store")  # nested past reason: damage, never RecursionError
+    except (UnicodeDecodeError, ValueError, TooBig):
         return False, None
     return (valid is None or bool(valid(data))), data
 
@@ -137,7 +156,7 @@ def _damaged(path: Path, raw: bytes, valid, quiet: bool, have_lock: bool) -> tup
     try:
         with (nullcontext() if have_lock else locked(path)):
             try:
-                now = path.read_bytes()
+                now = _read_raw(path)
             except FileNotFoundError:
                 return False, None  # another process moved it aside already, and said so
             if now != raw:
@@ -156,14 +175,20 @@ def _damaged(path: Path, raw: bytes, valid, quiet: bool, have_lock: bool) -> tup
     return False, None
 
 
+# clean(data) -> (data without its unusable entries, a phrase for each entry taken out): a store's own rule of
+# what one sound entry is, so that one bad entry costs itself, never the whole file nor a crash of its reader.
+Cleaner = Callable[[Any], "tuple[Any, list[str]]"]
+
+
 def read_json(path: Path, default: Any = None, valid: Callable[[Any], bool] | None = None,
-              quiet: bool = False) -> Any:
+              quiet: bool = False, clean: Cleaner | None = None) -> Any:
     """The file's data; `default` when it is missing, unreadable or damaged (kept aside: see above).
     valid(data): whether the data has the shape its store needs. quiet: a cache Hearth rebuilds by itself,
-    whose damage is no news to the user (it is still moved aside, not read)."""
+    whose damage is no news to the user (it is still moved aside, not read). clean: the store's entries that
+    cannot be used are kept aside and left out (see above)."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = _read_raw(path)
     except FileNotFoundError:
         return default
     except OSError as exc:
@@ -171,13 +196,60 @@ def read_json(path: Path, default: Any = None, valid: Callable[[Any], bool] | No
             _say_once(path, f"{path} could not be read ({exc.strerror or exc}); its defaults are used.")
         return default
     ok, data = _parse(raw, valid)
-    if ok:
+    if not ok:
+        try:
+            ok, data = _damaged(path, raw, valid, quiet, have_lock=False)
+        except _Unkept:
+            return default
+        if not ok:
+            return default
+    if clean is None:
         return data
+    kept, dropped = clean(data)
+    if dropped:
+        try:
+            with locked(path):
+                _drop_entries(path, valid, clean)
+        except _Unkept:  # said: the file stays as it is, and this reader goes on without them
+            pass
+        except StoreError as exc:  # busy, or a read-only folder: the next reader tries again
+            _say_once(path, f"{path} has {_entries_phrase(dropped)}; Hearth goes on without them. {exc}")
+    return kept
+
+
+def _entries_phrase(dropped: list[str]) -> str:
+    shown = "; ".join(dropped[:3]) + (f"; and {len(dropped) - 3} more" if len(dropped) > 3 else "")
+    return f"{len(dropped)} entr{'y' if len(dropped) == 1 else 'ies'} Hearth cannot use ({shown})"
+
+
+def _drop_entries(path: Path, valid, clean: Cleaner) -> Any:
+    """Under the lock: the file's data without its unusable entries, the file as it was copied aside first and
+    then written without them, said once. _Unkept (said) when the copy cannot be made: nothing is written."""
     try:
-        ok, data = _damaged(path, raw, valid, quiet, have_lock=False)
-    except _Unkept:
-        return default
-    return data if ok else default
+        raw = _read_raw(path)
+    except FileNotFoundError:
+        return None
+    ok, data = _parse(raw, valid)
+    if not ok:
+        return None  # damaged as a whole since it was read: the next read keeps it aside as such
+    kept, dropped = clean(data)
+    if not dropped:
+        return kept
+    try:
+        copy = keep_aside(path, copy=True)
+    except OSError as exc:
+        _say_once(path, f"{path} has {_entries_phrase(dropped)}, and it could not be copied aside "
+                        f"({exc.strerror or exc}); Hearth goes on without them and will not write over the file.")
+        raise _Unkept() from None
+    try:
+        write_json(path, kept)
+    except StoreWriteError as exc:
+        _say_once(path, f"{path} has {_entries_phrase(dropped)}; the file as it was is kept as {copy.name}, but it "
+                        f"could not be written without them ({exc}); Hearth goes on without them.")
+        raise _Unkept() from None
+    _say(f"{path.name} had {_entries_phrase(dropped)}; the file as it was is kept as {copy.name}, and Hearth goes "
+         "on without them.")
+    return kept
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -256,7 +328,7 @@ def _busy(path: Path, wait: float) -> StoreBusy:
 
 
 def update_json(path: Path, change: Callable[[Any], Any], default: Any = None,
-                valid: Callable[[Any], bool] | None = None, quiet: bool = False) -> Any:
+                valid: Callable[[Any], bool] | None = None, quiet: bool = False, clean: Cleaner | None = None) -> Any:
     """Read, change and write a JSON file as one step among processes: `change(data)` returns the new data,
     from what the file holds now (a damaged file is kept aside first, and `default` changed instead).
     Raises StoreWriteError (the disk), StoreBusy (the lock) or StoreError (a damaged file that could not be
@@ -266,7 +338,7 @@ def update_json(path: Path, change: Callable[[Any], Any], default: Any = None,
         with locked(path):
             data = default
             try:
-                raw = path.read_bytes()
+                raw = _read_raw(path)
             except FileNotFoundError:
                 raw = None
             if raw is not None:
@@ -279,6 +351,12 @@ def update_json(path: Path, change: Callable[[Any], Any], default: Any = None,
                     except _Unkept:
                         raise StoreError(f"{path} is damaged and could not be kept aside; Hearth did not write "
                                          "over it. Move it away, then try again.") from None
+            if clean is not None and raw is not None and ok:
+                try:
+                    data = _drop_entries(path, valid, clean)
+                except _Unkept:
+                    raise StoreError(f"{path} has entries Hearth cannot use, and they could not be kept aside; "
+                                     "Hearth did not write over it. Move it away, then try again.") from None
             data = change(data)
             write_json(path, data)
             return data

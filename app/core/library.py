@@ -18,7 +18,6 @@ HEARTH_NO_DISCOVERY=1 turns it off.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import sys
@@ -27,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from app.core import paths
+from app.core.bounded_read import Budget, TooBig, load_json, read_file
 from app.core.errors import HearthError, ModelFileError
 from app.core.gguf_info import read_gguf_info
 from app.core.gguf_names import SplitPart, split_part
@@ -70,25 +70,53 @@ def index_file() -> Path:
 
 
 def _index() -> list[dict]:
-    data = read_json(index_file(), {}, valid=_index_shape)
-    return [e for e in data.get("models", []) if isinstance(e, dict) and e.get("path")] \
-        if isinstance(data, dict) else []
+    data = read_json(index_file(), {}, valid=_index_shape, clean=_sound_entries)
+    return list(data.get("models", [])) if isinstance(data, dict) else []
 
 
 def _update_index(change) -> None:
     """Change the index's entries as one locked step: two processes importing at once both keep theirs."""
-    def apply(data):
-        entries = [e for e in data.get("models", []) if isinstance(e, dict) and e.get("path")] \
-            if isinstance(data, dict) else []
-        return {"models": change(entries)}
-
-    update_json(index_file(), apply, {}, valid=_index_shape)
+    update_json(index_file(), lambda data: {"models": change(list(data.get("models", [])))}, {},
+                valid=_index_shape, clean=_sound_entries)
 
 
 def _index_shape(data) -> bool:
     """What library.json must be: anything else is damage, kept aside and said (app/core/jsonstore.py), and the
     next import does not write over it."""
     return isinstance(data, dict) and isinstance(data.get("models", []), list)
+
+
+# An entry's fields and the types its readers take for granted (a path that is a number, a source that is an
+# object, crashed `models list` and `models import`).
+_ENTRY_FIELDS = {"path": str, "source": str, "owned": bool, "added": (int, float)}
+
+
+def _entry_problem(entry) -> str | None:
+    """Why one index entry cannot be used, as a phrase; None for a sound one."""
+    if not isinstance(entry, dict):
+        return f"an entry is {type(entry).__name__}, not an object"
+    for key, kind in _ENTRY_FIELDS.items():
+        if key in entry and _wrong_type(entry[key], kind):
+            return f"'{key}' of {str(entry.get('path'))[:80]!r} is {type(entry[key]).__name__}"
+    path = entry.get("path")
+    if not path or "\0" in path or not os.path.isabs(path):
+        return f"'path' {str(path)[:80]!r} is not a file's full path"
+    if entry.get("source", "imported") not in OWNED_SOURCES:
+        return f"'source' of {path[:80]!r} is {entry['source'][:40]!r}, not one of {', '.join(OWNED_SOURCES)}"
+    return None
+
+
+def _wrong_type(value, kind) -> bool:
+    # JSON's true is a Python int too: a count or a time that is true is as wrong as one that is text.
+    return not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))
+
+
+def _sound_entries(data) -> tuple[dict, list[str]]:
+    """The index without the entries it cannot use (jsonstore's clean), and a phrase for each one left out."""
+    entries = data.get("models", [])
+    problems = [_entry_problem(e) for e in entries]
+    return ({**data, "models": [e for e, problem in zip(entries, problems) if problem is None]},
+            [problem for problem in problems if problem is not None])
 
 
 def register(path: str | Path, source: str, owned: bool) -> None:
@@ -129,7 +157,7 @@ def _metadata(path: Path, cache: dict) -> dict:
     key = str(path)
     stamp = [st.st_size, st.st_mtime_ns]
     hit = cache.get(key)
-    if hit and hit.get("stamp") == stamp:
+    if _sound_cached(hit) and hit.get("stamp") == stamp:
         return hit
     try:
         info = read_gguf_info(path)
@@ -140,6 +168,17 @@ def _metadata(path: Path, cache: dict) -> dict:
     meta["stamp"] = stamp
     cache[key] = meta
     return meta
+
+
+# What a cached entry's fields must be: the cache is rebuilt by itself, so an entry of another shape is read
+# again from its file, never handed on (a "parameters" that is text crashed the listing's arithmetic).
+_CACHED_FIELDS = {"architecture": str, "parameters": int, "quantization": str, "context_length": int, "name": str,
+                  "error": str}
+
+
+def _sound_cached(hit) -> bool:
+    return isinstance(hit, dict) and all(hit.get(key) is None or not _wrong_type(hit[key], kind)
+                                         for key, kind in _CACHED_FIELDS.items())
 
 
 # --- discovery -----------------------------------------------------------------
@@ -171,17 +210,7 @@ def discovery_roots(home: Path | None = None) -> dict[str, list[Path]]:
 
 
 def _walk_gguf(root: Path, max_depth: int = MAX_DEPTH):
-    if not root.is_dir():
-        return
-    root_depth = len(root.parts)
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        if len(Path(folder).parts) - root_depth >= max_depth:
-            dirs.clear()
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            # Only regular files: a FIFO (or a device) named *.gguf would block whoever opens it.
-            if name.lower().endswith(".gguf") and is_regular_file(Path(folder) / name):
-                yield Path(folder) / name
+    return _walk_files(root, max_depth, lambda name: name.lower().endswith(".gguf"))
 
 
 def _first_parts(files) -> list[tuple[Path, list[Path]]]:
@@ -210,6 +239,10 @@ def _is_gguf(path: Path) -> bool:
         return False
 
 
+# An Ollama manifest is a few hundred bytes of JSON; anything past this is not one, and is not read further.
+MAX_MANIFEST_BYTES = 1 << 20
+
+
 def _ollama_models(root: Path) -> list[tuple[str, Path]]:
     """(name:tag, blob) for each Ollama model whose weights blob is GGUF."""
     blobs = root / "blobs"
@@ -217,22 +250,48 @@ def _ollama_models(root: Path) -> list[tuple[str, Path]]:
         return []
     names: dict[Path, str] = {}
     manifests = root / "manifests"
-    for manifest in (manifests.rglob("*") if manifests.is_dir() else ()):
-        if not manifest.is_file():
-            continue
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-            layer = next(x for x in data.get("layers", []) if x.get("mediaType", "").endswith(".model"))
-        except (OSError, ValueError, StopIteration, AttributeError):
+    for manifest in _walk_files(manifests):
+        digest = _model_digest(manifest)
+        if digest is None:
             continue
         rel = manifest.relative_to(manifests).parts
         label = f"{rel[-2]}:{rel[-1]}" if len(rel) >= 2 else manifest.name
-        names[blobs / layer["digest"].replace(":", "-")] = label
+        names[blobs / digest.replace(":", "-")] = label
     found = []
     for blob in sorted(blobs.iterdir()):
-        if blob.is_file() and _is_gguf(blob):
+        if is_regular_file(blob) and _is_gguf(blob):
             found.append((names.get(blob, blob.name[:19]), blob))
     return found
+
+
+def _walk_files(root: Path, max_depth: int = MAX_DEPTH, wanted=lambda name: True):
+    """The regular files below root whose names are wanted, as deep as discovery walks, hidden folders left out.
+    Only regular files: a FIFO (or a device) would block whoever opens it."""
+    if not root.is_dir():
+        return
+    root_depth = len(root.parts)
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        if len(Path(folder).parts) - root_depth >= max_depth:
+            dirs.clear()
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if wanted(name) and is_regular_file(Path(folder) / name):
+                yield Path(folder) / name
+
+
+def _model_digest(manifest: Path) -> str | None:
+    """The digest of the weights layer an Ollama manifest names; None for a file that is not such a manifest.
+    Read within MAX_MANIFEST_BYTES (app/core/bounded_read.py): a 3 GB file among the manifests was read whole."""
+    try:
+        data = load_json(read_file(manifest, Budget(str(manifest), MAX_MANIFEST_BYTES)), str(manifest))
+    except (OSError, ValueError, TooBig):  # (UnicodeDecodeError is a ValueError)
+        return None
+    layers = data.get("layers") if isinstance(data, dict) else None
+    for layer in layers if isinstance(layers, list) else []:
+        if isinstance(layer, dict) and str(layer.get("mediaType", "")).endswith(".model") \
+                and isinstance(layer.get("digest"), str) and "/" not in layer["digest"]:
+            return layer["digest"]
+    return None
 
 
 def discover(home: Path | None = None) -> list[tuple[str, str, list[Path]]]:

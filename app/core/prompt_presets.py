@@ -33,8 +33,11 @@ def _valid(data) -> list[dict] | None:
     """The presets of a file's data, or None for data that is not a presets file (then the starters show)."""
     if not isinstance(data, dict) or not isinstance(data.get("presets"), list):
         return None
-    return [{"name": p["name"], "text": p["text"]} for p in data["presets"]
-            if isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("text"), str)]
+    return [{"name": p["name"], "text": p["text"]} for p in data["presets"] if _sound(p)]
+
+
+def _sound(preset) -> bool:
+    return isinstance(preset, dict) and isinstance(preset.get("name"), str) and isinstance(preset.get("text"), str)
 
 
 def _shape(data) -> bool:
@@ -42,9 +45,17 @@ def _shape(data) -> bool:
     return _valid(data) is not None
 
 
+def _sound_presets(data: dict) -> tuple[dict, list[str]]:
+    """The file without the presets that are not a name and a text (jsonstore's clean: kept aside and said,
+    where they were once left out silently and lost at the next save)."""
+    wrong = [p for p in data["presets"] if not _sound(p)]
+    named = [str(p.get("name"))[:40] if isinstance(p, dict) else type(p).__name__ for p in wrong]
+    return {**data, "presets": [p for p in data["presets"] if _sound(p)]}, [f"the preset {n!r}" for n in named]
+
+
 def load_presets(path: Path | None = None) -> list[dict]:
     """[{name, text}] in the user's order; the starters until the user has saved or deleted one."""
-    found = _valid(read_json(path or presets_file(), valid=_shape))
+    found = _valid(read_json(path or presets_file(), valid=_shape, clean=_sound_presets))
     return [dict(p) for p in STARTERS] if found is None else found
 
 
@@ -67,7 +78,7 @@ def save_preset(name: str, text: str, path: Path | None = None) -> list[dict]:
             presets.append({"name": name, "text": text})
         return {"presets": presets}
 
-    return update_json(path or presets_file(), change, valid=_shape)["presets"]
+    return update_json(path or presets_file(), change, valid=_shape, clean=_sound_presets)["presets"]
 
 
 def delete_preset(name: str, path: Path | None = None) -> list[dict]:
@@ -76,7 +87,7 @@ def delete_preset(name: str, path: Path | None = None) -> list[dict]:
         presets = [dict(p) for p in STARTERS] if presets is None else presets
         return {"presets": [p for p in presets if p["name"].casefold() != name.casefold()]}
 
-    return update_json(path or presets_file(), change, valid=_shape)["presets"]
+    return update_json(path or presets_file(), change, valid=_shape, clean=_sound_presets)["presets"]
 
 
 def find_preset(text: str, presets: list[dict]) -> str | None:

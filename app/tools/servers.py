@@ -172,22 +172,33 @@ STOPPED = "stopped"  # the user stopped the answer (the window's Esc) while the 
 
 def _permissions_shape(data) -> bool:
     """{server: [tool, ...]}; anything else is damage, kept aside and said (app/core/jsonstore.py)."""
-    return isinstance(data, dict) and all(isinstance(v, list) for v in data.values())
+    return isinstance(data, dict)
+
+
+def _sound_permissions(data: dict) -> tuple[dict, list[str]]:
+    """The allow-list without the servers whose list is not a list of tool names (jsonstore's clean: one such
+    entry is kept aside and said, the others' permissions stay)."""
+    wrong = [server for server, tools in data.items()
+             if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools)]
+    return {k: v for k, v in data.items() if k not in wrong}, [f"the tools of '{server[:48]}'" for server in wrong]
+
+
+def _read_permissions() -> dict:
+    return read_json(paths.tool_permissions_file(), {}, valid=_permissions_shape, clean=_sound_permissions)
+
+
+def _update_permissions(change) -> None:
+    update_json(paths.tool_permissions_file(), change, {}, valid=_permissions_shape, clean=_sound_permissions)
 
 
 def allowed_tools(server: str) -> set[str]:
-    data = read_json(paths.tool_permissions_file(), {}, valid=_permissions_shape)
-    return {t for t in data.get(server, []) if isinstance(t, str)}
+    return set(_read_permissions().get(server, []))
 
 
 def allow_always(server: str, tool: str) -> None:
-    update_json(paths.tool_permissions_file(),
-                lambda data: {**data, server: sorted(set(data.get(server, [])) | {tool})}, {},
-                valid=_permissions_shape)
+    _update_permissions(lambda data: {**data, server: sorted(set(data.get(server, [])) | {tool})})
 
 
 def forget_permissions(server: str) -> None:
-    path = paths.tool_permissions_file()
-    if server in read_json(path, {}, valid=_permissions_shape):
-        update_json(path, lambda data: {k: v for k, v in data.items() if k != server}, {},
-                    valid=_permissions_shape)
+    if server in _read_permissions():
+        _update_permissions(lambda data: {k: v for k, v in data.items() if k != server})

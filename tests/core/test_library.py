@@ -242,3 +242,102 @@ def test_a_fifo_given_as_the_model_is_one_sentence(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(ModelFileError, match="is a FIFO, not a GGUF model file"):
         check_model_file(fifo)
+
+
+@pytest.mark.parametrize("bad", [{"path": 5, "source": "imported", "owned": False},
+                                 {"path": "/elsewhere/x.gguf", "source": {"kind": "imported"}, "owned": False},
+                                 {"path": "/elsewhere/y.gguf", "source": "imported", "owned": "yes"},
+                                 {"path": "relative.gguf", "source": "imported"}, ["not", "an", "entry"]])
+def test_one_badly_typed_library_entry_is_kept_aside_and_the_rest_listed(tmp_path, hearth_home, bad):
+    """#56 A3: `"path": 5` or `"source": {...}` in library.json was `hearth: internal error (TypeError)` in `models
+    list` and `models import`. The entry is kept aside (the file copied as it was) and said in one sentence, the
+    other imports are listed, and an import after it keeps them."""
+    import os
+    import subprocess
+    import sys
+
+    linked = tmp_path / "linked.gguf"
+    write_tiny_gguf(linked)
+    index = library.index_file()
+    index.parent.mkdir(parents=True, exist_ok=True)
+    good = {"path": str(linked), "source": "imported", "owned": False, "added": 1.0}
+    raw = json.dumps({"models": [bad, good]}).encode()
+    index.write_bytes(raw)
+    env = {**os.environ, "HEARTH_HOME": str(hearth_home), "HEARTH_NO_DISCOVERY": "1"}
+
+    def hearth(*args):
+        return subprocess.run([sys.executable, "-m", "app", "models", *args], capture_output=True, text=True,
+                              timeout=120, env=env, stdin=subprocess.DEVNULL)
+
+    listed = hearth("list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [e["path"] for e in json.loads(listed.stdout) if e["source"] == "imported"] == [str(linked)]
+    (kept,) = index.parent.glob("library.json.bad-*")
+    assert kept.read_bytes() == raw  # nothing written over: the file as it was
+    said = [line for line in listed.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and "library.json had 1 entry Hearth cannot use" in said[0] and kept.name in said[0]
+    assert "Traceback" not in listed.stderr and "internal error" not in listed.stderr
+
+    other = tmp_path / "other.gguf"
+    write_tiny_gguf(other)
+    imported = hearth("import", str(other))
+    assert imported.returncode == 0, imported.stderr
+    assert "cannot use" not in imported.stderr  # said once: the entry is out of the file now
+    assert {e["path"] for e in json.loads(index.read_text())["models"]} == {str(linked), str(other)}
+    assert list(index.parent.glob("library.json.bad-*")) == [kept]
+
+
+def test_a_badly_typed_import_in_the_index_file_is_said_in_models_import_too(tmp_path, hearth_home):
+    """The first command to meet it may be an import: the same sentence, the import done, the rest kept."""
+    import os
+    import subprocess
+    import sys
+
+    index = library.index_file()
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_text(json.dumps({"models": [{"path": 5}, {"path": "/elsewhere/kept.gguf", "source": "imported"}]}))
+    new = tmp_path / "new.gguf"
+    write_tiny_gguf(new)
+    run = subprocess.run([sys.executable, "-m", "app", "models", "import", str(new)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "HEARTH_HOME": str(hearth_home), "HEARTH_NO_DISCOVERY": "1"},
+                         stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, run.stderr
+    assert "library.json had 1 entry Hearth cannot use" in run.stderr and "Traceback" not in run.stderr
+    assert [e["path"] for e in json.loads(index.read_text())["models"]] == ["/elsewhere/kept.gguf", str(new)]
+
+
+def test_other_apps_metadata_files_are_read_within_a_bound(other_apps, tmp_path):
+    """#56 C10: a 3 GB sparse file among Ollama's manifests was read whole (`models list`: 20.7 s, 6.3 GB). Every
+    file the scan reads is read within a bound; one past it, or not a manifest at all, is passed over, and the
+    other models are listed."""
+    import os
+    import subprocess
+    import sys
+
+    manifests = other_apps / ".ollama/models/manifests/registry.ollama.ai/library"
+    huge = manifests / "huge" / "latest"
+    huge.parent.mkdir(parents=True)
+    with huge.open("wb") as fh:
+        fh.write(b'{"layers": [')
+        fh.truncate(3 * 2**30)  # sparse: no disk, 3 GB to read
+    odd = ['{"layers": [{"mediaType": "x.model", "digest": 5}]}', '{"layers": {"a": 1}}', '[1, 2]',
+           '{"layers": [' * 10_000, "\xff"]  # not manifests Ollama writes: passed over, never a crash
+    for i, text in enumerate(odd):
+        (manifests / f"odd{i}").mkdir()
+        (manifests / f"odd{i}" / "latest").write_text(text, encoding="latin-1")
+    code = ("import contextlib, io, json\nfrom app.cli import main\nfrom app.core.metrics import peak_rss_mb\n"
+            "import time\nt0 = time.monotonic()\nbuf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n"
+            "    rc = main(['models', 'list', '--json'])\n"
+            "print(json.dumps({'rc': rc, 's': time.monotonic() - t0, 'peak_mb': peak_rss_mb(), "
+            "'listed': json.loads(buf.getvalue())}))")
+    try:
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "HEARTH_DISCOVERY_HOME": str(other_apps)})
+    finally:
+        huge.unlink()
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["rc"] == 0 and "Traceback" not in run.stderr
+    ollama = [e["name"] for e in out["listed"] if e["source"] == "ollama"]
+    assert ollama == ["tinyllama:latest"]
+    assert out["s"] < 10 and out["peak_mb"] < 300, out

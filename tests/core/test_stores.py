@@ -229,3 +229,66 @@ def test_a_damaged_store_whose_disk_refuses_the_move_is_not_written_over(tmp_pat
     with pytest.raises(jsonstore.StoreError, match="did not write over it"):
         jsonstore.update_json(path, lambda d: {"new": 1}, {})
     assert path.read_bytes() == b"{torn"
+
+
+# One entry of the wrong type among sound ones, for each store of entries: (its file, its reader, a writer, its data,
+# whether what the reader gives keeps the sound entry and only sound ones).
+BAD_ENTRY = {
+    "library": (library.index_file, library._index,
+                lambda: library.register(Path("/elsewhere/new.gguf"), "imported", owned=False),
+                {"models": [{"path": "/elsewhere/good.gguf", "source": "imported"}, {"path": 5, "source": {}}]},
+                lambda got: "/elsewhere/good.gguf" in [e["path"] for e in got]
+                and all(isinstance(e["path"], str) for e in got)),
+    "presets": (prompt_presets.presets_file, prompt_presets.load_presets,
+                lambda: prompt_presets.save_preset("Mine", "Be kind."),
+                {"presets": [{"name": "Kept", "text": "Hi."}, {"name": ["x"], "text": 5}]},
+                lambda got: {"name": "Kept", "text": "Hi."} in got and all(isinstance(p["name"], str) for p in got)),
+    "tool permissions": (paths.tool_permissions_file, _read_permission, _write_permission,
+                         {"files": ["read"], "other": [{"unhashable": True}]},
+                         lambda got: "read" in got and all(isinstance(t, str) for t in got)),
+}
+
+
+@pytest.mark.parametrize("store", BAD_ENTRY)
+def test_one_bad_entry_costs_only_itself_kept_aside_and_said_once(store):
+    """#56 A3 and its siblings: an entry of the wrong type crashed its store's reader (TypeError) or, for the
+    presets, was left out silently and lost at the next save. Now the file is copied aside as it was, the entry
+    taken out and said once, the other entries read, and the writes after it keep them."""
+    where, read, write, data, sound = BAD_ENTRY[store]
+    path = where()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = json.dumps(data).encode()
+    path.write_bytes(raw)
+    jsonstore.take_notices()
+
+    assert sound(read())
+    said = jsonstore.take_notices()
+    (kept,) = path.parent.glob(path.name + ".bad-*")
+    assert kept.read_bytes() == raw
+    assert len(said) == 1 and "1 entry Hearth cannot use" in said[0] and kept.name in said[0]
+    assert sound(read()) and jsonstore.take_notices() == []
+    write()
+    write()
+    assert sound(read())
+    assert jsonstore.take_notices() == [] and list(path.parent.glob(path.name + ".bad-*")) == [kept]
+
+
+@pytest.mark.skipif(os.name == "nt" or os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_bad_entry_in_a_read_only_folder_is_left_out_and_the_file_never_written(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "store.json"
+    raw = json.dumps({"models": [{"path": "/a/good.gguf"}, {"path": 5}]}).encode()
+    path.write_bytes(raw)
+    (folder / "store.json.lock").write_bytes(b"")
+    folder.chmod(0o500)
+    try:
+        got = jsonstore.read_json(path, {}, valid=library._index_shape, clean=library._sound_entries)
+        assert got == {"models": [{"path": "/a/good.gguf"}]}
+        said = jsonstore.take_notices()
+        assert len(said) == 1 and "cannot use" in said[0] and "will not write over" in said[0]
+        with pytest.raises(jsonstore.StoreError):
+            jsonstore.update_json(path, lambda d: d, {}, valid=library._index_shape, clean=library._sound_entries)
+        assert path.read_bytes() == raw
+    finally:
+        folder.chmod(0o700)
