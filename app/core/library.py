@@ -94,16 +94,26 @@ _ENTRY_FIELDS = {"path": str, "source": str, "owned": bool, "added": (int, float
 def _entry_problem(entry) -> str | None:
     """Why one index entry cannot be used, as a phrase; None for a sound one."""
     if not isinstance(entry, dict):
-        return f"an entry is {type(entry).__name__}, not an object"
+        return f"an entry is {_json_kind(entry)}, not an object"
     for key, kind in _ENTRY_FIELDS.items():
         if key in entry and _wrong_type(entry[key], kind):
-            return f"'{key}' of {str(entry.get('path'))[:80]!r} is {type(entry[key]).__name__}"
+            whose = "an entry's" if key == "path" else f"the entry of {str(entry.get('path'))[:80]!r}:"
+            return f"{whose} '{key}' is {_json_kind(entry[key])}"
     path = entry.get("path")
     if not path or "\0" in path or not os.path.isabs(path):
         return f"'path' {str(path)[:80]!r} is not a file's full path"
     if entry.get("source", "imported") not in OWNED_SOURCES:
         return f"'source' of {path[:80]!r} is {entry['source'][:40]!r}, not one of {', '.join(OWNED_SOURCES)}"
     return None
+
+
+def _json_kind(value) -> str:
+    """What a JSON value is, in words (a number, an object), for a sentence about an entry."""
+    for kind, words in ((bool, "true or false"), (str, "text"), ((int, float), "a number"), (dict, "an object"),
+                        (list, "a list")):
+        if isinstance(value, kind):
+            return words
+    return "null"
 
 
 def _wrong_type(value, kind) -> bool:
