@@ -13,11 +13,28 @@ carries the vectors. A sink and a listener must not block.
 
 from __future__ import annotations
 
+from enum import Enum
+from pathlib import Path
 from typing import Callable, Protocol
 
 from app.protocol import messages as P
 
 Sink = Callable[[P.Event], None]
+
+
+class EngineState(str, Enum):
+    """What a backend is doing, said by the backend (`Backend.state`, and `state_changed` news), never guessed
+    from its fields. Ollama's runner has the same explicit status (llm/server.go)."""
+
+    STOPPED = "stopped"  # no engine: not started yet, or closed
+    STARTING = "starting"  # the engine process is starting (or restarting after an end it chose)
+    LOADING = "loading"  # a model is being loaded
+    EMPTY = "empty"  # the engine is up without a model (none chosen, unloaded)
+    READY = "ready"  # a model is loaded and nothing runs
+    BUSY = "busy"  # a model is loaded and a request runs
+    STALLED = "stalled"  # one step ran past half its budget, or the watchdog is ending the engine
+    RESTARTING = "restarting"  # the engine ended (a crash, the watchdog) and a new one is on its way
+    FAILED = "failed"  # the last load failed and no model is loaded (load_error says why)
 
 
 class BackendListener:
@@ -39,6 +56,23 @@ class BackendListener:
 
     def engine_error(self, error: P.Failed) -> None: ...
 
+    def state_changed(self, state: EngineState) -> None: ...
+
+
+class StateNews:
+    """A backend's `state_changed` news: told to its listeners when the state it says has changed since it last
+    told them. Backends call it wherever their state may have changed (each news it tells, each request's start
+    and end)."""
+
+    _said_state: EngineState | None = None
+
+    def _state_news(self) -> None:
+        state = self.state
+        if state is not self._said_state:
+            self._said_state = state
+            for listener in list(self.listeners):
+                listener.state_changed(state)
+
 
 class Backend(Protocol):
     name: str
@@ -50,6 +84,23 @@ class Backend(Protocol):
 
     @property
     def busy(self) -> bool: ...  # an answer (or embeddings) is being generated
+
+    @property
+    def state(self) -> EngineState: ...
+
+    @property
+    def alive(self) -> bool: ...  # the engine answers (a local process runs; a remote server is configured)
+
+    @property
+    def pid(self) -> int | None: ...  # the local engine process's id; None for a remote server
+
+    @property
+    def log_path(self) -> Path | None: ...  # the local engine's log; None for a remote server
+
+    @property
+    def stalled(self) -> str | None: ...  # why the engine is not answering although a model is loaded
+
+    def stop_restarting(self) -> None: ...  # this process is shutting down: start no engine again
 
     def add_listener(self, listener: BackendListener) -> None: ...
 

@@ -48,15 +48,15 @@ class EngineClient:
 
     @property
     def alive(self) -> bool:
-        return bool(getattr(self.backend, "alive", True))
+        return self.backend.alive
 
     @property
     def pid(self) -> int | None:
-        return getattr(self.backend, "pid", None)
+        return self.backend.pid
 
     @property
     def log_path(self):
-        return getattr(self.backend, "log_path", None)
+        return self.backend.log_path
 
     # --- blocking calls --------------------------------------------------
     def load(self, options: P.LoadOptions, timeout: float | None = LOAD_TIMEOUT_S) -> dict:

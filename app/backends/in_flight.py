@@ -24,7 +24,7 @@ from app.protocol import messages as P
 
 # The commands that hold the model: a reset or an unload is no answer a client waits on.
 ANSWERS = (P.CHAT, P.COMPLETE, P.EMBED)
-_LAST = (P.Done, P.Ok, P.Failed)
+LAST_EVENTS = (P.Done, P.Ok, P.Failed)  # a request ends with one of these
 
 
 @dataclass
@@ -60,7 +60,7 @@ class InFlight:
         request = self._requests.get(request_id) if request_id is not None else None
         if request is None:
             return False
-        if isinstance(event, _LAST):
+        if isinstance(event, LAST_EVENTS):
             del self._requests[request_id]
         _tell(request.sink, event)
         return True

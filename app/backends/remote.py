@@ -38,7 +38,7 @@ import httpx
 from app.core.errors import EngineBusy, HearthError, ModelLoadError
 from app.core.model_sampling import RECOMMENDABLE
 from app.protocol import messages as P
-from app.backends.backend import BackendListener, Sink
+from app.backends.backend import BackendListener, EngineState, Sink, StateNews
 from app.protocol.coalesce import coalescing
 
 CONNECT_TIMEOUT_S = 5.0
@@ -142,7 +142,7 @@ def api_base(text: str) -> str:
     return url.rstrip("/")
 
 
-class RemoteEndpoint:
+class RemoteEndpoint(StateNews):
     """Any OpenAI-compatible server behind the Backend seam; thread-safe, never blocks the caller
     (except models(), which asks the server)."""
 
@@ -174,10 +174,30 @@ class RemoteEndpoint:
         with self._lock:
             return bool(self._requests)
 
+    @property
+    def state(self) -> EngineState:
+        if self.closed:
+            return EngineState.STOPPED
+        if self.loading:
+            return EngineState.LOADING
+        if self.info is None:
+            return EngineState.EMPTY
+        return EngineState.BUSY if self.busy else EngineState.READY
+
+    # A server elsewhere: no process of ours, no log of ours, and its own restarts are its own.
+    alive = property(lambda self: not self.closed)
+    pid = None
+    log_path = None
+    stalled = None
+
+    def stop_restarting(self) -> None:
+        pass
+
     def stats(self) -> dict:
         with self._lock:
             return {"backend": self.name, "url": self.base_url, "ready": self.ready, "loading": self.loading,
-                    "busy": self.busy, "model": dict(self.info) if self.info else None, "pid": None, "log": None}
+                    "busy": self.busy, "model": dict(self.info) if self.info else None, "pid": None, "log": None,
+                    "state": self.state.value}
 
     def add_listener(self, listener: BackendListener) -> None:
         self.listeners.append(listener)
@@ -189,6 +209,7 @@ class RemoteEndpoint:
     def _tell(self, call: Callable[[BackendListener], None]) -> None:
         for listener in list(self.listeners):
             call(listener)
+        self._state_news()
 
     # --- the server's models ------------------------------------------------
     def models(self) -> list[dict]:

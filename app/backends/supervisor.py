@@ -46,8 +46,8 @@ from typing import Callable
 
 from app.core.errors import EngineBusy, EngineCrashed, HearthError
 from app.protocol import messages as P
-from app.backends.backend import BackendListener, Sink
-from app.backends.in_flight import InFlight
+from app.backends.backend import BackendListener, EngineState, Sink, StateNews
+from app.backends.in_flight import LAST_EVENTS, InFlight
 from app.backends.transport import EngineProcess
 from app.protocol import step_clock
 
@@ -66,7 +66,7 @@ WATCH_INTERVAL_S = 0.25
 Transport = Callable[[Callable[[P.Event], None], bool], EngineProcess]
 
 
-class Supervisor:
+class Supervisor(StateNews):
     """The local engine behind the Backend seam (app.backends.backend)."""
 
     name = "local"
@@ -143,12 +143,36 @@ class Supervisor:
         with self._lock:
             return self._requests.busy
 
+    @property
+    def state(self) -> EngineState:
+        """What the engine is doing, in one word (app/backends/backend.py): derived from what the supervisor
+        holds, under its lock, so no client reads those fields to guess it."""
+        with self._lock:
+            if self.closed:
+                return EngineState.STOPPED
+            if self._stalled:  # the watchdog is ending the engine
+                return EngineState.STALLED
+            if self._restarting and not self._no_restart:
+                return EngineState.RESTARTING
+            if self._starting or (self.loading and not self.alive):  # a load starts the engine first
+                return EngineState.STARTING
+            if not self.alive:
+                return EngineState.STOPPED
+            if self.loading:
+                return EngineState.LOADING
+            if self.info is None:  # a model wanted but not loaded: its load failed, and nothing tries again
+                return EngineState.FAILED if self.options is not None else EngineState.EMPTY
+            if self.stalled:
+                return EngineState.STALLED
+            return EngineState.BUSY if self._requests.busy else EngineState.READY
+
     def stats(self) -> dict:
         """What a status line or /health reports."""
         with self._lock:
             return {"backend": self.name, "ready": self.ready, "loading": self.loading, "busy": self.busy,
                     "model": dict(self.info) if self.info else None, "pid": self.pid,
-                    "log": str(self.log_path) if self.log_path else None, "stalled": self.stalled}
+                    "log": str(self.log_path) if self.log_path else None, "stalled": self.stalled,
+                    "state": self.state.value}
 
     @property
     def stalled(self) -> str | None:
@@ -236,6 +260,7 @@ class Supervisor:
             rid = next(self._ids)
             with self._requests.taking(rid, command["cmd"], sink):  # released if it cannot be sent
                 self._send({**command, "id": rid})
+            self._state_news()
         return rid
 
     def cancel(self, request_id: int | None = None) -> None:
@@ -431,6 +456,8 @@ class Supervisor:
                 return  # the start in progress reports its own failure
             rid = event.request_id
             if self._requests.deliver(rid, event):
+                if isinstance(event, LAST_EVENTS):
+                    self._state_news()
                 return
             if rid is not None and rid == self._load_id:
                 self._on_load_event(event)
@@ -567,3 +594,4 @@ class Supervisor:
     def _tell(self, call: Callable[[BackendListener], None]) -> None:
         for listener in list(self.listeners):
             call(listener)
+        self._state_news()

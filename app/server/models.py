@@ -23,7 +23,7 @@ from typing import Callable
 
 from app.core import library
 from app.core.errors import HearthError
-from app.backends.backend import Backend
+from app.backends.backend import Backend, EngineState
 from app.protocol.messages import ErrorKind, LoadOptions
 from app.server.errors import ApiError, from_engine
 
@@ -200,8 +200,7 @@ class ModelPool:
     def failed(backend: Backend) -> bool:
         """A local engine that wants a model but is not loading it: its last load failed (a file truncated under
         the server crashed the engine, and the restart could not load it). Nothing would try again by itself."""
-        return (getattr(backend, "options", None) is not None and not getattr(backend, "loading", True)
-                and not getattr(backend, "_starting", False) and getattr(backend, "info", None) is None)
+        return backend.state is EngineState.FAILED
 
     def _load_again(self, slot: _Slot) -> None:
         """Try the failed model once more for this request (the file may be back); its reason if it fails."""
@@ -271,9 +270,7 @@ class ModelPool:
         with self._lock:
             backends = [s.backend for s in self._slots]
         for backend in backends:
-            stop = getattr(backend, "stop_restarting", None)  # a remote backend has no engine to restart
-            if stop is not None:
-                stop()
+            backend.stop_restarting()  # a remote backend has no engine to restart: it does nothing
 
     def close(self) -> None:
         self._closed.set()

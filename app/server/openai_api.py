@@ -229,7 +229,7 @@ class OpenAIApi:
         has one) only that: a health check needs no more, and which model runs and when it is busy are the
         key holder's to know. With the key, or on a server without one, also the model and whether it is busy."""
         loaded = self.pool.loaded()
-        stalled = next((s for s in (getattr(b, "stalled", None) for b in loaded) if s), None)
+        stalled = next((s for s in (b.stalled for b in loaded) if s), None)
         if stalled:  # an engine step past its budget (the supervisor's watchdog): nothing is answered now
             return ApiError(503, stalled, "unavailable_error", code="engine_stalled").response()
         ready = [b for b in loaded if b.ready]

@@ -44,3 +44,6 @@ class BridgeListener(BackendListener):
 
     def engine_error(self, error: P.Failed) -> None:
         self.bridge.generation_failed.emit(error.message)
+
+    def state_changed(self, state) -> None:
+        self.bridge.state_changed.emit(state)

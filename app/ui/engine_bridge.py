@@ -48,6 +48,7 @@ class EngineBridge(QObject):
     generation_failed = Signal(str)
     engine_crashed = Signal(str)
     engine_restarted = Signal()
+    state_changed = Signal(object)  # the backend's EngineState (app/backends/backend.py), as it says it
     backend_changed = Signal(object)  # the Backend the window now talks to
     model_unloaded = Signal()  # the user ejected the local model
     # A tool call of the answer in progress, as CallRecord.to_json() (app/tools/tool_chat.py) with its "state".
@@ -75,7 +76,12 @@ class EngineBridge(QObject):
 
     @property
     def pid(self) -> int | None:
-        return getattr(self.backend, "pid", None)
+        return self.backend.pid
+
+    @property
+    def state(self):
+        """The backend's EngineState, as it says it (state_changed tells each change)."""
+        return self.backend.state
 
     @property
     def ready(self) -> bool:
@@ -162,7 +168,7 @@ class EngineBridge(QObject):
         if not self.ready or self._busy:
             return False
         # Asked now, the engine answers the requests before it first (app/engine/process/host.py takes them in order).
-        self._waiting = not self.remote and bool(getattr(self.backend, "busy", False))
+        self._waiting = not self.remote and self.backend.busy
         self._busy = True  # before the request exists: its answer may end before chat() returns
         self.failed_text = ""
         try:
@@ -186,7 +192,7 @@ class EngineBridge(QObject):
         answers through `tools.answer`); False when the engine cannot take it now (app/ui/tool_answer.py)."""
         if not self.ready or self._busy:
             return False
-        self._waiting = not self.remote and bool(getattr(self.backend, "busy", False))
+        self._waiting = not self.remote and self.backend.busy
         self._busy = True
         self.failed_text = ""
         self.tools.start(messages, sampling, servers, choice, forced, pinned, max_rounds)
@@ -199,7 +205,7 @@ class EngineBridge(QObject):
 
     def reset(self) -> None:
         """Forget the KV cache (the engine keeps it for the next turn of the same chat)."""
-        if getattr(self.backend, "alive", True) and not self.busy:
+        if self.backend.alive and not self.busy:
             self.backend.reset()
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from app.core.errors import EngineBusy, EngineCrashed
 from app.protocol import messages as P
-from app.backends.backend import BackendListener
+from app.backends.backend import BackendListener, EngineState as S
 from app.backends.supervisor import MAX_CRASHES, Supervisor
 
 TIMEOUT_S = 5.0
@@ -147,7 +147,8 @@ class Recorder(BackendListener):
         return [arg for n, arg in self.seen if n == name]
 
     def names(self) -> list[str]:
-        return [n for n, _ in self.seen]
+        """The news in order, without the state changes (told beside each, test_..._says_its_state)."""
+        return [n for n, _ in self.seen if n != "state"]
 
     def engine_started(self):
         self._add("engine_started")
@@ -169,6 +170,9 @@ class Recorder(BackendListener):
 
     def engine_crashed(self, error):
         self._add("engine_crashed", error)
+
+    def state_changed(self, state):
+        self._add("state", state)
 
 
 @pytest.fixture
@@ -323,3 +327,35 @@ def test_models_lists_the_library_with_the_loaded_one_marked(sup, fake, bundled_
     models = sup.models()
     assert [m["path"] for m in models if m["loaded"]] == [str(bundled_model)]
     assert all(m["id"] and not m["loaded"] for m in models if m["path"] != str(bundled_model))
+
+
+def test_the_supervisor_says_its_state_and_each_change_is_news(sup, fake):
+    """#52.3: one state, said by the backend; no client reads its private fields to guess it."""
+    assert sup.state is S.STOPPED
+    load_good(sup)
+    seen = sup.recorder.args("state")
+    assert seen[0] in (S.STARTING, S.LOADING) and seen[-1] is S.READY and S.LOADING in seen
+    events: queue.Queue = queue.Queue()
+    fake.hang_answers = False
+    sup.chat([{"role": "user", "content": "hi"}], SAMPLING, events.put)
+    while not isinstance(events.get(timeout=TIMEOUT_S), (P.Done, P.Failed)):
+        pass
+    assert sup.recorder.args("state")[-2:] == [S.BUSY, S.READY] and sup.state is S.READY
+    assert sup.stats()["state"] == "ready"
+
+
+def test_a_crash_is_said_as_restarting_then_ready(sup, fake):
+    load_good(sup)
+    fake.processes[-1].crash()
+    sup.recorder.wait("model_loaded", 2)
+    after = sup.recorder.args("state")[sup.recorder.args("state").index(S.READY) + 1:]
+    assert after[0] is S.RESTARTING and after[-1] is S.READY
+
+
+def test_a_failed_load_with_nothing_to_go_back_to_is_said_failed(sup, fake):
+    fake.refuse[BAD.model_path] = (P.ErrorKind.MODEL_LOAD, False)
+    sup.load(BAD)
+    sup.recorder.wait("load_failed")
+    assert sup.state is S.FAILED and sup.recorder.args("state")[-1] is S.FAILED
+    sup.unload()
+    assert sup.state is S.EMPTY
