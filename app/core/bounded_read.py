@@ -83,37 +83,56 @@ def read_file(path: str | os.PathLike, budget: Budget) -> bytes:
             parts.append(part)
 
 
-class _Counted:
-    """A read-only stream over a zip member that counts what comes out of the decompressor."""
+# What a parser may hold at once of one zip member: the XML of one paragraph or table, or a part read whole (the
+# styles, the relationships). A tree costs about 16 times its XML (a 62 MB paragraph of 2.5M runs took 1 GB), so
+# this keeps one piece within about 150 MB; the largest real pieces (a long formatted table) are a few MB.
+MAX_HELD_BYTES = 8 * 2**20
 
-    def __init__(self, raw: BinaryIO, budget: Budget, what: str):
-        self.raw, self.budget, self.what = raw, budget, what
+
+class _Counted:
+    """A read-only stream over a zip member that counts what comes out of the decompressor: against the file's
+    budget, and (held_limit) what its parser has read since it last let go of what it parsed."""
+
+    def __init__(self, raw: BinaryIO, budget: Budget, what: str, held_limit: int | None = None):
+        self.raw, self.budget, self.what, self.held_limit = raw, budget, what, held_limit
+        self.held = 0
 
     def read(self, n: int = -1) -> bytes:
         data = self.raw.read(CHUNK if n is None or n < 0 or n > CHUNK else n)
         self.budget.take(len(data), self.what)
+        self.held += len(data)
+        if self.held_limit is not None and self.held > self.held_limit:
+            raise TooBig(f"{self.budget.name} has more than {human_size(self.held_limit)} of XML in one piece of its "
+                         f"{self.what} (one paragraph, table or part), more than Hearth holds at once; it was left out.")
         return data
+
+    def release(self) -> None:
+        """The parser let go of what it parsed so far: only what it reads next counts towards held_limit."""
+        self.held = 0
 
 
 def open_zip(data: bytes, budget: Budget) -> zipfile.ZipFile:
-    """A zip archive from bytes, after its entry count (from the end record, before zipfile makes an object
-    per entry) is found sane. zipfile.BadZipFile for anything that is not a zip."""
-    count = zip_entry_count(data)
+    """A zip archive from bytes, after the entries of its central directory are counted (walked as zipfile will
+    walk them, before it makes an object per entry: the end record's count is whatever its writer put there).
+    zipfile.BadZipFile for anything that is not a zip."""
+    count = zip_entry_count(data, MAX_ZIP_MEMBERS)
     if count is not None and count > MAX_ZIP_MEMBERS:
-        raise TooBig(f"{budget.name} is a zip of {count:,} parts, more than any document has; it was left out.")
+        raise TooBig(f"{budget.name} is a zip of more than {MAX_ZIP_MEMBERS:,} parts, more than any document has; "
+                     "it was left out.")
     budget.check()
     import io
 
     return zipfile.ZipFile(io.BytesIO(data))
 
 
-def open_member(archive: zipfile.ZipFile, member: str, budget: Budget) -> _Counted:
+def open_member(archive: zipfile.ZipFile, member: str, budget: Budget, held_limit: int | None = None) -> _Counted:
     """A stream of one member's unpacked bytes, counted as they are read (KeyError when there is none)."""
-    return _Counted(archive.open(member), budget, member)
+    return _Counted(archive.open(member), budget, member, held_limit)
 
 
-def read_member(archive: zipfile.ZipFile, member: str, budget: Budget) -> bytes:
-    stream, parts = open_member(archive, member, budget), []
+def read_member(archive: zipfile.ZipFile, member: str, budget: Budget, most: int | None = None) -> bytes:
+    """One member's bytes, whole: at most `most` of them (TooBig past it), counted against the budget."""
+    stream, parts = open_member(archive, member, budget, most), []
     while True:
         part = stream.read(CHUNK)
         if not part:
@@ -121,18 +140,34 @@ def read_member(archive: zipfile.ZipFile, member: str, budget: Budget) -> bytes:
         parts.append(part)
 
 
-def zip_entry_count(data: bytes) -> int | None:
-    """The number of entries a zip's end-of-central-directory record declares (ZIP64 too), or None when there
-    is no such record (zipfile then says what is wrong)."""
+_CENTRAL_ENTRY = struct.Struct("<4s24xHHH12x")  # 46 bytes: signature; name, extra and comment lengths
+
+
+def zip_entry_count(data: bytes, most: int) -> int | None:
+    """The entries of a zip's central directory, walked from where zipfile will read it (the end record's size
+    and place, ZIP64's too) and counted up to most + 1; None when there is no end record (zipfile then says what
+    is wrong). A walk that meets something other than an entry stops there: zipfile refuses such a zip."""
     at = data.rfind(b"PK\x05\x06", max(0, len(data) - 65_557))
     if at < 0 or at + 22 > len(data):
         return None
-    (count,) = struct.unpack_from("<H", data, at + 10)
+    (size_cd,) = struct.unpack_from("<I", data, at + 12)
+    end = at
     locator = at - 20
-    if count == 0xFFFF and locator >= 0 and data[locator:locator + 4] == b"PK\x06\x07":
-        (end64,) = struct.unpack_from("<Q", data, locator + 8)
-        if end64 + 56 <= len(data) and data[end64:end64 + 4] == b"PK\x06\x06":
-            (count,) = struct.unpack_from("<Q", data, end64 + 32)
+    if locator >= 0 and data[locator:locator + 4] == b"PK\x06\x07":
+        end64 = locator - 56  # zipfile reads the ZIP64 end record just before its locator
+        if end64 >= 0 and data[end64:end64 + 4] == b"PK\x06\x06":
+            (size_cd,) = struct.unpack_from("<Q", data, end64 + 40)
+            end = end64
+    start = end - size_cd
+    if start < 0:
+        return None
+    count, pos = 0, start
+    while pos - start < size_cd and count <= most and pos + 46 <= len(data):
+        signature, name, extra, comment = _CENTRAL_ENTRY.unpack_from(data, pos)
+        if signature != b"PK\x01\x02":
+            break
+        count += 1
+        pos += 46 + name + extra + comment
     return count
 
 

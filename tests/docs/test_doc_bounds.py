@@ -95,14 +95,96 @@ def test_a_zip_header_that_understates_a_member_does_not_let_it_through(tmp_path
     assert "liar.docx" in str(err.value) and str(err.value).endswith(".")
 
 
+def central_directory(entries: int, declared: int) -> bytes:
+    """A zip's central directory of `entries` one-letter entries, after an end record that declares `declared`
+    (ZIP64's when more than 65,535): what zipfile walks, and what it makes an object for."""
+    entry = b"PK\x01\x02" + b"\0" * 24 + struct.pack("<HHH", 1, 0, 0) + b"\0" * 12 + b"a"
+    directory = entry * entries
+    size = len(directory)
+    if declared <= 0xFFFF:
+        return directory + b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, declared, declared, size, 0, 0)
+    end64 = b"PK\x06\x06" + struct.pack("<QHHIIQQQQ", 44, 45, 45, 0, 0, declared, declared, size, 0)
+    locator = b"PK\x06\x07" + struct.pack("<IQI", 0, size, 1)
+    end = b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    return directory + end64 + locator + end
+
+
 def test_a_zip_of_a_million_entries_is_refused_before_zipfile_reads_them():
-    # The end record alone: what a zip of 1,000,000 entries declares (zipfile would make an object for each).
-    end = b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, 0xFFFF, 0xFFFF, 46_000_000, 0, 0)
-    locator = b"PK\x06\x07" + struct.pack("<IQI", 0, 0, 1)
-    end64 = b"PK\x06\x06" + struct.pack("<QHHIIQQQQ", 44, 45, 45, 0, 0, 1_000_000, 1_000_000, 46_000_000, 0)
-    data = end64 + locator + end
-    with pytest.raises(DocProblem, match=r"^many\.docx is a zip of 1,000,000 parts, more than any document has"):
-        parse("many.docx", data)
+    with pytest.raises(DocProblem, match=r"^many\.docx is a zip of more than 10,000 parts, more than any document"):
+        parse("many.docx", central_directory(1_000_000, 1_000_000))
+
+
+def test_a_zip_whose_end_record_understates_its_entries_is_refused_in_a_second(tmp_path):
+    """#56 C11: the end record said 3 entries while the central directory held 1.2M: the count trusted the end record,
+    and zipfile made an object for each (`docs add`: 11.9 s, 775 MB). The entries zipfile would walk are counted."""
+    path = tmp_path / "liar.docx"
+    path.write_bytes(central_directory(1_200_000, 3))
+    out = measured(f"""
+from app.docs.parsers import DocProblem, parse
+try:
+    parse('liar.docx', open({str(path)!r}, 'rb').read()); out = {{'said': None}}
+except DocProblem as exc:
+    out = {{'said': str(exc)}}
+""")
+    assert out["said"] == "liar.docx is a zip of more than 10,000 parts, more than any document has; it was left out."
+    assert out["cpu_s"] < 2 and out["s"] < 20 and out["peak_mb"] < 300, out
+
+
+def docx_with_part(base: Path, out: Path, part: str, head: bytes, piece: bytes, count: int, tail: bytes) -> Path:
+    """A real DOCX (python-docx wrote it) whose `part` is replaced by head + piece * count + tail, deflated: a small
+    file that unpacks to many small XML elements."""
+    with zipfile.ZipFile(base) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        for item in zin.infolist():
+            if item.filename != part:
+                z.writestr(item, zin.read(item.filename))
+        with z.open(part, "w", force_zip64=True) as f:
+            f.write(head)
+            block = piece * 10_000
+            for _ in range(count // 10_000):
+                f.write(block)
+            f.write(tail)
+    return out
+
+
+W_NS = b'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+SMALL_DOCX_CASES = {
+    "one paragraph of 2.5M runs": ("word/document.xml", DOC_HEAD + b"<w:p>", b"<w:r><w:t>a</w:t></w:r>",
+                                   2_500_000, b"</w:p></w:body></w:document>"),
+    "a styles part of 1.1M styles": ("word/styles.xml", b"<w:styles " + W_NS + b">",
+                                     b'<w:style w:styleId="s"><w:name w:val="s"/></w:style>',
+                                     1_100_000, b"</w:styles>"),
+    "a table of 1.3M cells": ("word/document.xml", DOC_HEAD + b"<w:tbl><w:tr>", b"<w:tc><w:p/></w:tc>", 1_300_000,
+                              b"</w:tr></w:tbl></w:body></w:document>"),
+}
+
+
+@pytest.mark.parametrize("case", SMALL_DOCX_CASES)
+def test_a_small_docx_of_many_small_elements_is_one_sentence_in_a_second(tmp_path, case):
+    """#56 C11: 140-184 KB files whose one paragraph, styles part or table unpacks to millions of elements cost about
+    1 GB and 7-12 s, within the unpacked-bytes limit. What the parser holds at once is counted too."""
+    part, head, piece, count, tail = SMALL_DOCX_CASES[case]
+    base = write_docx(tmp_path / "base.docx", [("h1", "Title"), ("p", "x")])
+    path = docx_with_part(base, tmp_path / "small.docx", part, head, piece, count, tail)
+    assert path.stat().st_size < 400_000, path.stat().st_size
+    out = measured(f"""
+from app.docs.parsers import DocProblem, parse
+try:
+    parse('small.docx', open({str(path)!r}, 'rb').read()); out = {{'said': None}}
+except DocProblem as exc:
+    out = {{'said': str(exc)}}
+""")
+    assert out["said"] == (f"small.docx has more than 8.4 MB of XML in one piece of its {part} (one paragraph, "
+                           "table or part), more than Hearth holds at once; it was left out."), out
+    assert out["cpu_s"] < 2 and out["s"] < 20 and out["peak_mb"] < 300, (case, out)
+
+
+def test_a_long_real_table_and_many_paragraphs_still_read(tmp_path):
+    """The bound is on one piece, not the document: 5,000 paragraphs and a table of 500 rows read whole."""
+    rows = [["name", "value"]] + [[f"item {i}", str(i)] for i in range(500)]
+    path = write_docx(tmp_path / "long.docx", [("h1", "Data")] + [("p", f"line {i}") for i in range(5_000)],
+                      table=rows)
+    text = "\n".join(s.text for s in parse("long.docx", path.read_bytes()).sections)
+    assert "line 4999" in text and "name: item 499; value: 499" in text
 
 
 def test_a_real_docx_reads_as_before(tmp_path):
