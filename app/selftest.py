@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from app import __version__
+from app.core import env
 from app.core.errors import HearthError
 from app.core.metrics import seconds_since_process_start
 
@@ -145,7 +146,7 @@ def check_quantize() -> str:
     from app.core.bundled import bundled_model_path
     from app.core.quantize import quantize
 
-    out = Path(os.environ["HEARTH_HOME"]) / "selftest-Q8_0.gguf"
+    out = Path(env.HOME.get()) / "selftest-Q8_0.gguf"
     result = quantize(bundled_model_path(), "Q8_0", out=out, allow_requantize=True)
     return f"{bundled_model_path().name} -> Q8_0, {result.size_bytes / 1e6:.0f} MB in {result.seconds:.1f} s"
 
@@ -156,14 +157,14 @@ class _Server:
     def __init__(self):
         self.key = secrets.token_urlsafe(16)
         # The key travels in the environment, as a user would set it, not on a command line `ps` shows.
-        env = dict(os.environ, HEARTH_API_KEY=self.key)
+        server_env = {**os.environ, env.API_KEY.name: self.key}
         from app.core.proc import child_env, hearth_command
 
-        self.log = Path(os.environ["HEARTH_HOME"]) / "selftest-serve.log"
+        self.log = Path(env.HOME.get()) / "selftest-serve.log"
         self._log_file = open(self.log, "wb")
         self.proc = subprocess.Popen(hearth_command("serve", "--host", "127.0.0.1", "--port", "0", "--ctx", "512"),
                                      stdout=subprocess.PIPE, stderr=self._log_file, stdin=subprocess.DEVNULL,
-                                     env=child_env(env), text=True)
+                                     env=child_env(server_env), text=True)
         got: list[str] = []
         reader = threading.Thread(target=lambda: got.append(self.proc.stdout.readline()), daemon=True)
         reader.start()
@@ -264,7 +265,7 @@ def check_remote() -> str:
     proc = subprocess.run(hearth_command("chat", "--endpoint", _server.base_url, "--prompt", PROMPT, "--temp", "0",
                                          "--max-tokens", str(MAX_TOKENS), "--json"),
                           capture_output=True, text=True, timeout=REQUEST_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                          env=child_env({"HEARTH_API_KEY": _server.key}))
+                          env=child_env({env.API_KEY.name: _server.key}))
     if proc.returncode != 0:
         said = (proc.stderr.strip().splitlines() or ["no message"])[-1]
         raise HearthError(f"hearth chat --endpoint exited with code {proc.returncode}: {said}")
@@ -386,8 +387,8 @@ def run_selftest() -> int:
     print(_describe_build(), flush=True)
     # Always a home of its own, even where HEARTH_HOME is set: the checks write a quantized model, logs and
     # library entries that must not land in anyone's real library.
-    users_home = os.environ.get("HEARTH_HOME")
-    os.environ["HEARTH_HOME"] = tempfile.mkdtemp(prefix="hearth-selftest-")
+    users_home = os.environ.get(env.HOME.name)
+    os.environ[env.HOME.name] = tempfile.mkdtemp(prefix="hearth-selftest-")
     failures = []
     try:
         for name, check in CHECKS:
@@ -406,9 +407,9 @@ def run_selftest() -> int:
             print(f"  {'ok  ' if ok else 'FAIL'}  {name:<9}  {detail}", flush=True)
     finally:
         _stop_server()
-        shutil.rmtree(os.environ.pop("HEARTH_HOME"), ignore_errors=True)
+        shutil.rmtree(os.environ.pop(env.HOME.name), ignore_errors=True)
         if users_home is not None:
-            os.environ["HEARTH_HOME"] = users_home
+            os.environ[env.HOME.name] = users_home
     if failures:
         print(f"selftest failed: {'; '.join(failures)}", flush=True)
         return 1

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from app.core import env
 from app.core.errors import EngineBusy, EngineCrashed, HearthError
 from app.protocol import messages as P
 from app.backends.backend import BackendListener, EngineState, Sink, StateNews
@@ -60,7 +61,7 @@ STOP_GRACE_S = 3.0
 # STEP_FLOOR_S (LoadOptions.step_timeout_s, or HEARTH_STEP_TIMEOUT in the environment, replaces the floor).
 STEP_FACTOR = 50.0
 STEP_FLOOR_S = 10.0
-STEP_TIMEOUT_ENV = "HEARTH_STEP_TIMEOUT"
+STEP_TIMEOUT_ENV = env.STEP_TIMEOUT.name
 WATCH_INTERVAL_S = 0.25
 
 Transport = Callable[[Callable[[P.Event], None], bool], EngineProcess]
@@ -395,14 +396,11 @@ class Supervisor(StateNews):
     def step_budget(self, units: float = 1.0) -> float:
         """Seconds one step of `units` tokens may take before the watchdog ends the engine."""
         floor = STEP_FLOOR_S
-        given = os.environ.get(STEP_TIMEOUT_ENV)
+        given = env.STEP_TIMEOUT.get()
         if self.options is not None and self.options.step_timeout_s:
             floor = self.options.step_timeout_s
         if given:
-            try:
-                floor = float(given)
-            except ValueError:
-                pass
+            floor = given
         step_s = (self.info or {}).get("step_s") or 0.0
         return max(floor, STEP_FACTOR * step_s * max(1.0, units))
 

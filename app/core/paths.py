@@ -11,12 +11,13 @@ import os
 from pathlib import Path
 
 import platformdirs
+from app.core import env
 
 APP_NAME = "Hearth"
 
 
 def _root_override() -> Path | None:
-    value = os.environ.get("HEARTH_HOME")
+    value = env.HOME.get()
     return Path(value) if value else None
 
 

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, IO, Iterator
 
+from app.core import env
 from app.core import machine, paths
 from app.core.errors import HearthError
 from app.core.llama_sources import SourcesError, binding_version, fetch_sdist, find_sdist, sha256, unpack_llama_cpp
@@ -101,8 +102,8 @@ LAYOUT_FLAGS = ("-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", "-DCMAKE_INSTALL_RPATH=$O
 TOOLS = ("llama-perplexity",)
 TOOL_FLAGS = {"-DLLAMA_BUILD_COMMON=OFF": "-DLLAMA_BUILD_COMMON=ON", "-DLLAMA_BUILD_TOOLS=OFF": "-DLLAMA_BUILD_TOOLS=ON"}
 TOOLS_DIR = "tools"
-VULKAN_HEADERS_ENV = "HEARTH_VULKAN_INCLUDE"
-SDIST_ENV = "HEARTH_LLAMA_SDIST"
+VULKAN_HEADERS_ENV = env.VULKAN_INCLUDE.name
+SDIST_ENV = env.LLAMA_SDIST.name
 TRIXIE_KEYRING = Path("/usr/share/keyrings/debian-archive-trixie-stable.gpg")
 # The CUDA architectures to suggest when none is named and no GPU is visible to ask.
 CUDA_ARCH_HINT = "75 (RTX 20xx, T4), 80 (A100), 86 (RTX 30xx), 89 (RTX 40xx, L4), 90 (H100, H200), 120 (RTX 50xx)"
@@ -340,7 +341,7 @@ def fetch_vulkan_headers(dest: Path, log: IO[str] | None = None) -> Path:
 def vulkan_include_dir(root: Path, given: Path | None, fetch: bool, log: IO[str] | None = None) -> Path:
     """The Vulkan headers to build with: given, $HEARTH_VULKAN_INCLUDE, the fetched Debian 13 ones, the
     system's; fetched first when none of those is new enough and fetch is on."""
-    configured = os.environ.get(VULKAN_HEADERS_ENV)
+    configured = env.VULKAN_INCLUDE.get()
     for candidate in (given, Path(configured) if configured else None):
         if candidate is None:
             continue
@@ -591,7 +592,7 @@ def sdist_for(root: Path, given: Path | None, version: str, log: IO[str]) -> Pat
         if not Path(given).is_file():
             raise RuntimeBuildError(f"the sdist {given} does not exist.")
         return Path(given)
-    configured = os.environ.get(SDIST_ENV)
+    configured = env.LLAMA_SDIST.get()
     if configured and Path(configured).is_file():
         return Path(configured)
     # The llama-server build's cache (scripts/build_llama_server.py) may hold the same sdist already.

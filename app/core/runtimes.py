@@ -33,13 +33,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.core import env
 from app.core import machine, paths
 from app.core.errors import HearthError
 from app.core.llama_sources import binding_version
 from app.core.proc import EVENT, child_command, child_env, exit_reason
 
 MANIFEST = "hearth-runtime.json"
-RUNTIMES_DIR_ENV = "HEARTH_RUNTIMES_DIR"
+RUNTIMES_DIR_ENV = env.RUNTIMES_DIR.name
 LIB_PATH_ENV = "LLAMA_CPP_LIB_PATH"
 NAMES = ("cpu", "vulkan", "cuda")
 BACKENDS = {"cpu": "CPU", "vulkan": "Vulkan", "cuda": "CUDA"}
@@ -142,7 +143,7 @@ class Runtime:
 
 def runtimes_dir() -> Path:
     """Where built runtimes go (and are looked for first): $HEARTH_RUNTIMES_DIR, else <data dir>/runtimes."""
-    configured = os.environ.get(RUNTIMES_DIR_ENV)
+    configured = env.RUNTIMES_DIR.get()
     folder = Path(configured).expanduser() if configured else paths.data_dir() / "runtimes"
     folder.mkdir(parents=True, exist_ok=True)
     return folder

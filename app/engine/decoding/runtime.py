@@ -14,6 +14,7 @@ from typing import Callable
 
 import llama_cpp
 
+from app.core import env
 from app.core.errors import ModelLoadError
 from app.core.metrics import default_threads, rss_mb
 from app.core.modelfile import check_model_file
@@ -36,7 +37,7 @@ _backend_ready = False
 def ensure_backend() -> None:
     global _backend_ready
     if not _backend_ready:
-        llamalog.install(verbose=bool(os.environ.get("HEARTH_LLAMA_VERBOSE")))
+        llamalog.install(verbose=env.LLAMA_VERBOSE.get())
         llama_cpp.llama_backend_init()
         _backend_ready = True
 

@@ -11,7 +11,6 @@ Run as a child: python -m app.engine.probes.probe MODEL_PATH
 from __future__ import annotations
 
 import hashlib
-import os
 import platform
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from app.core.jsonstore import is_object, read_json, update_json
 from app.core.machine import cpu_name
 from app.core.proc import child_command, child_env
 
-PROBE_OK = "HEARTH_PROBE_OK"
+PROBE_OK = "hearth probe: extra buffer types work"  # what the child prints when it got through
 # Part of the remembered answer's key: a probe that tests more makes older answers stale. Version 2 evaluates a
 # prompt of several dozen tokens; version 1's single-token prompt never reached the batched AMX kernels, so it
 # reported "extra buffer types work" on an AMX machine (Xeon, amx_tile) where every longer prompt segfaulted.
@@ -36,9 +35,6 @@ PROBE_TIMEOUT_S = 120
 # same answers. A probe slower than this (a machine busy with something else) goes on in the background and that
 # one load keeps the extra buffer types off.
 FIRST_PROBE_WAIT_S = 15.0
-# Set in tests to make the probe child crash the way the AMX kernels do on
-# affected CPUs; this machine's CPU does not have the fault.
-SIMULATE_CRASH_ENV = "HEARTH_SIMULATE_EXTRA_BUFT_CRASH"
 REMEMBER = "--remember"  # python -m app.engine.probes.probe --remember MODEL: probe, and keep the answer
 
 
@@ -68,10 +64,11 @@ def cached_result() -> dict | None:
     return None
 
 
-def run_probe(model_path: str) -> dict:
-    """Probe in a child process and remember the result. Never raises for a crash."""
+def run_probe(model_path: str, command: list[str] | None = None) -> dict:
+    """Probe in a child process and remember the result. Never raises for a crash. command: the child to run
+    instead of the probe's own (a test's seam: a child that crashes as the AMX kernels do on affected CPUs)."""
     started = time.perf_counter()
-    cmd = child_command("app.engine.probes.probe", model_path)
+    cmd = command or child_command("app.engine.probes.probe", model_path)
     try:
         proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
@@ -178,10 +175,6 @@ def _child(model_path: str) -> int:
     from app.engine.decoding.runtime import Runtime
 
     rt = Runtime(LoadOptions(model_path=model_path, n_ctx=256, n_batch=64), extra_bufts=True)
-    if os.environ.get(SIMULATE_CRASH_ENV):
-        import ctypes
-
-        ctypes.string_at(0)  # a real segfault, like the AMX kernel's
     dec = Decoder(rt)
     dec.generate(PROBE_PROMPT, SamplingOptions(temperature=0, repeat_penalty=1.0, max_tokens=4), lambda ev: None)
     del llama_cpp

@@ -20,6 +20,7 @@ import time
 import traceback
 
 from app import __version__
+from app.core import env
 from app.core.bundled import bundled_model_path
 from app.core.errors import HearthError, ModelFileError
 from app.protocol import messages as P
@@ -49,7 +50,7 @@ class Host:
         self._held: list[bytes] | None = None  # events kept for one write at the end of a parallel step
         # Taken at the first answer, not at start: the first model loads at full priority while the window
         # that started this engine builds itself (a model ready sooner), and answers yield to the window.
-        self.niceness = os.environ.get("HEARTH_ENGINE_NICE")
+        self.niceness = env.ENGINE_NICE.get()
 
     def emit(self, event: dict) -> None:
         data = P.encode(event)
@@ -330,7 +331,7 @@ def main() -> int:
     return Host(out_fd).run()
 
 
-def _lower_priority(niceness: str | None) -> None:
+def _lower_priority(niceness: int | None) -> None:
     """Yield the CPU to the GUI when asked to (see EngineClient.below_caller)."""
     if not niceness:
         return
