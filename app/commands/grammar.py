@@ -106,7 +106,32 @@ class Parser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         self.chosen = None  # a parser may parse twice (tests do): no hint from the last command line
+        if self.program is not None and args is not None:
+            self._positionals_before_program(list(args))
         return super().parse_known_args(args, namespace)
+
+    def _positionals_before_program(self, words: list[str]) -> None:
+        """A program line's command (tools add NAME -- PROGRAM) with nothing before `--` to be NAME: argparse
+        would take the program as the name, and the missing piece would be said to be the program."""
+        if "--" not in words:
+            return
+        before, after = words[:words.index("--")], words[words.index("--") + 1:]
+        wanted = [a for a in self._actions if not a.option_strings and a.dest != self.program[0]
+                  and not isinstance(a, argparse._SubParsersAction) and a.nargs is None]
+        given, i = 0, 0
+        while i < len(before):
+            word = before[i]
+            action = self._option_string_actions.get(word.split("=", 1)[0]) if word.startswith("-") else None
+            if action is None:
+                given += not word.startswith("-")
+            elif "=" not in word and action.nargs != 0:
+                i += 1  # the option's value
+            i += 1
+        if given < len(wanted):
+            names = " ".join(a.metavar or a.dest.upper() for a in wanted)
+            line = " ".join(shlex.quote(w) for w in after) or "PROGRAM"
+            self.error(f"give the {' and '.join(a.dest for a in wanted[given:])} before --, as in "
+                       f"`{self.prog} {names} -- {line}`")
 
     def parse_args(self, args=None, namespace=None):
         namespace, extras = self.parse_known_args(args, namespace)

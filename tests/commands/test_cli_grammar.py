@@ -191,3 +191,21 @@ def test_zsh_completes_from_the_same_tree(parser, tmp_path):
     assert {"--json", "--tensors"} <= set(offered("hearth", "models", "inspect", "--j"))  # an alias walks too
     assert offered("hearth", "runtimes", "build", "") == ["vulkan", "cuda"]
     assert offered("hearth", "chat", "--model", "") == ["FILES"]
+
+
+def test_tools_add_without_a_name_says_the_name_is_missing(hearth_home, capsys):
+    """#56 E18: `hearth tools add -- /bin/cat` took the program as the name and answered "Give either a command
+    after -- ...", when the command was there and the name was what was missing."""
+    from app.core import paths
+
+    for words in (["--", "/bin/cat"], ["--env", "A=B", "--", "/bin/cat", "-u"], ["--replace", "--", "cat"]):
+        with pytest.raises(SystemExit) as stop:
+            main(["tools", "add", *words])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "give the name before --, as in `hearth tools add NAME -- " in err, (words, err)
+        assert "Give either a command" not in err and "Traceback" not in err
+    assert not paths.mcp_config_file().exists()
+    # With the name given, as before: the program after --, options before or after the name.
+    assert main(["tools", "add", "cat", "--", "/bin/cat"]) == 0
+    assert main(["tools", "add", "--env", "A=B", "cat2", "--", "/bin/cat"]) == 0
