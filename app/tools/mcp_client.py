@@ -9,6 +9,7 @@ goes to a log file (logs/mcp-NAME.log), not into the chat; its last line is quot
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import threading
 import time
@@ -21,6 +22,10 @@ from app.tools.servers import ServerEntry
 
 CONNECT_TIMEOUT_S = 30.0
 CALL_TIMEOUT_S = 60.0
+# A server that writes something other than MCP before its first answer, and no answer this long after it, is
+# taken as one that does not speak MCP (a banner line followed by a real answer still works).
+NOT_MCP_GRACE_S = 2.0
+LOG_TAIL_BYTES = 16 * 1024  # of a server's log, read for its last words
 
 
 class ToolServerError(HearthError):
@@ -78,6 +83,55 @@ def _result_text(result) -> str:
     return "\n".join(parts)
 
 
+def _not_mcp(exc: BaseException) -> str:
+    """What a server wrote that is not an MCP message, as a phrase (the SDK's error is a pydantic report)."""
+    errors = getattr(exc, "errors", None)
+    try:
+        line = errors()[0].get("input") if callable(errors) else None
+    except (IndexError, TypeError, ValueError):
+        line = None
+    shown = f" ({str(line)[:80]!r})" if line is not None else ""
+    return f"it answered with something that is not an MCP message{shown}"
+
+
+class _SdkLog(logging.Handler):
+    """The SDK's log records of one connection (its event loop's thread) into that server's log file: the SDK
+    logs a server's bad line with its whole traceback, which printed on the user's terminal."""
+
+    PREFIX = "hearth (MCP client): "  # not the server's own words, which a failure quotes
+
+    def __init__(self, thread_name: str, errlog):
+        super().__init__(logging.WARNING)
+        self.thread_name, self.errlog = thread_name, errlog
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.threadName == self.thread_name:
+            try:
+                self.errlog.write(f"{self.PREFIX}{record.getMessage()}\n")
+                self.errlog.flush()
+            except (OSError, ValueError):
+                pass
+
+
+def _sdk_logger() -> logging.Logger:
+    """The SDK's logger, kept off the terminal: no record reaches Python's last-resort stderr handler."""
+    logger = logging.getLogger("mcp")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+    return logger
+
+
+def _closed_connection(exc: BaseException) -> bool:
+    """Whether an SDK error says the connection to the server ended (its CONNECTION_CLOSED error)."""
+    from mcp.types import CONNECTION_CLOSED
+
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    error = getattr(exc, "error", None)  # the SDK's MCPError: a server may answer -32000 for its own errors too
+    return getattr(error, "code", None) == CONNECTION_CLOSED and getattr(error, "message", "") == "Connection closed"
+
+
 def _reason(exc: BaseException) -> str:
     """The innermost cause of an SDK failure (anyio wraps them in exception groups), as a phrase."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -101,6 +155,7 @@ class McpConnection:
         self._ended = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._broken = False  # its server's side ended while the session was open
         self._started = entry
 
     # -- starting and stopping ------------------------------------------------------------------------------
@@ -144,7 +199,18 @@ class McpConnection:
 
     @property
     def alive(self) -> bool:
-        return self._ready.is_set() and not self._ended.is_set()
+        return self._ready.is_set() and not self._ended.is_set() and not self._broken
+
+    def _connection_ended(self) -> None:
+        """The server's side is gone (its process ended): the SDK session stays open and answers every call with
+        "Connection closed", so it is taken down here, and whoever keeps it (ServerPool, the API's offered servers)
+        starts the server again instead of listing tools nobody can call."""
+        self._broken = True
+        if self._loop is not None and self._closing is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._closing.set)
+            except RuntimeError:  # the loop has ended already
+                pass
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
@@ -164,8 +230,11 @@ class McpConnection:
 
         self._closing = asyncio.Event()
         with open(self.log_path, "a", encoding="utf-8", errors="replace") as errlog:
+            sdk_log = _SdkLog(threading.current_thread().name, errlog)
+            _sdk_logger().addHandler(sdk_log)
             try:
-                async with Client(self._transport(errlog), cache=None, mode="legacy") as client:
+                async with Client(self._transport(errlog), cache=None, mode="legacy",
+                                  message_handler=self._on_message) as client:
                     listed = await client.list_tools()
                     self.server_name = getattr(client.server_info, "name", "") or ""
                     self.tools = [ToolInfo(self.entry.name, t.name, t.description or "",
@@ -175,8 +244,20 @@ class McpConnection:
                     self._ready.set()
                     await self._closing.wait()
             except BaseException as exc:
-                self._error = exc
+                self._error = self._error or exc
                 self._client = None if not self._ready.is_set() else self._client
+            finally:
+                _sdk_logger().removeHandler(sdk_log)
+
+    async def _on_message(self, message) -> None:
+        """The SDK's news: a line that is not MCP before the first answer ends the start once no answer follows
+        within NOT_MCP_GRACE_S (the SDK would drop it and wait for the answer until the connect timeout)."""
+        if not isinstance(message, Exception) or self._ready.is_set():
+            return
+        await asyncio.sleep(NOT_MCP_GRACE_S)
+        if not self._ready.is_set() and self._task is not None:
+            self._error = ToolServerError(_not_mcp(message))
+            self._task.cancel()
 
     def _transport(self, errlog):
         entry = self._started
@@ -191,12 +272,19 @@ class McpConnection:
 
         return streamable_http_client(entry.url, http_client=create_mcp_http_client(headers=entry.headers or None))
 
+    def last_words(self) -> str:
+        """" (its last words: ...)": the last line the server wrote to its log, or ""."""
+        return self._last_log_line()
+
     def _last_log_line(self) -> str:
         try:
-            lines = [line.strip() for line in self.log_path.read_text(encoding="utf-8", errors="replace")
-                     .splitlines()[-20:] if line.strip()]
+            with open(self.log_path, "rb") as fh:  # its tail only: a server may have written gigabytes there
+                fh.seek(max(0, fh.seek(0, 2) - LOG_TAIL_BYTES))
+                tail = fh.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
         except OSError:
             return ""
+        lines = [line.strip() for line in tail.splitlines()[-20:]
+                 if line.strip() and not line.startswith(_SdkLog.PREFIX)]
         return f" (its last words: {lines[-1][:200]})" if lines else ""
 
     # -- calls ------------------------------------------------------------------------------------------------
@@ -231,6 +319,8 @@ class McpConnection:
                              "the call was stopped.")
                     break
             except BaseException as exc:
+                if _closed_connection(exc):
+                    self._connection_ended()
                 error = f"The tool '{tool}' of MCP server '{name}' failed: {_reason(exc)}{self._last_log_line()}."
                 break
         seconds = time.monotonic() - started

@@ -1,11 +1,18 @@
 """A small stdio MCP server, written with the mcp SDK's server side, whose tools fail the ways real servers do:
-`crash` kills the server's process in the middle of the call, `hang` never answers, `long_text` answers with far
-more text than a model's context holds; `env` says what an environment variable was set to when it started (how a
-secret kept in the keyring reaches a server)."""
+`crash` kills the server's process in the middle of the call, `hang` never answers (and holds the server), `sleep`
+never answers while the server answers other calls, `long_text` and `sized` answer with far more text than a
+model's context holds; `env` says what an environment variable was set to when it started (how a secret kept in
+the keyring reaches a server); `tick` counts its calls in the file $MISBEHAVING_TICKS (what the server received, as
+its user would check it).
+
+Started with `--start-after SECONDS` it answers nothing until then (a server slow to start); with `--not-mcp` it
+answers the client's first message with a line that is not JSON, then waits."""
 
 import os
 import sys
 import time
+
+import anyio
 
 from mcp.server.mcpserver import MCPServer
 
@@ -27,6 +34,14 @@ def hang(reason: str = "") -> str:
 
 
 @server.tool()
+async def sleep(seconds: float = 3600) -> str:
+    """Answers after `seconds`; the server goes on answering other calls meanwhile (a call cancelled by its
+    client ends at once)."""
+    await anyio.sleep(seconds)
+    return "slept"
+
+
+@server.tool()
 def long_text(words: int = 20000) -> str:
     """A very long answer."""
     return " ".join(f"word{i}" for i in range(words))
@@ -38,5 +53,25 @@ def env(name: str) -> str:
     return os.environ.get(name, "(not set)")
 
 
+@server.tool()
+def sized(size: int = 1_000_000) -> str:
+    """A result of `size` bytes of words."""
+    return ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
+
+
+@server.tool()
+def tick(note: str = "") -> str:
+    """Counts this call."""
+    with open(os.environ["MISBEHAVING_TICKS"], "a") as fh:
+        fh.write(f"tick {note}\n")
+    return "ticked"
+
+
 if __name__ == "__main__":
+    if "--start-after" in sys.argv:
+        time.sleep(float(sys.argv[sys.argv.index("--start-after") + 1]))
+    if "--not-mcp" in sys.argv:
+        sys.stdin.readline()
+        print("this is not an MCP message", flush=True)
+        time.sleep(3600)
     server.run("stdio")

@@ -60,3 +60,22 @@ def test_a_missing_program_is_one_sentence(capsys):
     assert main(["tools", "test", "gone"]) == 1
     err = capsys.readouterr().err
     assert "there is no program 'no-such-mcp-server-here'" in err and "Traceback" not in err
+
+
+def test_a_server_that_answers_with_what_is_not_mcp_is_one_sentence_within_seconds(capsys):
+    """#56 E19: a server answering `initialize` with a line that is not JSON: `hearth tools test` printed the MCP SDK's
+    whole traceback, then waited its 30 s. Now one sentence, in a few seconds."""
+    import sys
+    import time
+    from pathlib import Path
+
+    server = Path(__file__).with_name("misbehaving_server.py")
+    assert main(["tools", "add", "garbled", "--", sys.executable, str(server), "--not-mcp"]) == 0
+    capsys.readouterr()
+    started = time.monotonic()
+    assert main(["tools", "test", "garbled"]) == 1
+    seconds = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert seconds < 10, seconds
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert "MCP server 'garbled'" in err and "not an MCP message ('this is not an MCP message')" in err
