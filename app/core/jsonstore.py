@@ -1,7 +1,7 @@
 """Every JSON store's one rule (settings, library.json, system_prompts.json, tool-permissions.json, the machine
 facts, the bench's quality store):
 
-- a write is a locked read-modify-write: an OS file lock (fcntl on POSIX, msvcrt on Windows) on `<file>.lock`,
+- a write is a locked read-modify-write: an OS file lock (filelock: flock on POSIX, msvcrt on Windows) on `<file>.lock`,
   the file read again under it, the change applied to what is there now, and the result written to a temp
   file in the same folder, flushed to disk and renamed over the old one, so that two processes lose neither's
   change and a crash mid-write leaves the old file whole;
@@ -278,49 +278,25 @@ def write_json(path: Path, data: Any) -> None:
 @contextmanager
 def locked(path: Path, timeout: float | None = None) -> Iterator[None]:
     """Hold an exclusive lock on `path`'s lock file (path + ".lock") for as long as the block runs. Waits up to
-    `timeout` (LOCK_TIMEOUT_S) for another process's lock, then raises StoreBusy. OSError when the lock file
-    cannot be made (a read-only folder)."""
+    `timeout` (LOCK_TIMEOUT_S) for another process's lock, then raises StoreBusy; StoreWriteError when the lock
+    file cannot be made (a full or read-only folder). The OS lock is filelock's (flock on POSIX, msvcrt on
+    Windows): a fresh lock object each time, so a second holder in this process waits as another process would."""
+    from filelock import FileLock, Timeout
+
     path = Path(path)
     wait = LOCK_TIMEOUT_S if timeout is None else timeout
-    deadline = time.monotonic() + wait
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(str(path) + ".lock", "a+b")
+        lock = FileLock(str(path) + ".lock", timeout=wait, thread_local=False)
+        lock.acquire(poll_interval=0.02)
+    except Timeout:
+        raise _busy(path, wait) from None
     except OSError as exc:  # a full or read-only folder: the sentence, not the lock file's errno
         raise StoreWriteError(_disk_sentence(path, exc)) from None
-    with fh:
-        if os.name == "nt":
-            import msvcrt
-
-            fh.seek(0)
-            while True:
-                try:
-                    msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise _busy(path, wait) from None
-                    time.sleep(0.02)
-            try:
-                yield
-            finally:
-                fh.seek(0)
-                msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
-        else:
-            import fcntl
-
-            while True:
-                try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise _busy(path, wait) from None
-                    time.sleep(0.02)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _busy(path: Path, wait: float) -> StoreBusy:
