@@ -98,7 +98,8 @@ class ChatView(Asking, ToolApproval, QWidget):
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(int(SAVE_INTERVAL_S * 1000))
         self._save_timer.timeout.connect(self._save_answer)
-        self._saving_later: list = []  # answers whose end waits for the store (a lock, a full disk)
+        self._saving_later: list = []
+        self._drafts: dict[int | None, str] = {}  # unsent text by chat (None: the new chat), kept while switching  # answers whose end waits for the store (a lock, a full disk)
         self._answer_saved_later.connect(self._on_answer_saved_later)
         self._answer_model: dict = {}  # which model the answer in progress was asked of
         self.remembered: dict = {}  # the open conversation's model (its latest answer's), see remembered_model
@@ -346,6 +347,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self._leave_current()
         self.conversation_id = None
         self._editing = None
+        self.input.setPlainText(self._drafts.pop(None, ""))
         self.transcript.clear_all()
         self.system_prompt.blockSignals(True)
         self.system_prompt.setPlainText("")
@@ -370,6 +372,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self._leave_current()
         self.conversation_id = conversation_id
         self._editing = None
+        self.input.setPlainText(self._drafts.pop(conversation_id, ""))
         self._failed = False
         self.system_prompt.blockSignals(True)
         self.system_prompt.setPlainText(conv.system_prompt)
@@ -436,6 +439,11 @@ class ChatView(Asking, ToolApproval, QWidget):
         return True
 
     def _leave_current(self) -> None:
+        # What the user typed and has not sent belongs to this chat: kept for it, never sent in another (#55 B1).
+        # An edit in progress is not a draft: leaving ends it.
+        text = self.input.toPlainText()
+        if self._editing is None and text.strip():
+            self._drafts[self.conversation_id] = text
         if self._preparing:
             self._drop_preparation()
         elif self.generating and not self._detached:

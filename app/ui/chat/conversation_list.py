@@ -10,6 +10,21 @@ from app.core.chats import ChatStore, ChatStoreError
 from app.core.notices import ERROR, Notice
 
 
+class _ChatList(QListWidget):
+    """The list of chats. Focus alone never opens one: Qt makes the first row current when Tab brings the focus to
+    a list without one, which opened that chat and carried the unsent text into it (#55 B1). A click, the arrow
+    keys or Enter still do."""
+
+    focusing = False
+
+    def focusInEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        self.focusing = True
+        try:
+            super().focusInEvent(event)
+        finally:
+            self.focusing = False
+
+
 class ConversationList(QWidget):
     conversation_chosen = Signal(int)
     new_requested = Signal()
@@ -29,7 +44,8 @@ class ConversationList(QWidget):
         top.addWidget(self.search, 1)
         top.addWidget(self.new_button)
         layout.addLayout(top)
-        self.list = QListWidget()
+        self.list = _ChatList()
+        self.list.setAccessibleName("Chats")
         self.list.setContextMenuPolicy(Qt.CustomContextMenu)
         # Long titles end in "…" (the full one is the tooltip) instead of a sideways scroll bar.
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
@@ -74,7 +90,7 @@ class ConversationList(QWidget):
         self.refresh(select=conversation_id)
 
     def _on_current_changed(self, current, _previous) -> None:
-        if current is not None and not self._quiet:
+        if current is not None and not self._quiet and not self.list.focusing:
             self.conversation_chosen.emit(current.data(Qt.UserRole))
 
     def _on_context_menu(self, pos) -> None:
