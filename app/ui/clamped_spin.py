@@ -65,6 +65,7 @@ class ClampingSpinBox(_Clamping, QSpinBox):
     def __init__(self, what: str, parent=None):
         super().__init__(parent)
         self.what = what
+        self.setAccessibleName(what)  # what a screen reader says, wherever the box sits (a form, a row)
 
 
 class ClampingDoubleSpinBox(_Clamping, QDoubleSpinBox):
@@ -73,6 +74,7 @@ class ClampingDoubleSpinBox(_Clamping, QDoubleSpinBox):
     def __init__(self, what: str, parent=None):
         super().__init__(parent)
         self.what = what
+        self.setAccessibleName(what)
 
 
 def say_clamps(page, noticed) -> None:

@@ -37,7 +37,7 @@ from app.server.run import ServeOptions
 from app.ui.clamped_spin import ClampingSpinBox
 from app.ui.background_server import BackgroundServer, base_url
 from app.ui.chat.transcript import Transcript
-from app.ui.widgets import StatusLine, copy_button
+from app.ui.widgets import StatusLine, copy_button, table
 from app.ui.worker import Tasks
 
 DEFAULT_PORT = 8080
@@ -91,15 +91,18 @@ class ServerPage(QWidget):
         kept = kept if isinstance(kept, dict) else {}
 
         self.host = QLineEdit(str(kept.get("host") or "127.0.0.1"))
+        self.host.setAccessibleName("Address to listen on")
         self.host.setToolTip("127.0.0.1 serves this computer only; 0.0.0.0 serves the network (needs a key)")
         self.port = ClampingSpinBox("The port")
         self.port.setRange(1, 65535)
         self.port.setValue(kept["port"] if isinstance(kept.get("port"), int) else DEFAULT_PORT)
         self.api_key = QLineEdit()
+        self.api_key.setAccessibleName("API key")
         self.api_key.setPlaceholderText("none (this computer only)")
         self.new_key_button = QPushButton("New key")
         self.copy_key_button = copy_button(self.api_key.text, "Copy key")
         self.cors = QLineEdit(" ".join(kept.get("cors") or []))
+        self.cors.setAccessibleName("CORS origins")
         self.cors.setPlaceholderText("origins allowed to call from a browser, e.g. http://localhost:3000 (space-separated)")
         self.offer_tools = QCheckBox("Offer these MCP servers to API clients")
         self.offer_tools.setChecked(kept.get("offer_tools") is True)  # off unless the user turned it on
@@ -119,9 +122,9 @@ class ServerPage(QWidget):
         self.stop_button = QPushButton("Stop")
         self.status = StatusLine()
 
-        self.curl = self._snippet_box()
-        self.python = self._snippet_box()
-        self.log = QTableWidget(0, len(LOG_COLUMNS))
+        self.curl = self._snippet_box("Example with curl")
+        self.python = self._snippet_box("Example in Python")
+        self.log = table(len(LOG_COLUMNS), "Requests served")
         self.log.setHorizontalHeaderLabels(LOG_COLUMNS)
         self.log.setEditTriggers(QAbstractItemView.NoEditTriggers)
         self.log.setSelectionBehavior(QAbstractItemView.SelectRows)
@@ -151,8 +154,9 @@ class ServerPage(QWidget):
         self.api_key.setCursorPosition(0)  # show where the key starts, not where it ends
 
     @staticmethod
-    def _snippet_box() -> QPlainTextEdit:
+    def _snippet_box(name: str) -> QPlainTextEdit:
         box = QPlainTextEdit()
+        box.setAccessibleName(name)
         box.setReadOnly(True)
         box.setFont(Transcript.monospace())
         box.setLineWrapMode(QPlainTextEdit.WidgetWidth)  # wrapping is only shown: Copy takes the lines as written

@@ -24,6 +24,7 @@ from app.core import paths
 from app.core.errors import HearthError
 from app.ui.chat.model_picker import tools_badge
 from app.ui.worker import Tasks
+from app.ui.widgets import table
 
 RUNS_AS_YOU = ("Tools run as you, with your permissions: a server can read, change and send what you can. Add only "
                "servers you trust; Hearth asks before each call unless you allow a tool for good.")
@@ -76,7 +77,7 @@ class ToolsPage(QWidget):
         self.model_line = QLabel("")
         self.model_line.setObjectName("toolsModel")
         self.model_line.setWordWrap(True)
-        self.table = QTableWidget(0, 4)
+        self.table = table(4, "MCP servers")
         self.table.setHorizontalHeaderLabels(["Server", "Kind", "Program or address", "Always allowed"])
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
@@ -93,6 +94,7 @@ class ToolsPage(QWidget):
         self.status = QLabel("")
         self.status.setWordWrap(True)
         self.details = QTextBrowser()
+        self.details.setAccessibleName("The server's tools")
         self.details.setPlaceholderText("Test a server to see its tools and their schemas here.")
 
         # The add form: a program (stdio) or an address (streamable HTTP).

@@ -28,13 +28,44 @@ from typing import Any, Callable
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar,
-                               QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
+                               QPushButton, QScrollArea, QSizePolicy, QTableWidget, QVBoxLayout, QWidget)
 
 from app.core.units import human_size
 from app.ui.worker import Tasks
 
 PROGRESS_MS = 100
 SCALE = 1000  # the bar's range: QProgressBar takes ints, byte counts overflow them
+
+
+def name_controls(field, name: str) -> None:
+    """Give a control (or each unnamed control inside a row's container or layout) the name a screen reader says:
+    its row's label. Without it a combo box is announced by its value and a box in a group by the group's title."""
+    from PySide6.QtWidgets import QAbstractButton
+
+    for control in _widgets_in(field):
+        says_text = isinstance(control, QAbstractButton) and control.text()  # a button says its own text
+        if control.focusPolicy() & Qt.TabFocus and not control.accessibleName() and not says_text:
+            control.setAccessibleName(name)
+
+
+def _widgets_in(field) -> list[QWidget]:
+    if isinstance(field, QWidget):
+        return [field, *field.findChildren(QWidget)]
+    found = []
+    for i in range(field.count()):  # a layout: its widgets and its nested layouts' widgets
+        item = field.itemAt(i)
+        found += _widgets_in(item.widget() or item.layout()) if (item.widget() or item.layout()) else []
+    return found
+
+
+def table(columns: int, name: str) -> QTableWidget:
+    """A table that is one Tab stop, with the name a screen reader says. Qt's tables move between their cells with
+    Tab, so Tab never left one with rows (the Models page's library took 70 presses and never let go, #55 B2):
+    inside a table the arrow keys move, and Tab goes on to the next control."""
+    view = QTableWidget(0, columns)
+    view.setTabKeyNavigation(False)
+    view.setAccessibleName(name)
+    return view
 
 
 class ElidedLabel(QLabel):

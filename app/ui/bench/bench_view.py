@@ -26,7 +26,7 @@ from app.bench.results import load_result, write_json
 from app.ui.clamped_spin import ClampingSpinBox
 from app.ui.bench.quality_chart_view import QualityChart, theme_plot
 from app.ui.worker import Tasks
-from app.ui.widgets import JobBar
+from app.ui.widgets import JobBar, table
 
 BAR_COLORS = ("#3b82f6", "#10b981", "#f59e0b", "#ef4444")
 # Measured with the bundled 135M model on two idle cores (docs/benchmark_matrix.md): 1.6 minutes for three
@@ -81,6 +81,7 @@ class BenchView(QWidget):
         self.csv_button = QPushButton("Export CSV…")
         self.jobs = JobBar(self.tasks)
         self.workload = QComboBox()
+        self.workload.setAccessibleName("Workload")
         self.workload.setSizeAdjustPolicy(QComboBox.AdjustToContents)
         # Before the first run it lists what a run measures (it was empty, with no hint of its use, #49.21).
         for name, workload in WORKLOADS.items():
@@ -91,7 +92,7 @@ class BenchView(QWidget):
         self.caption.setWordWrap(True)
         self.caption.setObjectName("hint")
         self.caption.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.table = QTableWidget(0, 0)
+        self.table = table(0, "Benchmark results")
         self.table.verticalHeader().hide()
         self.table.setEditTriggers(QTableWidget.NoEditTriggers)
         self.table.setWordWrap(False)

@@ -38,6 +38,7 @@ class ConversationList(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         top = QHBoxLayout()
         self.search = QLineEdit(placeholderText="Search chats")
+        self.search.setAccessibleName("Search chats")
         self.search.setClearButtonEnabled(True)
         self.new_button = QPushButton("New chat")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")

@@ -71,6 +71,7 @@ class ModelPicker(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.combo = ElidedComboBox()
+        self.combo.setAccessibleName("Model")
         self.combo.setToolTip("The library's models; Load puts the chosen one in memory with its own load "
                               "settings (Models page), or the default ones (Settings) for a model not loaded "
                               "before")

@@ -23,6 +23,7 @@ class PromptPresets(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.combo = QComboBox()
+        self.combo.setAccessibleName("System prompt preset")
         self.combo.setToolTip("A saved system prompt for this chat; pick one, or write your own above and Save… it")
         self.save_button = QPushButton("Save…")
         self.save_button.setToolTip("Save the chat's system prompt as a preset; under a preset's name it replaces "

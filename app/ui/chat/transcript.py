@@ -64,6 +64,26 @@ ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System", "erro
 THOUGHT_GREY = "#9ca3af"
 
 
+# The header links that act on a whole message (app/ui/chat/message_notes.py writes them).
+MESSAGE_ACTIONS = ("message-copy", "edit", "regenerate", "continue", "prev", "next")
+
+
+def _links_of(block) -> list[tuple[str, str]]:
+    """The links in one block of the document, in order: (its text, its href)."""
+    found: list[tuple[str, str]] = []
+    it = block.begin()
+    while not it.atEnd():
+        fragment = it.fragment()
+        href = fragment.charFormat().anchorHref()
+        if href:
+            if found and found[-1][1] == href:  # one link drawn in several fragments
+                found[-1] = (found[-1][0] + fragment.text(), href)
+            else:
+                found.append((fragment.text(), href))
+        it += 1
+    return [(text.strip() or href, href) for text, href in found]
+
+
 class Transcript(Following, QTextBrowser):
     message_copied = Signal(str)
     # (action, message id): "copy", "edit", "regenerate", "continue", "prev", "next"
@@ -73,6 +93,10 @@ class Transcript(Following, QTextBrowser):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setOpenLinks(False)
+        # One Tab stop (#55 B3): every link was a stop of its own, about five a message, so 1,250 presses passed a
+        # 500-message chat. The arrow keys move a caret through the text, and the context-menu key (or Shift+F10)
+        # offers the actions of the message at the caret (MESSAGE_ACTIONS) and the links of its paragraph.
+        self.setTextInteractionFlags(Qt.TextSelectableByMouse | Qt.LinksAccessibleByMouse | Qt.TextSelectableByKeyboard)
         self.setOpenExternalLinks(False)
         self.anchorClicked.connect(self._on_anchor)
         self.setUndoRedoEnabled(False)
@@ -617,7 +641,7 @@ class Transcript(Following, QTextBrowser):
             if answer.isdigit() and n.isdigit():
                 self.source_requested.emit(int(answer), int(n))
             return
-        if action in ("message-copy", "edit", "regenerate", "continue", "prev", "next") and target.isdigit():
+        if action in MESSAGE_ACTIONS and target.isdigit():
             self.action_requested.emit(action.replace("message-", ""), int(target))
             return
         if url.scheme() == "copy":
@@ -630,6 +654,36 @@ class Transcript(Following, QTextBrowser):
 
     def plain_text(self) -> str:
         return self.toPlainText()
+
+    def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        """The standard menu (Copy, Select All), after the actions of the message at the caret (from the keyboard)
+        or under the pointer, and the links of that paragraph (a code block's Copy, a source, a thinking block)."""
+        from PySide6.QtWidgets import QMenu
+
+        keyboard = event.reason() == event.Reason.Keyboard
+        cursor = self.textCursor() if keyboard else self.cursorForPosition(event.pos())
+        menu = self.createStandardContextMenu(event.pos())
+        first = menu.actions()[0] if menu.actions() else None
+        for label, href in self.links_at(cursor.position()):
+            action = menu.addAction(label, lambda href=href: self._on_anchor(QUrl(href)))
+            if first is not None:
+                menu.removeAction(action)
+                menu.insertAction(first, action)
+        if first is not None and self.links_at(cursor.position()):
+            menu.insertSeparator(first)
+        menu.exec(event.globalPos() if not keyboard else self.viewport().mapToGlobal(self.cursorRect(cursor).center()))
+
+    def links_at(self, position: int) -> list[tuple[str, str]]:
+        """(label, href) of what can be done where the caret is: the links of its paragraph, then the actions in
+        the header of the message it is in (the nearest header at or above it)."""
+        block = self.document().findBlock(position)
+        found = _links_of(block)
+        header = block
+        while header.isValid() and not any(h.partition(":")[0] in MESSAGE_ACTIONS for _, h in _links_of(header)):
+            header = header.previous()
+        if header.isValid() and header != block:
+            found += _links_of(header)
+        return found
 
     def loadResource(self, kind: int, name: QUrl):  # noqa: N802 (Qt's name)
         """The header's icons, from resources/icons (hearth:attachment): drawn by Hearth, not by a font."""

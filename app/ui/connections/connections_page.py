@@ -60,14 +60,17 @@ class ConnectionsPage(QWidget):
         self._tested_url: str | None = None  # the server whose models the list shows
 
         self.saved = QListWidget()
+        self.saved.setAccessibleName("Saved servers")
         self.saved.setToolTip("Servers you connected to; the keys are in the system keyring")
         self.new_button = QPushButton("New")
         self.remove_button = QPushButton("Remove")
         self.remove_button.setToolTip("Forget this server and its stored key")
 
         self.url = QLineEdit()
+        self.url.setAccessibleName("Server address")
         self.url.setPlaceholderText(URL_HINT)
         self.api_key = QLineEdit()
+        self.api_key.setAccessibleName("API key")
         self.api_key.setEchoMode(QLineEdit.Password)
         self.api_key.setPlaceholderText("none")
         self.show_key = QCheckBox("Show")
@@ -78,6 +81,7 @@ class ConnectionsPage(QWidget):
         self.status = StatusLine()
 
         self.models = QTreeWidget()
+        self.models.setAccessibleName("The server's models")
         self.models.setHeaderLabels(MODEL_COLUMNS)
         self.models.setRootIsDecorated(False)
         self.models.header().setSectionResizeMode(0, QHeaderView.Stretch)

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxL
 
 from app.core.notices import ERROR, UNTIL_CLEARED, WARNING, Notice, cleared
 from app.ui.docs.index_runner import IndexRunner
+from app.ui.widgets import table
 
 
 def progress_text(p) -> str:
@@ -81,7 +82,7 @@ class DocumentsPage(QWidget):
         self.interrupted: list[str] = []  # collections whose last run a crash or a kill ended
         self._interrupted_said = False
         self._run_listed = False  # the running collection has been shown in the table (and the chat's box)
-        self.table = QTableWidget(0, 5)
+        self.table = table(5, "Collections")
         self.table.setHorizontalHeaderLabels(["Collection", "Files", "Chunks", "With vectors", "Folders"])
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)

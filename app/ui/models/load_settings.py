@@ -29,6 +29,7 @@ from app.protocol.option_fields import H2O_FLASH_OFF, LOAD_FIELDS, LOGICAL_CORES
 from app.protocol.messages import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
 from app.ui.clamped_spin import ClampingSpinBox
 from app.ui.models.titles import row_title
+from app.ui.widgets import name_controls
 
 CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 # The LoadOptions fields this panel's controls set; the other remembered settings (batch size, longest draft,
@@ -245,6 +246,8 @@ class LoadSettings(QWidget):
             caption = QLabel(label) if label else None
             if caption is not None and tipped is not None:
                 caption.setToolTip(tipped.toolTip())  # hovering the name explains it too
+            if caption is not None:  # a screen reader says the row's name, not the box's value ("f16")
+                name_controls(field, label)
             if defaults and names:
                 field = self._with_reset_button(field, names)
             form.addRow(caption, field) if caption is not None else form.addRow(field)

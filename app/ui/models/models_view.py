@@ -43,7 +43,7 @@ from app.ui.models.titles import info_title, path_title
 from app.ui.runtime_text import format_text, placement_text
 from app.ui.speculation_text import loaded_text
 from app.ui.worker import Tasks
-from app.ui.widgets import JobBar, VerticalScroll
+from app.ui.widgets import JobBar, VerticalScroll, table
 
 COLUMNS = ["Name", "Type", "Size", "Source"]
 
@@ -66,7 +66,7 @@ class ModelsView(QWidget):
         self.relocated: dict[str, str] = {}  # {a file's old path: where Locate… found it} (#49.8)
         self._failure: tuple[str, str] | None = None  # (path, sentence) of the latest failed load, kept on screen
 
-        self.table = QTableWidget(0, len(COLUMNS))
+        self.table = table(len(COLUMNS), "Model library")
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
@@ -78,6 +78,7 @@ class ModelsView(QWidget):
         self.delete_button = QPushButton("Delete")
         self.delete_button.setToolTip("Delete a model Hearth downloaded or made; imported files are only forgotten")
         self.quant_type = QComboBox()
+        self.quant_type.setAccessibleName("Quantization type")
         for qtype, label in manager.quant_types():
             self.quant_type.addItem(label, qtype)
         self.quant_type.setCurrentIndex(max(0, self.quant_type.findData("Q4_K_M")))
@@ -189,6 +190,7 @@ class ModelsView(QWidget):
         for label in (self.details, self.fit_label, self.loaded_note, self.speculation):
             label.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Minimum)
         scroll = VerticalScroll(right)
+        scroll.setAccessibleName("Model details and load settings")
         # As needed, not off: with it off a window narrower than the settings cut them ("0 (sug", "CPU onl").
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
         # The Load button stays in sight below the scrolling settings, at any window height.

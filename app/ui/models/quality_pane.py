@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel,
 
 from app.core.quality_pick import DEFAULT_THRESHOLD, recommend
 from app.core.units import human_size
+from app.ui.widgets import table
 
 SHOWN = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")  # bench quality's default types
 COLUMNS = ["type", "file", "mean KLD", "same top", "+ matrix: mean KLD", "+ matrix: same top"]
@@ -26,11 +27,12 @@ class QualityPane(QWidget):
         self.path: str | None = None
         self.entry: dict | None = None
         self.room: tuple[float, float] | None = None  # (room MB, extra MB beside the file) from the fit estimate
-        self.table = QTableWidget(0, len(COLUMNS))
+        self.table = table(len(COLUMNS), "Quality of each quantization")
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().hide()
         self.table.setMaximumHeight(170)
         self.threshold = QDoubleSpinBox()
+        self.threshold.setAccessibleName("Recommendation threshold")
         self.threshold.setRange(0.0, 50.0)
         self.threshold.setSingleStep(0.5)
         self.threshold.setValue(DEFAULT_THRESHOLD)
