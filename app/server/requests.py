@@ -251,6 +251,8 @@ def _logit_bias(body: dict) -> dict[int, float]:
             token = int(key)
         except (TypeError, ValueError):
             raise invalid(f"'logit_bias' key {key!r} is not a token id.", "logit_bias") from None
+        if not _is_token(token):  # no vocabulary is that big (the engine checks the model's own)
+            raise invalid(f"'logit_bias' key {key} is not a token id (0 to {TOKEN_IDS - 1:,}).", "logit_bias")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not -100 <= value <= 100:
             raise invalid(f"'logit_bias' value for token {token} must be between -100 and 100.", "logit_bias")
         out[token] = float(value)
@@ -352,5 +354,8 @@ def embedding_request(body: Any) -> EmbeddingRequest:
     return EmbeddingRequest(model=model, inputs=given, encoding_format=fmt)
 
 
+TOKEN_IDS = 1 << 31  # llama.cpp's token ids are int32
+
+
 def _is_token(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < TOKEN_IDS

@@ -63,6 +63,19 @@ def test_logit_bias_over_1024_tokens_says_the_count_limit(oai, model_name):
     oai.chat.completions.create(model=model_name, messages=ASK, max_tokens=1, logit_bias={str(i): 1 for i in range(1024)})
 
 
+@pytest.mark.parametrize("key", ["99999999999999999999", "99999999", "49152"])  # the vocabulary has 49,152
+def test_a_logit_bias_key_past_the_vocabulary_is_a_400_naming_it(oai, model_name, key):
+    """Issue 56 D16: a 200, the key left out without a word."""
+    for ask in (lambda: oai.chat.completions.create(model=model_name, messages=ASK, max_tokens=1,
+                                                    logit_bias={key: 5}),
+                lambda: oai.completions.create(model=model_name, prompt="Once upon", max_tokens=1,
+                                               logit_bias={key: 5})):
+        with pytest.raises(BadRequestError) as err:
+            ask()
+        message = err.value.body["message"]
+        assert "'logit_bias'" in message and key in message, message
+
+
 @pytest.mark.parametrize("grammar", [r"root ::= [\x00]", r'root ::= "a" [\x00]'])  # at once, and after a token
 def test_a_grammar_that_allows_no_token_is_the_clients_error(api, oai, model_name, grammar):
     with pytest.raises(BadRequestError) as err:

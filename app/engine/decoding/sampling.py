@@ -17,6 +17,7 @@ import random
 import llama_cpp
 import numpy as np
 
+from app.core.errors import InvalidRequest
 from app.protocol import step_clock
 from app.engine.decoding.grammar import GrammarSampling
 from app.protocol.messages import SamplingOptions
@@ -25,6 +26,15 @@ from app.protocol.messages import SamplingOptions
 # pointer object, slower to turn into an array); a separate prototype leaves theirs as is.
 _logits_address = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)(
     ("llama_get_logits_ith", llama_cpp.llama_cpp._lib))
+
+
+def check_logit_bias(options: SamplingOptions, n_vocab: int) -> None:
+    """InvalidRequest naming the first biased token this model's vocabulary does not have: a bias is refused, as
+    any other wrong field is, never left out without a word."""
+    outside = next((token for token in options.logit_bias if not 0 <= token < n_vocab), None)
+    if outside is not None:
+        raise InvalidRequest(f"'logit_bias' key {outside} is not a token of this model, whose vocabulary has "
+                             f"{n_vocab} tokens (0-{n_vocab - 1}).")
 
 
 class Sampler:

@@ -17,6 +17,7 @@ from app.engine.speculation.prediction import prediction_speculator
 from app.engine.probes.probe import decision_before_first_load
 from app.protocol.messages import LoadOptions, SamplingOptions
 from app.engine.decoding.runtime import Runtime
+from app.engine.decoding.sampling import check_logit_bias
 from app.engine.decoding.slots import Slots
 from app.engine.speculation.speculative import check_speculation_options, make_speculator
 from app.engine.prompt.template import opens_thinking, template_for, turn_stops
@@ -138,6 +139,7 @@ class Session:
 
     def _generate(self, prompt: str, system_text: str | None, sampling, emit, cancelled, truncate,
                   literal=()) -> dict | None:
+        check_logit_bias(sampling, self.rt.n_vocab)  # before the prompt is read
         sampling = self.with_recommended(sampling)
         if self.slots is not None:
             make = None  # each answer drafts on its own: a prediction, or the model's prompt lookup
