@@ -20,6 +20,10 @@ from app.engine.decoding.decode import decode_error, fill_batch
 # Tokens of one input. llama.cpp pools one micro-batch, so a whole input is one batch, and every row of it is an
 # output (logits included): ~0.4 GB of buffers per 1000 tokens with a 49k-token vocabulary.
 MAX_EMBED_CTX = 2048
+# Tokens of one request, all its inputs together: OpenAI's own bound. 2,048 inputs of 600 tokens held the engine
+# for an hour (issue 56); a request is also embedded one input at a time between the engine's other work, and
+# stops when its client leaves (EmbedJob).
+MAX_EMBED_TOKENS = 300_000
 
 
 class Embedder:
@@ -49,20 +53,33 @@ class Embedder:
         return list(item)
 
     def embed(self, inputs: list) -> dict:
-        """{"embeddings": one unit-length vector per input, "prompt_tokens": tokens evaluated in all}."""
-        for i, item in enumerate(inputs):  # one too long for its bytes alone is refused before any tokenizing
+        """{"embeddings": one unit-length vector per input, "prompt_tokens": tokens evaluated in all}, at once."""
+        job = self.job(inputs)
+        while not job.finished:
+            job.step()
+        return job.result()
+
+    def job(self, inputs: list) -> "EmbedJob":
+        """The request's inputs as work done one piece at a time (EmbedJob). Raises, before any tokenizing, for an
+        input or a request whose bytes alone say it is too long."""
+        for i, item in enumerate(inputs):
             if isinstance(item, str) and self.rt.surely_longer(item, self.n_ctx):
                 raise ContextTooLong(f"Input {i} is longer than the {self.n_ctx} tokens one embedding can take; "
                                      "shorten it or split it.")
-        token_lists = [self.tokens_of(item) for item in inputs]  # every input checked before any work
-        for i, toks in enumerate(token_lists):
-            if not toks:
-                raise InvalidRequest(f"Input {i} is empty; an embedding needs at least one token.")
-            if len(toks) > self.n_ctx:
-                raise ContextTooLong(f"Input {i} is {len(toks)} tokens long, more than the {self.n_ctx} tokens "
-                                     "one embedding can take; shorten it or split it.")
-        vectors = [self._one(toks) for toks in token_lists]
-        return {"embeddings": vectors, "prompt_tokens": sum(len(t) for t in token_lists), "n_embd": self.n_embd}
+        given = sum(len(item) for item in inputs if not isinstance(item, str))  # token lists
+        texts = "".join(item for item in inputs if isinstance(item, str))
+        if given > MAX_EMBED_TOKENS or self.rt.surely_longer(texts, MAX_EMBED_TOKENS - given):
+            raise _too_many_tokens()
+        return EmbedJob(self, inputs)
+
+    def checked_tokens(self, i: int, item) -> list[int]:
+        toks = self.tokens_of(item)
+        if not toks:
+            raise InvalidRequest(f"Input {i} is empty; an embedding needs at least one token.")
+        if len(toks) > self.n_ctx:
+            raise ContextTooLong(f"Input {i} is {len(toks)} tokens long, more than the {self.n_ctx} tokens "
+                                 "one embedding can take; shorten it or split it.")
+        return toks
 
     def _one(self, toks: list[int]) -> list[float]:
         llama_cpp.llama_memory_clear(self.memory, True)
@@ -86,3 +103,39 @@ class Embedder:
         if self.ctx:
             llama_cpp.llama_free(self.ctx)
             self.ctx = None
+
+
+def _too_many_tokens() -> InvalidRequest:
+    return InvalidRequest(f"These inputs are more than {MAX_EMBED_TOKENS:,} tokens together, the most one embeddings "
+                          "request may take; send them in several requests.")
+
+
+class EmbedJob:
+    """One embeddings request, done one piece at a time so that the engine serves its other requests between the
+    pieces (app/engine/process/host.py) and a cancel stops it within one: first every input is tokenized and
+    checked (so that a request too big is refused before any embedding), then each is embedded."""
+
+    def __init__(self, embedder: Embedder, inputs: list):
+        self.embedder, self.inputs = embedder, inputs
+        self.tokens: list[list[int]] = []
+        self.vectors: list[list[float]] = []
+        self.total = 0
+
+    @property
+    def finished(self) -> bool:
+        return len(self.vectors) == len(self.inputs)
+
+    def step(self) -> None:
+        """Tokenize or embed one input; raises the request's error (too long, not in the vocabulary, ...)."""
+        if len(self.tokens) < len(self.inputs):
+            i = len(self.tokens)
+            toks = self.embedder.checked_tokens(i, self.inputs[i])
+            self.total += len(toks)
+            if self.total > MAX_EMBED_TOKENS:
+                raise _too_many_tokens()
+            self.tokens.append(toks)
+            return
+        self.vectors.append(self.embedder._one(self.tokens[len(self.vectors)]))
+
+    def result(self) -> dict:
+        return {"embeddings": self.vectors, "prompt_tokens": self.total, "n_embd": self.embedder.n_embd}

@@ -34,6 +34,9 @@ ORPHAN_GRACE_S = 5.0  # after stdin closes, the longest an engine takes to exit
 
 
 GENERATION = (P.CHAT, P.COMPLETE)
+# Commands that run beside others, a step at a time: answers (in parallel slots) and embeddings (EmbedJob). Any
+# other command (a load, a reset) waits for them.
+ALONGSIDE = (*GENERATION, P.EMBED)
 
 
 class Host:
@@ -47,6 +50,9 @@ class Host:
         self.cancels_lock = threading.Lock()
         self.running: int | None = None  # the id of the command being carried out (not parallel answers)
         self.session = None  # app.engine.process.session.Session once a model is loaded
+        # Embeddings requests under way, (id, EmbedJob, emit): one input of one of them per turn of the loop, in
+        # turn, so that a chat request is answered between them and a cancel stops one within an input.
+        self.embedding: deque = deque()
         self._held: list[bytes] | None = None  # events kept for one write at the end of a parallel step
         # Taken at the first answer, not at start: the first model loads at full priority while the window
         # that started this engine builds itself (a model ready sooner), and answers yield to the window.
@@ -73,7 +79,7 @@ class Host:
             if cmd == P.CANCEL:
                 self.cancel(msg.get("target"))
                 continue
-            if cmd in GENERATION or cmd == P.LOAD:
+            if cmd in ALONGSIDE or cmd == P.LOAD:
                 with self.cancels_lock:
                     self.cancels[msg.get("id")] = threading.Event()
             self.commands.put(msg)
@@ -106,7 +112,7 @@ class Host:
         waiting: deque = deque()
         while True:
             slots = self.running_slots
-            answering = slots is not None
+            answering = slots is not None or bool(self.embedding)
             if not answering and not waiting:
                 step_clock.idle()  # waiting for a command is no step: the watchdog must not count it
                 waiting.append(self.commands.get())
@@ -116,14 +122,17 @@ class Host:
                 except queue.Empty:
                     break
             if answering and any(msg.get("cmd") == P.SHUTDOWN for msg in waiting):
-                slots.cancel_all()  # nobody is left to read the answers
+                if slots is not None:
+                    slots.cancel_all()  # nobody is left to read the answers
+                self.cancel(None)
             while waiting:
                 msg = waiting[0]
                 slots = self.running_slots
-                if slots is not None:
-                    # A new answer joins the running ones when a slot is free; anything else (load, reset,
-                    # unload) waits for them, in order.
-                    if msg.get("cmd") not in GENERATION or not slots.has_free:
+                if slots is not None or self.embedding:
+                    # A new answer joins the running ones when a slot is free, an embeddings request the ones
+                    # under way; anything else (load, reset, unload) waits for them, in order.
+                    if msg.get("cmd") not in ALONGSIDE or (msg.get("cmd") in GENERATION and slots is not None
+                                                           and not slots.has_free):
                         break
                 waiting.popleft()
                 if msg.get("cmd") == P.SHUTDOWN:
@@ -133,6 +142,8 @@ class Host:
             slots = self.running_slots
             if slots is not None:
                 self.step(slots)
+            if self.embedding:
+                self.embed_step()
 
     @property
     def running_slots(self):
@@ -145,7 +156,7 @@ class Host:
         rid = msg.get("id")
         self.running = rid
         step_clock.idle()  # a load, or a request's template and tokenizing, are no step; its batches are
-        if cmd in GENERATION and self.cancelled(rid).is_set():  # cancelled while it waited its turn
+        if cmd in ALONGSIDE and self.cancelled(rid).is_set():  # cancelled while it waited its turn
             self.emit({"ev": P.DONE, "id": rid, "text": "", "finish_reason": "cancelled",
                        "prompt_tokens": 0, "completion_tokens": 0})
             self._forget(rid)
@@ -185,6 +196,32 @@ class Host:
                 held, self._held = self._held, None
                 if held:
                     _write_all(self.out_fd, b"".join(held))
+
+    def embed_step(self) -> None:
+        """One input of the next embeddings request under way: tokenized and checked, or embedded."""
+        entry = self.embedding[0]
+        self.embedding.rotate(-1)  # the next turn is the next request's
+        rid, job, emit = entry
+        try:
+            if self.cancelled(rid).is_set():  # its client left: the rest is not worth doing
+                self.embedding.remove(entry)
+                emit({"ev": P.DONE, "embeddings": [], "finish_reason": "cancelled", "prompt_tokens": job.total})
+                return
+            job.step()
+        except HearthError as exc:
+            self.embedding.remove(entry)
+            emit(P.failed(P.ErrorKind.of(exc), str(exc)))
+            return
+        except Exception as exc:  # a bug: this request fails, the engine goes on
+            traceback.print_exc()
+            self.embedding.remove(entry)
+            emit(P.failed(P.ErrorKind.INTERNAL, f"Internal engine error: {exc}"))
+            return
+        finally:
+            step_clock.idle()  # between inputs the engine is in no step
+        if job.finished:
+            self.embedding.remove(entry)
+            emit({"ev": P.DONE, **job.result()})
 
     def _forget(self, request_id) -> None:
         with self.cancels_lock:
@@ -247,7 +284,7 @@ class Host:
         elif cmd == P.EMBED:
             if self.session is None:
                 raise HearthError("No model is loaded.")
-            self.emit({"ev": P.DONE, "id": rid, **self.session.embed(msg.get("inputs") or [])})
+            self.embedding.append((rid, self.session.embedding(msg.get("inputs") or []), self.tagged(rid)))
         elif cmd == P.RESET:
             if self.session is not None:
                 self.session.reset()

@@ -161,12 +161,19 @@ class Session:
         return replace(sampling, **taken) if taken else sampling
 
     def embed(self, inputs: list) -> dict:
-        """Unit-length embeddings of texts or token lists (see app/engine/decoding/embedding.py)."""
+        """Unit-length embeddings of texts or token lists (see app/engine/decoding/embedding.py), at once."""
+        return self._embedder().embed(inputs)
+
+    def embedding(self, inputs: list):
+        """The same as an EmbedJob, done a piece at a time between the engine's other work."""
+        return self._embedder().job(inputs)
+
+    def _embedder(self):
         if self.embedder is None:
             from app.engine.decoding.embedding import Embedder
 
             self.embedder = Embedder(self.rt)
-        return self.embedder.embed(inputs)
+        return self.embedder
 
     def reset(self) -> None:
         if self.slots is not None:
