@@ -7,55 +7,231 @@ An API client cannot click the window's approval dialog, so a call runs only whe
 tool for good ("Always" in the window, `hearth chat --tools`'s always; app/tools/servers.py's allow-list, read
 at each call, so a change applies at once). Any other call is refused with a sentence that says so and how to
 allow it; the model gets that sentence as the call's error and answers from it.
+
+The calls are the user's programs, which may hang: they run on a pool of their own (MAX_CALLS_AT_ONCE threads),
+never on the event loop's default executor, where a model is acquired, and a call whose client left is stopped.
+Each server is started in the background, so a slow one does not hold `hearth serve` up, and a server that
+stops is started again when it is next needed, at most MAX_RESTARTS times in RESTART_WINDOW_S; while it is not
+running, its tools are not offered and the listing says why.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Awaitable, Callable
+
+from app.backends.vocab import TokenCounter
 from app.core.errors import HearthError
-from app.tools.mcp_client import CALL_TIMEOUT_S, McpConnection
-from app.tools.servers import allowed_tools
-from app.tools.tool_chat import open_tool_set
+from app.tools.mcp_client import CALL_TIMEOUT_S, CONNECT_TIMEOUT_S, McpConnection, ToolInfo
+from app.tools.servers import allowed_tools, get_server
+from app.tools.tool_chat import cut_result
+
+# Tool calls running at once, all servers together; more wait their turn there (a plain request never does).
+MAX_CALLS_AT_ONCE = 8
+MAX_RESTARTS = 3  # starts again of one server after it stopped, within RESTART_WINDOW_S
+RESTART_WINDOW_S = 600.0
+# How long `hearth serve` waits for its servers' first start before it serves without the ones not ready yet.
+STARTUP_WAIT_S = 10.0
+DISCONNECT_CHECK_S = 0.5  # how often a running call looks whether its client is still there
+# A request naming a server that is starting waits this long for it: a restart takes a second or two.
+SETTLE_WAIT_S = 10.0
+SETTLE_POLL_S = 0.1
+
+
+class _Offered:
+    """One offered server: its connection, started in the background, and started again (within the bound)
+    when it has stopped. Its state is read by the event loop without waiting."""
+
+    def __init__(self, name: str, connect_timeout: float):
+        self.name, self.connect_timeout = name, connect_timeout
+        self.conn: McpConnection | None = None
+        self.problem: str | None = None  # why it is not serving, as a sentence
+        self.failed_at_start = False  # its first start ended in an error (not a slow start)
+        self._starts: list[float] = []
+        self._starting: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def start(self) -> None:
+        """Start it in the background unless it runs, a start is under way, or the bound on restarts is spent."""
+        with self._lock:
+            if self._closed or (self.conn is not None and self.conn.alive) or \
+                    (self._starting is not None and self._starting.is_alive()):
+                return
+            now = time.monotonic()
+            self._starts = [t for t in self._starts if now - t < RESTART_WINDOW_S]
+            if len(self._starts) > MAX_RESTARTS:
+                self.problem = (f"The MCP server '{self.name}' stopped {len(self._starts)} times within "
+                                f"{RESTART_WINDOW_S / 60:g} minutes, so Hearth does not start it again for now; its "
+                                f"log is {self._log_path()}.")
+                return
+            first = not self._starts
+            self._starts.append(now)
+            self.problem = (f"The MCP server '{self.name}' is not ready yet: it is still starting." if first else
+                            f"The MCP server '{self.name}' stopped{self._last_words()}; Hearth is starting it again.")
+            self._starting = threading.Thread(target=self._open, args=(first,), name=f"mcp-start-{self.name}",
+                                              daemon=True)
+            self._starting.start()
+
+    def _open(self, first: bool) -> None:
+        if self.conn is not None:  # the stopped one: its thread and process are let go first
+            self.conn.close()
+        try:
+            conn = McpConnection(get_server(self.name), self.connect_timeout).open()
+        except HearthError as exc:  # it cannot start (or mcp.json changed): one sentence
+            with self._lock:
+                self.conn, self.problem, self.failed_at_start = None, str(exc), first
+            return
+        with self._lock:
+            if self._closed:
+                conn.close()
+                return
+            self.conn, self.problem = conn, None
+
+    def ready(self) -> McpConnection | None:
+        """The running connection, or None (a stopped one is started again in the background); never waits."""
+        conn = self.conn
+        if conn is not None and conn.alive:
+            return conn
+        self.start()
+        return None
+
+    def wait_ready(self, timeout: float) -> McpConnection | None:
+        """The running connection, waiting up to timeout for a start under way (one is begun if needed)."""
+        conn = self.ready()
+        starting = self._starting
+        if conn is None and starting is not None:
+            starting.join(timeout)
+            conn = self.conn if self.conn is not None and self.conn.alive else None
+        return conn
+
+    def starting(self) -> bool:
+        starting = self._starting
+        return starting is not None and starting.is_alive()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            conn = self.conn
+        if conn is not None:
+            conn.close()
+
+    def _last_words(self) -> str:
+        return self.conn.last_words() if self.conn is not None else ""
+
+    def _log_path(self):
+        from app.core import paths
+
+        return paths.log_dir() / f"mcp-{self.name}.log"
 
 
 class ApiTools:
-    """Connections to the offered servers, opened once when the server starts."""
+    """The offered servers, started in the background when the server starts, and the pool their calls run on."""
 
     def __init__(self, names: list[str], connect_timeout: float | None = None, in_chat: bool = False):
         """in_chat: offered through /v1/chat/completions too (app/server/chat_mcp.py), not only /v1/responses."""
-        # As the chat opens them: a server that cannot start is one sentence, and the ones started are closed.
-        opened = open_tool_set(names, connect_timeout=connect_timeout)
+        for name in names:
+            get_server(name)  # one that is not configured is a sentence before anything starts
         self.in_chat = in_chat
-        self.by_label: dict[str, McpConnection] = {conn.entry.name: conn for conn in opened.connections}
+        self._servers = {name: _Offered(name, connect_timeout or CONNECT_TIMEOUT_S) for name in names}
+        self._calls = ThreadPoolExecutor(MAX_CALLS_AT_ONCE, thread_name_prefix="hearth-mcp-call")
+        for server in self._servers.values():
+            server.start()
 
     @property
     def labels(self) -> list[str]:
-        return list(self.by_label)
+        return list(self._servers)
+
+    def wait_started(self, timeout: float = STARTUP_WAIT_S) -> None:
+        """Wait up to timeout for the servers' first starts. Raises the sentence of one that could not start (as
+        a server that fails is said before the server serves); one still starting is left to start."""
+        deadline = time.monotonic() + timeout
+        for server in self._servers.values():
+            server.wait_ready(max(0.0, deadline - time.monotonic()))
+        failed = next((s for s in self._servers.values() if s.failed_at_start), None)
+        if failed is not None:
+            raise HearthError(failed.problem)
+
+    def not_ready(self) -> list[str]:
+        """A sentence for each server that is not serving now."""
+        return [s.problem or f"The MCP server '{s.name}' is not running." for s in self._servers.values()
+                if s.ready() is None]
 
     def close(self) -> None:
-        for conn in self.by_label.values():
-            conn.close()
+        self._calls.shutdown(wait=False, cancel_futures=True)
+        for server in self._servers.values():
+            server.close()
 
-    def tools(self, label: str, only: list[str] | None = None):
-        """The server's tools (ToolInfo), those named in `only` when the request narrows them."""
-        conn = self.by_label[label]
-        return [t for t in conn.tools if only is None or t.name in only]
+    def tools(self, label: str, only: list[str] | None = None) -> list[ToolInfo]:
+        """The server's tools (those named in `only` when the request narrows them); none while it is not
+        running (problem() says why)."""
+        conn = self._servers[label].ready()
+        return [t for t in (conn.tools if conn is not None else []) if only is None or t.name in only]
+
+    def problem(self, label: str) -> str | None:
+        """Why the server's tools are not offered now; None while it runs."""
+        server = self._servers[label]
+        return None if server.ready() is not None else server.problem
 
     def functions(self, label: str, only: list[str] | None = None) -> list[dict]:
         return [t.function() for t in self.tools(label, only)]
 
-    def call(self, label: str, tool: str, arguments: dict, timeout: float = CALL_TIMEOUT_S) -> tuple[str | None, str | None]:
-        """(output, error) of one call, under the user's allow-list."""
+    async def call(self, label: str, tool: str, arguments: dict, n_ctx: int, model_path: str | None,
+                   gone: Callable[[], Awaitable[bool]] | None = None,
+                   timeout: float = CALL_TIMEOUT_S) -> tuple[str | None, str | None] | None:
+        """(output, error) of one call, under the user's allow-list, on the tools' own pool, its text within the
+        share of the context (n_ctx tokens, counted in model_path's vocabulary) that `hearth chat` gives a result.
+        None when the client left meanwhile (gone(), polled; or this coroutine cancelled): the call is stopped."""
+        stop = threading.Event()
+        future = asyncio.get_running_loop().run_in_executor(
+            self._calls, self._call, label, tool, arguments, n_ctx, model_path, timeout, stop)
+        try:
+            while True:
+                done, _ = await asyncio.wait({future}, timeout=DISCONNECT_CHECK_S)
+                if done:
+                    return future.result()
+                if gone is not None and await gone():
+                    stop.set()
+                    future.cancel()
+                    return None
+        except asyncio.CancelledError:
+            stop.set()
+            future.cancel()
+            raise
+
+    async def settle(self, labels: list[str]) -> None:
+        """Wait for the named servers' starts under way (one that stopped is started again here), so that a
+        request naming one that is starting again lists its tools; at most SETTLE_WAIT_S (a slow one is then said
+        to be not ready in the listing). Polled on the loop: no thread is taken from anyone."""
+        servers = [self._servers[label] for label in labels if label in self._servers]
+        deadline = time.monotonic() + SETTLE_WAIT_S
+        while any(s.ready() is None and s.starting() for s in servers) and time.monotonic() < deadline:
+            await asyncio.sleep(SETTLE_POLL_S)
+
+    def _call(self, label: str, tool: str, arguments: dict, n_ctx: int, model_path: str | None, timeout: float,
+              stop: threading.Event) -> tuple[str | None, str | None]:
+        if stop.is_set():  # the client left while the call waited for a thread
+            return None, "The client left before this call ran."
         if tool not in allowed_tools(label):
             return None, (f"The user of this Hearth has not allowed the tool '{tool}' of MCP server '{label}' for "
                           "programs that call its API, so it did not run. They can allow it for good in the "
                           "window's Tools page or when `hearth chat --tools` asks (Always).")
-        result = self.by_label[label].call(tool, arguments, timeout)
-        return (None, result.text) if result.is_error else (result.text, None)
+        server = self._servers[label]
+        conn = server.wait_ready(server.connect_timeout)
+        if conn is None:
+            return None, server.problem or f"The MCP server '{label}' is not running."
+        result = conn.call(tool, arguments, timeout, stop)
+        counter = TokenCounter(model_path)  # the model's own tokens, as `hearth chat` counts them
+        text, _note = cut_result(result.text, n_ctx, counter.count)
+        return (None, text) if result.is_error else (text, None)
 
 
 def open_api_tools(names: list[str], in_chat: bool = False) -> ApiTools | None:
-    """The servers to offer, or None when none is asked for; a server that cannot start is one sentence.
-    in_chat: offered through chat completions too (hearth serve --tools-in-chat)."""
+    """The servers to offer, starting in the background, or None when none is asked for; one that is not
+    configured is one sentence. in_chat: offered through chat completions too (hearth serve --tools-in-chat)."""
     check_tools(names, in_chat)
     return ApiTools(names, in_chat=in_chat) if names else None
 

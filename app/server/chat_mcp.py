@@ -61,6 +61,7 @@ class ChatWithMcp:
             raise invalid("tools: this server offers its MCP servers through chat completions only where its user "
                           "asked for it (hearth serve --tools NAME --tools-in-chat); /v1/responses takes them "
                           "with --tools alone.", "tools", code="unsupported_tool")
+        await self.responses.settle_tools(body)
         labels: dict[str, list[str] | None] = {}
         own = []
         for i, tool in enumerate(body["tools"]):

@@ -19,6 +19,7 @@ import contextvars
 import os
 import secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Callable
@@ -51,6 +52,8 @@ from app.server.streams import EngineStream, request_scope
 from app.server.tools import CallReader, answer_piece
 
 DEFAULT_MAX_TOKENS = 2048
+# Requests that may wait for a model at once (most wait for a load under way); more queue for a thread.
+ACQUIRE_THREADS = 16
 
 
 @dataclass
@@ -90,6 +93,9 @@ class OpenAIApi:
         to API clients (app/server/api_tools.py; None: none)."""
         self.reasoning_format = reasoning_format
         self.pool = models if isinstance(models, ModelPool) else ModelPool(models)
+        # Acquiring a model (a load may take seconds) has threads of its own: no other work on the default
+        # executor (six hung MCP calls took all of it once) may keep a plain request from its model.
+        self._acquiring = ThreadPoolExecutor(ACQUIRE_THREADS, thread_name_prefix="hearth-acquire")
         self.on_request = on_request
         self.api_key = api_key
         self.default_max_tokens = default_max_tokens
@@ -211,7 +217,7 @@ class OpenAIApi:
     async def serving(self, requested: str | None) -> tuple[str, Backend]:
         """The id and backend of the model a request names (loaded on demand, which takes seconds: off the
         event loop); 503 while none is ready, 404 for a model this server cannot have."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.pool.acquire, requested)
+        return await asyncio.get_running_loop().run_in_executor(self._acquiring, self.pool.acquire, requested)
 
     @staticmethod
     def start(backend: Backend, start) -> EngineStream:

@@ -26,16 +26,22 @@ from starlette.responses import JSONResponse, Response
 
 from app.core.errors import HearthError
 from app.core.reasoning import ReasoningSplitter
-from app.core.response_store import BrokenChain, ResponseStore, ResponseStoreError
+from app.core.response_store import (MAX_CONVERSATION_BYTES, BrokenChain, ResponseStore, ResponseStoreError,
+                                     TooBigToStore)
 from app.protocol import messages as P
 from app.server.answers import compact_json, event_stream, open_answer, token_counts
 from app.server.errors import ApiError, from_engine, invalid
 from app.server.responses_request import ResponsesRequest, new_id, reasoning_for, responses_request
 from app.server.api_tools import ApiTools
+from app.server.limits import MemoryBudget
+from app.server.streams import close_with_request
 from app.server.tools import CallReader, answer_piece, tool_grammar
 
 MAX_ROUNDS = 4  # rounds of MCP calls in one answer before the model must answer in words (as the window's)
 MAX_MCP_CALLS = 16  # without max_tool_calls
+# The stored conversations that continuations read back (previous_response_id) hold this many bytes together at
+# most: thirty continuations of a 54 MB chain, each body 100 bytes, grew the server by 2 GB when each read its own.
+CONVERSATIONS_HELD_BYTES = MAX_CONVERSATION_BYTES
 # Why an answer stopped short, as the Responses API says it.
 INCOMPLETE = {"length": "max_output_tokens", "context_full": "max_output_tokens"}
 
@@ -157,9 +163,10 @@ class OutputItems:
             self._close_reasoning()
             self._close_message()
 
-    def listed(self, label: str, tools: list) -> None:
-        """The tools of an MCP server the request named, as the mcp_list_tools item that starts the output."""
-        item = {"id": new_id("mcpl"), "type": "mcp_list_tools", "server_label": label, "error": None,
+    def listed(self, label: str, tools: list, error: str | None = None) -> None:
+        """The tools of an MCP server the request named, as the mcp_list_tools item that starts the output;
+        error: why there are none (the server is not running now)."""
+        item = {"id": new_id("mcpl"), "type": "mcp_list_tools", "server_label": label, "error": error,
                 "tools": [{"name": t.name, "description": t.description, "input_schema": t.schema,
                            "annotations": None} for t in tools]}
         index = self._add(item)
@@ -177,10 +184,11 @@ class OutputItems:
                          "item_id": item["id"], "output_index": index},
                         {"type": "response.output_item.done", "output_index": index, "item": item}]
 
-    def next_round(self) -> None:
-        """The model answers again after its MCP calls: its text is a new message."""
+    def next_round(self, read_calls: bool = True) -> None:
+        """The model answers again after its MCP calls: its text is a new message (read_calls False: the last
+        round, whose text is all words)."""
         self.splitter = ReasoningSplitter(self.opened) if self.opened is not None else None
-        self.calls = CallReader() if self.calls is not None else None
+        self.calls = CallReader() if self.calls is not None and read_calls else None
         self.pending, self.said = [], ""
 
     def take_events(self) -> list[dict]:
@@ -201,13 +209,16 @@ class AnswerRounds:
         self.events: AsyncIterator[P.Event] | None = None
         self.done: dict | None = None
         self.calls = 0
+        self.limit = req.echo.get("max_tool_calls") or MAX_MCP_CALLS
+        self._one_call_left()
 
     async def open(self) -> bool:
         """Starts a round; False when the client left before its first event. An engine error before then is the
         request's status (ApiError)."""
         tools = self.use.tools if self.use else None
         stream = self.api.api.start(self.backend, lambda sink: self.backend.chat(
-            self.messages, self.sampling, sink, truncate=self.req.truncate, tools=tools))
+            self.messages, self.sampling, sink, truncate=self.req.truncate, tools=tools),
+            again=not self.sampling.grammar)
         self.events = await open_answer(self.request, stream, self.req.gen.stream)
         return self.events is not None
 
@@ -215,7 +226,6 @@ class AnswerRounds:
         """The stream events of each piece of the answer, every round's; self.done holds the usage of all rounds
         at the end (None: the client left)."""
         totals = {"prompt_tokens": 0, "completion_tokens": 0, "prompt_evaluated": 0}
-        limit = self.req.echo.get("max_tool_calls") or MAX_MCP_CALLS
         for round_ in range(MAX_ROUNDS + 1):
             done = None
             async for event in self.events:
@@ -239,12 +249,17 @@ class AnswerRounds:
                 return
             calls = []
             for item in pending:
-                output, error = await asyncio.get_running_loop().run_in_executor(
-                    None, self._run, item["server_label"], item["name"], item["arguments"])
-                self.output.ran(item, output, error)
-                calls.append((item, output, error))
+                if self.calls < self.limit:
+                    ran = await self._run(item)
+                    if ran is None:  # the client left during the call, which was stopped
+                        self.done = None
+                        return
+                    self.calls += 1
+                else:  # a call past the limit is never run: said in its item, and to the model
+                    ran = None, self._over_limit()
+                self.output.ran(item, *ran)
+                calls.append((item, *ran))
                 yield self.output.take_events()
-            self.calls += len(calls)
             self.messages.append({"role": "assistant", "content": self.output.said, "tool_calls": [
                 {"id": item["id"], "type": "function", "function": {"name": item["name"],
                                                                     "arguments": item["arguments"]}}
@@ -252,20 +267,40 @@ class AnswerRounds:
             self.messages += [{"role": "tool", "tool_call_id": item["id"], "name": item["name"],
                                "content": output if error is None else f"Error: {error}"}
                               for item, output, error in calls]
-            last = round_ + 1 >= MAX_ROUNDS or self.calls >= limit
+            # The last round answers in words: no grammar offers a call, and none it writes is read as one.
+            last = round_ + 1 >= MAX_ROUNDS or self.calls >= self.limit
             self.use = replace(self.use, choice="none" if last else "auto", forced=None)
+            self._one_call_left()
             self.sampling = replace(self.sampling, grammar=tool_grammar(self.use) if self.use.active else "")
-            self.output.next_round()
+            self.output.next_round(read_calls=not last)
             if not await self.open():
                 self.done = None
                 return
 
-    def _run(self, label: str, name: str, arguments: str) -> tuple[str | None, str | None]:
+    def _one_call_left(self) -> None:
+        """With one call left, the grammar lets the model write only one (parallel calls past the limit would be
+        written, then refused)."""
+        if self.use is not None and self.use.parallel and self.limit - self.calls <= 1:
+            self.use = replace(self.use, parallel=False)
+            if self.use.active:
+                self.sampling = replace(self.sampling, grammar=tool_grammar(self.use))
+
+    def _over_limit(self) -> str:
+        return (f"Not run: this answer may make at most {self.limit} tool call{'s' if self.limit > 1 else ''} "
+                f"(max_tool_calls), and it has made them.")
+
+    async def _run(self, item: dict) -> tuple[str | None, str | None] | None:
+        """(output, error) of one MCP call, on the tools' own pool, its output cut to the share of the context a
+        tool result may take; None when the client left meanwhile (the call is stopped then)."""
         try:
-            parsed = json.loads(arguments or "{}")
+            parsed = json.loads(item["arguments"] or "{}")
         except ValueError:
-            return None, f"The arguments of '{name}' are not JSON."
-        return self.api.api_tools.call(label, name, parsed if isinstance(parsed, dict) else {})
+            return None, f"The arguments of '{item['name']}' are not JSON."
+        info = self.backend.info or {}
+        # A streamed answer's client is watched by its response (which cancels this); a plain one's, here.
+        gone = None if self.req.gen.stream else self.request.is_disconnected
+        return await self.api.api_tools.call(item["server_label"], item["name"], parsed if isinstance(parsed, dict)
+                                             else {}, int(info.get("n_ctx") or 2048), info.get("path"), gone)
 
 
 class ResponsesApi:
@@ -277,6 +312,7 @@ class ResponsesApi:
         self.api_tools = api_tools
         self._store = store
         self._store_lock = asyncio.Lock()
+        self.conversations_held = MemoryBudget(CONVERSATIONS_HELD_BYTES)
 
     async def store(self) -> ResponseStore:
         if self._store is None:
@@ -301,13 +337,16 @@ class ResponsesApi:
         history: list[dict] = []
         previous = body.get("previous_response_id") if isinstance(body, dict) else None
         if isinstance(previous, str):
-            history = await self._conversation(previous)
+            history = await self._conversation(request, previous)
+            if history is None:  # the client left while it waited for the memory to read it
+                return Response(status_code=499)
         mcp: dict[str, tuple[list, list[dict]]] = {}  # the MCP servers it names: their tools, as functions
 
         def mcp_functions(labels: dict[str, list[str] | None]) -> list[dict]:
             mcp.update(self.mcp_tools(labels))
             return [f for _, functions in mcp.values() for f in functions]
 
+        await self.settle_tools(body)
         # Refused before any model loads.
         req = responses_request(body, self.api.default_max_tokens, history, mcp_functions)
         model, backend = await self.api.serving(req.gen.model)
@@ -319,7 +358,7 @@ class ResponsesApi:
                              {f["function"]["name"]: label for label, (_, functions) in mcp.items()
                               for f in functions})
         for label, (tools, _) in mcp.items():
-            output.listed(label, tools)
+            output.listed(label, tools, self.api_tools.problem(label))
         response = self._response_object(req, model)
         answer = AnswerRounds(self, request, req, backend, output)
         if not await answer.open():
@@ -333,6 +372,15 @@ class ResponsesApi:
         self._finish(response, output, answer.done)
         await self._keep(req, response)
         return JSONResponse(response)
+
+    async def settle_tools(self, body) -> None:
+        """Where the request names an offered MCP server that is starting again (it had stopped), a moment for it
+        to come back, so that its tools are listed (app/server/api_tools.py)."""
+        tools = body.get("tools") if isinstance(body, dict) else None
+        labels = [t.get("server_label") for t in tools if isinstance(t, dict) and t.get("type") == "mcp"] \
+            if isinstance(tools, list) else []
+        if self.api_tools is not None and labels:
+            await self.api_tools.settle([label for label in labels if isinstance(label, str)])
 
     def mcp_tools(self, labels: dict[str, list[str] | None]) -> dict[str, tuple[list, list[dict]]]:
         """{server label: (its tools, as function tools)} for the MCP servers a request names, each narrowed to the
@@ -368,8 +416,9 @@ class ResponsesApi:
             return
         try:
             await self._in_store(lambda store: store.put(response, req.input_items, response["output"]))
-        except ApiError as exc:  # the answer is given; only its continuation is lost, and the log says why
-            print(f"hearth serve: response {response['id']} was not stored: {exc.message}", flush=True)
+        except (ApiError, TooBigToStore) as exc:  # the answer is given; only its continuation is lost: the log says
+            print(f"hearth serve: response {response['id']} was not stored: {getattr(exc, 'message', exc)}",
+                  flush=True)
 
     async def _events(self, req: ResponsesRequest, response: dict, answer: "AnswerRounds") -> AsyncIterator[bytes]:
         number = 0
@@ -398,18 +447,30 @@ class ResponsesApi:
         kind = "response.completed" if response["status"] == "completed" else "response.incomplete"
         yield sse({"type": kind, "response": response})
 
-    async def _conversation(self, previous: str) -> list[dict]:
+    async def _conversation(self, request: Request, previous: str) -> list[dict] | None:
+        """The stored conversation a request continues, read once the memory it takes is this request's (held
+        until the request ends); None when the client left while it waited."""
+        size = await self._chain(lambda store: store.conversation_size(previous), previous)
+        held = await self.conversations_held.take(size, request.is_disconnected)
+        if held is None:
+            return None
+        if not close_with_request(held):
+            held.close()  # outside a request's scope (a test's direct call): nothing to hold it for
+        return await self._chain(lambda store: store.conversation(previous), previous)
+
+    async def _chain(self, work, previous: str):
+        """work(store) on the chain that ends with `previous`: its errors as the API says them."""
         try:
-            items = await self._in_store(lambda store: store.conversation(previous))
+            found = await self._in_store(work)
         except BrokenChain as exc:
             raise ApiError(404, str(exc), param="previous_response_id", code="previous_response_not_found") \
                 from None
         except HearthError as exc:
             raise invalid(str(exc), "previous_response_id") from None
-        if items is None:
+        if found is None:
             raise ApiError(404, f"Previous response with id '{previous}' not found.", param="previous_response_id",
                            code="previous_response_not_found")
-        return items
+        return found
 
     # --- GET / DELETE /v1/responses/{id}, GET .../input_items ---------------
     async def retrieve(self, request: Request) -> Response:
@@ -426,10 +487,9 @@ class ResponsesApi:
         return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
     async def input_items(self, request: Request) -> Response:
+        """A page of a response's input items, read from the store as a page (an index lookup, however many it
+        has); the ids are unique in their response, so the page after `after` always moves on."""
         response_id = request.path_params["response_id"]
-        items = await self._in_store(lambda store: store.input_items(response_id))
-        if items is None:
-            raise _not_found(response_id)
         query = request.query_params
         order = query.get("order", "desc")
         if order not in ("asc", "desc"):
@@ -440,19 +500,18 @@ class ResponsesApi:
             limit = 0
         if not 1 <= limit <= 100:
             raise invalid("'limit' must be a whole number from 1 to 100.", "limit")
-        if order == "desc":
-            items = items[::-1]
-        ids = [item["id"] for item in items]
-        for name, offset in (("after", 1), ("before", 0)):
-            mark = query.get(name)
-            if mark is not None:
-                if mark not in ids:
-                    raise invalid(f"'{name}' must be the id of one of this response's input items.", name)
-                at = ids.index(mark)
-                items, ids = (items[at + 1:], ids[at + 1:]) if offset else (items[:at], ids[:at])
-        page = items[:limit]
+        after, before = query.get("after"), query.get("before")
+        try:
+            found = await self._in_store(lambda store: store.input_page(
+                response_id, limit, descending=order == "desc", after=after, before=before))
+        except KeyError as exc:
+            name = exc.args[0]
+            raise invalid(f"'{name}' must be the id of one of this response's input items.", name) from None
+        if found is None:
+            raise _not_found(response_id)
+        page, more = found
         return JSONResponse({"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
-                             "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit})
+                             "last_id": page[-1]["id"] if page else None, "has_more": more})
 
 
 def _not_found(response_id: str) -> ApiError:

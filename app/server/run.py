@@ -18,7 +18,7 @@ from app.core.response_store import ResponseStore
 from app.backends.client import EngineClient
 from app.protocol.messages import LoadOptions
 from app.backends.supervisor import Supervisor
-from app.server.api_tools import open_api_tools
+from app.server.api_tools import STARTUP_WAIT_S, open_api_tools
 from app.server.guard import allowed_hosts, is_loopback, key_problem
 from app.server.limits import Limits, http_protocol
 from app.server.models import ModelPool
@@ -99,6 +99,8 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
     pool = api_tools = None
     stopped_by = None
     try:
+        # Started in the background, beside the model's load; one not configured is said before anything loads.
+        api_tools = open_api_tools(options.tools, options.tools_in_chat)
         info = EngineClient(backend).load(load)
         for notice in (above_trained_context(info.get("n_ctx"), info.get("n_ctx_train")),
                        info.get("cannot_generate")):  # an embedding model serves /v1/embeddings only: said at once
@@ -106,8 +108,12 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
                 print(f"hearth: {notice}", file=sys.stderr, flush=True)
         sock = open_socket(options.host, options.port)
         pool = ModelPool(backend, load, options.max_models, options.ttl_s)
-        # Before the line that says "serves": one that cannot start is said.
-        api_tools = open_api_tools(options.tools, options.tools_in_chat)
+        if api_tools is not None:
+            # Before the line that says "serves": one that cannot start is said, and the server stops; one that is
+            # slow to start does not hold it up, and is said (its tools are offered once it has started).
+            api_tools.wait_started(STARTUP_WAIT_S)
+            for problem in api_tools.not_ready():
+                print(f"hearth: {problem} Requests get its tools once it has started.", file=sys.stderr, flush=True)
         store = ResponseStore(max_responses=options.keep_responses, max_age_days=options.keep_responses_days)
         if store.notice:
             print(f"hearth: {store.notice}", file=sys.stderr, flush=True)

@@ -95,17 +95,28 @@ class ToolTurn:
     notice: str = ""
 
 
-def _cut(text: str, limit_tokens: int, count: Callable[[str], int]) -> tuple[str, str]:
-    """text within limit_tokens, and the note that says it was cut ("" when it fits)."""
-    total = count(text)
-    if total <= limit_tokens:
+# No usual token is longer than this many characters: a result this many times its token share is cut to that
+# length before it is counted, so a 50 MB result costs a count of a few dozen KB, not of 50 MB.
+MAX_CHARS_PER_TOKEN = 16
+
+
+def cut_result(text: str, n_ctx: int, count: Callable[[str], int]) -> tuple[str, str]:
+    """A tool result within RESULT_SHARE of the context (n_ctx tokens), and the note that says it was cut ("" when
+    it fits): the one rule for `hearth chat`, the window and the API server, so that a result leaves room for the
+    question and the answer wherever it was called."""
+    limit = max(64, int(n_ctx * RESULT_SHARE))
+    head = text[:limit * MAX_CHARS_PER_TOKEN]
+    counted = count(head)
+    whole = len(head) == len(text)
+    if whole and counted <= limit:
         return text, ""
-    keep = int(len(text) * limit_tokens / total)
-    while keep > 0 and count(text[:keep]) > limit_tokens:
+    size = f"{counted} tokens" if whole else f"{len(text):,} characters"
+    keep = min(len(head), int(len(head) * limit / max(counted, 1)))
+    while keep > 0 and count(head[:keep]) > limit:
         keep = int(keep * 0.9)
-    note = (f"[Hearth cut this tool result: it was {total} tokens, more than {RESULT_SHARE:.0%} of the model's "
-            f"context; only its first {count(text[:keep])} tokens are shown.]")
-    return text[:keep] + "\n" + note, note
+    note = (f"[Hearth cut this tool result: it was {size}, more than {RESULT_SHARE:.0%} of the model's "
+            f"context; only its first {count(head[:keep])} tokens are shown.]")
+    return head[:keep] + "\n" + note, note
 
 
 def answer_with_tools(client, messages: list[dict], sampling: SamplingOptions, tools: ToolSet, approve: Approver,
@@ -160,7 +171,7 @@ def answer_with_tools(client, messages: list[dict], sampling: SamplingOptions, t
         for i, (call_id, call) in enumerate(zip(ids, calls)):
             record = _run_call(call.name, call.input, tools, approve, allow_all, call_timeout, on_call, stop,
                                call_id, rounds, message["content"] if i == 0 else "")
-            record.result, record.cut = _cut(record.result, max(64, int(n_ctx * RESULT_SHARE)), count)
+            record.result, record.cut = cut_result(record.result, n_ctx, count)
             turn.calls.append(record)
             if on_result:
                 on_result(record)

@@ -34,10 +34,10 @@ def hang(reason: str = "") -> str:
 
 
 @server.tool()
-async def sleep(seconds: float = 3600) -> str:
-    """Answers after `seconds`; the server goes on answering other calls meanwhile (a call cancelled by its
-    client ends at once)."""
-    await anyio.sleep(seconds)
+async def sleep(reason: str = "") -> str:
+    """Answers after an hour; the server goes on answering other calls meanwhile (a call its client cancels ends
+    at once)."""
+    await anyio.sleep(3600)
     return "slept"
 
 

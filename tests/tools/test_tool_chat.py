@@ -87,15 +87,15 @@ def test_a_denied_call_never_reaches_the_server_and_the_model_still_answers(clie
 
 def test_a_result_longer_than_a_quarter_of_the_context_is_cut_with_a_note(misbehaving, bundled_model):
     from app.backends.vocab import TokenCounter
-    from app.tools.tool_chat import _cut
+    from app.tools.tool_chat import cut_result
 
     long = misbehaving.call("long_text", {"words": 20000}, timeout=30)
     counter = TokenCounter(bundled_model)  # the model's own tokens, as `hearth chat --tools` counts them
     try:
-        text, note = _cut(long.text, N_CTX // 4, counter.count)
+        text, note = cut_result(long.text, N_CTX, counter.count)
         assert note and text.endswith(note) and text.startswith("word0 word1")
         assert counter.count(text) <= N_CTX // 4 + counter.count(note) + 1 < counter.count(long.text)
-        assert _cut("word0 word1", N_CTX // 4, counter.count) == ("word0 word1", "")
+        assert cut_result("word0 word1", N_CTX, counter.count) == ("word0 word1", "")
     finally:
         counter.close()
 
