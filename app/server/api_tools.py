@@ -147,7 +147,8 @@ class ApiTools:
 
     def wait_started(self, timeout: float = STARTUP_WAIT_S) -> None:
         """Wait up to timeout for the servers' first starts. Raises the sentence of one that could not start (as
-        a server that fails is said before the server serves); one still starting is left to start."""
+        a server that fails is said before the server serves); one still starting is left to start (not_ready()
+        says so)."""
         deadline = time.monotonic() + timeout
         for server in self._servers.values():
             server.wait_ready(max(0.0, deadline - time.monotonic()))
@@ -229,11 +230,22 @@ class ApiTools:
         return (None, text) if result.is_error else (text, None)
 
 
-def open_api_tools(names: list[str], in_chat: bool = False) -> ApiTools | None:
-    """The servers to offer, starting in the background, or None when none is asked for; one that is not
-    configured is one sentence. in_chat: offered through chat completions too (hearth serve --tools-in-chat)."""
+def open_api_tools(names: list[str], in_chat: bool = False, wait: float | None = CONNECT_TIMEOUT_S) -> ApiTools | None:
+    """The servers to offer, or None when none is asked for; one that is not configured is one sentence, and so
+    is one that cannot start within `wait` seconds (the window's Server page waits so, on its worker). wait None:
+    they start in the background, and the caller waits for them (wait_started) when it likes: `hearth serve`
+    loads its model meanwhile. in_chat: offered through chat completions too (hearth serve --tools-in-chat)."""
     check_tools(names, in_chat)
-    return ApiTools(names, in_chat=in_chat) if names else None
+    if not names:
+        return None
+    tools = ApiTools(names, in_chat=in_chat)
+    if wait is not None:
+        try:
+            tools.wait_started(wait)
+        except BaseException:
+            tools.close()
+            raise
+    return tools
 
 
 def check_tools(names: list[str], in_chat: bool) -> None:

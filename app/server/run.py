@@ -100,7 +100,7 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
     stopped_by = None
     try:
         # Started in the background, beside the model's load; one not configured is said before anything loads.
-        api_tools = open_api_tools(options.tools, options.tools_in_chat)
+        api_tools = open_api_tools(options.tools, options.tools_in_chat, wait=None)
         info = EngineClient(backend).load(load)
         for notice in (above_trained_context(info.get("n_ctx"), info.get("n_ctx_train")),
                        info.get("cannot_generate")):  # an embedding model serves /v1/embeddings only: said at once
