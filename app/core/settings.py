@@ -27,7 +27,7 @@ from app.core.jsonstore import (
 # load_defaults: the default load options the user set that differ from Hearth's (Settings).
 TYPES: dict[str, type] = {"load_options": dict, "sampling": dict, "window_geometry": str, "window_state": str,
                           "imported_models": list, "enter_sends": bool, "theme": str, "load_defaults": dict,
-                          "model_load_options": dict, "reuse_answer_drafts": bool}
+                          "model_load_options": dict, "reuse_answer_drafts": bool, "window_mode": str}
 THEMES = ("system", "light", "dark")
 
 _problems: list[str] = []

@@ -44,8 +44,10 @@ class DeferredPages:
         index = self.tabs.indexOf(placeholder)
         opened = self.tabs.currentIndex() == index
         blocked = self.tabs.blockSignals(True)  # the same tab stays current: no change to report
+        visible = self.tabs.isTabVisible(index)  # a page the simple window leaves out stays out
         self.tabs.removeTab(index)
         self.tabs.insertTab(index, page, self._titles[name])
+        self.tabs.setTabVisible(index, visible)
         if opened:
             self.tabs.setCurrentIndex(index)
         self.tabs.blockSignals(blocked)

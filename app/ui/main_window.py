@@ -22,7 +22,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QCoreApplication, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QMessageBox, QTabWidget, QWidget
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QHBoxLayout, QLabel, QMainWindow, QMessageBox, QPushButton,
+                               QTabWidget, QVBoxLayout, QWidget)
 
 from app import __version__
 from app.core.bundled import bundled_model_path
@@ -43,17 +44,18 @@ from app.ui.models.models_view import ModelsView
 from app.ui.models.titles import model_title
 from app.ui.notice_bar import NoticeBar
 from app.ui.notify import Notifier
-from app.ui import theme
+from app.ui import theme, window_mode
 from app.ui.settings.settings_dialog import SettingsDialog, default_load_options
 from app.ui.status_labels import StatusLabels
 
 DEFAULT_SIZE = (1280, 800)
-# The smallest screen Hearth is made for; the first size never goes below it.
-SMALLEST_SCREEN = (1024, 700)
+# The smallest screen Hearth is made for (a netbook's 1024x600): the first size fills at most the screen's free area.
+SMALLEST_SCREEN = (1024, 600)
 # The window's minimum width is what its layout needs (the chat page beside the monitor), which Qt enforces
 # itself: a minimum set here (900) under a layout that needed 1004 pixels let the pages be cut. The pages get a
-# floor for their height, so that the transcript and the load settings keep a usable height.
-PAGE_MIN_HEIGHT = 500
+# floor for their height, so that the transcript and the load settings keep a usable height; with the menu, the
+# tabs and the status bar it must stay under a 600-pixel screen's free height (500 made the window 599 at least).
+PAGE_MIN_HEIGHT = 380
 MONITOR_MIN_WIDTH = 240  # narrower, its graphs are unreadable (a dock once shrunk to ~75 px stayed so)
 MONITOR_WIDTH = 300
 COPIED_MS = 2000  # how long "Copied" stays in the status bar
@@ -67,10 +69,14 @@ DEFERRED_TABS = {"documents": "Documents", "tools": "Tools", "bench": "Benchmark
 
 
 def default_size(available_width: int, available_height: int) -> tuple[int, int]:
-    """The first start's size: 1280x800 where it fits, else the screen's free area less a margin
-    (1280x800 was taller than a 768-pixel screen: the status bar and the Load button fell off)."""
-    return (max(SMALLEST_SCREEN[0], min(DEFAULT_SIZE[0], available_width - 24)),
-            max(SMALLEST_SCREEN[1], min(DEFAULT_SIZE[1], available_height - 24)))
+    """The first start's size: 1280x800 where it fits, else the screen's free area less a margin, and never more
+    than that area (1280x800 was taller than a 768-pixel screen, and 1024x700 than a 600-pixel one: the status
+    bar and Send fell off)."""
+    def side(default: int, smallest: int, free: int) -> int:
+        return min(default, max(free - 24, min(smallest, free)))
+
+    return (side(DEFAULT_SIZE[0], SMALLEST_SCREEN[0], available_width),
+            side(DEFAULT_SIZE[1], SMALLEST_SCREEN[1], available_height))
 
 
 class MainWindow(QMainWindow):
@@ -119,7 +125,9 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._build_menus()
         self._connect()
+        self._build_mode_offer()  # before the geometry is restored: it changes what the window holds
         self._restore()
+        self.set_mode(window_mode.chosen(self.settings), save=False)
         from PySide6.QtWidgets import QApplication
 
         if theme.chosen:  # the Settings dialog's theme, over the system's that make_app applied
@@ -242,6 +250,11 @@ class MainWindow(QMainWindow):
         edit_menu.addSeparator()
         edit_menu.addAction(QAction("Settings…", self, shortcut=QKeySequence("Ctrl+,"), triggered=self.open_settings))
         view_menu = self.menuBar().addMenu("&View")
+        # Simple or full (app/ui/window_mode.py): one switch, also in Settings and offered at the first start.
+        self.full_action = QAction("Full window", self, checkable=True, shortcut=QKeySequence("Ctrl+Shift+F"),
+                                   toolTip="Every setting, graph and page; off: the simple window")
+        self.full_action.toggled.connect(lambda full: self.set_mode(window_mode.FULL if full else window_mode.SIMPLE))
+        view_menu.addAction(self.full_action)
         view_menu.addAction(self.monitor_dock.toggleViewAction())
         help_menu = self.menuBar().addMenu("&Help")
         help_menu.addAction(QAction("Keyboard shortcuts", self, triggered=self.show_shortcuts))
@@ -497,7 +510,58 @@ class MainWindow(QMainWindow):
         dialog.open()
         return dialog
 
+    # --- simple or full (app/ui/window_mode.py) --------------------------------------
+    def _build_mode_offer(self) -> None:
+        """The first start offers the choice, above the pages, until the user makes it (Settings keeps it)."""
+        self.mode_offer = QWidget()
+        self.mode_offer.setObjectName("modeOffer")
+        row = QHBoxLayout(self.mode_offer)
+        row.setContentsMargins(8, 4, 8, 4)
+        text = QLabel("Hearth starts with a simple window: your chats and the model. The full window adds every "
+                      "setting, live graphs and the pages for developers. You can switch any time in View.")
+        text.setWordWrap(True)
+        keep = QPushButton("Keep it simple")
+        full = QPushButton("Show everything")
+        keep.clicked.connect(lambda: self.set_mode(window_mode.SIMPLE))
+        full.clicked.connect(lambda: self.set_mode(window_mode.FULL))
+        row.addWidget(text, 1)
+        row.addWidget(keep)
+        row.addWidget(full)
+        holder = QWidget()
+        column = QVBoxLayout(holder)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addWidget(self.mode_offer)
+        column.addWidget(self.takeCentralWidget(), 1)
+        self.setCentralWidget(holder)
+        self.mode_offer.setVisible(not window_mode.was_chosen(self.settings))
+
+    @property
+    def simple(self) -> bool:
+        return self.mode == window_mode.SIMPLE
+
+    def set_mode(self, mode: str, save: bool = True) -> None:
+        """Show the window simple or full; save: the user chose it (kept in the settings, the offer goes)."""
+        self.mode = mode
+        simple = mode == window_mode.SIMPLE
+        self.chat.set_simple(simple)
+        self.models.set_simple(simple)
+        for index in range(self.tabs.count()):
+            if self.tabs.tabText(index) in window_mode.FULL_ONLY_PAGES:
+                self.tabs.setTabVisible(index, not simple)
+        self.monitor_dock.setVisible(not simple)
+        self.status.set_simple(simple, self.monitor_dock)
+        self.full_action.blockSignals(True)
+        self.full_action.setChecked(not simple)
+        self.full_action.blockSignals(False)
+        if save:
+            self.mode_offer.hide()
+            self.settings[window_mode.SETTING] = mode
+            self.save_state()
+
     def apply_settings(self, values: dict) -> None:
+        if values.get(window_mode.SETTING) in window_mode.MODES and values[window_mode.SETTING] != self.mode:
+            self.set_mode(values[window_mode.SETTING], save=False)
         self.settings.update(values)
         self.models.set_defaults(default_load_options(self.settings))
         self.chat.input.set_enter_sends(values["enter_sends"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QLabel, QStatusBar
+from PySide6.QtWidgets import QLabel, QPushButton, QStatusBar
 
 from app.protocol.messages import STATS, LoadOptions
 from app.ui.engine_bridge import EngineBridge
@@ -39,6 +39,11 @@ def after_weights_text(options: LoadOptions | None) -> str:
 
 
 class StatusLabels(QObject):
+    def set_simple(self, simple: bool, dock) -> None:
+        """Simple: the figures stand for the monitor, and Graphs opens its dock."""
+        self._dock = dock
+        self.graphs.setVisible(simple)
+
     def __init__(self, bar: QStatusBar, bridge: EngineBridge, title: Callable[[object], str]):
         """title: the Models page's name of a model (a path or a loaded model's info), one name on every page."""
         super().__init__(bar)
@@ -50,8 +55,15 @@ class StatusLabels(QObject):
         self.speed = LiveText()
         self.ctx = LiveText()
         self.mem = LiveText()
+        # The simple window folds the live monitor into these figures; Graphs opens it (app/ui/window_mode.py).
+        self.graphs = QPushButton("Graphs")
+        self.graphs.setFlat(True)
+        self.graphs.setToolTip("Show the live graphs: speed, time to first token, memory, the context")
+        self.graphs.hide()
+        self._dock = None
+        self.graphs.clicked.connect(lambda: self._dock is not None and self._dock.setVisible(not self._dock.isVisible()))
         # Permanent widgets: a notice (on the left) never hides the model and the speed.
-        for label in (self.state, self.model, self.runtime, self.speed, self.ctx, self.mem):
+        for label in (self.state, self.model, self.runtime, self.speed, self.ctx, self.mem, self.graphs):
             label.setContentsMargins(6, 0, 6, 0)
             bar.addPermanentWidget(label)
         b = bridge

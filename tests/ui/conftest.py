@@ -13,11 +13,20 @@ from keyring.backend import KeyringBackend
 READY_TIMEOUT_MS = 60_000
 
 
+def chosen_mode(mode: str = "full") -> None:
+    """The window mode the user chose (app/ui/window_mode.py). The window tests drive every control, so they run
+    the full window; tests/ui/test_simple_window.py meets the simple one a first start shows."""
+    from app.core.settings import update_settings
+
+    update_settings(window_mode=mode)
+
+
 @pytest.fixture
 def main_window(qtbot, hearth_home):
     from app.ui.app import make_app
     from app.ui.main_window import MainWindow
 
+    chosen_mode()
     make_app([])
     threads_before = set(threading.enumerate())
     window = MainWindow()
@@ -48,6 +57,7 @@ def idle_window(qtbot, hearth_home):
     from app.ui.app import make_app
     from app.ui.main_window import MainWindow
 
+    chosen_mode()
     make_app([])
     threads_before = set(threading.enumerate())
     window = MainWindow(load_on_start=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QTextCursor
 
-from tests.ui.conftest import READY_TIMEOUT_MS, ask, wait_loaded
+from tests.ui.conftest import READY_TIMEOUT_MS, ask, chosen_mode, wait_loaded
 
 
 def roles_and_texts(w) -> list[tuple[str, str]]:
@@ -87,6 +87,7 @@ def test_the_window_comes_back_with_its_size_model_settings_and_chats(qtbot, hea
     from app.ui.app import make_app
     from app.ui.main_window import MainWindow
 
+    chosen_mode()  # the full window, as the other window tests (its minimum width is what the check reads)
     make_app([])
     q8 = str(model_variant("Q8_0"))
     first = MainWindow()

@@ -40,7 +40,8 @@ def test_at_1024x700_every_page_fits_and_the_load_settings_scroll(qtbot, idle_wi
 
     qtbot.waitUntil(lambda: w.models.selected_path() is not None and w.models.fit_label.text() != "", timeout=20_000)
     qtbot.wait(50)
-    (pane,) = w.models.findChildren(VerticalScroll)
+    pane = w.models.load_pane
+    assert isinstance(pane, VerticalScroll)
     assert pane.verticalScrollBar().isVisible() and not pane.horizontalScrollBar().isVisible()
     assert inside_window(w, w.models.load_button) and inside_window(w, w.statusBar())
     w.tabs.setCurrentWidget(w.chat)
@@ -182,3 +183,25 @@ def test_a_streaming_answer_shows_its_finished_paragraphs_as_markdown(qtbot):
     assert "```" not in transcript.toPlainText() and "y = 2" in transcript.toPlainText()
     transcript.end_stream()
     assert transcript.toPlainText().count("It is Paris.") == 1 and "Copy code" in transcript.toPlainText()
+
+
+def test_at_1024x600_the_window_fits_and_every_page_keeps_its_main_action_in_view(qtbot, idle_window):
+    """#55 C: at 1024x600 the window opened 1024x700, its minimum height was 599, and the Models page's library
+    shrank to a row and a half under the advice and the quality table."""
+    from app.ui.main_window import default_size
+
+    free = (1024, 600 - 24)  # the screen less a panel
+    assert default_size(*free)[0] <= free[0] and default_size(*free)[1] <= free[1]
+    w = idle_window
+    w.resize(*free)
+    qtbot.waitUntil(lambda: w.height() == free[1] and w.width() == free[0], timeout=2_000)
+    assert w.minimumSizeHint().height() <= free[1]
+    qtbot.wait(50)
+    for widget in (w.chat.send_button, w.chat.input, w.statusBar()):
+        assert inside_window(w, widget), widget
+    w.tabs.setCurrentWidget(w.models)
+    qtbot.waitUntil(lambda: w.models.table.rowCount() > 0, timeout=20_000)
+    qtbot.wait(50)
+    assert inside_window(w, w.models.load_button) and inside_window(w, w.statusBar())
+    table = w.models.table
+    assert table.viewport().height() >= 3 * table.verticalHeader().defaultSectionSize()  # three rows at least

@@ -56,6 +56,10 @@ class GuiRunner:
 
         self.app = make_app([])
         self.window = MainWindow(load_on_start=False)
+        # The full window, whatever the user chose: what is measured is the transcript and the live graphs.
+        from app.ui.window_mode import FULL
+
+        self.window.set_mode(FULL, save=False)
         self.window.resize(1280, 800)
         self.window.show()
         self.window.load_model(options)

@@ -50,6 +50,7 @@ from app.ui.clamped_spin import say_clamps
 from app.ui.chat.tool_approval import ToolApproval
 from app.ui.chat.tools_panel import ToolsPanel
 from app.ui.chat.transcript import Transcript
+from app.ui.chat.welcome import welcome
 from app.ui.docs.attach_bar import AttachBar, FileDrops
 from app.ui.docs.collections_panel import CollectionsPanel
 from app.ui.engine_bridge import EngineBridge
@@ -196,6 +197,8 @@ class ChatView(Asking, ToolApproval, QWidget):
         QVBoxLayout(documents).addWidget(self.collections_panel)
         tools = QGroupBox("Tools")
         QVBoxLayout(tools).addWidget(self.tools_panel)
+        self._full_only = (self.system_prompt, prompts, documents, tools)  # what the simple window leaves out
+        self._sampling_box = sampling
         for box in (prompts, sampling, documents, tools):
             # Each box keeps the height its controls need; where the page is shorter, the column scrolls (at
             # 1024x600 the sampling boxes were crushed to half a line, their numbers cut through, #49.16).
@@ -225,6 +228,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self.regen_button.clicked.connect(lambda: self.regenerate())  # not clicked(False) as the answer id
         self.edit_button.clicked.connect(self.edit_last)
         self.transcript.action_requested.connect(self._on_message_action)
+        self.transcript.example_chosen.connect(self._on_example_chosen)
         self.transcript.source_requested.connect(self.show_source)
         self.attach_bar.problem.connect(lambda sentence: self.noticed.emit(Notice(sentence, ERROR, "chat.attach")))
         self.file_drops = FileDrops(self.attach_bar, [self.transcript.viewport(), self.input.viewport()])
@@ -253,6 +257,8 @@ class ChatView(Asking, ToolApproval, QWidget):
         for signal in (bridge.model_loaded, bridge.model_loading, bridge.load_failed, bridge.backend_changed,
                        bridge.model_unloaded):
             signal.connect(self._update_model_banner)
+        for signal in (bridge.model_loaded, bridge.model_unloaded, bridge.backend_changed):
+            signal.connect(self._welcome_if_empty)
 
         first = store.list()
         if first:
@@ -360,6 +366,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self.conversations.list.clearSelection()
         self.conversations.list.setCurrentItem(None)
         self.input.setFocus()
+        self._welcome_if_empty()
         self.remembered = {}
         self.collections_panel.show_conversation(None)
         self.tools_panel.show_conversation(None)
@@ -402,7 +409,34 @@ class ChatView(Asking, ToolApproval, QWidget):
                           msg.meta.get("thought_s"), msg.meta.get("tool_calls") or None))
             if msg.meta.get("error"):
                 shown.append(("error", msg.meta["error"], ""))
+        if not shown and before is None:
+            self._welcome_if_empty()
+            return
         self.transcript.show_messages(shown)
+
+    def _welcome_if_empty(self, *_args) -> None:
+        """An empty chat says what to do, with example prompts for the loaded model (app/ui/chat/welcome.py)."""
+        if self.generating or self.transcript.loading or self.transcript.streaming:
+            return
+        if self.conversation_id is not None and self.store.has_message(self.conversation_id, "user"):
+            return
+        info = self.bridge.info if self.bridge.ready else None
+        title = self.model_title(info["path"]) if info and info.get("path") and not self.bridge.remote else ""
+        self.transcript.show_welcome(welcome(info, title))
+
+    def _on_example_chosen(self, text: str) -> None:
+        self.input.setPlainText(text)
+        self.input.setFocus()
+
+    def set_simple(self, simple: bool) -> None:
+        """The simple window (app/ui/window_mode.py): the chats, the conversation, the message box, the model
+        picker and Attach, with sampling as one preset; the full one: every box."""
+        for widget in self._full_only:
+            widget.setVisible(not simple)
+        self.sampling.set_simple(simple)
+        self._sampling_box.setTitle("Answers" if simple else "Sampling")
+        self.picker.simple = simple
+        self.picker.show_tools_badge(self.bridge.info if self.bridge.ready else None)
 
     _note = staticmethod(answer_note)
     _links = staticmethod(message_links)

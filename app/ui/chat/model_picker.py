@@ -88,6 +88,7 @@ class ModelPicker(QWidget):
         # Elided to the room left, down to nothing: at its whole width (142 px) beside the picker it made the chat
         # page too wide for a 1024-px screen with a model loaded (the window went to 1138 px). Its tooltip, and
         # the Tools page, say it in full.
+        self.simple = False  # the simple window leaves the tools badge out (app/ui/window_mode.py)
         self.tools_badge = _Badge("", shortest=0)
         self.tools_badge.setObjectName("toolsBadge")
         self.tools_badge.hide()
@@ -162,7 +163,7 @@ class ModelPicker(QWidget):
         self.tools_badge.set_pill(f"QLabel {{ border: 1px solid {'#10b981' if trained else '#9ca3af'}; "
                                   f"border-radius: 8px; padding: 1px 6px; color: "
                                   f"{'#10b981' if trained else '#6b7280'}; }}")
-        self.tools_badge.setVisible(bool(text))
+        self.tools_badge.setVisible(bool(text) and not self.simple)
 
     def _update(self, *_args) -> None:
         chosen = self.combo.currentData()

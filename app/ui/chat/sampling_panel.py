@@ -36,6 +36,7 @@ class SamplingPanel(QWidget):
             setattr(self, field.name, box)
             self._boxes[field.name] = box
             form.addRow(field.label, box)
+        self._form = form
         # The user's settings without a box here (stop strings, the repeat window), kept as they were set.
         self._kept = {name: getattr(SamplingOptions(), name) for name in kept_fields(SAMPLING_FIELDS, set(self._boxes))}
         # The settings the user set (a box changed, a preset chosen); the others show and take the loaded model's
@@ -44,6 +45,11 @@ class SamplingPanel(QWidget):
         self._recommended: dict = {}
         self.set_options(SamplingOptions(given=[]))
         self.preset.currentTextChanged.connect(self._on_preset_chosen)
+
+    def set_simple(self, simple: bool) -> None:
+        """Simple: the preset alone (Precise, Balanced, Creative); full: every setting's box too."""
+        for box in self._boxes.values():
+            self._form.setRowVisible(box, not simple)
 
     def _double(self, field) -> QDoubleSpinBox:
         box = ClampingDoubleSpinBox(field.label)

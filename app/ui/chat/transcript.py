@@ -89,6 +89,7 @@ class Transcript(Following, QTextBrowser):
     # (action, message id): "copy", "edit", "regenerate", "continue", "prev", "next"
     action_requested = Signal(str, int)
     source_requested = Signal(int, int)  # (answer id, source number): an answer's [n] link
+    example_chosen = Signal(str)  # the welcome's example prompt the user chose
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -145,9 +146,12 @@ class Transcript(Following, QTextBrowser):
         self.jump_button.hide()
         self.flushes = 0  # counted for tests and the benchmark: appends that touched the document
         self.full_renders = 0  # times the whole transcript was (re)built: opening a conversation, never per token
+        self.welcoming = False  # an empty chat's welcome is shown (show_welcome)
+        self.examples: list[str] = []  # its example prompts, by the number their links carry
 
     # --- whole messages -------------------------------------------------
     def clear_all(self) -> None:
+        self.welcoming = False
         self._backlog_timer.stop()
         self._backlog.clear()
         self._pending.clear()
@@ -163,6 +167,25 @@ class Transcript(Following, QTextBrowser):
         self._splitter = None
         self.clear()
         self.jump_to_latest()  # a conversation opens at its end
+
+    def show_welcome(self, welcome) -> None:
+        """An empty chat's welcome (app/ui/chat/welcome.py): what to do, what the model is good and bad at, and
+        example prompts whose links (example:<n>) ask for them to be typed. The first message replaces it."""
+        self.clear_all()
+        parts = [f"<h3>{html.escape(welcome.title)}</h3>"]
+        parts += [f"<p>{html.escape(line)}</p>" for line in welcome.lines]
+        if welcome.examples:
+            parts.append("<p>Try one:</p><ul>" + "".join(
+                f"<li><a href='example:{n}' style='text-decoration:none'>{html.escape(text)}</a></li>"
+                for n, text in enumerate(welcome.examples)) + "</ul>")
+        self.examples = list(welcome.examples)
+        self.insertHtml("".join(parts))
+        self.welcoming = True
+
+    def _end_welcome(self) -> None:
+        if self.welcoming:
+            self.welcoming = False
+            self.clear()
 
     def show_messages(self, messages: list[tuple]) -> None:
         """Show a conversation [(role, text, note[, links])], rendered a few messages per event-loop turn."""
@@ -473,6 +496,7 @@ class Transcript(Following, QTextBrowser):
 
     def _append(self, role: str, text: str, note: str, links: list | None = None,
                 thought_s: float | None = None, calls: list[dict] | None = None) -> None:
+        self._end_welcome()
         cursor = self._end_cursor()
         self._separate(cursor)
         self._write_message(cursor, role, text, note, links, thought_s, calls)
@@ -492,6 +516,7 @@ class Transcript(Following, QTextBrowser):
                 self._start_stream()
 
     def _start_stream(self) -> None:
+        self._end_welcome()
         self._stream_queued = False
         cursor = self._end_cursor()
         self._separate(cursor)
@@ -640,6 +665,9 @@ class Transcript(Following, QTextBrowser):
             answer, _, n = target.partition(".")
             if answer.isdigit() and n.isdigit():
                 self.source_requested.emit(int(answer), int(n))
+            return
+        if action == "example" and target.isdigit() and int(target) < len(self.examples):
+            self.example_chosen.emit(self.examples[int(target)])
             return
         if action in MESSAGE_ACTIONS and target.isdigit():
             self.action_requested.emit(action.replace("message-", ""), int(target))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QHeaderView,
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QFrame, QGroupBox, QHBoxLayout, QHeaderView,
                                QLabel, QMessageBox, QPushButton, QSizePolicy, QSplitter, QTableWidget,
                                QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
@@ -47,6 +47,8 @@ from app.ui.widgets import JobBar, VerticalScroll, table
 
 COLUMNS = ["Name", "Type", "Size", "Source"]
 
+
+LIBRARY_ROWS_KEPT = 3  # the library shows at least this many models, whatever the screen
 
 class ModelsView(QWidget):
     load_requested = Signal(object)  # LoadOptions
@@ -102,14 +104,28 @@ class ModelsView(QWidget):
         row.addWidget(self.missing.locate_button)
         row.addWidget(self.delete_button)
         lib_layout.addLayout(row)
+        # Quantizing and its quality: details a simple window shows only when asked (set_simple).
+        self.making = QWidget()
+        making = QVBoxLayout(self.making)
+        making.setContentsMargins(0, 0, 0, 0)
         qrow = QHBoxLayout()
         qrow.addWidget(QLabel("Quantize to"))
         qrow.addWidget(self.quant_type, 1)
         qrow.addWidget(self.quantize_button)
-        lib_layout.addLayout(qrow)
-        lib_layout.addWidget(self.requant_note)
+        making.addLayout(qrow)
+        making.addWidget(self.requant_note)
         self.quality = QualityPane()  # each type's measured quality on the user's text, and the recommendation
-        lib_layout.addWidget(self.quality)
+        making.addWidget(self.quality)
+        # On a short screen the library keeps its rows and these details scroll (#55 C: at 1024x600 the library
+        # shrank to a row and a half under the advice and the quality table).
+        self.table.setMinimumHeight(self.table.horizontalHeader().sizeHint().height()
+                                    + LIBRARY_ROWS_KEPT * self.table.verticalHeader().defaultSectionSize()
+                                    + 2 * self.table.frameWidth())
+        self.making_scroll = VerticalScroll(self.making)
+        self.making_scroll.setFrameShape(QFrame.NoFrame)
+        self.making_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.making_scroll.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Preferred)
+        lib_layout.addWidget(self.making_scroll)
         self.hub = HubPanel(self.tasks)
         self.converter = ConvertPanel()
         self.jobs = JobBar(self.tasks)
@@ -177,9 +193,20 @@ class ModelsView(QWidget):
         sl.addWidget(self.speculation)
         right_layout.addWidget(details_box)
         right_layout.addWidget(self.fit_label)
-        right_layout.addWidget(self.loaded_note)
-        right_layout.addWidget(settings_box)
+        # How it loads and runs: the simple window shows it behind "Show details" (set_simple).
+        self.load_details = QWidget()
+        load_details = QVBoxLayout(self.load_details)
+        load_details.setContentsMargins(0, 0, 0, 0)
+        load_details.addWidget(self.loaded_note)
+        load_details.addWidget(settings_box)
+        right_layout.addWidget(self.load_details)
+        self.details_button = QPushButton("Show details")
+        self.details_button.setCheckable(True)
+        self.details_button.setToolTip("Load settings, quantizing, quality measures and converting")
+        self.details_button.hide()  # the full window shows everything
+        self._simple = False
         buttons = QHBoxLayout()
+        buttons.addWidget(self.details_button)
         buttons.addWidget(self.status, 1)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.load_button)
@@ -189,7 +216,7 @@ class ModelsView(QWidget):
         # Each label keeps the height its text needs, and the pane scrolls instead.
         for label in (self.details, self.fit_label, self.loaded_note, self.speculation):
             label.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Minimum)
-        scroll = VerticalScroll(right)
+        scroll = self.load_pane = VerticalScroll(right)
         scroll.setAccessibleName("Model details and load settings")
         # As needed, not off: with it off a window narrower than the settings cut them ("0 (sug", "CPU onl").
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
@@ -208,6 +235,7 @@ class ModelsView(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(splitter)
 
+        self.details_button.toggled.connect(lambda _on: self.set_simple(self._simple))
         self.table.itemSelectionChanged.connect(self._on_selection_changed)
         self.load_button.clicked.connect(self.load_selected)
         self.cancel_button.clicked.connect(self.cancel_load)
@@ -237,6 +265,17 @@ class ModelsView(QWidget):
         bridge.model_unloaded.connect(self.speculation.hide)
         bridge.model_unloaded.connect(self._show_loaded_note)
         say_clamps(self, self.noticed)  # a typed value out of range, clamped: said on the status bar too
+
+    def set_simple(self, simple: bool) -> None:
+        """The simple window (app/ui/window_mode.py): the library with Download, Import, Load and the fit verdict;
+        load settings, quantizing, quality and Convert behind Show details. The full window shows them all."""
+        self._simple = simple
+        shown = not simple or self.details_button.isChecked()
+        self.details_button.setVisible(simple)
+        self.details_button.setText("Hide details" if self.details_button.isChecked() else "Show details")
+        self.making_scroll.setVisible(shown)
+        self.load_details.setVisible(shown)
+        self.sources.setTabVisible(self.sources.indexOf(self.converter), shown)
 
     def start(self) -> None:
         """Read the library (and whether conversion can run): the window asks once it has painted, since the

@@ -16,6 +16,7 @@ from app.core import paths
 from app.core.settings import THEMES
 from app.protocol.messages import LoadOptions
 from app.ui.models.load_settings import DEFAULTABLE, LoadSettings, defaults_changed
+from app.ui import window_mode
 from app.ui.widgets import VerticalScroll
 
 SEND_KEYS = {True: "Enter sends, Shift+Enter adds a line", False: "Ctrl+Enter sends, Enter adds a line"}
@@ -36,6 +37,12 @@ class SettingsDialog(QDialog):
         for theme in THEMES:
             self.theme.addItem({"system": "Follow the system"}.get(theme, theme.capitalize()), theme)
         self.theme.setCurrentIndex(max(0, self.theme.findData(settings.get("theme", "system"))))
+        self.window_mode = QComboBox()  # simple or full (app/ui/window_mode.py)
+        for mode, label in window_mode.MODES.items():
+            self.window_mode.addItem(label, mode)
+        self.window_mode.setCurrentIndex(max(0, self.window_mode.findData(window_mode.chosen(settings))))
+        self.window_mode.setToolTip("Simple: your chats and the model, sampling as one choice. Full: every setting, "
+                                    "the live graphs and the pages for developers")
         self.send_key = QComboBox()
         for enter_sends, text in SEND_KEYS.items():
             self.send_key.addItem(text, enter_sends)
@@ -74,6 +81,7 @@ class SettingsDialog(QDialog):
 
         top = QWidget()
         form = QFormLayout(top)
+        form.addRow("Window", self.window_mode)
         form.addRow("Theme", self.theme)
         form.addRow("Send key", self.send_key)
         form.addRow("Data folder", data_row)
@@ -90,4 +98,5 @@ class SettingsDialog(QDialog):
 
     def values(self) -> dict:
         return {"theme": self.theme.currentData(), "enter_sends": self.send_key.currentData(),
+                window_mode.SETTING: self.window_mode.currentData(),
                 "load_defaults": defaults_changed(self.load_defaults.options(""))}
