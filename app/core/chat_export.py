@@ -55,6 +55,8 @@ DECISIONS = {"once": "allowed once", "always": "always allowed", "allowed": "all
              "stopped": "stopped"}
 
 
+SOURCE_QUOTE_CHARS = 400  # of each source passage quoted under an exported answer
+
 def call_markdown(call: dict) -> list[str]:
     """One tool call of an answer, folded as the window shows it: its arguments and its result."""
     state = DECISIONS.get(call.get("decision"), call.get("decision") or "")
@@ -66,6 +68,20 @@ def call_markdown(call: dict) -> list[str]:
     return ["<details>", f"<summary>Tool call: {call.get('server')} · {call.get('tool')} ({state})</summary>", "",
             "```json", arguments, "```", "", "```", str(call.get("result") or "").strip(), "```", "", "</details>",
             ""]
+
+
+def sources_markdown(sources) -> list[str]:
+    """An answer's numbered sources, as its [n] marks name them (#55 E3: the JSON export kept them, the Markdown
+    lost them): where each passage is, and the passage itself quoted."""
+    lines: list[str] = []
+    for source in sources or []:
+        if not isinstance(source, dict) or "n" not in source:
+            continue
+        lines.append(f"- [{source['n']}] {source.get('where') or source.get('path') or ''}".rstrip())
+        passage = " ".join(str(source.get("text") or "").split())
+        if passage:
+            lines.append(f"  > {passage[:SOURCE_QUOTE_CHARS]}{'…' if len(passage) > SOURCE_QUOTE_CHARS else ''}")
+    return ["**Sources**", "", *lines, ""] if lines else []
 
 
 def export_markdown(store: ChatStore, conversation_id: int) -> str:
@@ -98,6 +114,7 @@ def export_markdown(store: ChatStore, conversation_id: int) -> str:
         if msg.meta.get("error"):
             text = (text + "\n\n" if text.strip() else "") + f"*Error: {msg.meta['error']}*"
         out += [text.strip(), ""]
+        out += sources_markdown(msg.meta.get("sources"))
     return "\n".join(out).rstrip() + "\n"
 
 

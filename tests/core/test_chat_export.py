@@ -126,3 +126,16 @@ def test_an_answers_tool_calls_are_exported_and_rebuild_the_conversation_the_mod
     again = import_chat(store, path)
     assert store.chat_tools(again) == ["time"] and store.messages(again)[-1].meta["tool_calls"] == [call]
     store.close()
+
+
+def test_markdown_keeps_an_answers_sources(tmp_path):
+    """#55 E3: the answer said [1] and the Markdown file had no source list (the JSON export kept them)."""
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    cid = store.create("Manual")
+    store.add_message(cid, "user", "How do I reset it?")
+    store.add_message(cid, "assistant", "Hold the button for ten seconds [1].",
+                      {"sources": [{"n": 1, "where": "manual.pdf p. 2", "text": "Hold the reset button for ten "
+                                                                              "seconds until the light blinks."}]})
+    text = export_markdown(store, cid)
+    assert "[1] manual.pdf p. 2" in text and "> Hold the reset button for ten seconds" in text
+    assert text.index("Hold the button for ten seconds [1].") < text.index("**Sources**")

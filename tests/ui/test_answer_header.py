@@ -42,3 +42,9 @@ def test_no_line_of_the_header_ends_inside_a_figure(qtbot):
             # Broken inside a figure, a line would end in a digit or "tok/" and the next begin with the unit.
             assert not (before.rstrip().endswith(("tok/", "tok\u2060/", "tok\u2060/\u2060")) or after.startswith(
                 ("s ", "s\u00a0", "\u2060s", "tokens", "tok"))), (width, before, after)
+
+
+def test_an_answer_without_a_measured_speed_shows_none():
+    """#55 D6: imported messages without figures showed "0.0 tok/s" in every header."""
+    assert "tok" not in answer_note({"completion_tokens": 12}).replace("tokens", "")
+    assert "31.5" in answer_note({"completion_tokens": 12, "gen_tok_s": 31.5})

@@ -18,7 +18,10 @@ def answer_note(meta: dict) -> str:
     # A server that sends no token counts (llama-cpp-python's) still streamed its chunks: count those.
     count = figure(meta["completion_tokens"], "tokens") if meta.get("completion_tokens") else (
         figure(meta["stream_chunks"], "chunks") if meta.get("stream_chunks") else "")
-    parts = [*signed, *([count, figure(f"{meta.get('gen_tok_s') or 0:.1f}", "tok/s")] if count else [])]
+    # A speed only where one was measured: an imported answer has its tokens but no speed (it showed "0.0 tok/s").
+    speed = meta.get("gen_tok_s")
+    measured = [figure(f"{speed:.1f}", "tok/s")] if isinstance(speed, (int, float)) and speed > 0 else []
+    parts = [*signed, *([count, *measured] if count else [])]
     if meta.get("finish_reason") == "cancelled":
         parts.append("stopped when Hearth was closed" if meta.get("stopped_by") == "quit" else "stopped")
     elif meta.get("finish_reason") == INTERRUPTED:  # saved while it streamed; the window died before its end
