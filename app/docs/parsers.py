@@ -78,7 +78,7 @@ def parse(name: str, data: bytes, cancel: threading.Event | None = None) -> Pars
         if suffix in HTML:
             parsed = Parsed("html", _html(text), encoding)
         elif suffix in CSV:
-            parsed = Parsed("csv", [Section(_csv(text, "\t" if suffix == ".tsv" else None))], encoding)
+            parsed = Parsed("csv", [Section(_csv_file(name, text, "\t" if suffix == ".tsv" else None))], encoding)
         elif suffix in MARKDOWN:
             parsed = Parsed("markdown", _markdown(text), encoding)
         else:
@@ -154,6 +154,18 @@ def _markdown(text: str) -> list[Section]:
     if any(l.strip() for l in lines):
         sections.append(Section("\n".join(lines).strip("\n"), heading=heading))
     return sections
+
+
+def _csv_file(name: str, text: str, delimiter: str | None) -> str:
+    try:
+        return _csv(text, delimiter)
+    except csv.Error as exc:  # the csv module's own refusals (a NUL, a quote it cannot close): one sentence
+        raise DocProblem(f"{name} is not a CSV file Hearth can read ({exc}).") from None
+
+
+# A cell may be as long as the file: the csv module's default (128 KB a field) refused real files with a long text
+# cell, and the file as a whole is bounded already (MAX_FILE_BYTES). Set once: the limit is the process's.
+csv.field_size_limit(max(csv.field_size_limit(), MAX_FILE_BYTES + 1))
 
 
 def _csv(text: str, delimiter: str | None) -> str:
