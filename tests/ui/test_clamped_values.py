@@ -36,3 +36,18 @@ def test_out_of_range_typing_is_clamped_and_said(qtbot, idle_window):
     with qtbot.assertNotEmitted(temperature.clamped):
         type_into(qtbot, temperature, "0.5")
     assert temperature.value() == 0.5
+
+
+def test_the_settings_dialog_says_a_clamped_value_on_a_line_that_stays(qtbot, idle_window):
+    """#55 E4: in Settings, -5 sinks became 0 and 999 threads became 2, and the balloon went with the focus."""
+    w = idle_window
+    dialog = w.open_settings()
+    try:
+        sinks = dialog.load_defaults.sinks
+        with qtbot.waitSignal(sinks.clamped, timeout=2_000):
+            type_into(qtbot, sinks, "-5")
+        dialog.load_defaults.ctx.setFocus()  # the focus moves on: the sentence stays
+        assert not dialog.clamped.isHidden()
+        assert dialog.clamped.text() == "Attention sinks cannot be below 0; -5 was set to 0."
+    finally:
+        dialog.reject()

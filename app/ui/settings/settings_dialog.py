@@ -17,6 +17,7 @@ from app.core.settings import THEMES
 from app.protocol.messages import LoadOptions
 from app.ui.models.load_settings import DEFAULTABLE, LoadSettings, defaults_changed
 from app.ui import window_mode
+from app.ui.clamped_spin import ClampingDoubleSpinBox, ClampingSpinBox
 from app.ui.widgets import VerticalScroll
 
 SEND_KEYS = {True: "Enter sends, Shift+Enter adds a line", False: "Ctrl+Enter sends, Enter adds a line"}
@@ -91,10 +92,24 @@ class SettingsDialog(QDialog):
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
+        # A typed value out of range is clamped and said here, on a line that stays (#55 E4: the box's balloon went
+        # with the focus, and the dialog had no status bar to say it).
+        self.clamped = QLabel()
+        self.clamped.setWordWrap(True)
+        self.clamped.setStyleSheet("color: #d97706")
+        self.clamped.hide()
+        for kind in (ClampingSpinBox, ClampingDoubleSpinBox):
+            for spin in self.findChildren(kind):
+                spin.clamped.connect(self._say_clamped)
         layout = QVBoxLayout(self)
         layout.addWidget(scroll, 1)
+        layout.addWidget(self.clamped)
         layout.addWidget(buttons)
         self.resize(max(520, self.sizeHint().width()), 620)
+
+    def _say_clamped(self, sentence: str) -> None:
+        self.clamped.setText(sentence)
+        self.clamped.show()
 
     def values(self) -> dict:
         return {"theme": self.theme.currentData(), "enter_sends": self.send_key.currentData(),
