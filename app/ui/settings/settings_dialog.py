@@ -98,13 +98,13 @@ class SettingsDialog(QDialog):
         self.clamped.setWordWrap(True)
         self.clamped.setStyleSheet("color: #d97706")
         self.clamped.hide()
-        for kind in (ClampingSpinBox, ClampingDoubleSpinBox):
-            for spin in self.findChildren(kind):
-                spin.clamped.connect(self._say_clamped)
         layout = QVBoxLayout(self)
         layout.addWidget(scroll, 1)
         layout.addWidget(self.clamped)
         layout.addWidget(buttons)
+        for kind in (ClampingSpinBox, ClampingDoubleSpinBox):  # once the boxes are the dialog's
+            for spin in self.findChildren(kind):
+                spin.clamped.connect(self._say_clamped)
         self.resize(max(520, self.sizeHint().width()), 620)
 
     def _say_clamped(self, sentence: str) -> None:
