@@ -74,6 +74,11 @@ def settings_file() -> Path:
     return config_dir() / "settings.json"
 
 
+def server_key_file() -> Path:
+    """The window's API server key where no keyring service runs, readable by the user alone (app/core/api_keys.py)."""
+    return config_dir() / "server-key.json"
+
+
 def mcp_config_file() -> Path:
     """The MCP servers the chat may use: `{"mcpServers": {...}}`, the file LM Studio, Jan, Claude Desktop and
     Cursor read, so a user's own can be copied in as it is."""

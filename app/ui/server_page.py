@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFormLayout, QGroup
                                QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from app.core.notices import ERROR, Notice, cleared
+from app.core import paths
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
 from app.backends.backend import Backend
@@ -83,7 +84,8 @@ class ServerPage(QWidget):
         super().__init__(parent)
         self.backend = backend
         self.settings = settings if settings is not None else {}
-        self.keys = keys or KeyStore()
+        # The server's key outlives a session without a keyring too: editors set up with it must keep working.
+        self.keys = keys or KeyStore(fallback=paths.server_key_file())
         self.server = BackgroundServer(backend, self.request_logged.emit)
         self.tasks = Tasks(self)
         self.changing = ""  # "start" or "stop" while one runs on its thread

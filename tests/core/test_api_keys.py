@@ -61,3 +61,16 @@ def test_a_key_saved_in_gnome_keyring_is_found_by_the_next_session_and_forgotten
     proc = subprocess.run(["dbus-run-session", "--", "sh", "-c", script, "session", sys.executable, "-c", ROUND_TRIP,
                            URL], capture_output=True, text=True, timeout=50, env=env, cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.strip() == "round trip ok", proc.stdout + proc.stderr
+
+
+def test_a_key_that_must_outlive_the_session_is_kept_in_a_file_only_the_user_reads(no_keyring_service, tmp_path):
+    """#55 E5: without a keyring the window's API server key changed at every restart; editors set up with it
+    broke each time."""
+    kept = tmp_path / "config" / "server-key.json"
+    said = KeyStore(fallback=kept).save("Hearth's own API server", "sk-lasting")
+    assert said == (f"As no keyring service is running (on Linux, GNOME Keyring or KWallet keeps keys), the key is "
+                    f"kept in {kept}, readable only by you.")
+    assert os.stat(kept).st_mode & 0o777 == 0o600
+    assert KeyStore(fallback=kept).get("Hearth's own API server") == "sk-lasting"  # the next session has it
+    KeyStore(fallback=kept).forget("Hearth's own API server")
+    assert KeyStore(fallback=kept).get("Hearth's own API server") is None
