@@ -39,6 +39,15 @@ def after_weights_text(options: LoadOptions | None) -> str:
 
 
 class StatusLabels(QObject):
+    def _on_state(self, state) -> None:
+        """An engine that is gone takes its figures with it (#55 D2: the dead engine's context and memory stayed
+        on the bar while the new one loaded)."""
+        from app.backends.backend import EngineState
+
+        if state in (EngineState.RESTARTING, EngineState.STARTING, EngineState.STOPPED):
+            self.ctx.setText("")
+            self.mem.setText("")
+
     def set_simple(self, simple: bool, dock) -> None:
         """Simple: the figures stand for the monitor, and Graphs opens its dock."""
         self._dock = dock
@@ -74,6 +83,7 @@ class StatusLabels(QObject):
         b.stats_received.connect(self._on_stats_received)
         b.generation_finished.connect(self._on_generation_finished)
         b.engine_crashed.connect(lambda _message: self.state.setText("Engine crashed; restarting…"))
+        b.state_changed.connect(self._on_state)
         b.engine_restarted.connect(lambda: self.state.setText("Engine restarted"))
         b.turn_started.connect(lambda: self.state.setText("Generating…"))
         b.tool_approval_needed.connect(lambda _call: self.state.setText("Waiting for you: a tool call"))

@@ -78,6 +78,22 @@ def test_a_crash_of_an_idle_engine_does_not_say_an_answer_did_not_finish(qtbot, 
     with qtbot.waitSignals([w.bridge.engine_crashed, w.bridge.model_loaded], order="strict", timeout=90_000):
         os.kill(w.bridge.pid, signal.SIGKILL)
     assert "did not finish" not in m.summary.text()
-    assert m.summary.text() == "The engine stopped between answers and is restarting; no answer was cut off."
+    # #55 D2: the sentence holds while it is true; once the engine is ready again it says what happened, in the
+    # past (it said "is restarting" until the next answer), and the status bar shows the new engine's figures.
+    qtbot.waitUntil(lambda: m.summary.text() == "The engine stopped between answers and restarted; no answer was "
+                    "cut off.", timeout=10_000)
     assert "SIGKILL" in m.summary.toolTip()
     assert "did not finish" not in w.chat.hint.text()
+
+
+def test_after_eject_and_load_the_monitor_and_the_status_bar_agree(qtbot, main_window):
+    """#55 D1: after Eject then Load the monitor said "No model loaded" while the status bar said Ready."""
+    w = main_window
+    m = w.monitor
+    w.bridge.unload()
+    qtbot.waitUntil(lambda: m.summary.text() == "No model loaded", timeout=5_000)
+    with qtbot.waitSignal(w.bridge.model_loaded, timeout=60_000):
+        w.load_model(w.models.options_for(w.chat.picker.combo.currentData()))
+    qtbot.waitUntil(lambda: w.status.state.text().startswith("Ready"), timeout=10_000)
+    qtbot.waitUntil(lambda: m.summary.text() != "No model loaded", timeout=5_000)
+    assert m.summary.text() == "Idle"

@@ -110,6 +110,7 @@ class MonitorView(QWidget):
         super().__init__(parent)
         self.t0 = time.monotonic()
         self.answering = False  # an answer was asked and has not ended: only then can a crash cut one off
+        self._said: str | None = None  # a sentence about the engine's state on show: "crashed", "unloaded" (_on_state)
         self.series = {name: Series() for name in
                        ("gen_tok_s", "prompt_tok_s", "ttft_s", "engine_mb", "system_mb", "gpu_mb", "kv_fill",
                                  "shifts", "acceptance")}
@@ -176,6 +177,7 @@ class MonitorView(QWidget):
         bridge.engine_crashed.connect(self._on_engine_crashed)
         bridge.model_loaded.connect(self._on_loaded)
         bridge.model_unloaded.connect(self._on_unloaded)
+        bridge.state_changed.connect(self._on_state)
         if bridge.ready:
             self._on_loaded(bridge.info)
 
@@ -257,12 +259,26 @@ class MonitorView(QWidget):
         else:  # #49.7: an idle engine's crash: the last answer had finished long before, and is not blamed
             self.summary.setText("The engine stopped between answers and is restarting; no answer was cut off.")
             self.summary.setToolTip(message)
+            self._said = "crashed"
 
     def _on_unloaded(self) -> None:
         self.engine_mb = None
         self.series["engine_mb"].add(self.now(), math.nan)
         self.summary.setText("No model loaded")
+        self._said = "unloaded"
         self._dirty = True
+
+    def _on_state(self, state) -> None:
+        """A sentence about the engine's state holds only while that state does (#55 D1, D2: "No model loaded"
+        stayed after the next load, and "is restarting" after the engine was back): the engine's own state
+        (EngineState, app/backends/backend.py) replaces it once it is ready again."""
+        from app.backends.backend import EngineState
+
+        if state is not EngineState.READY or self._said is None:
+            return
+        said, self._said = self._said, None
+        self.summary.setText("The engine stopped between answers and restarted; no answer was cut off."
+                             if said == "crashed" else "Idle")
 
     def _on_done(self, done: dict) -> None:
         self.answering = False
