@@ -114,6 +114,20 @@ def make(target: Path | None = None, progress=None) -> Path:
     return target
 
 
+# What the window says where no embedding model can be had (#55 E2): plain words, never a command.
+NO_VECTORS_PLAIN = ("Search by meaning needs an embedding model, which this installation does not have, so "
+                    "documents are searched by their words alone.")
+
+
+def available() -> bool:
+    """Whether indexing can make vectors here: a GGUF named, made before or bundled, or one this machine can make.
+    Cheap (file and package look-ups): the Documents page asks before it offers vectors."""
+    try:
+        return find() is not None or why_not_makeable() is None
+    except HearthError:  # a named model that is not there: said when indexing starts
+        return True
+
+
 def ensure(explicit: str | os.PathLike | None = None, allow_make: bool = True) -> tuple[Path | None, str | None]:
     """(the GGUF, None) or (None, why BM25 serves alone)."""
     path = find(explicit)

@@ -90,3 +90,21 @@ def test_attach_regenerate_and_a_collection_per_chat(qtbot, main_window, tmp_pat
     assert panel.list.item(0).checkState() == Qt.Unchecked
     chat.open_conversation(with_docs)
     assert panel.list.item(0).checkState() == Qt.Checked
+
+
+def test_without_an_embedding_model_vectors_are_not_offered_and_the_reason_is_plain(qtbot, idle_window, monkeypatch):
+    """#55 E2: "Vectors (all-MiniLM-L6-v2)" was ticked by default where no vectors could be made, and indexing then
+    said so with a pip command. A machine without the checkpoint package (this one has it): nothing named, made or
+    bundled, and nothing to make one from."""
+    from app.docs import embed_model
+    from app.ui.docs.documents_page import DocumentsPage, report_text
+    from app.docs.indexer import IndexReport
+
+    monkeypatch.setattr(embed_model, "checkpoint_zip", lambda: None)
+    monkeypatch.setattr(embed_model, "find", lambda explicit=None: None)
+    page = DocumentsPage(idle_window.bridge)
+    qtbot.addWidget(page)
+    assert not page.vectors.isChecked() and not page.vectors.isEnabled()
+    assert page.vectors.toolTip() == embed_model.NO_VECTORS_PLAIN
+    said = report_text(IndexReport(collection="notes", vectors_note=embed_model.BM25_ONLY))
+    assert embed_model.NO_VECTORS_PLAIN in said and "pip" not in said and "HEARTH_" not in said

@@ -33,8 +33,10 @@ def report_text(r) -> str:
     head = "Cancelled; the index keeps what was done" if r.cancelled else "Indexed"
     text = (f"{head}: {r.collection}: {r.added} added, {r.changed} changed, {r.removed} removed, {r.unchanged} "
             f"unchanged; {r.chunks:,} chunks, {r.embedded:,} embedded, in {r.seconds:.1f} s.")
-    if r.vectors_note:
-        text += f" Indexed {r.vectors_note}."
+    if r.vectors_note:  # the window's words: no command (the CLI's note says how to install the model)
+        from app.docs.embed_model import NO_VECTORS_PLAIN
+
+        text += f" {NO_VECTORS_PLAIN}"
     if r.problems:
         text += f" {len(r.problems)} without text (their reasons are in the list's tooltip)."
     return text
@@ -98,9 +100,18 @@ class DocumentsPage(QWidget):
         self.remove_button.setToolTip("Remove the collection and its index (the files themselves stay)")
         self.cancel_button = QPushButton("Cancel")
         self.vectors = QCheckBox("Vectors (all-MiniLM-L6-v2)")
-        self.vectors.setChecked(True)
         self.vectors.setToolTip("Embed each passage for search by meaning, fused with keyword search (BM25); "
                                 "off: BM25 only, much faster to index")
+        # Ticked only where vectors can be made: a box ticked by default that makes none promised what it could not
+        # keep (#55 E2); where it cannot, it says why in plain words.
+        from app.docs import embed_model
+
+        if embed_model.available():
+            self.vectors.setChecked(True)
+        else:
+            self.vectors.setChecked(False)
+            self.vectors.setEnabled(False)
+            self.vectors.setToolTip(embed_model.NO_VECTORS_PLAIN)
         self.progress = QProgressBar()
         self.progress.setTextVisible(False)
         self.status = QLabel("")
