@@ -192,3 +192,29 @@ def test_the_tools_page_adds_tests_and_removes_servers_and_keeps_secrets_in_the_
     page.select("docs")
     page.remove_button.click()
     assert set(load_servers()) == {"time"} and "Bearer sk-remote" not in memory_keyring.saved.values()
+
+
+def test_a_model_not_trained_for_tools_is_said_and_the_box_offers_a_forced_call(qtbot, main_window):
+    """#55 E1: with tools ticked, the bundled model wrote made-up Python and a literal <tool_call>, no call was made
+    and nothing said why. The chat says it, and the Tools box offers what the CLI's --tool-choice required does."""
+    window, chat = main_window, main_window.chat
+    assert not window.bridge.info["knows_tools"]
+    save_server(ServerEntry("time", command="mcp-server-time", args=["--local-timezone", "UTC"]))
+    chat.tools_panel.refresh()
+    chat.tools_panel.set_chosen(["time"])
+    box = chat.tools_panel.choice
+    assert box.isVisibleTo(chat.tools_panel) and [box.itemData(i) for i in range(box.count())] == ["auto", "required"]
+    ask(qtbot, window, "What time is it in Tokyo? Use the tool.", max_tokens=16, wait=False)
+    qtbot.waitUntil(lambda: window.notices.board.of("chat.tools") is not None, timeout=10_000)
+    assert "not trained for tools" in window.notices.board.of("chat.tools").text
+    assert "Always call a tool" in window.notices.board.of("chat.tools").text
+    chat.stop()
+    qtbot.waitUntil(lambda: not chat.generating, timeout=ANSWER_MS)
+    # Chosen in the box, the call is forced: the answer waits for the user's approval of a real call.
+    box.setCurrentIndex(box.findData("required"))
+    chat.tool_overrides = {"max_rounds": 1}
+    ask(qtbot, window, "What time is it in Tokyo?", max_tokens=40, wait=False)
+    call = wait_for_approval(qtbot, chat)
+    assert call["server"] == "time"
+    chat.stop()
+    qtbot.waitUntil(lambda: not chat.generating, timeout=ANSWER_MS)

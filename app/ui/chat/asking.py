@@ -87,7 +87,14 @@ class Asking:
         servers = self.tools_panel.chosen()
         if servers:
             sampling.prediction = ""  # the old answer's tokens cannot draft a call the grammar writes
-            asked = self.bridge.chat_with_tools(messages, sampling, servers, self.tool_overrides.get("choice", "auto"),
+            choice = self.tool_overrides.get("choice", self.tools_panel.tool_choice())
+            info = self.bridge.info if self.bridge.ready else None
+            if choice == "auto" and info and not info.get("knows_tools") and not self.bridge.remote:
+                # Said in the chat, not left to a made-up call written as text (#55 E1).
+                self.noticed.emit(Notice(f"{self._answer_model.get('model') or 'This model'} was not trained for "
+                                         "tools: it may write a call as text instead of making one. Tools box: "
+                                         "'Always call a tool' makes it call one.", WARNING, "chat.tools"))
+            asked = self.bridge.chat_with_tools(messages, sampling, servers, choice,
                                                 self.tool_overrides.get("forced"), self.tool_overrides.get("pinned"),
                                                 self.tool_overrides.get("max_rounds"))
         else:

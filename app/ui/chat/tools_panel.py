@@ -7,12 +7,16 @@ an id (its first message), as the Documents box does with its collections.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox
 
 from app.core.chats import ChatStore
 from app.core.errors import HearthError
 from app.ui.widgets import ChatChoice
 
 NO_SERVERS = "No MCP servers yet: add one on the Tools page."
+# How the model uses the chosen tools (tool_chat's choice; the CLI's --tool-choice): "required" forces a call with a
+# grammar, which a model not trained for tools needs to make one at all (#55 E1).
+CHOICES = {"auto": "The model decides", "required": "Always call a tool"}
 
 
 class ToolsPanel(ChatChoice):
@@ -20,7 +24,17 @@ class ToolsPanel(ChatChoice):
         super().__init__("The model may call these servers' tools in this chat; each call asks you first "
                          "(the Tools page adds servers)", NO_SERVERS, 90, parent)
         self.store = store
+        self.choice = QComboBox()
+        for value, label in CHOICES.items():
+            self.choice.addItem(label, value)
+        self.choice.setAccessibleName("How the model uses tools")
+        self.choice.setToolTip("The model decides whether to call a tool; or it must call one (a grammar makes it "
+                               "write a valid call: a model not trained for tools needs this to make one)")
+        self.layout().insertWidget(1, self.choice)
         self.refresh()
+
+    def tool_choice(self) -> str:
+        return self.choice.currentData()
 
     def refresh(self) -> None:
         """The servers of mcp.json as they are now, this chat's checked (a server it uses that is no longer
@@ -36,6 +50,7 @@ class ToolsPanel(ChatChoice):
         self._fill(names + gone, chosen, {n: "No longer in mcp.json: an answer asks it and fails until it is added "
                                              "again" for n in gone})
         self.empty.setText(problem or NO_SERVERS)
+        self.choice.setVisible(bool(names + gone))
 
     def _saved(self, conversation_id: int) -> list[str]:
         return self.store.chat_tools(conversation_id)
