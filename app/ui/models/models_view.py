@@ -122,6 +122,7 @@ class ModelsView(QWidget):
                                     + LIBRARY_ROWS_KEPT * self.table.verticalHeader().defaultSectionSize()
                                     + 2 * self.table.frameWidth())
         self.making_scroll = VerticalScroll(self.making)
+        self.making_scroll.setAccessibleName("Quantizing and quality")
         self.making_scroll.setFrameShape(QFrame.NoFrame)
         self.making_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.making_scroll.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Preferred)
