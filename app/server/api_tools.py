@@ -138,6 +138,7 @@ class ApiTools:
         self.in_chat = in_chat
         self._servers = {name: _Offered(name, connect_timeout or CONNECT_TIMEOUT_S) for name in names}
         self._calls = ThreadPoolExecutor(MAX_CALLS_AT_ONCE, thread_name_prefix="hearth-mcp-call")
+        self._stops: set[threading.Event] = set()  # the calls under way: closing stops them (their threads end)
         for server in self._servers.values():
             server.start()
 
@@ -162,6 +163,8 @@ class ApiTools:
                 if s.ready() is None]
 
     def close(self) -> None:
+        for stop in list(self._stops):
+            stop.set()  # a call that hangs would hold the process's exit for its whole timeout
         self._calls.shutdown(wait=False, cancel_futures=True)
         for server in self._servers.values():
             server.close()
@@ -187,6 +190,7 @@ class ApiTools:
         share of the context (n_ctx tokens, counted in model_path's vocabulary) that `hearth chat` gives a result.
         None when the client left meanwhile (gone(), polled; or this coroutine cancelled): the call is stopped."""
         stop = threading.Event()
+        self._stops.add(stop)
         future = asyncio.get_running_loop().run_in_executor(
             self._calls, self._call, label, tool, arguments, n_ctx, model_path, timeout, stop)
         try:
@@ -202,6 +206,8 @@ class ApiTools:
             stop.set()
             future.cancel()
             raise
+        finally:
+            self._stops.discard(stop)
 
     async def settle(self, labels: list[str]) -> None:
         """Wait for the named servers' starts under way (one that stopped is started again here), so that a
