@@ -257,6 +257,8 @@ class ModelsView(QWidget):
         self.load_settings.runtime.currentIndexChanged.connect(self._update_fit)
         self.load_settings.spec_mode.currentIndexChanged.connect(self._update_fit)
         self.load_settings.draft_choice.currentIndexChanged.connect(self._update_fit)
+        self._fit_shown: dict | None = None  # the last fit answer, both ways when a draft is chosen (_show_fit)
+        self.load_settings.draft_anyway.toggled.connect(lambda _on: self._show_fit())
         self.quant_type.currentIndexChanged.connect(self._check_requantize)
         bridge.model_loading.connect(self._on_model_loading)
         bridge.model_loaded.connect(self._on_model_loaded)
@@ -482,21 +484,35 @@ class ModelsView(QWidget):
         n_ctx, kv = self.load_settings.ctx.currentData(), self.load_settings.kv_type.currentText()
         runtime = self.load_settings.runtime.currentData() or "auto"
         draft = self.load_settings.options(path).draft_model  # the load holds it too (#49.2)
-        self.tasks.run(lambda: {**manager.fit(path, n_ctx, kv, runtime, draft),
-                                "draft_pay": manager.draft_pay(path, draft) if draft else None},
-                       self._show_fit, self.fit_label.setText, "fit", latest=True)
 
-    def _show_fit(self, verdict: dict) -> None:
+        def fits() -> dict:
+            verdict = {**manager.fit(path, n_ctx, kv, runtime, draft),
+                       "draft_pay": manager.draft_pay(path, draft) if draft else None}
+            if draft:  # what the load holds when the draft cannot pay and is left out (#55 D5)
+                verdict["without_draft"] = manager.fit(path, n_ctx, kv, runtime, None)
+            return verdict
+
+        self.tasks.run(fits, self._show_fit, self.fit_label.setText, "fit", latest=True)
+
+    def _show_fit(self, verdict: dict | None = None) -> None:
+        """The fit of what Load would load: with the draft, or without it when the draft cannot pay and "Load it
+        anyway" is not ticked (it counted a draft that would not load)."""
+        verdict = verdict if verdict is not None else self._fit_shown
+        if verdict is None:
+            return
         path = self.selected_path()
         if verdict.get("model") != path or verdict.get("draft_model") != self.load_settings.options(path).draft_model:
             return  # an answer for a model (or a draft) the user has since left: the newer answer follows
+        self._fit_shown = verdict
+        self.load_settings.show_draft_verdict(verdict.get("draft_pay"))  # before Load, whether the draft can pay
+        if verdict.get("without_draft") and not self.load_settings.load_options(path).draft_model:
+            verdict = {**verdict["without_draft"], "draft_pay": verdict.get("draft_pay")}
         if verdict.get("model") in self.failed:  # memory would fit, but the file itself did not load
             self.fit_label.setText("<span style='color:#ef4444'>This file did not load: "
                                    f"{html.escape(self.failed[verdict['model']])}</span>")
             self.fit_label.setToolTip("")
             return
         self.quality.set_fit(verdict)
-        self.load_settings.show_draft_verdict(verdict.get("draft_pay"))  # before Load, whether the draft can pay
         color = "#10b981" if verdict["fits"] else "#ef4444"
         self.fit_label.setText(f"<span style='color:{color}'>{html.escape(verdict['verdict'])}</span>")
         self.fit_label.setToolTip("\n".join(verdict.get("hints") or []))
