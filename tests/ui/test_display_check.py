@@ -94,3 +94,17 @@ def test_without_libxcb_cursor_hearth_alone_chats_in_the_terminal_it_has():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "sudo apt install libxcb-cursor0" in proc.stderr and "starting the terminal chat instead" in proc.stderr
     assert "Hearth chat with" in proc.stdout
+
+
+def test_the_readme_and_the_guide_name_every_library_a_minimal_debian_lacks():
+    """#55 F: the README named libxcb-cursor0 only; on a minimal Debian the window also needed libxcb-icccm4 and
+    libxcb-keysyms1 (Hearth named them itself, and the .deb depends on them)."""
+    sys.path.insert(0, str(ROOT / "packaging"))
+    try:
+        from debian_package import SYSTEM_LIBRARIES
+    finally:
+        sys.path.remove(str(ROOT / "packaging"))
+    needed = ["libxcb-cursor0", "libxcb-icccm4", "libxcb-keysyms1"]
+    assert set(needed) <= set(SYSTEM_LIBRARIES.values())
+    for page in ("README.md", "docs/install.md"):
+        assert "sudo apt install " + " ".join(needed) in (ROOT / page).read_text(), page

@@ -29,7 +29,8 @@ def tools_badge(info: dict | None) -> tuple[str, str]:
 
 
 class ElidedComboBox(QComboBox):
-    """A combo box whose shown name ends in "…" when the box is narrower (Qt cut it: "SmolLM2-135M-I")."""
+    """A combo box whose shown name loses its middle to "…" when the box is narrower (Qt cut it: "SmolLM2-135M-I"):
+    a model's name and its quantization are at its two ends, so both stay (#55 F: "Meta-Llama-…" hid the quant)."""
 
     def paintEvent(self, _event) -> None:
         painter = QStylePainter(self)
@@ -37,7 +38,7 @@ class ElidedComboBox(QComboBox):
         self.initStyleOption(option)
         painter.drawComplexControl(QStyle.CC_ComboBox, option)
         field = self.style().subControlRect(QStyle.CC_ComboBox, option, QStyle.SC_ComboBoxEditField, self)
-        option.currentText = self.fontMetrics().elidedText(option.currentText, Qt.ElideRight, field.width())
+        option.currentText = self.fontMetrics().elidedText(option.currentText, Qt.ElideMiddle, field.width())
         painter.drawControl(QStyle.CE_ComboBoxLabel, option)
 
 
