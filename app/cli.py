@@ -13,7 +13,7 @@ import sys
 
 from app import __version__
 from app.core import paths
-from app.core.crashlog import write_crash_log
+from app.core.store.crashlog import write_crash_log
 from app.core.errors import HearthError
 from app.core.terminal_text import guard, one_line
 from app.commands.grammar import Parser, add_examples
@@ -70,7 +70,7 @@ def _main(argv: list[str] | None) -> int:
         argv = sys.argv[1:]
     parser = build_parser(argv)
     args = parser.parse_args(argv)
-    from app.core import jsonstore
+    from app.core.store import jsonstore
 
     # A damaged store (library.json, settings...) kept aside is said on stderr once, when it is found; for this
     # command only (a caller in the same process, a test, the self-test, would otherwise collect one per call).
@@ -97,8 +97,7 @@ def _main(argv: list[str] | None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:
-        from app.core import disk_errors
-
+        from app.core.store import disk_errors
         if disk_errors.kind(exc) is not None:  # not a bug: the disk is full, read-only or closed to Hearth
             where = getattr(exc, "filename", None) or paths.data_dir()
             print(f"hearth: Hearth could not write {one_line(where)}: {disk_errors.describe(where, exc)}.",

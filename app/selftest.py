@@ -55,8 +55,8 @@ def check_resources() -> str:
 
 
 def check_model() -> str:
-    from app.core.bundled import bundled_model_path
-    from app.core.modelfile import check_model_file
+    from app.core.library.bundled import bundled_model_path
+    from app.core.gguf.modelfile import check_model_file
 
     path = bundled_model_path()
     check_model_file(path)
@@ -109,7 +109,7 @@ def check_gui() -> str:
 
 
 def check_engine() -> str:
-    from app.core.bundled import bundled_model_path
+    from app.core.library.bundled import bundled_model_path
     from app.protocol import messages as P
     from app.backends.client import EngineClient
 
@@ -143,8 +143,8 @@ def _log_tail(path: Path | None) -> str:
 
 
 def check_quantize() -> str:
-    from app.core.bundled import bundled_model_path
-    from app.core.quantize import quantize
+    from app.core.library.bundled import bundled_model_path
+    from app.core.making.quantize import quantize
 
     out = Path(env.HOME.get()) / "selftest-Q8_0.gguf"
     result = quantize(bundled_model_path(), "Q8_0", out=out, allow_requantize=True)
@@ -323,7 +323,7 @@ def check_keyring() -> str:
 def check_runtimes() -> str:
     """Each engine runtime this install ships loads in a child process (its libraries, their system Vulkan
     loader) and lists its devices; a machine without a GPU lists none, which is no failure."""
-    from app.core.runtimes import list_runtimes, probe_runtime
+    from app.core.making.runtimes import list_runtimes, probe_runtime
 
     shipped = [r for r in list_runtimes() if r.origin == "shipped"]
     if not shipped:

@@ -120,16 +120,16 @@ def _stage_embedding(mode: str, into: Path) -> Path | None:
 def _stage_vulkan(mode: str, into: Path) -> Path | None:
     """The portable Vulkan runtime's files, staged under the names the loader opens, for the spec to ship;
     None when it is not shipped (said in one line)."""
-    from app.core import runtime_build
-    from app.core.runtimes import files_to_ship
+    from app.core.making import runtime_build
+    from app.core.making.runtimes import files_to_ship
 
     if mode == "none":
         return None
     spec = runtime_build.BuildSpec(name="vulkan", portable=True)
     runtime = runtime_build.cached(spec)
     if runtime is None and mode == "build":
-        print("+ python -m app.core.runtime_build vulkan --portable", flush=True)
-        if subprocess.call([sys.executable, "-m", "app.core.runtime_build", "vulkan", "--portable"], cwd=ROOT) != 0:
+        print("+ python -m app.core.making.runtime_build vulkan --portable", flush=True)
+        if subprocess.call([sys.executable, "-m", "app.core.making.runtime_build", "vulkan", "--portable"], cwd=ROOT) != 0:
             print("build.py: the Vulkan runtime did not build (the reason is above)", file=sys.stderr)
             raise SystemExit(1)
         runtime = runtime_build.cached(spec)

@@ -40,7 +40,7 @@ from pathlib import Path
 # Run as a file (python scripts/...), this folder is on sys.path, not the repository: make `app` importable.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.core.llama_sources import PINNED_VERSION, fetch_sdist, unpack_llama_cpp  # noqa: E402
+from app.core.making.llama_sources import PINNED_VERSION, fetch_sdist, unpack_llama_cpp  # noqa: E402
 
 # The pinned binding's version (pyproject.toml), not the installed one: the server is Hearth's remote
 # backend and needs no binding at all.

@@ -128,10 +128,10 @@ def run(log: Log, cmd: list[str], timeout: float, env: dict | None = None,
 # --- pack (here) ---------------------------------------------------------------------------------------------
 
 def pack() -> int:
-    from app.core.bundled import bundled_model_path
-    from app.core.llama_sources import binding_version, llama_cpp_members, sdist_name
-    from app.core.runtime_build import sdist_for
-    from app.core.runtimes import runtimes_dir
+    from app.core.library.bundled import bundled_model_path
+    from app.core.making.llama_sources import binding_version, llama_cpp_members, sdist_name
+    from app.core.making.runtime_build import sdist_for
+    from app.core.making.runtimes import runtimes_dir
     from tests.helpers.tiny_gguf import write_tokenizer_only
 
     log = Log("pack")
@@ -265,7 +265,7 @@ def make_models(env: dict, log: Log, dry_run: bool, small: bool) -> dict[str, Pa
     models.mkdir(parents=True, exist_ok=True)
     vocab = VOCAB
     if dry_run and not vocab.exists():
-        from app.core.bundled import bundled_model_path
+        from app.core.library.bundled import bundled_model_path
 
         vocab = write_tokenizer_only(models / "vocab.gguf", bundled_model_path())
     made = {}

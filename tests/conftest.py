@@ -15,7 +15,7 @@ def hearth_home(tmp_path_factory, monkeypatch) -> Path:
     """Every test gets its own HEARTH_HOME; no test touches the real home folder."""
     home = tmp_path_factory.mktemp("hearth_home")
     monkeypatch.setenv("HEARTH_HOME", str(home))
-    # Model discovery (app/core/library.py) looks for other apps' models here instead of the real home.
+    # Model discovery (app/core/library/__init__.py) looks for other apps' models here instead of the real home.
     monkeypatch.setenv("HEARTH_DISCOVERY_HOME", str(home / "discovery-home"))
     # The extra-buffer probe costs a child process; share its (per-machine) answer across tests.
     shared = _shared_machine_facts(tmp_path_factory)
@@ -37,7 +37,7 @@ def _shared_machine_facts(factory) -> Path:
 def _probe_once(shared: Path, probe_home: Path, monkeypatch) -> None:
     """The probe, run once for the session as a machine's first start runs it, so that no test's engine starts
     one beside its own work (two cores: a probe child loading a model would slow the test's answer)."""
-    from app.core.bundled import bundled_model_path
+    from app.core.library.bundled import bundled_model_path
     from app.engine.probes.probe import run_probe
 
     with monkeypatch.context() as m:
@@ -50,7 +50,7 @@ def _probe_once(shared: Path, probe_home: Path, monkeypatch) -> None:
 
 @pytest.fixture(scope="session")
 def bundled_model() -> Path:
-    from app.core.bundled import bundled_model_path
+    from app.core.library.bundled import bundled_model_path
 
     return bundled_model_path()
 
@@ -96,7 +96,7 @@ def bundled_imatrix(tmp_path_factory, bundled_model):
     """(text file, ImatrixResult, progress steps seen): an importance matrix of the bundled model, computed once per
     session by Hearth's real child process from a slice of the README (chars 3000-3900: not the slice that
     tests/bench/test_quality.py measures on), chunks of 64 tokens, one thread (about 3 s)."""
-    from app.core.calibration_text import dataset_name, file_documents
+    from app.core.making.calibration_text import dataset_name, file_documents
     from app.backends.imatrix import make_imatrix
 
     folder = tmp_path_factory.mktemp("imatrix")

@@ -35,7 +35,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v chromium 
     >/dev/null 2>&1 || echo "run.sh: could not install Chromium; the browser test skips" >&2
 fi
 # GPU offload is tested on Mesa's lavapipe, a Vulkan device on the CPU, with the Vulkan engine runtime built from
-# the pinned sdist's llama.cpp (app/core/runtime_build.py). The build needs cmake, a compiler, glslc, spirv-headers
+# the pinned sdist's llama.cpp (app/core/making/runtime_build.py). The build needs cmake, a compiler, glslc, spirv-headers
 # and the Vulkan loader's development files; Debian 12's Vulkan headers are too old, so the build fetches
 # Debian 13's libvulkan-dev headers itself (apt-get download into a private folder; no system change).
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
@@ -53,7 +53,7 @@ export HEARTH_RUNTIMES_DIR="${HEARTH_RUNTIMES_DIR:-$HOME/.cache/hearth-runtimes}
 # HEARTH_TEST_LLAMA_TOOLS=1 also builds llama.cpp's llama-perplexity in the same tree (--tools: llama.cpp's common
 # library and the tool, about 6 minutes more on 2 cores), the reference tests/bench/test_quality.py checks bench
 # quality's figures against; without it that check skips. A cached runtime without the tool is built again.
-python3 -m app.core.runtime_build vulkan --portable ${HEARTH_TEST_LLAMA_TOOLS:+--tools} >/dev/null \
+python3 -m app.core.making.runtime_build vulkan --portable ${HEARTH_TEST_LLAMA_TOOLS:+--tools} >/dev/null \
   || echo "run.sh: the Vulkan runtime could not be built (the reason is above); the Vulkan tests skip" >&2
 export QT_QPA_PLATFORM=offscreen
 # The 40 slowest tests are listed at the end, so that every CI log shows where the suite's time goes.

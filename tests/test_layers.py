@@ -33,7 +33,7 @@ QT = ("PySide6", "shiboken6", "pyqtgraph")
 # bench`, its worker), and `hearth doctor`, which prints llama.cpp's own report of this build and loads no
 # model. Anything else that needs llama.cpp asks the engine or a child.
 LLAMA = "llama_cpp"
-LLAMA_ALLOWED = ("app.engine", "app.bench", "app.core.quantize_worker", "app.core.convert_worker",
+LLAMA_ALLOWED = ("app.engine", "app.bench", "app.core.making.quantize_worker", "app.core.making.convert_worker",
                  "app.commands.doctor", "app.commands.bench")
 
 # Entry points sit above every layer and may import anything: `python -m app` / the frozen executable

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from app.core.errors import HearthError
-from app.core.imatrix_file import ImatrixError
+from app.core.gguf.imatrix import ImatrixError
 
 WORKER = "app.engine.quantization.imatrix_worker"
 
@@ -37,7 +37,7 @@ class ImatrixResult:
 
 def default_output(model: Path) -> Path:
     from app.core import paths
-    from app.core.gguf_names import strip_quant
+    from app.core.gguf.names import strip_quant
 
     folder = paths.data_dir() / "imatrix"
     return folder / f"{strip_quant(model.stem)}.imatrix.gguf"

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator
 import httpx
 
 from app.core.errors import EngineBusy, HearthError, ModelLoadError
-from app.core.model_sampling import RECOMMENDABLE
+from app.core.gguf.sampling import RECOMMENDABLE
 from app.protocol import messages as P
 from app.backends.backend import BackendListener, EngineState, Sink, StateNews
 from app.protocol.coalesce import coalescing

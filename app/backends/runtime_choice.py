@@ -1,4 +1,4 @@
-"""Which engine runtime (app/core/runtimes.py) a new engine process starts on.
+"""Which engine runtime (app/core/making/runtimes.py) a new engine process starts on.
 
 A process loads one runtime's libraries for its whole life, so the choice is made here, on the client side,
 before the supervisor starts the engine: the runtime's folder goes into the child's LLAMA_CPP_LIB_PATH.
@@ -21,8 +21,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from app.core import runtimes
-from app.core.jsonstore import is_object, read_json, update_json
+from app.core.making import runtimes
+from app.core.store.jsonstore import is_object, read_json, update_json
 from app.core.paths import machine_facts_file
 
 FACTS_KEY = "runtimes_failed"
@@ -177,11 +177,11 @@ def choose(asked: str = "auto") -> Chosen:
 
 def fit_on(path, n_ctx: int | None, kv_type: str, runtime: str = "auto", draft: str | None = None,
            n_parallel: int = 1):
-    """The memory fit (app/core/fit.py's FitEstimate) on the runtime a load would choose: its device's free memory
+    """The memory fit (app/core/library/fit.py's FitEstimate) on the runtime a load would choose: its device's free memory
     as the runtime's probe read it (any vendor's Vulkan device, not only what nvidia-smi sees), named in the
     verdict; the cpu runtime has none. The window's load settings and `hearth models fit` both ask here, so
     neither loads llama.cpp to learn whether it can offload. draft: the draft model the load holds beside it."""
-    from app.core.fit import estimate_fit
+    from app.core.library.fit import estimate_fit
 
     best = max(choose(runtime).devices, key=lambda d: d.memory_free_mb, default=None)
     held = {"draft": draft, "n_parallel": n_parallel}

@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 
 from app.bench.model_options import ModelOptions
-from app.core.bundled import bundled_model_path
+from app.core.library.bundled import bundled_model_path
 from app.core.errors import HearthError
 from app.core.metrics import default_threads
-from app.core.modelfile import check_model_file
+from app.core.gguf.modelfile import check_model_file
 from app.protocol import messages as P
 from app.engine.decoding.decode import Decoder
 from app.engine.probes.probe import extra_bufts_decision

@@ -44,9 +44,9 @@ from app.bench.results import KIND, save_result
 from app.bench.variants import Progress, prepare_variant
 from app.core import library, paths
 from app.core.errors import HearthError
-from app.core.gguf_info import read_gguf_info
+from app.core.gguf.info import read_gguf_info
 from app.core.metrics import default_threads
-from app.core.modelfile import check_model_file
+from app.core.gguf.modelfile import check_model_file
 from app.core.proc import ENTRY_FLAGS, EVENT, JsonChild, exit_reason, is_frozen
 
 WORKER = "app.bench.matrix_worker"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.core.errors import HearthError
-from app.core.quant_types import QUANTIZE_TYPES, label
+from app.core.gguf.quant_types import QUANTIZE_TYPES, label
 
 ROWS = [
     {"id": "f16", "label": "F16 baseline", "qtype": "F16"},

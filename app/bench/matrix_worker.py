@@ -27,7 +27,7 @@ def measure(cfg: dict) -> dict:
     import llama_cpp  # noqa: F401 - loaded before timing anything
 
     from app.bench.basic import _emitter, measure_pp
-    from app.core.bundled import bundled_model_path
+    from app.core.library.bundled import bundled_model_path
     from app.core.metrics import rss_mb
     from app.protocol.messages import LoadOptions, SamplingOptions
     from app.engine.process.session import Session

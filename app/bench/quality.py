@@ -34,11 +34,11 @@ from pathlib import Path
 import numpy as np
 
 from app.bench.machine import load_average
-from app.core.calibration_text import read_user_text
+from app.core.making.calibration_text import read_user_text
 from app.core.errors import HearthError
-from app.core.gguf_info import read_gguf_info, weight_bytes_by_type
+from app.core.gguf.info import read_gguf_info, weight_bytes_by_type
 from app.core.metrics import default_threads
-from app.core.quantize import UNQUANTIZED
+from app.core.making.quantize import UNQUANTIZED
 from app.core.units import human_size
 
 DEFAULT_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
@@ -193,7 +193,7 @@ def _tg_speed(decoder, tokens: list[int], n: int) -> float:
 def measure(options: QualityOptions, progress=None) -> dict:
     """Every quant against the base on the text: the result as a dict (rows in the quants' order)."""
     from app.bench.variants import prepare_variant
-    from app.core.bundled import bundled_model_path
+    from app.core.library.bundled import bundled_model_path
     from app.core.library import resolve
 
     text = _read_text(options.text)
@@ -246,7 +246,7 @@ def measure(options: QualityOptions, progress=None) -> dict:
 
 def _kv_types(options: QualityOptions) -> list[str]:
     """The KV cache types asked for, checked before anything is scored."""
-    from app.core.fit import KV_BYTES
+    from app.core.library.fit import KV_BYTES
 
     types = [t.strip().lower() for t in options.kv_types if t.strip()]
     for kv_type in types:
@@ -268,7 +268,7 @@ def _measure_kv(options: QualityOptions, kv_types: list[str], base_path: Path, t
     """The base model with each KV cache type against the base with an F16 cache, on a long context. Flash
     attention is on in every pass: llama.cpp needs it for a quantized V cache, and the reference must differ from
     each row by the cache type alone."""
-    from app.core.fit import kv_cache_bytes
+    from app.core.library.fit import kv_cache_bytes
 
     ctx = kv_context(options, tokens)
     info = read_gguf_info(base_path)
@@ -303,8 +303,8 @@ def _jobs(options: QualityOptions, base_path: Path) -> list[tuple[str, str | Non
     """(type, matrix or None) per row: every type as asked; with a matrix, each again with it right after, and a
     type llama.cpp makes only with a matrix with it alone. The matrix is checked against the base first, so a
     matrix of another model is one sentence before anything is scored."""
-    from app.core.imatrix_file import mismatch, read_imatrix
-    from app.core.quant_types import needs_imatrix_reason
+    from app.core.gguf.imatrix import mismatch, read_imatrix
+    from app.core.gguf.quant_types import needs_imatrix_reason
 
     matrix = None
     if options.imatrix:
@@ -327,7 +327,7 @@ def _jobs(options: QualityOptions, base_path: Path) -> list[tuple[str, str | Non
 def _matrix_summary(path: str | None) -> dict | None:
     if not path:
         return None
-    from app.core.imatrix_file import read_imatrix
+    from app.core.gguf.imatrix import read_imatrix
 
     matrix = read_imatrix(path)
     return {"path": matrix.path, "datasets": matrix.datasets, "chunks": matrix.chunk_count,
@@ -431,7 +431,7 @@ def measure_and_keep(model: str, text: str, progress=None) -> dict:
     """The window's quality measurement (its quantize pane): measure `model` (the bundled one from its F16
     copy) on the text and keep the figures where the pane reads them. Runs in app/bench/job_worker.py."""
     from app.bench.quality_store import save_quality
-    from app.core.bundled import bundled_model_path
+    from app.core.library.bundled import bundled_model_path
 
     bundled = Path(model).resolve() == Path(bundled_model_path()).resolve()
     result = measure(QualityOptions(text=text, model=None if bundled else model), progress)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from app.core import paths
-from app.core.jsonstore import is_object, read_json, update_json
+from app.core.store.jsonstore import is_object, read_json, update_json
 
 KEPT = ("size_bytes", "kv_bytes", "mix", "kld_mean", "kld_p99", "kld_se", "same_top", "same_top_se", "ppl", "ppl_ratio",
         "positions")

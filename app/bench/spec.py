@@ -23,7 +23,7 @@ import numpy as np
 from app.bench.basic import _llama_with_extra_bufts
 from app.bench.model_options import ModelOptions
 from app.core import paths
-from app.core.bundled import bundled_model_path
+from app.core.library.bundled import bundled_model_path
 from app.core.metrics import default_threads
 from app.engine.decoding.decode import Decoder
 from app.engine.speculation.draft_model import DraftModelDrafter
@@ -93,7 +93,7 @@ def variant(qtype: str, source: Path) -> Path:
         return source
     out = paths.cache_dir() / "bench-variants" / f"{source.stem}-{qtype}.gguf"
     if not out.exists():
-        from app.core.quantize import quantize
+        from app.core.making.quantize import quantize
 
         quantize(source, qtype, out=out, allow_requantize=True)
     return out

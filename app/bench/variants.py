@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Callable
 
 from app.core.errors import HearthError
-from app.core.gguf_info import read_gguf_info
-from app.core.quantize import default_output, quantize
+from app.core.gguf.info import read_gguf_info
+from app.core.making.quantize import default_output, quantize
 
 Progress = Callable[[float, str], None]
 

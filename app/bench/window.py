@@ -28,7 +28,7 @@ import numpy as np
 from app.bench.model_options import ModelOptions
 from app.bench.window_texts import REQUEST, SYSTEM, long_text
 from app.core.errors import HearthError
-from app.core.modelfile import check_model_file
+from app.core.gguf.modelfile import check_model_file
 from app.engine.decoding.decode import fill_batch
 from app.engine.probes.probe import extra_bufts_decision
 from app.protocol.messages import STATS, LoadOptions, SamplingOptions

@@ -16,7 +16,7 @@ from app.commands.chat_tools import add_tools_args, open_tools
 from app.commands.options import add_load_args, add_sampling_args, load_options, sampling_options
 from app.commands.serve import API_KEY_ENV
 from app.core.errors import EngineCrashed, HearthError
-from app.core.modelfile import above_trained_context, check_model_file
+from app.core.gguf.modelfile import above_trained_context, check_model_file
 from app.backends.client import EngineClient
 from app.protocol.option_fields import LOAD_FIELDS
 from app.protocol.messages import Done, LoadOptions, Token
@@ -46,8 +46,8 @@ def register(sub) -> None:
 
 
 def _messages(system: str | None, history: list[dict]) -> list[dict]:
-    """The conversation as the model gets it: the window's prompt builder (app/core/chat_prompt.py)."""
-    from app.core.chat_prompt import chat_messages
+    """The conversation as the model gets it: the window's prompt builder (app/core/chats/prompt.py)."""
+    from app.core.chats.prompt import chat_messages
 
     return chat_messages(system, history)
 

@@ -45,9 +45,9 @@ class ChatDocs:
 
     def messages(self, system: str | None, history: list[dict]) -> tuple[list[dict], list[Source]]:
         """The conversation as the model gets it, from the one prompt builder the window uses too
-        (app/core/chat_prompt.py): the whole documents ride on the first user message, as the window keeps them
+        (app/core/chats/prompt.py): the whole documents ride on the first user message, as the window keeps them
         on the message they came with; the last question carries its sources."""
-        from app.core.chat_prompt import ATTACHMENTS, chat_messages
+        from app.core.chats.prompt import ATTACHMENTS, chat_messages
         from app.docs.conversation import attachment_meta
 
         limit = self._budget(system, history)

@@ -6,9 +6,7 @@ import json
 import sys
 import time
 
-from app.core import convert as core
-
-
+from app.core.making import convert as core
 def register(models_sub) -> None:
     """Adds `convert` to the `hearth models` sub-commands (app/commands/models.py calls this)."""
     p = models_sub.add_parser(

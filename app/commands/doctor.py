@@ -10,7 +10,7 @@ import sys
 
 from app import __version__
 from app.core import machine, paths
-from app.core.bundled import bundled_model_path
+from app.core.library.bundled import bundled_model_path
 from app.core.errors import HearthError
 
 

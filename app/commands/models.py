@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from app.core.terminal_text import one_line
-from app.core.quant_types import CALIBRATED_TYPES, NEEDS_IMATRIX, QUANTIZE_TYPES, label
+from app.core.gguf.quant_types import CALIBRATED_TYPES, NEEDS_IMATRIX, QUANTIZE_TYPES, label
 from app.core.units import human_size
 
 
@@ -185,11 +185,11 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from app.core.chat_formats import format_for_file
-    from app.core.model_purpose import cannot_generate
-    from app.core.model_sampling import describe as describe_sampling
-    from app.core.model_sampling import recommended_sampling, unapplied_keys
-    from app.core.gguf_info import read_gguf_info
+    from app.core.gguf.chat_formats import format_for_file
+    from app.core.gguf.purpose import cannot_generate
+    from app.core.gguf.sampling import describe as describe_sampling
+    from app.core.gguf.sampling import recommended_sampling, unapplied_keys
+    from app.core.gguf.info import read_gguf_info
     from app.core.library import resolve
 
     entry = resolve(args.model)
@@ -235,8 +235,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _calibration(meta: dict) -> str:
     """What llama-quantize (and Hearth's quantize) records of the importance matrix a quant was made with."""
-    from app.core import imatrix_file as imf
-
+    from app.core.gguf import imatrix as imf
     if imf.QUANT_FILE_KEY not in meta and imf.QUANT_ENTRIES_KEY not in meta:
         return "none: the file records no importance matrix"
     chunks = meta.get(imf.QUANT_CHUNKS_KEY)
@@ -245,8 +244,7 @@ def _calibration(meta: dict) -> str:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from app.core import hub
-
+    from app.core.library import hub
     if not args.query:
         models = hub.recommended_models()
         if args.json:
@@ -276,8 +274,7 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _pull(args: argparse.Namespace) -> int:
-    from app.core import hub
-
+    from app.core.library import hub
     bar = ProgressBar(f"{args.repo}")
     try:
         result = hub.pull(args.repo, args.file, quant=args.quant, progress=bar, token=args.token)
@@ -360,7 +357,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _quantize(args: argparse.Namespace) -> int:
-    from app.core.quantize import quantize
+    from app.core.making.quantize import quantize
 
     bar = ProgressBar(f"Quantizing to {_label(args.type)}")
     try:
@@ -377,7 +374,7 @@ def _quantize(args: argparse.Namespace) -> int:
 
 
 def _imatrix(args: argparse.Namespace) -> int:
-    from app.core.calibration_text import chat_documents, dataset_name, file_documents
+    from app.core.making.calibration_text import chat_documents, dataset_name, file_documents
     from app.backends.imatrix import make_imatrix
 
     docs = chat_documents() if args.chats else file_documents(args.text)

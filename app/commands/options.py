@@ -10,7 +10,7 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 
-from app.core.bundled import bundled_model_path
+from app.core.library.bundled import bundled_model_path
 from app.protocol.option_fields import LOAD_FIELDS, SAMPLING_FIELDS, OptionField, check_options
 from app.protocol.messages import LoadOptions, SamplingOptions
 
@@ -101,7 +101,7 @@ def _say_draft(options: LoadOptions) -> None:
     still holds it (the flag was given), but the engine will answer without drafting."""
     import sys
 
-    from app.core.draft_pay import DRAFT_COST_LIMIT, draft_verdict
+    from app.core.library.draft_pay import DRAFT_COST_LIMIT, draft_verdict
     from app.core.errors import HearthError
 
     try:

@@ -29,7 +29,7 @@ def register(sub) -> None:
                         "e.g. 0 to include a software Vulkan device")
     s.set_defaults(func=_list)
 
-    from app.core.runtime_build import BUILDABLE, add_build_arguments
+    from app.core.making.runtime_build import BUILDABLE, add_build_arguments
 
     s = runtimes_sub.add_parser("build", help="build the vulkan or cuda runtime (cached: a second build is instant)",
                                 description="Builds llama.cpp's libraries with the Vulkan or CUDA backend from "
@@ -51,7 +51,7 @@ def register(sub) -> None:
 
 def collect(probe: bool = True, visible_devices: str | None = None) -> list[dict]:
     """Every runtime as JSON, with its probe's answer (devices, offload) unless probe is False."""
-    from app.core.runtimes import list_runtimes, probe_runtime
+    from app.core.making.runtimes import list_runtimes, probe_runtime
 
     entries = []
     for runtime in list_runtimes():
@@ -130,8 +130,8 @@ class _Progress:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from app.core.runtime_build import build_runtime, cached, check_toolchain, log_path_for, spec_from_args
-    from app.core.runtimes import probe_runtime, runtimes_dir
+    from app.core.making.runtime_build import build_runtime, cached, check_toolchain, log_path_for, spec_from_args
+    from app.core.making.runtimes import probe_runtime, runtimes_dir
 
     spec = spec_from_args(args.name, args.arch, args.portable, args.tools)
     found = None if args.rebuild else cached(spec)
@@ -160,7 +160,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _rm(args: argparse.Namespace) -> int:
-    from app.core.runtimes import remove_runtime
+    from app.core.making.runtimes import remove_runtime
 
     removed = remove_runtime(args.name)
     if args.json:

@@ -8,7 +8,7 @@ import os
 from app.commands.options import add_load_args, load_options
 from app.core import env
 from app.core.errors import HearthError
-from app.core.modelfile import check_model_file
+from app.core.gguf.modelfile import check_model_file
 
 API_KEY_ENV = env.API_KEY.name
 

@@ -26,7 +26,7 @@ def _ensure(path: Path) -> Path:
         path.mkdir(parents=True, exist_ok=True)
     except OSError:
         # A read-only or full data folder must still be read (a model listed, an index searched): the writer
-        # that needs the folder says why it cannot write there (app/core/disk_errors.py).
+        # that needs the folder says why it cannot write there (app/core/store/disk_errors.py).
         pass
     return path
 
@@ -66,7 +66,7 @@ def docs_index() -> Path:
 
 
 def responses_db() -> Path:
-    """The API's stored responses (`POST /v1/responses` with store): app/core/response_store.py."""
+    """The API's stored responses (`POST /v1/responses` with store): app/server/response_store.py."""
     return data_dir() / "responses.sqlite3"
 
 

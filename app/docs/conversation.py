@@ -5,7 +5,7 @@ A user message's meta holds its attachments ([{name, path, tokens, mode, kind, t
 text there, so regenerating, editing and paging branches give the model exactly the document the user saw
 attached; one that goes by passages keeps its path and is read again (once, then cached) when a question needs
 its passages. A question's passages are found here, without Qt: the window calls passages() on a worker thread,
-because a question's embedding runs in the embedding engine; the prompt is app/core/chat_prompt.py's.
+because a question's embedding runs in the embedding engine; the prompt is app/core/chats/prompt.py's.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class ConversationDocs:
         None when nothing was found; those sources; sentences about files that could not be read). turns: the
         conversation as stored [{role, content, meta}], the last question in it. The prompt itself is built by
         app/core/chat_prompt.chat_messages, as for `hearth chat`."""
-        from app.core.chat_prompt import whole_documents
+        from app.core.chats.prompt import whole_documents
 
         with self._lock:
             if self._idle is not None:  # in use again: not stopped under this question

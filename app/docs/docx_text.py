@@ -1,4 +1,4 @@
-"""A DOCX file's paragraphs and tables, in order, read as a stream within a Budget (app/core/bounded_read.py).
+"""A DOCX file's paragraphs and tables, in order, read as a stream within a Budget (app/core/store/bounded_read.py).
 
 Not python-docx: it unpacks every part and builds the whole XML tree before the first paragraph, looks up each
 paragraph's style anew (20,000 paragraphs took 20 s), and cannot be stopped half-way. Here the main part is
@@ -14,7 +14,7 @@ import posixpath
 import zipfile
 from dataclasses import dataclass, field
 
-from app.core.bounded_read import MAX_HELD_BYTES, Budget, open_member, open_zip, read_member
+from app.core.store.bounded_read import MAX_HELD_BYTES, Budget, open_member, open_zip, read_member
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}"

@@ -79,7 +79,7 @@ def checkpoint_zip() -> Path | None:
 
 def why_not_makeable() -> str | None:
     """None when this machine can make the GGUF, else the sentence's reason."""
-    from app.core.convert import converter_installed
+    from app.core.making.convert import converter_installed
 
     if checkpoint_zip() is None:
         return f"the {DISTRIBUTION} package is not installed"
@@ -90,7 +90,7 @@ def why_not_makeable() -> str | None:
 
 def make(target: Path | None = None, progress=None) -> Path:
     """Convert the packaged checkpoint into target (default made_path()) in a few seconds; returns it."""
-    from app.core.convert import convert
+    from app.core.making.convert import convert
 
     reason = why_not_makeable()
     if reason:

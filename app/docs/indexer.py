@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from app.core.bounded_read import Cancelled
+from app.core.store.bounded_read import Cancelled
 from app.core.errors import HearthError
 from app.core.units import human_size
 from app.docs.chunker import chunk
@@ -135,8 +135,7 @@ class Indexer:
             if not report.cancelled:
                 self.embed_missing(cid, report)
         except sqlite3.OperationalError as exc:
-            from app.core import disk_errors
-
+            from app.core.store import disk_errors
             if disk_errors.kind(exc) is None:
                 raise
             # Each file is written in one transaction: what was written before stays, whole.

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
-from app.core.bounded_read import MAX_UNPACKED_BYTES, Budget, TooBig
+from app.core.store.bounded_read import MAX_UNPACKED_BYTES, Budget, TooBig
 from app.core.errors import HearthError
 
 # Bigger files are refused before they are read: a 2 GB log would take the indexer's memory and hours of

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # numpy is imported where vectors are used: the window import
 
 from app.core import paths
 from app.core.errors import HearthError
-from app.core.sqlite_rule import TooNew, damaged, open_checked
+from app.core.store.sqlite_rule import TooNew, damaged, open_checked
 from app.docs.chunker import Chunk
 
 SCHEMA = """
@@ -132,7 +132,7 @@ class Store:
             if self.path == ":memory:":
                 self.db = sqlite3.connect(":memory:", check_same_thread=False)
                 self.db.executescript(SCHEMA)
-            else:  # the stores' one rule (app/core/sqlite_rule.py): WAL, quick_check, a newer Hearth's file refused
+            else:  # the stores' one rule (app/core/store/sqlite_rule.py): WAL, quick_check, a newer Hearth's file refused
                 self.db = open_checked(self.path, SCHEMA, BUSY_TIMEOUT_S, check_same_thread=False)
         except sqlite3.DatabaseError as exc:
             self.db = self._open_read_only(exc)
@@ -142,8 +142,7 @@ class Store:
     def _open_read_only(self, exc: sqlite3.DatabaseError) -> sqlite3.Connection:
         """An index that cannot be written (a read-only or full disk) still lists and searches: opened read-only.
         Only SQLite's word that the file is not a database, or is malformed, makes it damage."""
-        from app.core import disk_errors
-
+        from app.core.store import disk_errors
         if isinstance(exc, TooNew):
             raise DocsIndexError(f"The documents' index {exc}") from None
         if damaged(exc):

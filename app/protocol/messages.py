@@ -50,7 +50,7 @@ EXITED = "exited"  # client side only: the process ended because it was asked to
 KV_TYPES = ("f16", "q8_0", "q4_0")
 FLASH_ATTN = ("auto", "on", "off")
 CONTEXT_POLICIES = ("window", "truncate-middle", "stop", "h2o")  # h2o: experimental (app/engine/context/h2o.py)
-# The native libraries an engine process starts with (app/core/runtimes.py; chosen by app/backends/runtime_choice.py).
+# The native libraries an engine process starts with (app/core/making/runtimes.py; chosen by app/backends/runtime_choice.py).
 RUNTIMES = ("auto", "cpu", "vulkan", "cuda")
 LOGICAL_CORES = os.cpu_count() or 1
 

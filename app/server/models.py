@@ -1,6 +1,6 @@
 """The models a server answers with: the one it started with, and library models loaded on demand (JIT).
 
-Every model has one id, unique even ignoring case: the library's (app/core/library.py: the file's stem,
+Every model has one id, unique even ignoring case: the library's (app/core/library/__init__.py: the file's stem,
 qualified where two entries share it). A request names a model as `hearth models` does: an exact match
 wins, a name two models answer to is a 400 that lists them, never a guess. A request whose `model` names
 another model of the library loads it in an engine of its own, with the server's load options, and waits for it. At most `max_models` are

@@ -6,7 +6,7 @@ A Starlette app over the backends of a model pool (app/server/models.py); uvicor
 Responses follow OpenAI's shapes, streaming as server-sent events with a last usage chunk when
 `stream_options.include_usage` asks for it; tool calls come back as `tool_calls` (app/server/tools.py).
 A reasoning model's <think>…</think> comes back as `reasoning_content`, as llama-server returns it, unless
-the request's `reasoning_format` (or the server's) is "none" (app/core/reasoning.py splits it).
+the request's `reasoning_format` (or the server's) is "none" (app/core/chats/reasoning.py splits it).
 An error is the dialect's envelope with its status; a request whose engine error comes before its first
 token gets that status even when streaming.
 """
@@ -33,8 +33,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.core.errors import HearthError
-from app.core.response_store import ResponseStore
-from app.core.reasoning import ReasoningSplitter, split
+from app.server.response_store import ResponseStore
+from app.core.chats.reasoning import ReasoningSplitter, split
 from app.protocol import messages as P
 from app.backends.backend import Backend
 from app.server.anthropic_api import AnthropicMessages, is_anthropic
@@ -192,7 +192,7 @@ class OpenAIApi:
         return _in_dialect(request, ApiError(405, f"{request.url.path} does not take {request.method} requests."))
 
     async def _internal(self, request: Request, exc: Exception) -> Response:
-        from app.core.crashlog import write_crash_log
+        from app.core.store.crashlog import write_crash_log
 
         try:
             log = f" Details are in {write_crash_log(exc)}."

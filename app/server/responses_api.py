@@ -8,7 +8,7 @@ The answer comes back as output items: a `reasoning` item for a reasoning model'
 (response.created, .in_progress, .output_item.added, .content_part.added, .output_text.delta, ...,
 .completed, or .incomplete / .failed with the reason), each event with its sequence_number.
 
-With `store` (the default, as OpenAI's) a response and its input are kept (app/core/response_store.py), and
+With `store` (the default, as OpenAI's) a response and its input are kept (app/server/response_store.py), and
 `previous_response_id` continues from them: the conversation is read back and sent whole, so the engine's slot
 reuses the prompt it still holds for it (usage.input_tokens_details.cached_tokens says how much).
 """
@@ -25,8 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.core.errors import HearthError
-from app.core.reasoning import ReasoningSplitter
-from app.core.response_store import BrokenChain, ResponseStore, ResponseStoreError
+from app.core.chats.reasoning import ReasoningSplitter
+from app.server.response_store import BrokenChain, ResponseStore, ResponseStoreError
 from app.protocol import messages as P
 from app.server.answers import compact_json, event_stream, open_answer, token_counts
 from app.server.errors import ApiError, from_engine, invalid

@@ -13,8 +13,8 @@ import threading
 from dataclasses import dataclass, field
 
 from app.core.errors import HearthError
-from app.core.modelfile import above_trained_context
-from app.core.response_store import ResponseStore
+from app.core.gguf.modelfile import above_trained_context
+from app.server.response_store import ResponseStore
 from app.backends.client import EngineClient
 from app.protocol.messages import LoadOptions
 from app.backends.supervisor import Supervisor
@@ -37,7 +37,7 @@ class ServeOptions:
     ttl_s: float | None = None  # unload a model unused for this long
     limits: Limits = field(default_factory=Limits)  # head and body deadlines, connections, queue (app/server/limits.py)
     reasoning_format: str = "auto"  # "none": a reasoning model's <think>… stays in content (a request may say)
-    keep_responses: int = 10_000  # /v1/responses' store: responses kept, and for how long (app/core/response_store.py)
+    keep_responses: int = 10_000  # /v1/responses' store: responses kept, and for how long (app/server/response_store.py)
     keep_responses_days: float = 30.0
     tools: list[str] = field(default_factory=list)  # MCP servers offered to API clients (app/server/api_tools.py)
     tools_in_chat: bool = False  # ... through /v1/chat/completions too, not only /v1/responses

@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 
 from app.core import paths
-from app.core.bounded_read import Budget, TooBig, load_json, read_file
-from app.core.jsonstore import locked, read_json, update_json, write_json
+from app.core.store.bounded_read import Budget, TooBig, load_json, read_file
+from app.core.store.jsonstore import locked, read_json, update_json, write_json
 from app.tools.server_entry import ServerEntry, ToolsConfigError  # noqa: F401 (theirs, by this name too)
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,48}$")
@@ -69,7 +69,7 @@ def _read_file(path: Path) -> dict:
     if not path.exists():
         return {}
     try:
-        # Counted as it is read and refused when nested past reason (app/core/bounded_read.py): the file to
+        # Counted as it is read and refused when nested past reason (app/core/store/bounded_read.py): the file to
         # import may be anyone's.
         raw = read_file(path, Budget(str(path), MAX_CONFIG_BYTES))
         data = load_json(raw.decode("utf-8"), str(path))
@@ -171,7 +171,7 @@ STOPPED = "stopped"  # the user stopped the answer (the window's Esc) while the 
 # the user may copy from or to another app whose own approvals are its business.
 
 def _permissions_shape(data) -> bool:
-    """{server: [tool, ...]}; anything else is damage, kept aside and said (app/core/jsonstore.py)."""
+    """{server: [tool, ...]}; anything else is damage, kept aside and said (app/core/store/jsonstore.py)."""
     return isinstance(data, dict)
 
 

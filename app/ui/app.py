@@ -76,7 +76,7 @@ def open_window(engine: Supervisor | None = None):
 
 def run_gui(argv: list[str], engine: Supervisor | None = None) -> int:
     app = make_app(argv)
-    from app.core.crashlog import enable_fault_log
+    from app.core.store.crashlog import enable_fault_log
     from app.ui.single_instance import InstanceServer, hand_over_to_running
 
     if hand_over_to_running():

@@ -1,7 +1,7 @@
 """The window's exception hook: a bug in a slot is written to a crash log and told to the user.
 
 Without a hook, an exception raised in a Qt slot is printed to a console nobody sees and the window
-carries on as if nothing happened. With it, the traceback goes to a crash log (app.core.crashlog), the
+carries on as if nothing happened. With it, the traceback goes to a crash log (app.core.store.crashlog), the
 status bar names the file, and a log the user has not seen yet (a native crash leaves one through
 faulthandler) is named once at the next start.
 """
@@ -12,7 +12,7 @@ import sys
 import threading
 from typing import Callable
 
-from app.core.crashlog import mark_seen, unseen_crash_logs, write_crash_log
+from app.core.store.crashlog import mark_seen, unseen_crash_logs, write_crash_log
 
 Show = Callable[[str], None]
 

@@ -5,7 +5,7 @@ second of imports and building on a 2-core machine). After the first paint come 
 the live monitor; the Benchmark, Connections and Server pages follow once the first model has loaded (the
 load the user waits for goes first), or when their tab is opened or something asks for one sooner.
 
-The status bar is a NoticeBar (app/ui/notice_bar.py: every sentence is a notice of one model, app/core/notices.py)
+The status bar is a NoticeBar (app/ui/notice_bar.py: every sentence is a notice of one model, app/ui/notices.py)
 with the lasting state beside it (app/ui/status_labels.py, which follows the bridge itself). Pages say what the
 user should read by emitting `noticed` with a Notice; show_message is the same path for the window's own words.
 
@@ -26,13 +26,13 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QHBoxLayout, QLabel, QM
                                QTabWidget, QVBoxLayout, QWidget)
 
 from app import __version__
-from app.core.bundled import bundled_model_path
-from app.core.chat_export import file_name, import_chat, write_export
-from app.core.chats import ChatStore
+from app.core.library.bundled import bundled_model_path
+from app.ui.chat.chat_export import file_name, import_chat, write_export
+from app.core.chats.store import ChatStore
 from app.core.errors import HearthError
-from app.core import jsonstore
-from app.core.settings import THEMES, changed_keys, load_settings, problems, save_settings
-from app.core.notices import ERROR, INFO, WARNING, Notice
+from app.core.store import jsonstore
+from app.ui.settings.store import THEMES, changed_keys, load_settings, problems, save_settings
+from app.ui.notices import ERROR, INFO, WARNING, Notice
 from app.protocol.messages import LoadOptions, SamplingOptions
 from app.backends.supervisor import Supervisor
 from app.ui.chat.chat_view import ChatView
@@ -94,7 +94,7 @@ class MainWindow(QMainWindow):
         self.settings_problems = problems()  # said once the status bar exists
         self.store = ChatStore()
         # The window's writes run on the GUI thread: they never wait long for another program's lock (an answer's
-        # end that cannot be saved at once is saved later, app/core/answer_saving.py).
+        # end that cannot be saved at once is saved later, app/core/chats/answer_saving.py).
         self.store.wait_for_locks(GUI_LOCK_WAIT_S)
         self.bridge = EngineBridge(self, engine)
         self._dark = False  # the theme, for the pages built later
@@ -221,7 +221,7 @@ class MainWindow(QMainWindow):
 
     # --- construction ---------------------------------------------------------
     def _build_status_bar(self) -> None:
-        """Notices on the left (one model: app.core.notices), the lasting state on the right."""
+        """Notices on the left (one model: app.ui.notices), the lasting state on the right."""
         self.notices = NoticeBar(self)
         self.setStatusBar(self.notices)
         self.status = StatusLabels(self.notices, self.bridge, self.models.title)
@@ -358,7 +358,7 @@ class MainWindow(QMainWindow):
 
     def show_message(self, message: str, severity: str = ERROR, cause: str = "", lifetime_s="default") -> None:
         """The message bridge: every sentence a user should read passes here, as a notice of the status bar
-        (app.core.notices): a cause's newer notice replaces its older one."""
+        (app.ui.notices): a cause's newer notice replaces its older one."""
         self.notices.board.post(Notice(message, severity, cause, lifetime_s))
 
     def _on_load_failed(self, message: str) -> None:

@@ -4,7 +4,7 @@ Qt-free: the Models page's worker builds the runtime choices with these (app/ui/
 tests read them without a window.
 
 - A runtime choice (the load settings' Runtime box) names the runtime, its device and the device's free
-  memory as the runtime's probe saw it (app/core/runtimes.py), and says in one sentence why layers stay on
+  memory as the runtime's probe saw it (app/core/making/runtimes.py), and says in one sentence why layers stay on
   the CPU where they do: a GPU note that speaks of runtimes, not of rebuilding llama-cpp-python.
 - A loaded model's place: "Vulkan · 31/31 layers on llvmpipe" (info["runtime"], info["gpu_layers"]).
 - A loaded model's chat format: which one and why (info["chat_format"]), and a base model said as such.

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFormLayout, QGroup
                                QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit, QPushButton,
                                QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
-from app.core.notices import ERROR, Notice, cleared
+from app.ui.notices import ERROR, Notice, cleared
 from app.core import paths
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
@@ -73,7 +73,7 @@ def tokens_text(record: RequestRecord) -> str:
 
 
 class ServerPage(QWidget):
-    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
     request_logged = Signal(object)  # RequestRecord; emitted on the server's thread, delivered queued
     serving_changed = Signal(bool)  # a start or stop has ended: whether the server runs now
 

@@ -92,7 +92,7 @@ def _started_s(pid: int | None) -> float | None:
 
 
 def _remembered_probe():
-    from app.core.jsonstore import is_object, read_json
+    from app.core.store.jsonstore import is_object, read_json
     from app.core.paths import machine_facts_file
 
     return read_json(machine_facts_file(), {}, valid=is_object).get("extra_bufts")

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QFormLayout, QGro
                                QLabel, QLineEdit, QPlainTextEdit, QPushButton, QRadioButton, QSplitter,
                                QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
-from app.core.notices import ERROR, Notice, cleared
+from app.ui.notices import ERROR, Notice, cleared
 from app.core import paths
 from app.core.errors import HearthError
 from app.ui.chat.model_picker import tools_badge
@@ -57,7 +57,7 @@ def tools_text(conn) -> str:
 
 
 class ToolsPage(QWidget):
-    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
     servers_changed = Signal()
     server_dropped = Signal(str)  # removed or replaced: a running copy of it must end
     tested = Signal(str)  # the server's name, once its tools are listed (or its test failed)

@@ -20,8 +20,8 @@ import httpx
 import numpy as np
 import pytest
 
-from app.core import runtimes as rt
-from tests.core.test_runtimes import CACHE, lavapipe_runtime, make_runtime_folder, vulkan_manifest
+from app.core.making import runtimes as rt
+from tests.core.making.test_runtimes import CACHE, lavapipe_runtime, make_runtime_folder, vulkan_manifest
 from tests.server.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.slow

@@ -50,13 +50,13 @@ def test_each_quant_is_measured_against_the_base_and_lower_bits_cost_more(measur
 def test_the_figures_agree_with_llama_perplexity_on_the_same_files_text_and_context(measured, text, tmp_path):
     """#33: the definitions are llama-perplexity's, so its --kl-divergence on the same files, text and context gives
     the same mean KLD (within 2% relative) and same-top share (within 0.5 points). The tool is built from the pinned
-    sdist's llama.cpp beside the Vulkan runtime (python -m app.core.runtime_build vulkan --portable --tools; tests/
+    sdist's llama.cpp beside the Vulkan runtime (python -m app.core.making.runtime_build vulkan --portable --tools; tests/
     run.sh does it with HEARTH_TEST_LLAMA_TOOLS=1) or named by HEARTH_LLAMA_PERPLEXITY."""
     from tests.helpers.llama_tools import llama_perplexity, run_kl_divergence
 
     tool = llama_perplexity()
     if tool is None:
-        pytest.skip("llama-perplexity is not built: python -m app.core.runtime_build vulkan --portable --tools "
+        pytest.skip("llama-perplexity is not built: python -m app.core.making.runtime_build vulkan --portable --tools "
                     "(or HEARTH_TEST_LLAMA_TOOLS=1 tests/run.sh) builds it, or HEARTH_LLAMA_PERPLEXITY names one")
     base = measured["base"]
     lines = []
@@ -173,7 +173,7 @@ def test_a_matrix_from_another_text_is_measured_and_not_worse_beyond_the_noise(m
 def test_a_matrix_of_another_model_is_one_sentence_before_anything_is_scored(model_variant, text, tmp_path):
     import numpy as np
 
-    from app.core.imatrix_file import Entry, Imatrix, write_imatrix
+    from app.core.gguf.imatrix import Entry, Imatrix, write_imatrix
 
     other = tmp_path / "other.imatrix.gguf"
     write_imatrix(other, Imatrix(entries={"blk.0.attn_q.weight": Entry(np.ones((1, 2048), np.float32),

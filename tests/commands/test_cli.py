@@ -278,7 +278,7 @@ def test_gpu_layers_without_a_gpu_are_said_not_ignored():
 
 def test_a_context_above_the_trained_one_is_said_as_the_window_says_it():
     """#29: `--ctx` above the trained context loaded in the CLI without the warning the window gives."""
-    from app.core.modelfile import above_trained_context
+    from app.core.gguf.modelfile import above_trained_context
 
     proc = hearth("chat", "--ctx", "10000", "--prompt", "Hi", "--max-tokens", "2", "--temp", "0")
     assert proc.returncode == 0, proc.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.bundled import bundled_model_path
+from app.core.library.bundled import bundled_model_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,7 +113,7 @@ def test_a_read_only_data_folder_lists_and_searches_and_says_why_it_cannot_write
 def test_the_crash_log_writer_never_raises(small_disk, monkeypatch):
     import tempfile
 
-    from app.core.crashlog import write_crash_log
+    from app.core.store.crashlog import write_crash_log
 
     monkeypatch.setenv("HEARTH_HOME", str(small_disk / "home"))
     fill(small_disk)

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from tests.hfserver import FakeHub, FakeRepo
-from tests.core.test_gguf_info import write_tiny_gguf
-from tests.core.test_hub import blob
+from tests.core.gguf.test_gguf_info import write_tiny_gguf
+from tests.core.library.test_hub import blob
 
 
 def hearth(*args, env=None, preexec_fn=None, timeout=120, stdin=subprocess.DEVNULL):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core import runtime_build as rb
-from app.core import runtimes as rt
+from app.core.making import runtime_build as rb
+from app.core.making import runtimes as rt
 from tests.commands.test_cli import hearth
 
 CACHE = Path(os.environ.get(rt.RUNTIMES_DIR_ENV) or Path.home() / ".cache" / "hearth-runtimes")
@@ -29,7 +29,7 @@ def cached_vulkan() -> dict:
     env = {rt.RUNTIMES_DIR_ENV: str(CACHE)}
     # The portable build: the one tests/run.sh makes (and the bundle ships); a -march=native one is not made there.
     if not CACHE.is_dir() or rb.cached(rb.BuildSpec("vulkan", portable=True), CACHE) is None:
-        pytest.skip("the Vulkan runtime is not built; `python -m app.core.runtime_build vulkan` builds it "
+        pytest.skip("the Vulkan runtime is not built; `python -m app.core.making.runtime_build vulkan` builds it "
                     "(tests/run.sh does)")
     return env
 

@@ -77,7 +77,7 @@ def test_every_hidden_flag_names_a_function_that_exists():
 
 def test_a_frozen_app_starts_children_through_its_flags(monkeypatch):
     monkeypatch.setattr(sys, "frozen", True, raising=False)
-    assert proc.child_command("app.core.quantize_worker", "a") == [sys.executable, "--quantize-worker", "a"]
+    assert proc.child_command("app.core.making.quantize_worker", "a") == [sys.executable, "--quantize-worker", "a"]
 
 
 def test_main_dispatches_a_hidden_flag(monkeypatch):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.bounded_read import MAX_UNPACKED_BYTES, Cancelled
+from app.core.store.bounded_read import MAX_UNPACKED_BYTES, Cancelled
 from app.docs.parsers import DocProblem, parse
 from tests.docs.conftest import write_docx
 

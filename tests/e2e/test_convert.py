@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core import convert as core
-
+from app.core.making import convert as core
 needs_extra = pytest.mark.skipif(not core.converter_installed(), reason=core.INSTALL_HINT)
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):\n    ", "1234 + 5678 = 6912, naïve café 🚀 <|im_end|>"]

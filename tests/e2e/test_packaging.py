@@ -126,8 +126,7 @@ def test_unpacked_bundle_passes_its_selftest_in_a_clean_environment(unpacked, ho
 
 
 def portable_vulkan_built() -> bool:
-    from app.core import runtime_build
-
+    from app.core.making import runtime_build
     return runtime_build.cached(runtime_build.BuildSpec(name="vulkan", portable=True)) is not None
 
 

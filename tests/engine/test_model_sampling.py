@@ -12,7 +12,7 @@ import pytest
 from app.backends.remote import _sampling_body
 from app.cli import main
 from app.commands.options import add_sampling_args, sampling_options
-from app.core.model_sampling import recommended_sampling, unapplied_keys
+from app.core.gguf.sampling import recommended_sampling, unapplied_keys
 from app.devtools.gguf_edit import copy_with_fields
 from app.protocol.messages import LoadOptions, SamplingOptions
 from app.engine.process.session import Session

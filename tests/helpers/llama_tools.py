@@ -25,7 +25,7 @@ def llama_perplexity() -> Path | None:
     given = os.environ.get("HEARTH_LLAMA_PERPLEXITY")
     if given:
         return Path(given) if os.access(given, os.X_OK) else None
-    from app.core.runtime_build import TOOLS, BuildSpec, cached, tool_path
+    from app.core.making.runtime_build import TOOLS, BuildSpec, cached, tool_path
 
     for portable in (True, False):
         runtime = cached(BuildSpec("vulkan", portable=portable, tools=TOOLS))

@@ -1,6 +1,6 @@
 """`hearth serve` answers before, and whatever, its model library's scan: a FIFO named *.gguf in a scanned
 folder hung the scan, and the server, which listed the library before it answered anything, opened its
-socket but never answered (issue 48). Now only regular files are opened (app/core/modelfile.py), the
+socket but never answered (issue 48). Now only regular files are opened (app/core/gguf/modelfile.py), the
 start line and /health come before any listing, and a request for the loaded model never waits for one."""
 
 from __future__ import annotations

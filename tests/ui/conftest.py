@@ -16,7 +16,7 @@ READY_TIMEOUT_MS = 60_000
 def chosen_mode(mode: str = "full") -> None:
     """The window mode the user chose (app/ui/window_mode.py). The window tests drive every control, so they run
     the full window; tests/ui/test_simple_window.py meets the simple one a first start shows."""
-    from app.core.settings import update_settings
+    from app.ui.settings.store import update_settings
 
     update_settings(window_mode=mode)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, QUrl
 
-from app.core.bundled import BUNDLED_NAME
-from app.core.chats import ChatStore
+from app.core.library.bundled import BUNDLED_NAME
+from app.core.chats.store import ChatStore
 from tests.ui.conftest import ask
 
 LOAD_TIMEOUT_MS = 60_000

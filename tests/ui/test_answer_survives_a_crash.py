@@ -31,8 +31,8 @@ def _read_lines(proc, until, deadline_s: float) -> list[str]:
 
 
 def test_kill_9_of_the_window_mid_answer_keeps_what_streamed_marked_interrupted(qtbot, hearth_home):
-    from app.core.answer_saving import INTERRUPTED
-    from app.core.chats import ChatStore
+    from app.core.chats.answer_saving import INTERRUPTED
+    from app.core.chats.store import ChatStore
 
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = subprocess.Popen([sys.executable, "-m", "tests.ui.gui_driver", "Write a very long poem about the sea."],

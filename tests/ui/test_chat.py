@@ -7,7 +7,7 @@ import signal
 
 from PySide6.QtCore import Qt
 
-from app.core.chats import ChatStore
+from app.core.chats.store import ChatStore
 from tests.ui.conftest import ask
 
 

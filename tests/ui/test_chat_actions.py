@@ -177,7 +177,7 @@ def test_switching_theme_restyles_the_open_window(qtbot, idle_window):
 
 
 def test_a_last_model_that_is_gone_starts_the_bundled_one_and_says_so(qtbot, hearth_home, tmp_path, bundled_model):
-    from app.core.settings import load_settings, save_settings
+    from app.ui.settings.store import load_settings, save_settings
     from app.protocol.messages import LoadOptions
     from app.ui.app import make_app
     from app.ui.main_window import MainWindow

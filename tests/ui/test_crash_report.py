@@ -40,7 +40,7 @@ def test_an_exception_in_a_slot_leaves_a_crash_log_and_a_sentence(qtbot, monkeyp
 
 def test_a_native_crash_is_named_once_at_the_next_start(hearth_home):
     # A real segfault in a process that enabled the fault log as the window does.
-    code = ("from app.core.crashlog import enable_fault_log; enable_fault_log('gui'); "
+    code = ("from app.core.store.crashlog import enable_fault_log; enable_fault_log('gui'); "
             "import ctypes; ctypes.string_at(0)")
     crashed = subprocess.run([sys.executable, "-c", code], capture_output=True)
     assert crashed.returncode != 0

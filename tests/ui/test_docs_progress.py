@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from app.core.bounded_read import Cancelled
+from app.core.store.bounded_read import Cancelled
 
 CANCEL_MS = 5_000  # a file in hand stops within its next look at the flag: well under this
 WAIT_MS = 30_000

@@ -8,7 +8,7 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QFileDialog
 
-from app.core.chats import ChatStore
+from app.core.chats.store import ChatStore
 from app.docs.store import Store
 from tests.docs.conftest import docs_folder, embed_gguf  # noqa: F401  (fixtures)
 from tests.ui.conftest import ask

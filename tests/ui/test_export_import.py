@@ -9,7 +9,7 @@ import json
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog
 
-from app.core.chats import ChatStore
+from app.core.chats.store import ChatStore
 
 
 def menu_action(window, menu_title: str, text: str):

@@ -10,7 +10,7 @@ from tests.ui.conftest import wait_loaded
 
 
 def test_enter_sends_shift_enter_adds_a_line_and_settings_turn_it_round(qtbot, idle_window, hearth_home):
-    from app.core.settings import load_settings
+    from app.ui.settings.store import load_settings
 
     w = idle_window
     box = w.chat.input
@@ -44,7 +44,7 @@ def test_default_load_options_are_set_one_by_one_in_settings_and_used_for_a_mode
     import json
 
     from app.core import paths
-    from app.core.settings import load_settings
+    from app.ui.settings.store import load_settings
     from app.ui.app import make_app
     from app.ui.main_window import MainWindow
 

@@ -3,7 +3,7 @@ switching, and the answer written so far is kept in the chat left, where Continu
 
 from __future__ import annotations
 
-from app.core.chats import ChatStore
+from app.core.chats.store import ChatStore
 from tests.ui.conftest import ask
 
 WAIT_MS = 60_000

@@ -7,7 +7,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QLabel
 
 from app.core import paths
-from app.core.hub import recommended_models
+from app.core.library.hub import recommended_models
 
 JOB_TIMEOUT_MS = 60_000
 
@@ -128,7 +128,7 @@ def test_fit_verdict_marks_the_suggested_gpu_layers(qtbot, idle_window, bundled_
     w.models.table.selectRow(library_paths(w).index(str(bundled_model)))
     slider = w.models.load_settings.gpu_layers
     qtbot.waitUntil(lambda: slider.mark is not None and w.models.fit_label.text() != "", timeout=20_000)
-    from app.core.fit import estimate_fit
+    from app.core.library.fit import estimate_fit
 
     expected = estimate_fit(bundled_model, n_ctx=w.models.load_settings.ctx.currentData(),
                             kv_type=w.models.load_settings.kv_type.currentText())

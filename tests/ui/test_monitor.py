@@ -58,7 +58,7 @@ def test_graphs_show_every_recent_point_and_rescale_only_in_steps(qtbot):
 @pytest.mark.slow
 def test_bench_gui_prints_the_ratio_to_headless(hearth_home, capsys):
     from app.cli import main
-    from app.core.chats import ChatStore
+    from app.core.chats.store import ChatStore
 
     mine = ChatStore().create("A chat of the user's")
     assert main(["bench", "gui", "--tokens", "48", "--repeats", "2", "--json"]) == 0

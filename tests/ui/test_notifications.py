@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QSystemTrayIcon, QWidget
 
-from app.core.bundled import bundled_model_path
+from app.core.library.bundled import bundled_model_path
 
 JOB_TIMEOUT_MS = 60_000
 

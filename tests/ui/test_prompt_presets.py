@@ -6,8 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QInputDialog
 
-from app.core.chats import ChatStore
-from app.core.prompt_presets import STARTERS, load_presets
+from app.core.chats.store import ChatStore
+from app.ui.chat.preset_store import STARTERS, load_presets
 
 
 def answer_name_dialog(name: str, offered: list) -> None:

@@ -1,5 +1,5 @@
 """#33 in the window: under the quantize row, each type's quality as `bench quality` kept it for the chosen model
-("not measured yet" otherwise), and the recommendation with its threshold (the rule: app/core/quality_pick.py)."""
+("not measured yet" otherwise), and the recommendation with its threshold (the rule: app/ui/models/quality_pick.py)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from app.core.chats import ChatStore
+from app.core.chats.store import ChatStore
 from tests.ui.conftest import ask
 from tests.ui.heartbeat import MAX_STALL_MS, Heartbeat
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.core import runtimes as rt
+from app.core.making import runtimes as rt
 from app.ui.runtime_text import NO_GPU_RUNTIME
-from tests.core.test_runtimes import CACHE, lavapipe_runtime
+from tests.core.making.test_runtimes import CACHE, lavapipe_runtime
 from tests.ui.conftest import shot
 
 LOAD_TIMEOUT_MS = 120_000

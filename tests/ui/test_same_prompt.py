@@ -1,4 +1,4 @@
-"""#44: a chat's prompt is built by one headless function (app/core/chat_prompt.py): the window and `hearth chat`
+"""#44: a chat's prompt is built by one headless function (app/core/chats/prompt.py): the window and `hearth chat`
 send the same messages for the same chat (system text, history with an answer's thinking left out, a document
 attached whole to the first question)."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from tests.core.test_answer_saving import HeldLock
+from tests.core.chats.test_answer_saving import HeldLock
 from tests.ui.conftest import ask
 from tests.ui.heartbeat import Heartbeat
 

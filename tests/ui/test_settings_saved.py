@@ -1,4 +1,4 @@
-"""The window's settings follow every store's rule (app/core/jsonstore.py): saved when they change, only what
+"""The window's settings follow every store's rule (app/core/store/jsonstore.py): saved when they change, only what
 changed, and a save that fails is said."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def _on_disk() -> dict:
 def test_the_options_of_a_successful_load_are_on_disk_at_once(qtbot, main_window, bundled_model):
     """#49 item 5: a load at context 2048, then a kill -9, came back at 512: the options were saved only at
     Settings > OK or a clean exit. The file is read as a restarted window reads it, with this one still open."""
-    from app.core.settings import load_settings
+    from app.ui.settings.store import load_settings
     from app.protocol.messages import LoadOptions
 
     w = main_window
@@ -35,7 +35,7 @@ def test_the_window_does_not_write_its_start_up_copy_over_another_process(qtbot,
     import sys
     from pathlib import Path
 
-    from app.core.settings import update_settings
+    from app.ui.settings.store import update_settings
     from app.ui.app import make_app
     from app.ui.main_window import MainWindow
 
@@ -44,7 +44,7 @@ def test_the_window_does_not_write_its_start_up_copy_over_another_process(qtbot,
     window = MainWindow(load_on_start=False)
     qtbot.addWidget(window)
     window.show()
-    other = "from app.core.settings import update_settings; update_settings(theme='dark', enter_sends=False)"
+    other = "from app.ui.settings.store import update_settings; update_settings(theme='dark', enter_sends=False)"
     subprocess.run([sys.executable, "-c", other], check=True, timeout=60,
                    env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     window.chat.input.set_enter_sends(True)

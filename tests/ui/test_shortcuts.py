@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 
-from app.core.chats import ChatStore
+from app.core.chats.store import ChatStore
 
 
 def test_ctrl_f_searches_and_ctrl_shift_c_copies_the_last_answer(qtbot, idle_window):

@@ -76,7 +76,7 @@ def test_the_models_page_keeps_its_details_behind_show_details(qtbot, first_star
 
 
 def test_show_everything_is_kept_and_the_next_start_opens_full(qtbot, first_start):
-    from app.core.settings import load_settings
+    from app.ui.settings.store import load_settings
     from app.ui.main_window import MainWindow
 
     w = first_start

@@ -1,4 +1,4 @@
-"""The status bar's notices (#49.14): one model (app/core/notices.py) behind every sentence the bar says. A good
+"""The status bar's notices (#49.14): one model (app/ui/notices.py) behind every sentence the bar says. A good
 outcome clears the error of its cause, a long notice ends in "…" and is whole on hover and click, and what a
 load changed on its own is worded for a user (a first start's check is news, not an orange warning)."""
 
@@ -8,7 +8,7 @@ import struct
 
 from PySide6.QtCore import Qt
 
-from app.core.notices import ERROR, INFO, WARNING
+from app.ui.notices import ERROR, INFO, WARNING
 from app.protocol.messages import LoadOptions
 
 WAIT_MS = 10_000

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QUrl
 
-from app.core.chats import ChatStore
+from app.core.chats.store import ChatStore
 from tests.ui.conftest import ask
 
 THINKS = 'root ::= "<think>" [a-z] [a-z ]{2,20} "</think>" [a-z] [a-z ]{2,20}'

@@ -17,7 +17,7 @@ import llama_cpp
 from app.core import env
 from app.core.errors import ModelLoadError
 from app.core.metrics import default_threads, rss_mb
-from app.core.modelfile import check_model_file
+from app.core.gguf.modelfile import check_model_file
 from app.engine.process import llamalog
 from app.engine.probes.gpu_memory import gpu_devices, gpu_memory_mb
 from app.protocol.messages import LoadOptions

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from app.core import paths
-from app.core.jsonstore import is_object, read_json, update_json
+from app.core.store.jsonstore import is_object, read_json, update_json
 from app.core.machine import cpu_name
 from app.core.proc import child_command, child_env
 

@@ -1,6 +1,6 @@
 """The runtime probe's child: load a runtime's libraries and say what they can do.
 
-Started by app/core/runtimes.py:probe_runtime with LLAMA_CPP_LIB_PATH naming the runtime's folder (and the
+Started by app/core/making/runtimes.py:probe_runtime with LLAMA_CPP_LIB_PATH naming the runtime's folder (and the
 backend's device variable, GGML_VK_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES, passed through). It imports the
 binding, which loads those libraries, checks that they are the binding's own version, and lists ggml's
 devices with their memory. It answers with one JSON line ({"ev": "probe", ...}) and exits; a library that

@@ -21,7 +21,7 @@ import traceback
 
 from app import __version__
 from app.core import env
-from app.core.bundled import bundled_model_path
+from app.core.library.bundled import bundled_model_path
 from app.core.errors import HearthError, ModelFileError
 from app.protocol import messages as P
 from app.protocol import step_clock

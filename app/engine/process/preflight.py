@@ -2,7 +2,7 @@
 
 Loading a model first unloads the current one (two models rarely fit side by
 side). So everything that can refuse a model cheaply runs before that: the
-file's header, and the memory-fit estimate from it (app.core.fit, header only,
+file's header, and the memory-fit estimate from it (app.core.library.fit, header only,
 milliseconds). A model that would not fit is refused with the estimate's
 sentence, and the current model stays loaded: a wrong choice costs nothing.
 A model bigger than RAM would "load" through the memory map and then page
@@ -12,7 +12,7 @@ from disk for every token, which looks like a frozen machine.
 from __future__ import annotations
 
 from app.core.errors import ModelTooBig
-from app.core.modelfile import check_model_file
+from app.core.gguf.modelfile import check_model_file
 from app.protocol.messages import LoadOptions
 
 
@@ -23,7 +23,7 @@ def preflight(options: LoadOptions) -> None:
         check_model_file(options.draft_model)
     if options.ignore_fit:
         return
-    from app.core.fit import estimate_fit
+    from app.core.library.fit import estimate_fit
     from app.engine.probes.gpu_memory import gpu_free_mb
 
     # Everything the load will hold: each parallel slot's context, and the draft model with its own KV cache.

@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
-from app.core.chat_formats import check_override
+from app.core.gguf.chat_formats import check_override
 from app.core.errors import ContextTooLong, HearthError, InvalidRequest
-from app.core.model_purpose import cannot_generate
-from app.core.model_sampling import recommended_sampling
+from app.core.gguf.purpose import cannot_generate
+from app.core.gguf.sampling import recommended_sampling
 from app.engine.decoding.decode import Decoder
 from app.engine.context.h2o import h2o_load
 from app.engine.prompt.literal import literal_spans
@@ -41,7 +41,7 @@ class Session:
         except BaseException:
             runtime.close()
             raise
-        # An embedding or reranking model is refused for chat with this sentence (app/core/model_purpose.py).
+        # An embedding or reranking model is refused for chat with this sentence (app/core/gguf/purpose.py).
         self.refusal = cannot_generate(runtime.path.name, runtime.meta("general.architecture"), runtime.meta)
         # The model's own recommended sampling (general.sampling.*), for the settings a request leaves to it.
         self.recommended = recommended_sampling(runtime.meta)
@@ -91,7 +91,7 @@ class Session:
         if self.probe is not None:
             info["extra_bufts_probe"] = self.probe
         info["chat_template"] = self.template.source[:2000]
-        info["opens_thinking"] = self.opens_thinking  # answers start inside <think> (app/core/reasoning.py)
+        info["opens_thinking"] = self.opens_thinking  # answers start inside <think> (app/core/chats/reasoning.py)
         # Trained for tools: its template takes them (else they are described in the system prompt).
         info["knows_tools"] = bool(getattr(self.template, "knows_tools", False))
         info["cannot_generate"] = self.refusal

@@ -9,7 +9,7 @@ Tools (function calling) go to a template that knows them as `tools`, as
 Hugging Face's apply_chat_template passes them; a template that never mentions
 tools gets them as text instead (app/protocol/tool_format.py).
 
-Which template a model gets is decided in app/core/chat_formats.py; a model
+Which template a model gets is decided in app/core/gguf/chat_formats.py; a model
 without one of its own gets one of llama.cpp's built-in templates, rendered by
 llama.cpp (BuiltinTemplate), or the plain completion format. Every template
 says the turn separator it writes (turn_stops): where that separator is plain
@@ -26,9 +26,9 @@ import threading
 import llama_cpp
 from jinja2 import TemplateError
 
-from app.core.chat_formats import ChatFormat, choose_format, model_names
+from app.core.gguf.chat_formats import ChatFormat, choose_format, model_names
 from app.core.errors import HearthError, InvalidRequest
-from app.core.reasoning import prompt_opens_thinking
+from app.core.chats.reasoning import prompt_opens_thinking
 from app.engine.prompt.template_budget import BudgetedSandbox, TemplateBudgetError
 from app.protocol.tool_format import as_plain_messages
 
@@ -92,7 +92,7 @@ class ChatTemplate:
 
 def opens_thinking(template) -> bool:
     """Whether the template's generation prompt ends inside an opened `<think>` (DeepSeek-R1's, QwQ's): the
-    answer then starts in its thinking, without the tag (app/core/reasoning.py)."""
+    answer then starts in its thinking, without the tag (app/core/chats/reasoning.py)."""
     try:
         prompt = template.render([{"role": "user", "content": "Hi"}])
     except Exception:  # a template that needs more than one user turn: no thinking known to be opened
@@ -174,7 +174,7 @@ def make_template(fmt: ChatFormat, bos_token: str = "", eos_token: str = ""):
 
 
 def chat_format(runtime, override: str | None = None) -> ChatFormat:
-    """A loaded model's chat format (app/core/chat_formats.py), from its vocabulary and metadata."""
+    """A loaded model's chat format (app/core/gguf/chat_formats.py), from its vocabulary and metadata."""
     return choose_format(runtime.chat_template(), runtime.special_texts(), runtime.meta("general.architecture"),
                          model_names(runtime.meta, runtime.path), override)
 

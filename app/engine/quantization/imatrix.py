@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from app.core.imatrix_file import Entry, Imatrix, ImatrixError
+from app.core.gguf.imatrix import Entry, Imatrix, ImatrixError
 
 MIN_ROWS = 16  # llama-imatrix ignores smaller batches
 

@@ -18,7 +18,7 @@ from app.core.proc import emit, keep_stdout_for_events
 def main(argv: list[str] | None = None) -> int:
     keep_stdout_for_events()  # llama.cpp's own output goes to stderr, the parent's log
     job = json.loads(sys.stdin.buffer.read())
-    from app.core.imatrix_file import write_imatrix
+    from app.core.gguf.imatrix import write_imatrix
     from app.engine.quantization.imatrix import compute
 
     try:

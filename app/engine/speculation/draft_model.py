@@ -12,8 +12,8 @@ from dataclasses import replace
 import llama_cpp
 import numpy as np
 
-from app.core.fit import draft_context
-from app.core.gguf_info import read_gguf_info
+from app.core.library.fit import draft_context
+from app.core.gguf.info import read_gguf_info
 from app.engine.decoding.decode import Decoder, common_prefix
 from app.engine.speculation.drafter import Drafter
 from app.protocol.messages import LoadOptions

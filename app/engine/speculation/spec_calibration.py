@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from app.core.jsonstore import is_object, read_json, update_json
+from app.core.store.jsonstore import is_object, read_json, update_json
 from app.engine.probes.probe import facts_file, machine_key
 from app.engine.decoding.threads import runnable_others
 

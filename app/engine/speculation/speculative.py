@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 import time
 
-from app.core.draft_pay import DRAFT_COST_LIMIT  # one limit, said before Load too
+from app.core.library.draft_pay import DRAFT_COST_LIMIT  # one limit, said before Load too
 from app.core.errors import ModelLoadError
 from app.engine.decoding.decode import STATS_INTERVAL_S
 from app.engine.speculation.drafter import Drafter

@@ -12,7 +12,7 @@ from pathlib import Path
 import llama_cpp
 
 from app.core.errors import ModelLoadError
-from app.core.modelfile import check_model_file
+from app.core.gguf.modelfile import check_model_file
 from app.engine.decoding.runtime import ensure_backend, explain_load_failure
 
 MAX_SIZE_DIFFERENCE = 128

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, Q
                                QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QTabWidget,
                                QVBoxLayout, QWidget)
 
-from app.core.notices import ERROR, Notice, cleared
+from app.ui.notices import ERROR, Notice, cleared
 from app.bench.matrix_plan import WORKLOADS
 from app.bench.matrix_report import table_rows, write_csv
 from app.bench.results import load_result, write_json
@@ -57,7 +57,7 @@ def matrix_available() -> bool:
 
 class BenchView(QWidget):
     result_shown = Signal(object)  # the result dict
-    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
 
     def __init__(self, bridge=None, title=None, parent=None):
         """bridge: the window's EngineBridge, whose loaded local model the page benchmarks (followed by the page

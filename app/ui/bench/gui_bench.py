@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from app.bench.model_options import ModelOptions
-from app.core.modelfile import check_model_file
+from app.core.gguf.modelfile import check_model_file
 from app.backends.client import EngineClient
 from app.protocol.messages import Done, LoadOptions, SamplingOptions
 

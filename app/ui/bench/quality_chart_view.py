@@ -45,7 +45,7 @@ class QualityChart(QWidget):
     def show_for(self, model_path: str | None) -> None:
         """The kept figures of this model file (None: the bundled model, whose F16 copy is its base)."""
         from app.bench.quality_store import quality_for
-        from app.core.bundled import bundled_model_path
+        from app.core.library.bundled import bundled_model_path
 
         self.model_path = model_path
         self.plot.clear()

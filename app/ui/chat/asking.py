@@ -1,16 +1,16 @@
-"""The chat page's answer in progress, from the question to the saved answer: its prompt (app/core/chat_prompt.py,
+"""The chat page's answer in progress, from the question to the saved answer: its prompt (app/core/chats/prompt.py,
 the terminal's too), the documents' passages found on a worker first, the request, the tokens as they stream,
-the saving while it streams (app/core/answer_saving.py), and its end: done, stopped, failed or cut by a crash.
+the saving while it streams (app/core/chats/answer_saving.py), and its end: done, stopped, failed or cut by a crash.
 Regenerate and Continue ask here too. A mixin of ChatView (app/ui/chat/chat_view.py), whose state it shares."""
 
 from __future__ import annotations
 
 import time
 
-from app.core.notices import INFO, UNTIL_CLEARED, WARNING, Notice
-from app.core.answer_saving import StreamingAnswer
-from app.core.chat_prompt import chat_messages
-from app.core.chats import answer_model
+from app.ui.notices import INFO, UNTIL_CLEARED, WARNING, Notice
+from app.core.chats.answer_saving import StreamingAnswer
+from app.core.chats.prompt import chat_messages
+from app.core.chats.store import answer_model
 from app.docs.conversation import KEY as ATTACHMENTS
 
 # An answer drafted from the old one is judged on its speed only from this length on: a few tokens' speed is noise.
@@ -50,7 +50,7 @@ class Asking:
                                                         found[1], found[2], token),
                                lambda message: self._on_docs_failed(message, token), name="docs-prompt")
             return
-        # The one prompt builder the terminal's `hearth chat` uses too (app/core/chat_prompt.py).
+        # The one prompt builder the terminal's `hearth chat` uses too (app/core/chats/prompt.py).
         self._send(chat_messages(system, turns, continued), sampling)
 
     def _drop_preparation(self) -> None:
@@ -107,7 +107,7 @@ class Asking:
             return
         self._gen_conversation = self.conversation_id
         self._detached = False
-        # Saved while it streams (app/core/answer_saving.py): a crash of the window costs at most the last second.
+        # Saved while it streams (app/core/chats/answer_saving.py): a crash of the window costs at most the last second.
         self._answer = StreamingAnswer(self.store, self.conversation_id, self._answer_model,
                                        regenerating=self._regenerating, continuing=self._continuing)
         answer = self._answer

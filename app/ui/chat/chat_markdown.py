@@ -10,7 +10,7 @@ import re
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor, QTextDocument, QTextDocumentFragment
 
-from app.core.math_text import find_math, latex_html
+from app.ui.chat.math_text import find_math, latex_html
 
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 LINE_BREAK = "\u2028"  # Qt's line separator: a line break inside a paragraph (or list item)
@@ -66,7 +66,7 @@ def chat_markdown(text: str) -> QTextDocumentFragment:
 
 
 def _put_formulas(doc: QTextDocument, formulas: list[tuple[str, bool]]) -> None:
-    """Each formula's mark replaced by the formula (app/core/math_text.py): a displayed one centred, larger."""
+    """Each formula's mark replaced by the formula (app/ui/chat/math_text.py): a displayed one centred, larger."""
     block = doc.begin()
     while block.isValid():
         text = block.text()

@@ -32,10 +32,10 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QFrame, QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton,
                                QSizePolicy, QSplitter, QVBoxLayout, QWidget)
 
-from app.core.notices import ERROR, INFO, WARNING, Notice
-from app.core.answer_saving import SAVE_INTERVAL_S, recover_interrupted
-from app.core.chats import DEFAULT_TITLE, ChatStore, ChatStoreError, remembered_model, title_from
-from app.core.reasoning import without_reasoning
+from app.ui.notices import ERROR, INFO, WARNING, Notice
+from app.core.chats.answer_saving import SAVE_INTERVAL_S, recover_interrupted
+from app.core.chats.store import DEFAULT_TITLE, ChatStore, ChatStoreError, remembered_model, title_from
+from app.core.chats.reasoning import without_reasoning
 from app.docs.conversation import KEY as ATTACHMENTS
 from app.docs.conversation import ConversationDocs
 from app.ui.chat.asking import Asking
@@ -71,7 +71,7 @@ class ChatView(Asking, ToolApproval, QWidget):
     _answer_saved_later = Signal(object, object)
     conversation_changed = Signal()  # another conversation (or a new one) is open
     model_load_requested = Signal(str)  # the remembered model's path: the chat's "Load it"
-    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
     # Drafting a regenerated or edited answer from the old one made it slower (its speed against plain decoding).
     answer_drafts_cost_speed = Signal(float)
 

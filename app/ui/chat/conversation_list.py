@@ -6,8 +6,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLineEdit, QListWidget, QListWidgetItem, QMenu,
                                QMessageBox, QPushButton, QVBoxLayout, QWidget)
 
-from app.core.chats import ChatStore, ChatStoreError
-from app.core.notices import ERROR, Notice
+from app.core.chats.store import ChatStore, ChatStoreError
+from app.ui.notices import ERROR, Notice
 
 
 class _ChatList(QListWidget):

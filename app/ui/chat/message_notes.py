@@ -3,7 +3,7 @@ Regenerate, Continue, its sources, its versions). The chat page shows them; the 
 
 from __future__ import annotations
 
-from app.core.answer_saving import INTERRUPTED
+from app.core.chats.answer_saving import INTERRUPTED
 from app.docs.conversation import KEY as ATTACHMENTS
 from app.docs.conversation import chip_text, figure
 

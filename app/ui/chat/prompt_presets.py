@@ -1,6 +1,6 @@
 """System-prompt presets beside the sampling presets: pick one (it fills the chat's system prompt), save the
 system prompt as a preset, or edit one (pick it, change the text, Save… keeps its name). The store is
-app/core/prompt_presets.py."""
+app/ui/chat/preset_store.py."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QInputDialog, QMessageBox, QPushButton, QVBoxLayout,
                                QWidget)
 
-from app.core.notices import ERROR, INFO, Notice
+from app.ui.notices import ERROR, INFO, Notice
 from app.core.errors import HearthError
-from app.core.prompt_presets import delete_preset, find_preset, load_presets, save_preset
+from app.ui.chat.preset_store import delete_preset, find_preset, load_presets, save_preset
 
 NONE = "None"
 CUSTOM = "Custom"
@@ -18,7 +18,7 @@ CUSTOM = "Custom"
 
 class PromptPresets(QWidget):
     chosen = Signal(str)  # the system prompt of the preset picked ("" for None)
-    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
 
     def __init__(self, parent=None):
         super().__init__(parent)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox
 
-from app.core.chats import ChatStore
+from app.core.chats.store import ChatStore
 from app.core.errors import HearthError
 from app.ui.widgets import ChatChoice
 

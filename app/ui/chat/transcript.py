@@ -20,7 +20,7 @@ conversation costs nothing per token.
 The view follows the answer while the user is at the bottom (app/ui/chat/following.py). Answers are chat
 Markdown (app/ui/chat/chat_markdown.py); the user's own messages are shown as they were typed.
 
-A reasoning model's thinking (`<think>…</think>`, split by app/core/reasoning.py, the API's parser) is
+A reasoning model's thinking (`<think>…</think>`, split by app/core/chats/reasoning.py, the API's parser) is
 shown apart from the answer: in grey while it streams, then as a collapsed "Thinking" block that says how long
 it took; its link opens and closes it in place (a frame of its own, rewritten alone).
 
@@ -48,7 +48,7 @@ from PySide6.QtGui import (QColor, QFont, QGuiApplication, QTextBlockFormat, QTe
                            QTextFrameFormat, QTextTable)
 from PySide6.QtWidgets import QPushButton, QTextBrowser
 
-from app.core.reasoning import ReasoningSplitter, split
+from app.core.chats.reasoning import ReasoningSplitter, split
 from app.ui.chat.icons import ICON_SCHEME, icon_image, with_icons
 from app.ui.chat.answer_blocks import CallBlock, Thought, call_state, header_links, thinking_label
 from app.ui.chat.chat_markdown import LINE_BREAK, chat_markdown, paragraph_gap, split_code

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, Q
                                QListWidget, QListWidgetItem, QPushButton, QSplitter, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
-from app.core.notices import ERROR, Notice, cleared
+from app.ui.notices import ERROR, Notice, cleared
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
 from app.protocol.messages import LoadOptions
@@ -46,7 +46,7 @@ def list_server_models(url: str, api_key: str | None) -> list[dict]:
 
 
 class ConnectionsPage(QWidget):
-    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
     models_listed = Signal(list)  # model ids, after a test that worked
 
     def __init__(self, bridge: EngineBridge, settings: dict, keys: KeyStore | None = None, parent=None):

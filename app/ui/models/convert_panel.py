@@ -6,7 +6,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                                QVBoxLayout, QWidget)
 
-from app.core import quant_types as qt
+from app.core.gguf import quant_types as qt
 
 # The page offers fewer choices than the command line: no f32 output, and only the quantizations it offers
 # everywhere (`hearth models convert --quantize` also takes Q5_0 and Q4_1).

@@ -22,8 +22,8 @@ from PySide6.QtGui import QColor, QPainter, QPolygonF
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
                                QPushButton, QSlider, QStyle, QStyleOptionSlider, QToolButton, QWidget)
 
-from app.core.chat_formats import BUILTIN_NAMES, PLAIN
-from app.core.modelfile import above_trained_context
+from app.core.gguf.chat_formats import BUILTIN_NAMES, PLAIN
+from app.core.gguf.modelfile import above_trained_context
 from app.core.metrics import default_threads
 from app.protocol.option_fields import H2O_FLASH_OFF, LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
 from app.protocol.messages import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
@@ -193,7 +193,7 @@ class LoadSettings(QWidget):
         self.draft_browse.clicked.connect(self._on_browse_draft)
         draft_row.addWidget(self.draft_choice, 1)
         draft_row.addWidget(self.draft_browse)
-        # Whether the chosen draft can pay, said before Load (#49.3, app/core/draft_pay.py); one that cannot is left
+        # Whether the chosen draft can pay, said before Load (#49.3, app/core/library/draft_pay.py); one that cannot is left
         # out of the load unless the user insists.
         self.draft_note = QLabel()
         self.draft_note.setObjectName("hint")

@@ -11,9 +11,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from app.core import quant_types as qt
-
-
+from app.core.gguf import quant_types as qt
 def _entry_row(entry: dict) -> dict:
     """A library entry as the table shows it; `quantization` is the library's field for the GGUF type."""
     row = dict(entry)
@@ -69,7 +67,7 @@ def relocate(old: str, new: str) -> dict:
 
 
 def inspect(path: str) -> dict:
-    from app.core.gguf_info import read_gguf_info
+    from app.core.gguf.info import read_gguf_info
 
     return read_gguf_info(path).to_dict()
 
@@ -87,7 +85,7 @@ def draft_pay(target: str, draft: str) -> dict:
     """Whether draft can pay as target's draft model (app/core/draft_pay.DraftVerdict as a dict)."""
     from dataclasses import asdict
 
-    from app.core.draft_pay import draft_verdict
+    from app.core.library.draft_pay import draft_verdict
 
     return asdict(draft_verdict(target, draft))
 
@@ -98,7 +96,7 @@ def runtime_choices() -> list[dict]:
     probes a runtime in a child process the first time on a machine (about a second); the answer is kept in
     the machine facts, so later starts read it in milliseconds."""
     from app.backends import runtime_choice
-    from app.core import runtimes
+    from app.core.making import runtimes
     from app.ui.runtime_text import choice_row
 
     installed = [n for n in runtimes.NAMES if n != "cpu" and runtimes.find_runtime(n) is not None]
@@ -149,7 +147,7 @@ def remove_model(removal) -> None:
 
 def recommended() -> list[dict]:
     """The curated list, as result rows: {repo_id, filename, quant, size, title, note, draft}."""
-    from app.core.hub import recommended_models
+    from app.core.library.hub import recommended_models
 
     rows = []
     for m in recommended_models():
@@ -163,8 +161,7 @@ def recommended() -> list[dict]:
 
 def search(query: str) -> list[dict]:
     """Repositories with their GGUF files: [{repo_id, downloads, likes, gated, files: [{filename, size, quant}]}]."""
-    from app.core import hub
-
+    from app.core.library import hub
     out = []
     for repo in hub.search(query, limit=30):
         files = [f for f in repo.files if (f.split_index or 1) == 1]  # a split set downloads as one
@@ -177,8 +174,7 @@ def search(query: str) -> list[dict]:
 def pull(repo_id: str, filename: str | None, progress: Callable[[int, int], None],
          cancel: threading.Event) -> str:
     """Download a model into the models folder (where the library finds it); returns the path to load."""
-    from app.core import hub
-
+    from app.core.library import hub
     return str(hub.pull(repo_id, filename, progress=progress, cancel=cancel).paths[0])
 
 
@@ -195,7 +191,7 @@ _WINDOW_WAY_ON = "; Quantize anyway still makes the copy"
 
 def requantize_note(path: str, info: dict, qtype: str) -> str:
     """What quantizing this file (inspect's dict) to qtype costs when it is already quantized; '' when it is not."""
-    from app.core.quantize import requantize_problem
+    from app.core.making.quantize import requantize_problem
 
     problem = requantize_problem(Path(path).name, info.get("file_type"), qtype, info.get("file_size") or 0,
                                  info.get("parameters") or 0, way_on=_WINDOW_WAY_ON)
@@ -203,7 +199,7 @@ def requantize_note(path: str, info: dict, qtype: str) -> str:
 
 
 def quantize(path: str, qtype: str, progress: Callable[[int, int], None], cancel: threading.Event) -> str:
-    from app.core.quantize import quantize as run
+    from app.core.making.quantize import quantize as run
 
     # The pane said what requantizing costs before the user pressed Quantize anyway (requantize_note).
     return run(path, qtype, progress=progress, cancel=cancel, allow_requantize=True).path
@@ -226,14 +222,14 @@ def measure_quality(path: str, text: str, progress: Callable[..., None], cancel:
 
 def converter_note() -> str:
     """'' when conversion can run, else the sentence that says what to install."""
-    from app.core.convert import INSTALL_HINT, converter_installed
+    from app.core.making.convert import INSTALL_HINT, converter_installed
 
     return "" if converter_installed() else INSTALL_HINT + "."
 
 
 def convert(source: str, outtype: str, quantize_to: str | None, progress: Callable[[str, float, float], None],
             cancel: threading.Event) -> str:
-    from app.core.convert import convert as run
+    from app.core.making.convert import convert as run
 
     return str(run(source, outtype=outtype, quantize=quantize_to, progress=progress, cancel=cancel))
 

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QFrame
                                QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
 
-from app.core.notices import ERROR, INFO, Notice
+from app.ui.notices import ERROR, INFO, Notice
 from app.core.units import human_size
 from app.protocol.messages import ErrorKind, LoadOptions
 from app.ui.clamped_spin import say_clamps
@@ -52,7 +52,7 @@ LIBRARY_ROWS_KEPT = 3  # the library shows at least this many models, whatever t
 
 class ModelsView(QWidget):
     load_requested = Signal(object)  # LoadOptions
-    noticed = Signal(object)  # a Notice (app.core.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
     library_changed = Signal(str)  # the path a job added (download, quantize, convert)
     library_listed = Signal(object)  # the library's rows, after each reading
 

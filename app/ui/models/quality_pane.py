@@ -1,6 +1,6 @@
 """Under the quantize row: each type's measured quality on the user's text (from `hearth bench quality`, kept in
 data_dir()/bench/quality.json), "not measured yet" otherwise with Measure…, and the recommendation
-(app/core/quality_pick.py) with its threshold."""
+(app/ui/models/quality_pick.py) with its threshold."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from app.core.quality_pick import DEFAULT_THRESHOLD, recommend
+from app.ui.models.quality_pick import DEFAULT_THRESHOLD, recommend
 from app.core.units import human_size
 from app.ui.widgets import table
 
@@ -90,7 +90,7 @@ class QualityPane(QWidget):
 
     def set_fit(self, verdict: dict) -> None:
         """The fit estimate of the chosen model: its room in RAM and what it needs beside the weights."""
-        from app.core.fit import RAM_RESERVE_MB
+        from app.core.library.fit import RAM_RESERVE_MB
 
         try:
             self.room = (verdict["ram_available_mb"] - RAM_RESERVE_MB, verdict["total_mb"] - verdict["weights_mb"])

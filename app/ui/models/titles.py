@@ -25,7 +25,7 @@ def path_title(path: str | None, rows: list[dict]) -> str:
         if row.get("path") == path:
             return row_title(row)
     try:
-        from app.core.bundled import BUNDLED_NAME, bundled_model_path
+        from app.core.library.bundled import BUNDLED_NAME, bundled_model_path
 
         if Path(path) == bundled_model_path():
             return BUNDLED_NAME

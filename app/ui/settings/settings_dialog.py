@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout
                                QLabel, QPushButton, QVBoxLayout, QWidget)
 
 from app.core import paths
-from app.core.settings import THEMES
+from app.ui.settings.store import THEMES
 from app.protocol.messages import LoadOptions
 from app.ui.models.load_settings import DEFAULTABLE, LoadSettings, defaults_changed
 from app.ui import window_mode

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from app.core.chat_formats import BUILTIN_NAMES, ChatFormatError, choose_format
+from app.core.gguf.chat_formats import BUILTIN_NAMES, ChatFormatError, choose_format
 from app.devtools.gguf_edit import DROP, TEMPLATE_KEY, TOKENS_KEY, copy_with_fields, copy_without
 from app.protocol.messages import LoadOptions, SamplingOptions
 from app.engine.process.session import Session
@@ -181,8 +181,8 @@ def test_another_family_gets_its_own_builtin_template(gemma3_model):
     """A model of Gemma 3's shape without a template (random weights, a 262k SentencePiece vocabulary): Gemma's
     turn markers are control tokens in it, so llama.cpp's 'gemma' template is chosen, by the header alone
     (inspect) as by the loaded vocabulary, and its prompt carries them as tokens."""
-    from app.core.chat_formats import format_for_file
-    from app.core.gguf_info import read_gguf_info
+    from app.core.gguf.chat_formats import format_for_file
+    from app.core.gguf.info import read_gguf_info
 
     assert format_for_file(read_gguf_info(gemma3_model)).name == "gemma"
     info, done, tokens = answer(gemma3_model, sampling=SamplingOptions(temperature=0.0, max_tokens=8))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.imatrix_file import read_imatrix
+from app.core.gguf.imatrix import read_imatrix
 
 ROOT = Path(__file__).resolve().parents[3]
 CTX = 64
@@ -38,7 +38,7 @@ def _tokens(model: Path, text: str) -> list[int]:
 
 
 def test_the_matrix_has_llama_imatrix_s_entries_counts_and_metadata(calibration, bundled_model):
-    from app.core.gguf_info import read_gguf_info
+    from app.core.gguf.info import read_gguf_info
 
     text, result, seen = calibration
     matrix = read_imatrix(result.path)
@@ -69,7 +69,7 @@ def test_the_first_layer_s_sums_are_its_input_squared(calibration, bundled_model
     norm times attn_norm; numpy computes its squared sums from the file's own weights and the text's tokens."""
     import gguf
 
-    from app.core.gguf_info import read_gguf_info
+    from app.core.gguf.info import read_gguf_info
 
     text, result, _ = calibration
     matrix = read_imatrix(result.path)
@@ -123,8 +123,8 @@ def test_bad_input_gets_one_sentence(tmp_path, bundled_model):
 
 
 def test_chats_calibrate_through_the_model_s_template(tmp_path, bundled_model, monkeypatch):
-    from app.core.calibration_text import chat_documents
-    from app.core.chats import ChatStore
+    from app.core.making.calibration_text import chat_documents
+    from app.core.chats.store import ChatStore
     from app.engine.quantization.imatrix import document_tokens
     from app.protocol.messages import LoadOptions
     from app.engine.decoding.runtime import Runtime

@@ -1,0 +1,1 @@
+"""The jobs that write files: quantize, convert, importance-matrix text, native runtimes."""

@@ -1,0 +1,1 @@
+"""How Hearth touches the disk: JSON stores, the SQLite rule, disk errors, bounded reads, crash logs."""
