@@ -7,7 +7,6 @@ Python code (it imports the `llm` framework, which Hearth does not need).
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import sys
 from pathlib import Path
 

@@ -8,6 +8,8 @@ import shutil
 import pytest
 
 from app.core import library, paths
+from app.core.gguf.info import read_gguf_info
+from app.core.library import index
 from app.core.errors import HearthError, ModelFileError
 from tests.core.gguf.test_gguf_info import write_tiny_gguf
 
@@ -160,7 +162,7 @@ def test_processes_registering_at_once_keep_every_entry(tmp_path, hearth_home):
     env = {**os.environ, "HEARTH_HOME": str(hearth_home)}
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / f"p{n}")], env=env) for n in range(8)]
     assert all(p.wait(120) == 0 for p in procs)
-    assert len(library._index()) == 400
+    assert len(index._index()) == 400
 
 
 def test_an_import_copy_killed_midway_leaves_no_model_and_its_leftover_is_cleaned(tmp_path, bundled_model,
@@ -230,7 +232,7 @@ def test_fifos_named_gguf_in_any_scanned_folder_are_never_opened(other_apps, tmp
     names = [os.path.basename(p) for p in listed]
     assert names and not {"blocker.gguf", "pipe.gguf", "pipe-Q4_0.gguf", "sha256-fifo"} & set(names), names
     with pytest.raises(ModelFileError, match="FIFO"):
-        library.read_gguf_info(fifos[0])
+        read_gguf_info(fifos[0])
 
 
 def test_a_fifo_given_as_the_model_is_one_sentence(tmp_path):

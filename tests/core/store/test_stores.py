@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.core import library, paths
+from app.core.library import index as library_index
 
 
 from app.core.store import jsonstore
@@ -70,7 +71,7 @@ def _write_quality():
 
 STORES = {
     "settings": (paths.settings_file, settings.load_settings, lambda: settings.update_settings(theme="dark")),
-    "library": (library.index_file, library._index,
+    "library": (library.index_file, library_index._index,
                 lambda: library.register(Path("/elsewhere/new.gguf"), "imported", owned=False)),
     "presets": (prompt_presets.presets_file, prompt_presets.load_presets,
                 lambda: prompt_presets.save_preset("Mine", "Be kind.")),
@@ -148,7 +149,7 @@ def test_a_library_import_after_damage_keeps_the_linked_imports_of_the_kept_copy
     library.register(Path("/elsewhere/new.gguf"), "imported", owned=False)
     [kept] = path.parent.glob("library.json.bad-*")
     assert b"/somewhere/linked.gguf" in kept.read_bytes()
-    assert [e["path"] for e in library._index()] == [str(Path("/elsewhere/new.gguf").resolve())]
+    assert [e["path"] for e in library_index._index()] == [str(Path("/elsewhere/new.gguf").resolve())]
 
 
 WRITER = """
@@ -240,7 +241,7 @@ def test_a_damaged_store_whose_disk_refuses_the_move_is_not_written_over(tmp_pat
 # One entry of the wrong type among sound ones, for each store of entries: (its file, its reader, a writer, its data,
 # whether what the reader gives keeps the sound entry and only sound ones).
 BAD_ENTRY = {
-    "library": (library.index_file, library._index,
+    "library": (library.index_file, library_index._index,
                 lambda: library.register(Path("/elsewhere/new.gguf"), "imported", owned=False),
                 {"models": [{"path": "/elsewhere/good.gguf", "source": "imported"}, {"path": 5, "source": {}}]},
                 lambda got: "/elsewhere/good.gguf" in [e["path"] for e in got]
@@ -289,12 +290,12 @@ def test_a_bad_entry_in_a_read_only_folder_is_left_out_and_the_file_never_writte
     (folder / "store.json.lock").write_bytes(b"")
     folder.chmod(0o500)
     try:
-        got = jsonstore.read_json(path, {}, valid=library._index_shape, clean=library._sound_entries)
+        got = jsonstore.read_json(path, {}, valid=library_index._index_shape, clean=library_index._sound_entries)
         assert got == {"models": [{"path": "/a/good.gguf"}]}
         said = jsonstore.take_notices()
         assert len(said) == 1 and "cannot use" in said[0] and "will not write over" in said[0]
         with pytest.raises(jsonstore.StoreError):
-            jsonstore.update_json(path, lambda d: d, {}, valid=library._index_shape, clean=library._sound_entries)
+            jsonstore.update_json(path, lambda d: d, {}, valid=library_index._index_shape, clean=library_index._sound_entries)
         assert path.read_bytes() == raw
     finally:
         folder.chmod(0o700)
