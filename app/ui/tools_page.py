@@ -122,7 +122,7 @@ class ToolsPage(QWidget):
         self.runs_as_you.setWordWrap(True)
         self.runs_as_you.setStyleSheet("color: #b45309")
         form_box = QGroupBox("Add a server")
-        form = QFormLayout(form_box)
+        form = self._form = QFormLayout(form_box)
         kinds = QHBoxLayout()
         kinds.addWidget(self.stdio_choice)
         kinds.addWidget(self.http_choice)
@@ -231,11 +231,14 @@ class ToolsPage(QWidget):
         self.remove_button.setEnabled(chosen)
 
     def _show_kind(self) -> None:
+        """Only the kind chosen shows its fields: disabled, the other kind's looked like fields to fill (#55 F)."""
         stdio = self.stdio_choice.isChecked()
         for widget in (self.command_edit, self.env_edit):
             widget.setEnabled(stdio)
+            self._form.setRowVisible(widget, stdio)
         for widget in (self.url_edit, self.headers_edit):
             widget.setEnabled(not stdio)
+            self._form.setRowVisible(widget, not stdio)
 
     def _say(self, message: str) -> None:
         self.status.setText(message)

@@ -218,3 +218,12 @@ def test_a_model_not_trained_for_tools_is_said_and_the_box_offers_a_forced_call(
     assert call["server"] == "time"
     chat.stop()
     qtbot.waitUntil(lambda: not chat.generating, timeout=ANSWER_MS)
+
+
+def test_the_add_form_shows_only_the_fields_of_the_kind_chosen(qtbot, idle_window):
+    """#55 F: for a program (stdio), Address and Headers looked enabled, fields to fill for nothing."""
+    page = idle_window.tools
+    for kind, shown, hidden in ((page.stdio_choice, (page.command_edit, page.env_edit), (page.url_edit, page.headers_edit)),
+                                (page.http_choice, (page.url_edit, page.headers_edit), (page.command_edit, page.env_edit))):
+        kind.setChecked(True)
+        assert all(w.isVisibleTo(page) for w in shown) and not any(w.isVisibleTo(page) for w in hidden)
