@@ -182,6 +182,7 @@ class VerticalScroll(QScrollArea):
 class JobBar(QWidget):
     job_finished = Signal(str, object)  # kind, result (None when it failed or was cancelled)
     job_failed = Signal(str)  # the sentence to show
+    job_cancelled = Signal(str)  # kind: the user cancelled it (no error: nothing failed)
 
     def __init__(self, tasks: Tasks, parent=None):
         super().__init__(parent)
@@ -263,8 +264,13 @@ class JobBar(QWidget):
         self.job_finished.emit(kind, result)
 
     def _on_error(self, message: str) -> None:
+        cancelled = self.cancel_event is not None and self.cancel_event.is_set()
+        kind = self.kind
         self._end()
-        self.job_failed.emit(message)
+        if cancelled:  # the work stopped because the user asked: said as news, never in red (#55 F)
+            self.job_cancelled.emit(kind)
+        else:
+            self.job_failed.emit(message)
 
 
 class StatusLine(QLabel):

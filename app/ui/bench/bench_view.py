@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, Q
                                QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QTabWidget,
                                QVBoxLayout, QWidget)
 
-from app.ui.notices import ERROR, Notice, cleared
+from app.ui.notices import ERROR, INFO, Notice, cleared
 from app.bench.matrix_plan import WORKLOADS
 from app.bench.matrix_report import table_rows, write_csv
 from app.bench.results import load_result, write_json
@@ -151,6 +151,7 @@ class BenchView(QWidget):
         self.workload.currentIndexChanged.connect(self._show_table)
         self.jobs.job_finished.connect(lambda _kind, result: self.show_result(result))
         self.jobs.job_failed.connect(self._on_failed)
+        self.jobs.job_cancelled.connect(self._on_cancelled)
         self.set_model(None)
         self._update_buttons()
         if not matrix_available():
@@ -213,6 +214,11 @@ class BenchView(QWidget):
         started = self.jobs.start("benchmark", "Benchmarking…", work)
         self._update_buttons()
         return started
+
+    def _on_cancelled(self, _kind: str) -> None:
+        self.caption.setText("Cancelled; nothing was measured.")
+        self._update_buttons()
+        self.noticed.emit(Notice("The benchmark was cancelled.", INFO, "bench"))
 
     def _on_failed(self, message: str) -> None:
         self.caption.setText(message)

@@ -251,6 +251,7 @@ class ModelsView(QWidget):
         self.converter.convert_requested.connect(self.convert)
         self.jobs.job_finished.connect(self._on_job_finished)
         self.jobs.job_failed.connect(self.show_error)
+        self.jobs.job_cancelled.connect(lambda kind: self._said_plainly(f"The {kind} was cancelled."))
         self.sources.currentChanged.connect(self._on_source_tab_changed)
         self.load_settings.ctx.currentIndexChanged.connect(self._update_fit)
         self.load_settings.kv_type.currentIndexChanged.connect(self._update_fit)
@@ -615,6 +616,10 @@ class ModelsView(QWidget):
                                         (info.get("runtime") or {}).get("note") or "") if x)
         self.loaded_note.setText(note)
         self.loaded_note.setVisible(bool(note))
+
+    def _said_plainly(self, message: str) -> None:
+        self.status.setText(html.escape(message))
+        self.noticed.emit(Notice(message, INFO, "models"))
 
     def show_error(self, message: str, cause: str = "models") -> None:
         """The sentence in red under the library, and on the status bar under its cause: the next outcome of the
