@@ -261,3 +261,39 @@ def test_drafting_from_the_old_answer_turns_itself_off_when_it_costs_speed(qtbot
     assert not w.models.load_settings.reuse_answers.isChecked() and w.settings["reuse_answer_drafts"] is False
     assert "(0.77x plain speed)" in w.statusBar().currentMessage()
     assert "no longer do it" in w.statusBar().currentMessage()
+
+
+def test_paging_an_answer_keeps_the_view_at_the_pager(qtbot, idle_window):
+    """#55 F: paging to 1/2 jumped the transcript to the bottom, away from the pager; and the pager sat 5 px from
+    Continue, where a click meant for ‹ generated."""
+    w = idle_window
+    w.resize(1280, 800)
+    cid = w.store.create("Paged")
+
+    def pairs(tag: str) -> None:
+        for n in range(20):
+            w.store.add_message(cid, "user", f"{tag} question {n}")
+            w.store.add_message(cid, "assistant", f"{tag} answer {n}.")
+
+    pairs("Before")
+    w.store.add_message(cid, "user", "Name a fruit.")
+    answer = w.store.add_message(cid, "assistant", "Apple.")
+    pairs("After apple")  # the first version's branch
+    w.store.add_version(answer, "Pear.")
+    pairs("After pear")  # the second's
+    w.chat.conversations.refresh(select=cid)
+    w.chat.open_conversation(cid)
+    transcript = w.chat.transcript
+    qtbot.waitUntil(lambda: not transcript.loading, timeout=5_000)
+    bar = transcript.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=5_000)  # laid out: long enough to scroll
+    point = link_point(transcript, f"prev:{answer}")  # the pager scrolled into view, as the user did
+    at = bar.value()
+    assert point is not None and at < bar.maximum() * 0.9  # up in the middle, not at the end
+    qtbot.mouseClick(transcript.viewport(), Qt.LeftButton, pos=point)
+    qtbot.waitUntil(lambda: "1/2" in transcript.toPlainText() and not transcript.loading, timeout=5_000)
+    qtbot.waitUntil(lambda: "After apple answer 19" in transcript.toPlainText(), timeout=5_000)
+    qtbot.wait(100)
+    assert abs(bar.value() - at) < bar.pageStep()  # still there, by the pager
+    header = next(line for line in transcript.toPlainText().splitlines() if "1/2" in line)
+    assert "·" in header.split("‹")[0][-8:]  # the pager set apart from the actions before it

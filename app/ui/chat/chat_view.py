@@ -396,7 +396,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self._update_buttons()
         self.conversation_changed.emit()
 
-    def _render_conversation(self, before: int | None = None) -> None:
+    def _render_conversation(self, before: int | None = None, keep_view: bool = False) -> None:
         """Show the open conversation; before: only the messages before this one (the answer being
         regenerated: its new version streams after them, and what followed it waits in the store)."""
         shown: list[tuple] = []
@@ -412,7 +412,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         if not shown and before is None:
             self._welcome_if_empty()
             return
-        self.transcript.show_messages(shown)
+        self.transcript.show_messages(shown, keep_view)
 
     def _welcome_if_empty(self, *_args) -> None:
         """An empty chat says what to do, with example prompts for the loaded model (app/ui/chat/welcome.py)."""
@@ -462,7 +462,7 @@ class ChatView(Asking, ToolApproval, QWidget):
                 self.noticed.emit(Notice(f"That version cannot be shown now: {exc}", ERROR, "chat.saving"))
                 return
             self._editing = None
-            self._render_conversation()
+            self._render_conversation(keep_view=True)
             self._update_buttons()
 
     def copy_last_answer(self) -> bool:

@@ -49,6 +49,7 @@ def message_links(msg, last: bool = False) -> list[tuple[str, str | None]]:
         links += [(f"[{src['n']}] {src['where']}", f"source:{msg.id}.{src['n']}")
                   for src in msg.meta.get("sources") or []]
     if msg.versions > 1:
-        links += [("‹", f"prev:{msg.id}" if msg.version > 1 else None), (f"{msg.version}/{msg.versions}", None),
+        # Set apart from the actions (#55 F: "‹" sat 5 px from Continue, and a click meant for it generated).
+        links += [("   ·   ", None), ("‹", f"prev:{msg.id}" if msg.version > 1 else None), (f"{msg.version}/{msg.versions}", None),
                   ("›", f"next:{msg.id}" if msg.version < msg.versions else None)]
     return links

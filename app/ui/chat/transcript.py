@@ -147,6 +147,7 @@ class Transcript(Following, QTextBrowser):
         self.flushes = 0  # counted for tests and the benchmark: appends that touched the document
         self.full_renders = 0  # times the whole transcript was (re)built: opening a conversation, never per token
         self.welcoming = False  # an empty chat's welcome is shown (show_welcome)
+        self._kept_view: int | None = None  # where the view goes once a re-shown conversation is all there
         self.examples: list[str] = []  # its example prompts, by the number their links carry
 
     # --- whole messages -------------------------------------------------
@@ -187,10 +188,16 @@ class Transcript(Following, QTextBrowser):
             self.welcoming = False
             self.clear()
 
-    def show_messages(self, messages: list[tuple]) -> None:
-        """Show a conversation [(role, text, note[, links])], rendered a few messages per event-loop turn."""
+    def show_messages(self, messages: list[tuple], keep_view: bool = False) -> None:
+        """Show a conversation [(role, text, note[, links])], rendered a few messages per event-loop turn.
+        keep_view: the same conversation again (another version paged to): the view stays where the user was
+        instead of jumping to the end (#55 F: paging to 1/2 took the pager out of sight)."""
+        kept = self.verticalScrollBar().value() if keep_view else None
         self.clear_all()
         self.full_renders += 1
+        self._kept_view = kept
+        if kept is not None:
+            self._set_following(False)
         self._backlog = list(messages)
         # From the next event-loop turn on: the turn that opens the conversation does enough already.
         self._backlog_timer.start()
@@ -216,6 +223,9 @@ class Transcript(Following, QTextBrowser):
             self._backlog_timer.start()
         elif self._pending:
             self.flush()
+        if not self._backlog and self._kept_view is not None:  # all there: back where the user was
+            self.verticalScrollBar().setValue(self._kept_view)
+            self._kept_view = None
 
     def _end_cursor(self) -> QTextCursor:
         cursor = QTextCursor(self.document())
