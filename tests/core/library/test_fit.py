@@ -196,3 +196,12 @@ def test_the_engine_refuses_a_load_whose_draft_does_not_fit(model_variant, monke
     with pytest.raises(ModelTooBig, match="with the draft model"):
         preflight(LoadOptions(model_path=str(target), n_ctx=8192, draft_model=str(draft)))
     preflight(LoadOptions(model_path=str(target), n_ctx=8192, draft_model=str(draft), draft_max=0))  # never loaded
+
+
+def test_a_draft_cost_estimated_from_sizes_says_how_rough_it_is(model_variant):
+    """#55 D4: "about 36% of a step (estimated from file sizes)" was 111-158% once measured; an estimate that far
+    off says how rough it is, and that a load measures it."""
+    from app.core.library.draft_pay import draft_verdict
+
+    verdict = draft_verdict(str(model_variant("F16")), str(model_variant("Q4_0")))
+    assert not verdict.measured and "rough guess" in verdict.sentence and "measures it" in verdict.sentence
