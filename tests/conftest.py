@@ -138,6 +138,16 @@ def gemma3_model(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_media():
+    """{"gemma3" | "qwen2vl" | "qwen2audio": TinyModel(model, mmproj)}: random-weight models that see and hear,
+    made by app/devtools/tiny_media.py (about 10 s, once; cached under HEARTH_TINY_MEDIA_DIR or
+    ~/.cache/hearth-tiny-media). Skips where transformers or torch are missing."""
+    from tests.helpers.tiny_media import tiny_media_models
+
+    return tiny_media_models()
+
+
+@pytest.fixture(scope="session")
 def extra_bufts_work(bundled_model) -> bool:
     """Whether llama.cpp's extra buffer types run quantized models on this CPU (Hearth's own probe). On AMX
     machines they segfault (llama.cpp issue 20824): Hearth turns them off itself, other programs do not."""
