@@ -197,7 +197,7 @@ def test_without_the_extra_it_says_what_to_install(tmp_path):
             "    def find_spec(self, name, path=None, target=None):\n"
             "        if name.split('.')[0] in ('torch', 'transformers', 'conversion'): raise ImportError(name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "from app.core import convert\n"
+            "from app.core.making import convert\n"
             "try: convert.convert(sys.argv[1])\n"
             "except convert.HearthError as e: print(e)\n")
     result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,

@@ -23,17 +23,31 @@ beside them, the Hub (hub), the memory fit (fit), whether a draft can pay (draft
 
 from __future__ import annotations
 
-from app.core.library.copies import clean_partial_copies
-from app.core.library.discovery import discover, discovery_home, discovery_roots
+import importlib
+
 from app.core.library.entry import (APP_NAMES, DISCOVERED_SOURCES, IMPORT_MODES, MAX_DEPTH, OWNED_SOURCES,
                                     LibraryEntry)
-from app.core.library.ids import AmbiguousModel, assign_ids, find
-from app.core.library.importing import import_model
-from app.core.library.index import forget_missing, index_file, missing_records, register
-from app.core.library.listing import entry_for_path, list_models, resolve
-from app.core.library.removal import Removal, carry_out, plan_removal, remove_model
 
-__all__ = ["APP_NAMES", "DISCOVERED_SOURCES", "IMPORT_MODES", "MAX_DEPTH", "OWNED_SOURCES", "AmbiguousModel",
-           "LibraryEntry", "Removal", "assign_ids", "carry_out", "clean_partial_copies", "discover",
-           "discovery_home", "discovery_roots", "entry_for_path", "find", "forget_missing", "import_model",
-           "index_file", "list_models", "missing_records", "plan_removal", "register", "remove_model", "resolve"]
+# Where each name clients ask for lives. Imported when first asked for, not with the package: the window imports
+# app.core.library.bundled before its first paint, and the library's readers bring in gguf and numpy.
+_WHERE = {
+    "clean_partial_copies": "copies",
+    "discover": "discovery", "discovery_home": "discovery", "discovery_roots": "discovery",
+    "AmbiguousModel": "ids", "assign_ids": "ids", "find": "ids",
+    "import_model": "importing",
+    "forget_missing": "index", "index_file": "index", "missing_records": "index", "register": "index",
+    "entry_for_path": "listing", "list_models": "listing", "resolve": "listing",
+    "Removal": "removal", "carry_out": "removal", "plan_removal": "removal", "remove_model": "removal",
+}
+
+__all__ = ["APP_NAMES", "DISCOVERED_SOURCES", "IMPORT_MODES", "MAX_DEPTH", "OWNED_SOURCES", "LibraryEntry",
+           *_WHERE]
+
+
+def __getattr__(name: str):
+    room = _WHERE.get(name)
+    if room is None:
+        raise AttributeError(f"module 'app.core.library' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"app.core.library.{room}"), name)
+    globals()[name] = value
+    return value
