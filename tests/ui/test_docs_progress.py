@@ -55,6 +55,8 @@ def test_cancel_inside_a_file_the_counter_and_both_lists(qtbot, idle_window, tmp
     # While it runs, the collection it made is in the page's table and in the chat's Documents box alike.
     assert page.table.rowCount() == 1 and page.table.item(0, 0).text() == "papers"
     assert box_names(w) == ["papers"]
+    # The table counts what the progress line counts (#55 D7: "20 files, 240 chunks" beside "1,325 of 3,000").
+    assert page.table.item(0, 1).text() == "2 of 4"
     started = time.monotonic()
     with qtbot.waitSignal(page.runner.finished, timeout=CANCEL_MS) as ended:
         page.cancel_button.click()
