@@ -42,6 +42,7 @@ ENTRY_POINTS = {
     "--bench-job": EntryPoint("app.bench.job_worker", "main", False),
     "--bench-matrix-worker": EntryPoint("app.bench.matrix_worker", "main", False),
     "--imatrix-worker": EntryPoint("app.engine.quantization.imatrix_worker", "main", True),
+    "--projector-check": EntryPoint("app.engine.media.projector_check", "child_main", True),
 }
 # module -> flag, as child_command needs it.
 ENTRY_FLAGS = {entry.module: flag for flag, entry in ENTRY_POINTS.items()}

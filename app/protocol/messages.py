@@ -130,6 +130,11 @@ class LoadOptions(_Options):
                                           "or a prompt batch) takes longer than this; the request is told why "
                                           "(default: 50 times the step's time measured at load, at least 10 s)",
                                           "SECONDS", dest="step_timeout", low=0.1, high=86400.0)
+    # The projector (mmproj-*.gguf) that lets the model see images and hear sounds (app/engine/media/projector.py);
+    # None: the one paired with the model in the library, if any; "none": no projector.
+    mmproj: str | None = option(None, "--mmproj", "the model's projector for images and audio (mmproj-*.gguf; "
+                                "default: the one beside the model in the library; none: no projector)", "PATH",
+                                remembered=False)
     # Requests served at once, each in its own KV sequence (the API server's slots).
     n_parallel: int = internal(1, "a server's choice: hearth serve --parallel N (the window and hearth chat answer "
                                "one at a time)", valid=(1, 64))

@@ -69,6 +69,7 @@ class Answer:
     prompt_dropped: int = 0  # prompt tokens left out to fit the context (the window policy's fit_prompt)
     speculator: object = None  # app.engine.speculation.speculative.Speculator drafting this answer, if any
     memory: AnswerPeak | None = None  # the engine's peak memory during this answer, from its start
+    media: object = None  # app.engine.media.prompt.MediaPrompt: the prompt's images and sounds, if any
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -130,6 +131,11 @@ class Decoder:
                                                 add_special=False, limit=rest)
         return self._tokenize(prompt_text, literal, add_special=self.rt.add_bos(), limit=limit)
 
+    def tokenize_text(self, text: str, literal, first: bool) -> list[int]:
+        """One piece of a prompt's text (the text between two media of a MediaPrompt): with the model's BOS where
+        it is the prompt's first piece, its literal spans kept literal."""
+        return self._tokenize(text, literal, add_special=first and self.rt.add_bos())
+
     def _tokenize(self, text: str, literal, add_special: bool, limit: int | None = None) -> list[int]:
         tokenize = self.rt.tokenize
         if not literal:
@@ -144,9 +150,12 @@ class Decoder:
                             limit=None if limit is None else max(limit - len(out), 0))
         return out
 
-    def sync_prefix(self, prompt: list[int]) -> int:
-        """Drop KV entries past the shared prefix; return how many prompt tokens stay cached."""
+    def sync_prefix(self, prompt: list[int], whole=None) -> int:
+        """Drop KV entries past the shared prefix; return how many prompt tokens stay cached. whole(keep): the
+        prefix moved back to where it cuts nothing that must be evaluated whole (an image)."""
         keep = common_prefix(self.tokens, prompt)
+        if whole is not None:
+            keep = whole(keep)
         if keep == len(prompt):
             keep -= 1  # we need logits for the last prompt token, so evaluate it again
         if keep < len(self.tokens) and not self.truncate(keep):
@@ -233,11 +242,13 @@ class Decoder:
 
     # --- generation -----------------------------------------------------
     def begin(self, prompt_text: str, sampling: SamplingOptions, emit: Emit, cancelled: threading.Event,
-              truncate: bool = True, literal: list[tuple[int, int]] = (), speculator=None) -> "Answer":
+              truncate: bool = True, literal: list[tuple[int, int]] = (), speculator=None, media=None) -> "Answer":
         """Tokenize and evaluate a prompt (only what the cache does not hold) and set up its answer.
 
         truncate=False: a prompt longer than the context is an error (ContextTooLong), never cut to fit
         by the context policy (the API's rule).
+        media: an app.engine.media.prompt.MediaPrompt, the prompt already in pieces with its images and sounds;
+        one that cannot fit the context is refused before anything is evaluated, never cut.
         """
         self.cancelled = cancelled  # a context policy's rebuild stops on it too
         rt = self.rt
@@ -245,13 +256,17 @@ class Decoder:
         dropped = 0
         # The API never truncates: past the context, how much longer a prompt is needs no tokenizing, and a
         # prompt whose bytes alone say so is refused before any (a 10 MB one-word prompt took 8-13 s to tokenize).
-        if not truncate and rt.surely_longer(prompt_text, rt.n_ctx - 1):
+        if media is not None:
+            media.check_fits(rt.n_ctx)
+            prompt = media.tokens
+        elif not truncate and rt.surely_longer(prompt_text, rt.n_ctx - 1):
             raise ContextTooLong(_too_long(rt.n_ctx))
-        prompt = self.tokenize_prompt(prompt_text, literal, limit=None if truncate else rt.n_ctx)
+        else:
+            prompt = self.tokenize_prompt(prompt_text, literal, limit=None if truncate else rt.n_ctx)
         if not prompt:  # llama.cpp would sample from logits that were never computed, and abort
             raise EmptyPrompt("There is nothing to answer: the prompt is empty (for a chat, the model's chat "
                                   "template rendered the conversation as nothing).")
-        if len(prompt) >= rt.n_ctx:
+        if len(prompt) >= rt.n_ctx and media is None:
             if not truncate:
                 raise ContextTooLong(_too_long(rt.n_ctx, len(prompt) if len(prompt) <= rt.n_ctx else None))
             if self.context_policy is not None:
@@ -263,7 +278,7 @@ class Decoder:
                     f"The conversation ({len(prompt)} tokens) does not fit the model's context of "
                     f"{rt.n_ctx} tokens; start a new chat or load the model with a larger context."
                 )
-        keep = self.sync_prefix(prompt)
+        keep = self.sync_prefix(prompt, media.whole_keep if media is not None else None)
         self.cached_text = None
         if sampling.greedy and len(prompt) + (sampling.max_tokens if speculator is not None else 0) >= SPLIT_KV_CELLS:
             # Past that many cells the thread count changes a greedy answer's tokens: it holds one count (a
@@ -281,7 +296,10 @@ class Decoder:
             progress(0)
         memory = AnswerPeak()  # the prompt's reading counts: it is this answer's
         try:
-            self.last_prompt_evaluated = self.eval_tokens(todo, cancelled, progress)
+            if media is not None:
+                self.last_prompt_evaluated = media.evaluate(self, cancelled, progress)
+            else:
+                self.last_prompt_evaluated = self.eval_tokens(todo, cancelled, progress)
         except BaseException:
             memory.end()
             raise
@@ -292,6 +310,7 @@ class Decoder:
         answer.prompt_dropped = dropped
         answer.speculator = speculator
         answer.memory = memory
+        answer.media = media
         # The prompt's figures before the first token: an API response that opens with its usage (Anthropic's
         # message_start) has them, and the monitor shows the prompt's size while the answer starts.
         emit({**self.stats_event(0, None, t_prompt, len(prompt), speculator),
@@ -302,12 +321,12 @@ class Decoder:
 
     def generate(self, prompt_text: str, sampling: SamplingOptions, emit: Emit,
                  cancelled: threading.Event | None = None, truncate: bool = True,
-                 literal: list[tuple[int, int]] = (), speculator=None) -> dict:
+                 literal: list[tuple[int, int]] = (), speculator=None, media=None) -> dict:
         """One whole answer, token by token (or speculatively: with `speculator`, else the model's own); its
         Done event."""
         cancelled = cancelled or threading.Event()
         speculator = speculator or self.speculator
-        answer = self.begin(prompt_text, sampling, emit, cancelled, truncate, literal, speculator)
+        answer = self.begin(prompt_text, sampling, emit, cancelled, truncate, literal, speculator, media)
         rt = self.rt
         sampler, stream, generated = answer.sampler, answer.stream, answer.generated
         hand_out = self.hand_out
@@ -363,7 +382,10 @@ class Decoder:
             answer.emit({"ev": TOKEN, "text": tail})
         t_end = time.perf_counter()
         self.total_evaluated += n_gen
-        self._remember_text(answer.prompt_text, answer.prompt, answer.generated)
+        if answer.media is None:
+            self._remember_text(answer.prompt_text, answer.prompt, answer.generated)
+        else:  # its text holds media markers: the next prompt is matched by its tokens (media by their hash)
+            self.cached_text = None
         t0, t_prompt = answer.t0, answer.t_prompt
         gen_time = t_end - t_prompt
         result = {
@@ -384,6 +406,7 @@ class Decoder:
             "n_past": len(self.tokens),
             "n_ctx": self.rt.n_ctx,
             "prompt_dropped": answer.prompt_dropped,
+            **(answer.media.figures() if answer.media is not None else {}),
             **self.rt.threads_now(),
             **self.rt.memory_now(),
             "peak_rss_mb": answer.memory.end() if answer.memory is not None else peak_rss_mb(),

@@ -54,8 +54,10 @@ class Sampler:
             self.grammar = GrammarSampling(vocab, options.grammar, n_vocab) if options.grammar else None
             self.chain = self._build_chain(options)
             # The repeat penalty looks at recent tokens, the prompt's included (the grammar sees only the answer's).
+            # (An image's or a sound's positions are placeholders, negative ids: no token to penalise.)
             for tok in (history or [])[-max(options.repeat_last_n, 0):]:
-                llama_cpp.llama_sampler_accept(self.chain, tok)
+                if tok >= 0:
+                    llama_cpp.llama_sampler_accept(self.chain, tok)
 
     def _build_chain(self, o: SamplingOptions):
         params = llama_cpp.llama_sampler_chain_default_params()

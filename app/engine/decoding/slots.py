@@ -95,15 +95,16 @@ class Slots:
                 slot.decoder.context_policy.reset()
 
     def start(self, prompt_text: str, system_text: str | None, sampling, emit, cancelled, truncate: bool,
-              literal=(), make_speculator=None) -> None:
+              literal=(), make_speculator=None, media=None) -> None:
         """Evaluate a request's prompt in a free slot and hand out its first token. Raises what begin raises.
-        make_speculator(decoder): the answer's Speculator (a free drafter), or None for plain steps."""
+        make_speculator(decoder): the answer's Speculator (a free drafter), or None for plain steps.
+        media: the prompt's images and sounds (app/engine/media/prompt.py), evaluated in this slot's sequence."""
         slot = self._pick(prompt_text)
         decoder = slot.decoder
         decoder.context_policy.system_text = system_text
         try:
             speculator = make_speculator(decoder) if make_speculator is not None else None
-            answer = decoder.begin(prompt_text, sampling, emit, cancelled, truncate, literal, speculator)
+            answer = decoder.begin(prompt_text, sampling, emit, cancelled, truncate, literal, speculator, media)
         except BaseException:
             decoder.reset()  # a prompt evaluated half-way leaves the slot's cache unknown
             raise

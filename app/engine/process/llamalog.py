@@ -59,6 +59,20 @@ def install(verbose: bool = False) -> None:
         _installed = _on_log
 
 
+_mtmd_installed = False
+
+
+def install_mtmd() -> None:
+    """libmtmd (images and sounds) logs through its own setter: its lines join llama.cpp's here."""
+    global _mtmd_installed
+    if not _mtmd_installed:
+        from llama_cpp import mtmd_cpp
+
+        mtmd_cpp.mtmd_log_set(_on_log, None)
+        mtmd_cpp.mtmd_helper_log_set(_on_log, None)
+        _mtmd_installed = True
+
+
 def recent_lines() -> list[str]:
     return [line.strip() for line in _recent if line.strip()]
 

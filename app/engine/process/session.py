@@ -23,6 +23,7 @@ from app.engine.speculation.speculative import check_speculation_options, make_s
 from app.engine.prompt.template import opens_thinking, template_for, turn_stops
 from app.engine.context.policy import make_policy
 from app.engine.context.window import system_prefix
+from app.engine.media.session_media import SessionMedia
 
 
 class NotAChatModel(InvalidRequest):
@@ -41,6 +42,8 @@ class Session:
         except BaseException:
             runtime.close()
             raise
+        # Images and sounds: the projector beside the model, or the sentence why there is none that works.
+        self.media = SessionMedia(runtime)
         # An embedding or reranking model is refused for chat with this sentence (app/core/gguf/purpose.py).
         self.refusal = cannot_generate(runtime.path.name, runtime.meta("general.architecture"), runtime.meta)
         # The model's own recommended sampling (general.sampling.*), for the settings a request leaves to it.
@@ -104,6 +107,7 @@ class Session:
         info["spec_plain_reason"] = speculator.plain_reason if speculator is not None else None
         if self.slots is not None:
             info["slots"] = self.slots.batching()
+        info["media"] = self.media.describe()
         return info
 
     def chat(self, messages: list[dict], sampling: SamplingOptions, emit, cancelled: threading.Event,
@@ -113,6 +117,7 @@ class Session:
         if not truncate and len(messages) > self.rt.n_ctx:  # every message is at least a token: no need to render
             raise ContextTooLong(f"These {len(messages):,} messages cannot fit the model's context of "
                                  f"{self.rt.n_ctx} tokens (each takes at least one); send fewer.")
+        messages, media = self.media.take(messages)  # media parts become markers; the media, checked
         prefill = _prefill(messages)
         if prefill is not None:
             # The last message is the start of the answer (assistant prefill, as Anthropic's API and llama-server
@@ -125,8 +130,11 @@ class Session:
         if stops:
             sampling = replace(sampling, stop=[*sampling.stop, *(s for s in stops if s not in sampling.stop)])
         literal = literal_spans(prompt, messages, self.rt.special_texts())
-        return self._generate(prompt, system_prefix(self.template, messages, prompt), sampling, emit, cancelled,
-                              truncate, literal)
+        system_text = system_prefix(self.template, messages, prompt)
+        if media:
+            with self.media.prompt(prompt, media, literal, self.decoder.tokenize_text) as pieces:
+                return self._generate(prompt, system_text, sampling, emit, cancelled, truncate, literal, pieces)
+        return self._generate(prompt, system_text, sampling, emit, cancelled, truncate, literal)
 
     def complete(self, prompt: str, sampling: SamplingOptions, emit, cancelled: threading.Event,
                  truncate: bool = True) -> dict | None:
@@ -138,7 +146,7 @@ class Session:
             raise NotAChatModel(self.refusal)
 
     def _generate(self, prompt: str, system_text: str | None, sampling, emit, cancelled, truncate,
-                  literal=()) -> dict | None:
+                  literal=(), media=None) -> dict | None:
         check_logit_bias(sampling, self.rt.n_vocab)  # before the prompt is read
         sampling = self.with_recommended(sampling)
         if self.slots is not None:
@@ -147,11 +155,11 @@ class Session:
                 make = lambda decoder: prediction_speculator(decoder, sampling.prediction)  # noqa: E731
             elif self.decoder.speculator is not None:
                 make = lambda decoder: make_speculator(self.rt, decoder)  # noqa: E731
-            self.slots.start(prompt, system_text, sampling, emit, cancelled, truncate, literal, make)
+            self.slots.start(prompt, system_text, sampling, emit, cancelled, truncate, literal, make, media)
             return None
         self.decoder.context_policy.system_text = system_text
         speculator = prediction_speculator(self.decoder, sampling.prediction) if sampling.prediction else None
-        return self.decoder.generate(prompt, sampling, emit, cancelled, truncate, literal, speculator)
+        return self.decoder.generate(prompt, sampling, emit, cancelled, truncate, literal, speculator, media)
 
     def with_recommended(self, sampling: SamplingOptions) -> SamplingOptions:
         """The request's settings, with the model's recommendation for each one the user did not give."""
@@ -183,6 +191,7 @@ class Session:
         self.decoder.context_policy.reset()
 
     def close(self) -> None:
+        self.media.close()  # before the model it belongs to
         if self.embedder is not None:
             self.embedder.close()
             self.embedder = None

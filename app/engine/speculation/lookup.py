@@ -48,7 +48,10 @@ class LookupDrafter(Drafter):
         for n in range(min(self.max_ngram, length), self.min_ngram - 1, -1):
             at = self._index[n].get(tuple(seq[length - n :]))
             if at is not None:
-                return seq[at : at + k]
+                draft = seq[at : at + k]
+                # An image or a sound in the history is placeholders (app/engine/media/prompt.py), never a draft.
+                cut = next((i for i, tok in enumerate(draft) if tok < 0), len(draft))
+                return draft[:cut]
         return []
 
     def close(self) -> None:
