@@ -254,7 +254,10 @@ CHATML_TEMPLATE = (
 
 
 def make_gemma3(work: Path, corpus: Path, out: Path) -> None:
-    """Gemma 3 with a SigLIP tower: 128-pixel images of 8x8 patches, pooled to 16 image tokens."""
+    """Gemma 3 with a SigLIP tower: 128-pixel images of 8x8 patches, pooled to 16 image tokens. Six text layers:
+    llama.cpp gives Gemma 3 sliding-window attention on five layers of six, and a model with no full-attention
+    layer aborts in llama.cpp's K-shift (GGML_ASSERT(buffer) in set_input_k_shift), so the window policy could
+    not be tested on it."""
     import torch
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration
 
@@ -266,7 +269,7 @@ def make_gemma3(work: Path, corpus: Path, out: Path) -> None:
         "size": {"height": 128, "width": 128}, "image_processor_type": "Gemma3ImageProcessor"}), "utf-8")
     torch.manual_seed(SEED)
     config = Gemma3Config(
-        text_config=dict(vocab_size=n_vocab, hidden_size=WIDTH, intermediate_size=128, num_hidden_layers=2,
+        text_config=dict(vocab_size=n_vocab, hidden_size=WIDTH, intermediate_size=128, num_hidden_layers=6,
                          num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,
                          sliding_window=512, rms_norm_eps=1e-6, bos_token_id=2, eos_token_id=1, pad_token_id=0,
                          tie_word_embeddings=False),

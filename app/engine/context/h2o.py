@@ -29,7 +29,7 @@ import numpy as np
 from app.core.errors import HearthError
 from app.protocol.option_fields import H2O_FLASH_OFF, check_h2o_budgets
 from app.protocol.messages import LoadOptions
-from app.engine.context.window import SlidingContext
+from app.engine.context.window import SlidingContext, media_runs
 
 DEFAULT_HEAVY = LoadOptions.h2o_heavy  # of the context kept for heavy hitters at an eviction
 DEFAULT_RECENT = LoadOptions.h2o_recent  # of the context kept as the most recent tokens
@@ -60,6 +60,24 @@ def choose_evicted(scores: np.ndarray, head: int, n_recent: int, n_heavy: int) -
     # lexsort's last key is the primary one: by score, then by position.
     order = np.lexsort((np.arange(len(middle)), middle))
     return np.sort(order[: len(middle) - n_heavy]) + lo
+
+
+def whole_media(tokens: list[int], evicted: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The evicted positions with no image or sound cut in half: a medium partly chosen goes whole where it lies in
+    the evictable part [lo, hi), and stays whole where it reaches out of it."""
+    runs = media_runs(tokens)
+    if not runs or len(evicted) == 0:
+        return evicted
+    chosen = set(int(p) for p in evicted)
+    for a, b in runs:
+        hit = any(p in chosen for p in range(a, b))
+        if not hit:
+            continue
+        if lo <= a and b <= hi:
+            chosen.update(range(a, b))
+        else:
+            chosen.difference_update(range(a, b))
+    return np.array(sorted(chosen), dtype=np.int64)
 
 
 def evict(rt, seq: int, tokens: list[int], evicted: np.ndarray) -> None:
@@ -111,7 +129,7 @@ class HeavyHitterContext(SlidingContext):
     def make_room(self, decoder, n: int) -> bool:
         rt = decoder.rt
         tokens = decoder.tokens
-        if len(tokens) + n <= rt.n_ctx:
+        if len(tokens) + decoder.hidden + n <= rt.n_ctx:
             return True
         self.scores.raise_error()
         head = self.protected(rt, tokens)
@@ -126,8 +144,9 @@ class HeavyHitterContext(SlidingContext):
             scores = np.arange(len(tokens), dtype=np.float64)  # the oldest go first: the window's choice
         else:
             scores = self.scores.by_position(len(tokens))
-        evicted = choose_evicted(scores, head, n_recent, n_heavy)
+        evicted = whole_media(tokens, choose_evicted(scores, head, n_recent, n_heavy), head, len(tokens) - n_recent)
         evict(rt, decoder.seq, tokens, evicted)
+        decoder.recount_hidden()
         decoder.cached_text = None
         self.dropped += len(evicted)
         self.shifts += 1

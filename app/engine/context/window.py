@@ -40,6 +40,30 @@ def kv_can_shift(rt) -> bool:
     return bool(llama_cpp.llama_memory_can_shift(rt.memory))
 
 
+
+def past_media(tokens: list[int], at: int) -> int:
+    """`at`, moved forward to the end of an image or a sound it would cut. A medium is a run of placeholders in
+    the token history (negative ids, app/engine/media/prompt.py); a policy keeps or drops a medium whole, never
+    half of one: the model would read half an image as some other picture."""
+    while 0 < at < len(tokens) and tokens[at] < 0 and tokens[at - 1] < 0:
+        at += 1
+    return at
+
+
+def media_runs(tokens: list[int]) -> list[tuple[int, int]]:
+    """[start, end) of each run of media placeholders in the history."""
+    runs, start = [], None
+    for i, tok in enumerate(tokens):
+        if tok < 0 and start is None:
+            start = i
+        elif tok >= 0 and start is not None:
+            runs.append((start, i))
+            start = None
+    if start is not None:
+        runs.append((start, len(tokens)))
+    return runs
+
+
 def too_long_error(n_prompt: int, n_ctx: int) -> GenerationError:
     return GenerationError(
         f"The conversation ({n_prompt} tokens) does not fit the model's context of {n_ctx} tokens; "
@@ -165,12 +189,12 @@ class SlidingContext(ContextPolicy):
     def make_room(self, decoder, n: int) -> bool:
         rt = decoder.rt
         tokens = decoder.tokens
-        need = len(tokens) + n - rt.n_ctx
+        need = len(tokens) + decoder.hidden + n - rt.n_ctx
         if need <= 0:
             return True
-        head = self.protected(rt, tokens)
+        head = past_media(tokens, self.protected(rt, tokens))
         movable = len(tokens) - head
-        drop = self.chunk(movable, need)
+        drop = past_media(tokens, head + self.chunk(movable, need)) - head
         if drop > movable:
             return False  # n alone does not fit beside the protected head
         if self.shift and self._shift_out(decoder, head, drop):
@@ -184,6 +208,7 @@ class SlidingContext(ContextPolicy):
             return False
         rt.kv_shift(start + count, -1, -count, decoder.seq)
         del decoder.tokens[start : start + count]
+        decoder.recount_hidden()
         decoder.cached_text = None
         self.dropped += count
         self.shifts += 1
@@ -194,12 +219,21 @@ class SlidingContext(ContextPolicy):
         started = time.perf_counter()
         rt = decoder.rt
         recent = decoder.tokens[head + drop :]
+        # A medium cannot be evaluated again from the history (its placeholders are no tokens): the rebuild
+        # drops the recent part up to the end of its last medium, and keeps the text after it.
+        last = max((i for i, tok in enumerate(recent) if tok < 0), default=-1)
+        if last >= 0:
+            drop += last + 1
+            recent = recent[last + 1:]
         if rt.kv_remove(head, -1, decoder.seq):
             del decoder.tokens[head:]
         else:  # a cache that cannot cut its middle: start from nothing
+            if any(tok < 0 for tok in decoder.tokens[:head]):
+                return False  # the head would be evaluated again, and it holds a medium: no room to be made
             recent = decoder.tokens[:head] + recent
             rt.kv_clear(decoder.seq)
             del decoder.tokens[:]  # in place: the decode loop holds this very list
+        decoder.recount_hidden()
         decoder.cached_text = None
         done = decoder.eval_tokens(recent, decoder.cancelled)
         self.dropped += drop

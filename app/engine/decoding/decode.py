@@ -91,6 +91,10 @@ class Decoder:
         self.rt = rt
         self.seq = seq
         self.tokens: list[int] = []
+        # KV cells beyond one per position: an M-RoPE image (Qwen2-VL) takes n_tokens cells for fewer positions.
+        # media_extra: a medium's first placeholder -> its extra cells (app/engine/media/prompt.py).
+        self.hidden = 0
+        self.media_extra: dict[int, int] = {}
         # The text that `tokens` spell, when known: lets the next turn tokenize only its new text.
         self.cached_text: str | None = None
         self.last_prompt_evaluated = 0
@@ -113,6 +117,19 @@ class Decoder:
         self.rt.kv_clear(self.seq)
         self.tokens = []
         self.cached_text = None
+        self.media_extra.clear()
+        self.hidden = 0
+
+    def recount_hidden(self) -> None:
+        """The extra cells of the media `tokens` still hold (after a policy or a truncation removed some)."""
+        if not self.media_extra:
+            self.hidden = 0
+            return
+        tokens, extra, hidden = self.tokens, self.media_extra, 0
+        for i, tok in enumerate(tokens):
+            if tok < 0 and (i == 0 or tokens[i - 1] >= 0):
+                hidden += extra.get(tok, 0)
+        self.hidden = hidden
 
     # --- prompt ---------------------------------------------------------
     def tokenize_prompt(self, prompt_text: str, literal: list[tuple[int, int]] = (),
@@ -219,6 +236,8 @@ class Decoder:
         """
         ok = self.rt.kv_remove(to, -1, self.seq)
         del self.tokens[to:]
+        if self.hidden:
+            self.recount_hidden()
         return ok
 
     def _decode(self, batch) -> None:
@@ -234,7 +253,7 @@ class Decoder:
 
     def room_for(self, n: int) -> bool:
         """Make room for n more tokens in the context; False if the policy says stop."""
-        if len(self.tokens) + n <= self.rt.n_ctx:
+        if len(self.tokens) + self.hidden + n <= self.rt.n_ctx:
             return True
         if self.context_policy is not None:
             return self.context_policy.make_room(self, n)
@@ -353,7 +372,7 @@ class Decoder:
                 reason = hand_out(tok, generated, stream, emit, max_tokens, ignore_eos, cancelled)
                 if reason is not None:
                     break
-                if len(tokens) >= rt.n_ctx and not self.room_for(1):
+                if len(tokens) + self.hidden >= rt.n_ctx and not self.room_for(1):
                     reason = "context_full"
                     break
                 if watch and len(tokens) >= SPLIT_KV_CELLS:

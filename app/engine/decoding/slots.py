@@ -181,7 +181,7 @@ class Slots:
         speculator = slot.answer.speculator
         if speculator is None:
             return []
-        room = self.rt.n_ctx - len(slot.decoder.tokens) - 1
+        room = self.rt.n_ctx - len(slot.decoder.tokens) - slot.decoder.hidden - 1
         left = slot.answer.sampling.max_tokens - len(slot.answer.generated)
         return speculator.slot_draft(min(SLOT_DRAFT_MAX, room, left, spare))
 
@@ -217,7 +217,8 @@ class Slots:
                     elif slot.row >= 0:
                         speculator.plain_step(tok)
                     speculator.slot_tokens(new, len(answer.generated))
-                if answer.reason is None and len(decoder.tokens) >= self.rt.n_ctx and not decoder.room_for(1):
+                if (answer.reason is None and len(decoder.tokens) + decoder.hidden >= self.rt.n_ctx
+                        and not decoder.room_for(1)):
                     answer.reason = "context_full"
             if answer.reason is not None:
                 self._finish(slot)

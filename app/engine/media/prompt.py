@@ -151,6 +151,10 @@ class MediaPrompt:
         """Evaluate every position past what `decoder.tokens` holds (a piece boundary); logits on the last (a
         text token: the generation prompt). Returns the KV cells evaluated."""
         done = 0
+        for piece in self.pieces:  # every medium of the prompt, reused ones too: the decoder counts their cells
+            if piece.chunk is not None and piece.cells != len(piece.ids):
+                decoder.media_extra[piece.ids[0]] = piece.cells - len(piece.ids)
+        decoder.recount_hidden()
         for piece in self.pieces:
             have = len(decoder.tokens)
             if piece.end <= have:
@@ -172,6 +176,7 @@ class MediaPrompt:
                     raise GenerationError(f"libmtmd could not evaluate {piece.medium.describe()} (code {rc}); "
                                           "the context may be full.")
                 decoder.tokens.extend(piece.ids)
+                decoder.recount_hidden()
                 decoder.total_evaluated += piece.cells
                 done += piece.cells
                 self.encoded += 1
