@@ -214,6 +214,11 @@ class OpenAIApi:
             return None
         return bool((backend.info or {}).get("opens_thinking"))
 
+    def close(self) -> None:
+        """The server stopped: the threads that acquired models for it end with it (the window's Server page starts
+        and stops a server many times in one process; each left a thread behind)."""
+        self._acquiring.shutdown(wait=True, cancel_futures=True)
+
     async def serving(self, requested: str | None) -> tuple[str, Backend]:
         """The id and backend of the model a request names (loaded on demand, which takes seconds: off the
         event loop); 503 while none is ready, 404 for a model this server cannot have."""

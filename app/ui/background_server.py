@@ -34,6 +34,7 @@ class BackgroundServer:
         self.on_request = on_request
         self.url: str | None = None  # while serving
         self._server = None
+        self._api = None  # the app served (its close ends its threads)
         self._thread: threading.Thread | None = None
         self.api_tools: ApiTools | None = None  # the MCP servers offered to API clients (settings.tools), while serving
 
@@ -74,7 +75,7 @@ class BackgroundServer:
             finally:
                 sock.close()
 
-        self._server = server
+        self._server, self._api = server, api
         self._thread = threading.Thread(target=serve, name="hearth-api-server", daemon=True)
         self._thread.start()
         self.url = base_url(host, port)
@@ -87,4 +88,6 @@ class BackgroundServer:
             self._thread.join(timeout)
         if self.api_tools is not None:
             self.api_tools.close()  # the MCP servers it started end with it
-        self._server = self._thread = self.url = self.api_tools = None
+        if self._api is not None:
+            self._api.close()
+        self._server = self._thread = self.url = self.api_tools = self._api = None
