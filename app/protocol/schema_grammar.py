@@ -12,6 +12,7 @@ import copy
 from typing import Any
 
 from app.core.errors import InvalidRequest
+from app.protocol.grammar_ambiguity import ambiguity_problem
 from app.protocol.schema_size import SchemaTooBig, bounded_rules, check_schema_size
 
 # JSON forbids raw control characters inside strings; the converter shipped with llama-cpp-python 0.3.36
@@ -79,4 +80,15 @@ def schema_copy(schema: Any, param: str) -> Any:
 
 
 def schema_grammar(schema: Any, param: str) -> str:
-    return schema_rules(schema_copy(schema, param), "", param).format_grammar()
+    grammar = schema_rules(schema_copy(schema, param), "", param).format_grammar()
+    check_ambiguity(grammar, param)  # its parts side by side, which no one pattern shows
+    return grammar
+
+
+def check_ambiguity(grammar: str, param: str) -> None:
+    """BadSchema naming `param` for a grammar llama.cpp could not follow in reasonable time (app/protocol/
+    grammar_ambiguity.py), before any engine runs it."""
+    problem = ambiguity_problem(grammar)
+    if problem:
+        raise BadSchema(f"'{param}' is a grammar llama.cpp cannot enforce in reasonable time: {problem}. Simplify "
+                        "it.", param)

@@ -17,8 +17,10 @@ Size is not the only cost. A small grammar can be so ambiguous that llama.cpp's 
 exploding number of parse stacks on every token (`^(a|a?){30}{30}$` is 900 copies of a choice that can also
 match nothing: one token took minutes in llama_grammar_reject_candidates_for_stack). So each pattern is
 parsed (check_pattern) and refused when its groups nest too deeply, when its nested repetition counts
-multiply past MAX_PATTERN_REPEAT, or when a part that can match nothing (an optional part, or an
-alternation with such a branch) is repeated more than MAX_AMBIGUOUS_REPEAT times in all. The engine's watchdog (app/backends/supervisor.py) still ends a step that runs too long.
+multiply past MAX_PATTERN_REPEAT, or when one character could be read more ways at once than
+MAX_PARSE_WIDTH (app/protocol/grammar_ambiguity.py counts them: parts that can match nothing side by side add
+up, `a?a?a?` as much as `(a?){3}`). The whole grammar is counted again where it is used, and the engine's
+watchdog (app/backends/supervisor.py) still ends a step that runs too long.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import re
 from typing import Any
 
 from app.protocol.gbnf import MAX_GRAMMAR_CHARS
+from app.protocol.grammar_ambiguity import TERMINAL, Reach, alternation, repeated, sequence, width_problem
 
 COUNT_KEYS = ("minItems", "maxItems", "minLength", "maxLength", "minContains", "maxContains")
 # What one copy costs beyond its rule name: separators, spaces, parentheses and a rule suffix ("-item12").
@@ -37,9 +40,6 @@ _QUANTIFIER = re.compile(r"\{\s*(\d*)\s*(?:,\s*(\d*)\s*)?\}")
 
 MAX_PATTERN_DEPTH = 12  # groups and quantifiers nested inside each other
 MAX_PATTERN_REPEAT = 10_000  # the product of the repetition counts around any part of a pattern
-# The same, around a part that can match nothing: measured on the bundled model, 3 tokens of `(a?){16}{4}` (64)
-# took 4.7 s and `(a|a?){8}{8}` (64) never ended, where `(a|a?){16}` (16) took 0.4 s.
-MAX_AMBIGUOUS_REPEAT = 16
 
 
 class SchemaTooBig(ValueError):
@@ -67,24 +67,17 @@ def _pattern_cost(pattern: str) -> int:
 class _Part:
     """What check_pattern knows of a parsed piece of a regex (bottom-up, without recursion)."""
 
-    __slots__ = ("depth", "product", "ambiguous_product", "nullable", "ambiguous", "first")
+    __slots__ = ("depth", "product", "reach")
 
-    def __init__(self, first: str | None = None):
-        self.depth, self.product, self.ambiguous_product = 0, 1, 0
-        self.nullable = self.ambiguous = False
-        self.first = first  # its first character when it starts with a plain literal one
+    def __init__(self, reach: Reach = TERMINAL):
+        self.depth, self.product, self.reach = 0, 1, reach
 
 
 def _sequence(parts: list[_Part]) -> _Part:
-    out = _Part(parts[0].first if parts else None)
-    out.nullable = all(p.nullable for p in parts)
+    out = _Part(sequence([p.reach for p in parts]))
     for p in parts:
         out.depth = max(out.depth, p.depth)
         out.product = max(out.product, p.product)
-        out.ambiguous_product = max(out.ambiguous_product, p.ambiguous_product)
-        out.ambiguous = out.ambiguous or p.ambiguous
-    if parts and parts[0].nullable:
-        out.first = None
     return out
 
 
@@ -92,26 +85,16 @@ def _alternation(branches: list[_Part]) -> _Part:
     if len(branches) == 1:
         return branches[0]
     out = _sequence(branches)
-    out.nullable = any(b.nullable for b in branches)
-    # A branch that can match nothing beside others that match something: each copy of the choice can take a
-    # character or not, and llama.cpp follows every way. (Branches that merely start alike, `(ab|ac){100}{100}`,
-    # cost little: measured at about 0.4 s a token on the bundled model, against minutes for `(a|a?){30}{30}`.)
-    out.ambiguous = out.ambiguous or out.nullable
-    out.first = None
+    out.reach = alternation([b.reach for b in branches])
     return out
 
 
 def _quantified(part: _Part, low: int, high: int | None) -> _Part:
     """part{low,high} (high None: unbounded, as * and + are: the converter writes a loop, not copies)."""
     copies = max(low, high if high is not None else low + 1, 1)
-    out = _Part(None)
+    out = _Part(repeated(part.reach, low, high))
     out.depth = part.depth + 1
     out.product = min(part.product * copies, MAX_GRAMMAR_CHARS)
-    out.ambiguous_product = part.ambiguous_product * copies
-    if part.ambiguous or part.nullable:
-        out.ambiguous_product = max(out.ambiguous_product, copies)
-    out.ambiguous = part.ambiguous or (part.nullable and copies > 1)
-    out.nullable = part.nullable or low == 0
     return out
 
 
@@ -150,7 +133,7 @@ def pattern_measure(pattern: str) -> _Part:
             if c == "{":
                 m = _BRACES.match(pattern, i)
                 if not m:
-                    seq.append(_Part(c))  # a literal brace, as the converter reads one
+                    seq.append(_Part())  # a literal brace, as the converter reads one
                     i += 1
                     continue
                 low = int(m.group(1) or 0)
@@ -176,17 +159,17 @@ def pattern_measure(pattern: str) -> _Part:
                 j += 1
             while j < n and pattern[j] != "]":
                 j += 2 if pattern[j] == "\\" else 1
-            seq.append(_Part(None))
+            seq.append(_Part())
             i = j + 1
             continue
         if c == "\\":
-            seq.append(_Part(pattern[i + 1] if i + 1 < n and not pattern[i + 1].isalnum() else None))
+            seq.append(_Part())
             i += 2
             continue
         if c in "^$":
             i += 1
             continue
-        seq.append(_Part(None if c == "." else c))
+        seq.append(_Part())
         i += 1
     if len(stack) != 1:
         raise ValueError("an unclosed '('")
@@ -201,12 +184,11 @@ def check_pattern(pattern: str, where: str) -> None:
     except ValueError:
         return  # not a regex the converter reads: it refuses it itself, with its own reason
     reason = None
+    too_wide = width_problem(max(m.reach.width, m.reach.first))
     if m.depth > MAX_PATTERN_DEPTH:
         reason = f"its groups and repetitions nest {m.depth} deep; the limit is {MAX_PATTERN_DEPTH}"
-    elif m.ambiguous_product > MAX_AMBIGUOUS_REPEAT:
-        reason = (f"it repeats a part that can also match nothing {m.ambiguous_product:,} times in all (each "
-                  f"copy can take a character or not, and llama.cpp follows every way); the limit is "
-                  f"{MAX_AMBIGUOUS_REPEAT}")
+    elif too_wide:
+        reason = too_wide
     elif m.product > MAX_PATTERN_REPEAT:
         reason = f"its nested repetition counts multiply to {m.product:,}; the limit is {MAX_PATTERN_REPEAT:,}"
     if reason:

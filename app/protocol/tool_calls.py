@@ -21,7 +21,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.protocol.schema_grammar import BadSchema, schema_copy, schema_rules
+from app.protocol.schema_grammar import BadSchema, check_ambiguity, schema_copy, schema_rules
 from app.protocol.tool_format import CALL_CLOSE, CALL_OPEN
 
 MAX_TOOLS = 128
@@ -109,7 +109,9 @@ def tool_grammar(use: ToolUse) -> str:
         converter._add_rule("root", "calls | text")
     else:
         converter._add_rule("root", "calls")
-    return converter.format_grammar()
+    grammar = converter.format_grammar()
+    check_ambiguity(grammar, "tools")  # the tools' schemas side by side, which no one pattern shows
+    return grammar
 
 
 def _literal(text: str) -> str:

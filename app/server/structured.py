@@ -10,7 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any
 
-from app.protocol.schema_grammar import MAX_SCHEMA_CHARS, BadSchema
+from app.protocol.schema_grammar import MAX_SCHEMA_CHARS, BadSchema, check_ambiguity
 from app.protocol.schema_grammar import schema_grammar as _schema_grammar
 from app.server.errors import invalid
 
@@ -37,6 +37,9 @@ def format_grammar(body: dict) -> str:
     if grammar is not None and (not isinstance(grammar, str) or len(grammar) > MAX_SCHEMA_CHARS):
         raise invalid(f"'grammar' must be a GBNF grammar of at most {MAX_SCHEMA_CHARS} characters.", "grammar")
     if fmt is None:
+        if grammar:
+            with api_errors():  # refused before any model loads, as a schema's pattern is
+                check_ambiguity(grammar, "grammar")
         return grammar or ""
     if grammar:
         raise invalid("Give either 'response_format' or 'grammar', not both.", "grammar")

@@ -17,6 +17,7 @@ import numpy as np
 from app.core.errors import GenerationError, InvalidRequest
 from app.engine.process import llamalog
 from app.protocol.gbnf import MAX_GRAMMAR_CHARS
+from app.protocol.grammar_ambiguity import ambiguity_problem
 
 _TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # llama_token_data
 
@@ -56,6 +57,11 @@ def grammar_sampler(vocab, grammar: str):
     if len(grammar) > MAX_GRAMMAR_CHARS or grammar_depth(grammar) > MAX_GRAMMAR_DEPTH:
         raise InvalidRequest(f"This grammar is too big for llama.cpp (at most {MAX_GRAMMAR_CHARS} characters and "
                              f"groups nested {MAX_GRAMMAR_DEPTH} deep; a JSON schema's maxLength counts as depth).")
+    # Every client's grammar (the window's, the CLI's, a remote caller's), before llama.cpp follows it: one too
+    # ambiguous holds the whole engine, every slot, on one token.
+    problem = ambiguity_problem(grammar)
+    if problem:
+        raise InvalidRequest(f"This grammar cannot be enforced in reasonable time: {problem}.")
     llamalog.clear()
     printed: list[str] = []
     with llamalog.native_stderr(printed):
