@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 from app.core import env
+from app.commands import chat_media
 from app.commands.chat_docs import add_docs_args, open_docs
 from app.commands.chat_tools import add_tools_args, open_tools
 from app.commands.options import add_load_args, add_sampling_args, load_options, sampling_options
@@ -21,7 +22,8 @@ from app.backends.client import EngineClient
 from app.protocol.option_fields import LOAD_FIELDS
 from app.protocol.messages import Done, LoadOptions, Token
 
-HELP = "Commands: /reset starts over, /exit quits. Ctrl-C stops an answer; Ctrl-D quits."
+HELP = ("Commands: /image PATH and /audio PATH attach to your next message, /reset starts over, /exit quits. "
+        "Ctrl-C stops an answer; Ctrl-D quits.")
 
 
 def register(sub) -> None:
@@ -40,6 +42,7 @@ def register(sub) -> None:
                    "llama-server, vLLM, Ollama, LM Studio, hearth serve); --model then names the server's model")
     p.add_argument("--api-key", metavar="KEY", default=env.API_KEY.get(),
                    help=f"with --endpoint: the server's API key (default: ${API_KEY_ENV})")
+    chat_media.add_media_args(p)
     add_docs_args(p)
     add_tools_args(p)
     p.set_defaults(func=run)
@@ -93,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     sampling = sampling_options(args)
     if args.predict:
         sampling.prediction = _read_prediction(args.predict)
+    chat_media.refuse_unless_supported(args)
+    parts = chat_media.parts_from_args(args)  # a bad file is a sentence before the model loads
     if args.endpoint:
         backend, options = _remote(args), LoadOptions()
     else:
@@ -100,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
         check_model_file(options.model_path)
     with EngineClient(backend) as client:
         info = client.load(options)
+        if (info.get("media") or {}).get("mmproj_error"):  # the model loaded; its projector did not
+            print(f"hearth: {info['media']['mmproj_error']}", file=sys.stderr)
+        chat_media.check_model_takes(info, parts)
         if info.get("cannot_generate"):  # an embedding model: said before the first question, not after
             print(f"hearth: {info['cannot_generate']}", file=sys.stderr)
             return 1
@@ -114,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             tools = open_tools(args, info, None if args.endpoint else options.model_path)
             try:
-                return _chat(client, info, args, sampling, docs, tools)
+                return _chat(client, info, args, sampling, docs, tools, parts)
             finally:
                 if tools is not None:
                     tools.close()
@@ -123,10 +131,11 @@ def run(args: argparse.Namespace) -> int:
                 docs.close()
 
 
-def _chat(client: EngineClient, info: dict, args: argparse.Namespace, sampling, docs, tools=None) -> int:
+def _chat(client: EngineClient, info: dict, args: argparse.Namespace, sampling, docs, tools=None,
+          parts: list[dict] | None = None) -> int:
     if args.prompt is not None:
         system = _valid_text(args.system, "--system")
-        history = [{"role": "user", "content": _valid_text(args.prompt, "--prompt")}]
+        history = [{"role": "user", "content": chat_media.content(_valid_text(args.prompt, "--prompt"), parts or [])}]
         messages, sources = docs.messages(system, history) if docs else (_messages(system, history), [])
         calls = None
         if tools is not None:
@@ -138,7 +147,8 @@ def _chat(client: EngineClient, info: dict, args: argparse.Namespace, sampling, 
         if args.json:
             keys = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "ttft_s", "prompt_tok_s",
                     "gen_tok_s", "peak_rss_mb", "prompt_evaluated", "prompt_dropped", "n_ctx", "spec", "prediction",
-                    "window", "n_threads", "threads_reason")  # the threads the answer ended on, and why
+                    "window", "n_threads", "threads_reason",  # the threads the answer ended on, and why
+                    "media", "media_tokens", "media_encoded", "media_s")  # its images and sounds
             out = {"model": info.get("model"), "model_path": info.get("path"),
                    # where it ran: the engine runtime and its devices, and the layers llama.cpp put on them
                    "runtime": info.get("runtime"), "gpu_layers": info.get("gpu_layers"),
@@ -156,14 +166,16 @@ def _chat(client: EngineClient, info: dict, args: argparse.Namespace, sampling, 
             if docs:
                 docs.print_sources(done.get("text", ""), sources)
         return 0
-    return interactive(client, info, args.system, sampling, docs, tools)
+    return interactive(client, info, args.system, sampling, docs, tools, parts)
 
 
-def interactive(client: EngineClient, info: dict, system: str | None, sampling, docs=None, tools=None) -> int:
+def interactive(client: EngineClient, info: dict, system: str | None, sampling, docs=None, tools=None,
+                attached: list[dict] | None = None) -> int:
     where = f" at {info['path']}" if info.get("remote") else ""
     print(f"Hearth chat with {info.get('name') or info.get('model')}{where}. {HELP}")
     system = _valid_text(system, "--system")
     history: list[dict] = []
+    pending = list(attached or [])  # images and sounds for the next message (--image, --audio, /image, /audio)
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="surrogateescape")  # bytes that are not UTF-8 reach _valid_text, not a traceback
     while True:
@@ -185,7 +197,24 @@ def interactive(client: EngineClient, info: dict, system: str | None, sampling, 
             client.reset()
             print("(new conversation)")
             continue
-        history.append({"role": "user", "content": line})
+        attach = chat_media.attach_command(text)
+        if attach is not None:
+            kind, path = attach
+            if docs is not None or tools is not None:
+                print("hearth: images and sounds cannot yet go with documents or tools in one chat.", file=sys.stderr)
+                continue
+            try:
+                part = chat_media.read_part(kind, path, "/") if path else None
+                if part is None:
+                    raise HearthError(f"Name the file: /{kind} PATH.")
+                chat_media.check_model_takes(info, [part])
+            except HearthError as exc:
+                print(f"hearth: {exc}", file=sys.stderr)
+                continue
+            pending.append(part)
+            print(f"({chat_media.described(part)} goes with your next message)")
+            continue
+        history.append({"role": "user", "content": chat_media.content(line, pending)})
         sys.stdout.write("\nassistant> ")
         sys.stdout.flush()
         messages, sources = docs.messages(system, history) if docs else (_messages(system, history), [])
@@ -209,6 +238,7 @@ def interactive(client: EngineClient, info: dict, system: str | None, sampling, 
             history.pop()
             print(f"\nhearth: {exc} The conversation is kept; send the message again.", file=sys.stderr)
             continue
+        pending = []  # they went with that message, and stay in the conversation with it
         history.append({"role": "assistant", "content": done.get("text", "")})
         if done.get("finish_reason") == "cancelled":
             print("\n(stopped)")

@@ -15,7 +15,9 @@ from app.protocol.option_fields import LOAD_FIELDS, SAMPLING_FIELDS, OptionField
 from app.protocol.messages import LoadOptions, SamplingOptions
 
 _TYPES = {"int": int, "float": float, "str": str}
-_MODEL_FIELDS = ("n_threads", "n_gpu_layers")  # with --model: what every command that loads a model takes
+# With --model: what every command that loads a model takes (the projector goes with its model: `hearth bench media`
+# measures one).
+_MODEL_FIELDS = ("n_threads", "n_gpu_layers", "mmproj")
 
 
 class _Given(argparse.Action):
