@@ -1,7 +1,8 @@
 """What every endpoint does with a backend request's events, whatever the dialect (OpenAI, Anthropic).
 
 An engine error that comes before the first event gets its own status (even for a streaming request, whose
-status line is not sent yet); a client that leaves before then cancels the request in the engine.
+status line is not sent yet); a client that leaves before then cancels the request in the engine. A request that
+only waited behind a step the watchdog ended (it has no grammar to have stalled it) is sent again, not failed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from app.protocol import messages as P
-from app.server.errors import from_engine
+from app.server.errors import from_engine, stalled
 from app.server.streams import EngineStream
 
 # Our finish reasons as OpenAI's: an answer the context cut short ran out of room, as "length" says.
@@ -30,6 +31,13 @@ async def open_answer(request: Request, stream: EngineStream, streaming: bool) -
     stream.disconnected = request.is_disconnected
     events = stream.events()
     first = await anext(events, None)
+    if isinstance(first, P.Failed) and stream.again and stalled(first.kind, first.message):
+        # It only waited behind the step that stalled (another slot's grammar): it is answered, not failed.
+        await events.aclose()  # the end of its first life, before its second begins (a late close would cancel it)
+        if not await stream.restart():
+            return None
+        events = stream.events()
+        first = await anext(events, None)
     if first is None:
         return None
     if isinstance(first, P.Failed):

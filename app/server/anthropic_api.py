@@ -41,7 +41,7 @@ class AnthropicMessages:
         model, backend = await self.api.serving(gen.model)
         tools = gen.tools.tools if gen.tools else None
         stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
-                                                                   tools=tools))
+                                                                   tools=tools), again=not gen.sampling.grammar)
         events = await open_answer(request, stream, gen.stream)
         if events is None:
             return Response(status_code=499)

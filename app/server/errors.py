@@ -10,6 +10,7 @@ from __future__ import annotations
 from starlette.responses import JSONResponse
 
 from app.protocol.messages import ErrorKind
+from app.protocol.step_clock import WATCHDOG_SAYS
 
 
 class ApiError(Exception):
@@ -34,7 +35,7 @@ class ApiError(Exception):
 # Anthropic names an error by its status alone.
 ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                    404: "not_found_error", 405: "invalid_request_error", 408: "timeout_error",
-                   413: "request_too_large",
+                   413: "request_too_large", 422: "invalid_request_error",
                    429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
 
 
@@ -55,6 +56,16 @@ _FROM_ENGINE = {
 }
 
 
+def stalled(kind: ErrorKind, message: str) -> bool:
+    """Whether an engine error is the watchdog's: a step past its budget ended the engine."""
+    return kind == ErrorKind.ENGINE_CRASHED and message.startswith(WATCHDOG_SAYS)
+
+
 def from_engine(kind: ErrorKind, message: str) -> ApiError:
+    if stalled(kind, message):
+        # Most often the request's own grammar: asked again, it stalls the engine again, every slot with it. A 503
+        # (or any 5xx) is what the official SDKs retry; a 422, and their header that says not to, is not.
+        return ApiError(422, message, "invalid_request_error", code="engine_step_timeout",
+                        headers={"x-should-retry": "false"})
     status, type_, code = _FROM_ENGINE.get(kind, (500, "server_error", None))
     return ApiError(status, message, type_, code=code)

@@ -225,12 +225,14 @@ class OpenAIApi:
         return await asyncio.get_running_loop().run_in_executor(self._acquiring, self.pool.acquire, requested)
 
     @staticmethod
-    def start(backend: Backend, start) -> EngineStream:
+    def start(backend: Backend, start, again: bool = False) -> EngineStream:
+        """again: the request has no grammar, so it cannot be what stalls a step: where the watchdog ends the
+        engine before its first event, it is sent again (app/server/streams.py)."""
         record = _RECORD.get()
         if record is not None:
             start = _counting(start, record)
         try:
-            return EngineStream(backend, start)
+            return EngineStream(backend, start, again)
         except HearthError as exc:
             raise from_engine(P.ErrorKind.of(exc), str(exc)) from None
 
@@ -292,19 +294,20 @@ class OpenAIApi:
         model, backend = await self.serving(gen.model)
         tools = gen.tools.tools if gen.tools else None
         stream = self.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
-                                                               tools=tools))
+                                                               tools=tools), again=not gen.sampling.grammar)
         return await self._respond(request, stream, gen, model, chat=True, thinking=self.thinking(gen, backend))
 
     async def completions(self, request: Request) -> Response:
         gen = completion_request(await self.body_of(request), self.default_max_tokens)
         model, backend = await self.serving(gen.model)
-        stream = self.start(backend, lambda sink: backend.complete(gen.prompt, gen.sampling, sink, truncate=False))
+        stream = self.start(backend, lambda sink: backend.complete(gen.prompt, gen.sampling, sink, truncate=False),
+                            again=not gen.sampling.grammar)
         return await self._respond(request, stream, gen, model, chat=False)
 
     async def embeddings(self, request: Request) -> Response:
         wanted = embedding_request(await self.body_of(request))
         model, backend = await self.serving(wanted.model)
-        stream = self.start(backend, lambda sink: backend.embed(wanted.inputs, sink))
+        stream = self.start(backend, lambda sink: backend.embed(wanted.inputs, sink), again=True)
         events = await open_answer(request, stream, streaming=False)
         done = (await whole_answer(events))[1] if events is not None else None
         if done is None:

@@ -211,7 +211,8 @@ class AnswerRounds:
         request's status (ApiError)."""
         tools = self.use.tools if self.use else None
         stream = self.api.api.start(self.backend, lambda sink: self.backend.chat(
-            self.messages, self.sampling, sink, truncate=self.req.truncate, tools=tools))
+            self.messages, self.sampling, sink, truncate=self.req.truncate, tools=tools),
+            again=not self.sampling.grammar)
         self.events = await open_answer(self.request, stream, self.req.gen.stream)
         return self.events is not None
 

@@ -15,7 +15,8 @@ the rest of its max_tokens (issue 48).
 
 Every HTTP request runs inside one request_scope (app/server/openai_api.py): whatever way the request ends
 (an answer, an error at any stage, a client gone, a send deadline past), the engine requests it started and
-did not finish are cancelled when it leaves. Handlers need not close their streams on each error path.
+did not finish are cancelled when it leaves. Handlers need not close their streams on each error path, nor give
+back what else they hold for the request's lifetime (close_with_request: memory a continuation reads).
 """
 
 from __future__ import annotations
@@ -27,21 +28,25 @@ from collections import deque
 from contextlib import contextmanager
 from typing import AsyncIterator, Awaitable, Callable, Iterator
 
+from app.core.errors import HearthError
 from app.protocol import messages as P
 from app.backends.backend import Backend
 
 DISCONNECT_CHECK_S = 0.25
+# A request the engine's watchdog ended before it started (it waited behind the step that stalled) is sent again
+# once the engine is back with its model: within this long, looking this often.
+RESTART_WAIT_S = 120.0
+RESTART_LOOK_S = 0.2
 _PLAIN_TOKEN = {"ev", "text", "id"}  # a token event with nothing else (no logprobs, no draft figures) merges
-# The streams the HTTP request being handled has started (request_scope); a task the request starts (a
-# streaming response's) sees the same list.
-_OPEN: contextvars.ContextVar[list["EngineStream"] | None] = contextvars.ContextVar("hearth_engine_streams",
-                                                                                     default=None)
+# The streams the HTTP request being handled has started, and whatever else it holds until it ends
+# (request_scope): anything with a close(). A task the request starts (a streaming response's) sees the same list.
+_OPEN: contextvars.ContextVar[list | None] = contextvars.ContextVar("hearth_engine_streams", default=None)
 
 
 @contextmanager
 def request_scope() -> Iterator[None]:
     """The lifetime of one HTTP request's engine requests: those still running when it ends are cancelled."""
-    streams: list[EngineStream] = []
+    streams: list = []
     token = _OPEN.set(streams)
     try:
         yield
@@ -49,12 +54,30 @@ def request_scope() -> Iterator[None]:
         _OPEN.reset(token)
         for stream in streams:
             stream.close()
+        # A kept-alive connection holds on to its last request's context until its next request: what the
+        # streams were started with (a whole stored conversation) must not stay with it (thirty connections held
+        # 20 MB each).
+        streams.clear()
+
+
+def close_with_request(thing) -> bool:
+    """Close `thing` when the HTTP request being handled ends, however it ends (an answer streamed to its end, an
+    error, a client gone); False outside a request (the caller closes it)."""
+    held = _OPEN.get()
+    if held is None:
+        return False
+    held.append(thing)
+    return True
 
 
 class EngineStream:
-    def __init__(self, backend: Backend, start: Callable[[Callable[[P.Event], None]], int]):
-        """start(sink) sends the request and returns its id (raising its HearthError if it cannot start)."""
+    def __init__(self, backend: Backend, start: Callable[[Callable[[P.Event], None]], int], again: bool = False):
+        """start(sink) sends the request and returns its id (raising its HearthError if it cannot start).
+        again: the request may be sent once more if the engine's watchdog ended it before its first event (one
+        that cannot be what stalled the engine: it has no grammar)."""
         self.backend = backend
+        self._start = start
+        self.again = again
         self._loop = asyncio.get_running_loop()
         self._pending: deque = deque()  # appended on the backend's thread, taken on the loop's
         self._signalled = False  # a wake-up is scheduled and has not run yet
@@ -69,6 +92,26 @@ class EngineStream:
         streams = _OPEN.get()
         if streams is not None:
             streams.append(self)
+
+    async def restart(self) -> bool:
+        """Send the request again once the engine is back from a watchdog's restart (once: `again` goes off);
+        False when the client left meanwhile or the engine did not come back within RESTART_WAIT_S."""
+        self.again = False
+        start = self._start
+        deadline = time.monotonic() + RESTART_WAIT_S
+        while time.monotonic() < deadline:
+            if self.disconnected is not None and await self.disconnected():
+                return False
+            if getattr(self.backend, "ready", True):
+                try:
+                    self._pending.clear()
+                    self.finished = False
+                    self.request_id = start(self._sink)
+                    return True
+                except HearthError:  # still loading: the next look
+                    pass
+            await asyncio.sleep(RESTART_LOOK_S)
+        return False
 
     def close(self) -> None:
         """Cancel the request in the engine unless it has ended; any number of times."""

@@ -315,9 +315,15 @@ class Host:
             self.session = None
 
 
+WARM_STEPS = 4  # decodes timed after the first, whose time is mostly building the graph
+
+
 def _measure_step(session) -> float | None:
-    """Seconds one token's decode takes on this model here, the first one (the slowest: it builds the graph):
-    what the supervisor's watchdog scales a step's budget by. None where it cannot be measured."""
+    """Seconds one token's decode takes on this model here once warm: what the supervisor's watchdog scales a
+    step's budget by. The first decode after a load builds the graph and pages the weights in; at 50 times that,
+    the budget came out 62.7 s, 103 s, 231 s and 301 s across restarts (issue 56), and --step-timeout could not
+    bring it down. So the first is left out and the median of the next few taken. None where it cannot be
+    measured."""
     decoder = session.decoder
     if decoder is None or decoder.tokens or session.refusal:
         return None
@@ -325,14 +331,18 @@ def _measure_step(session) -> float | None:
         import llama_cpp
 
         token = llama_cpp.llama_vocab_bos(session.rt.vocab)
-        started = time.perf_counter()
-        decoder.decode_one(token if token >= 0 else 0)
-        took = time.perf_counter() - started
+        token = token if token >= 0 else 0
+        decoder.decode_one(token)  # the cold one
+        took = []
+        for _ in range(WARM_STEPS):
+            started = time.perf_counter()
+            decoder.decode_one(token)
+            took.append(time.perf_counter() - started)
     except Exception:  # noqa: BLE001 - a model we cannot time gets the budget's floor
         return None
     finally:
         decoder.reset()
-    return round(took, 6)
+    return round(sorted(took)[len(took) // 2], 6)
 
 
 def _write_all(fd: int, data: bytes) -> None:
