@@ -272,6 +272,14 @@ class Runtime:
             return tokens
         return self._tokenize_plain(text, add_special, parse_special)
 
+    def fewest_tokens(self, text: str) -> int:
+        """A lower bound on the tokens the text is, from its bytes alone (0 where none is known)."""
+        return self._bound.fewest(text)
+
+    def longest_token_bytes(self) -> int:
+        """Bytes of the longest text one token spells (0: no bound known)."""
+        return self._bound.longest_piece()
+
     def surely_longer(self, text: str, limit: int) -> bool:
         """Whether the text is more than `limit` tokens, known without tokenizing it (app/engine/decoding/
         token_bound.py); False when that cannot be known so (tokenize it to tell)."""

@@ -117,6 +117,8 @@ class Session:
         if not truncate and len(messages) > self.rt.n_ctx:  # every message is at least a token: no need to render
             raise ContextTooLong(f"These {len(messages):,} messages cannot fit the model's context of "
                                  f"{self.rt.n_ctx} tokens (each takes at least one); send fewer.")
+        if truncate:
+            messages = self._past_the_window_left_out(messages)
         messages, media = self.media.take(messages)  # media parts become markers; the media, checked
         prefill = _prefill(messages)
         if prefill is not None:
@@ -139,7 +141,40 @@ class Session:
     def complete(self, prompt: str, sampling: SamplingOptions, emit, cancelled: threading.Event,
                  truncate: bool = True) -> dict | None:
         self._check_generates()
+        if truncate:
+            prompt = self._tail_that_can_fit(prompt)
         return self._generate(prompt, None, sampling, emit, cancelled, truncate)
+
+    def _past_the_window_left_out(self, messages: list[dict]) -> list[dict]:
+        """A conversation to be cut to fit, less what the cut would surely drop, known from bytes alone as the
+        API's early refusal of a hopeless prompt is (Runtime.surely_longer): the messages before those that fill
+        the context by themselves, and the head of one that fills it alone. Rendering and tokenizing all of a
+        9 MB conversation only to keep its last few thousand tokens took 45 s and 1.3 GB (issue 56). The leading
+        system messages stay: the context policy keeps them."""
+        room = self.rt.n_ctx
+        lead = 0
+        while lead < len(messages) and messages[lead].get("role") == "system":
+            lead += 1
+        filled = 0
+        for i in range(len(messages) - 1, lead - 1, -1):
+            content = messages[i].get("content")
+            filled += self.rt.fewest_tokens(content) if isinstance(content, str) else 0
+            if filled > room:
+                kept = messages[:lead] + messages[i:]
+                if isinstance(content, str):
+                    kept[lead] = {**messages[i], "content": self._tail_that_can_fit(content)}
+                return kept
+        return messages
+
+    def _tail_that_can_fit(self, text: str) -> str:
+        """The end of a text that surely holds more than a context of tokens: no more than a context of the
+        longest tokens can spell (the rest could not be kept)."""
+        longest = self.rt.longest_token_bytes()
+        if not longest or not self.rt.surely_longer(text, self.rt.n_ctx):
+            return text
+        keep = self.rt.n_ctx * longest
+        data = text.encode("utf-8", "surrogatepass")
+        return data[-keep:].decode("utf-8", "ignore") if len(data) > keep else text
 
     def _check_generates(self) -> None:
         if self.refusal:
