@@ -16,9 +16,12 @@ by never stopping: a deadline for a request's head, a cap on open connections, a
   SO_NWRITE on macOS; elsewhere only Python's own buffer, which fills once the kernel's has).
 - **Open connections** beyond `max_connections` get a 503 with Retry-After to their request, then are
   closed (uvicorn's own limit_concurrency answers in plain text, without Retry-After).
-- **Generation requests** (chat, completions, messages, count_tokens, embeddings) beyond the model's slots plus
-  `max_queue` waiting get a 503 with Retry-After at once, as Ollama's OLLAMA_MAX_QUEUE does, instead of
-  waiting without end. Official clients retry a 503 after Retry-After.
+- **Generation requests** (chat, completions, messages, count_tokens, embeddings, responses) beyond the model's
+  slots plus `max_queue` waiting get a 503 with Retry-After at once, as Ollama's OLLAMA_MAX_QUEUE does, instead
+  of waiting without end. Official clients retry a 503 after Retry-After.
+- **Memory that requests read from the server's own stores** (the stored conversations that /v1/responses
+  continues) is shared out by a MemoryBudget: a request that needs more than is free waits its turn, holding
+  only its body, and gives it back when it ends.
 """
 
 from __future__ import annotations
@@ -27,14 +30,17 @@ import asyncio
 import json
 import socket
 import sys
+from collections import deque
 from dataclasses import dataclass
+from typing import Awaitable, Callable
 
 # Light at import: `hearth serve`'s flags take their defaults from Limits before anything heavy loads.
 
 RETRY_AFTER_S = 2
 # The endpoints that take an engine slot (count_tokens evaluates its prompt); models and health answer at once.
 QUEUED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
-                "/v1/embeddings")
+                "/v1/embeddings", "/v1/responses")
+WAIT_CHECK_S = 0.25  # how often a request waiting for memory looks whether its client is still there
 
 
 @dataclass(frozen=True)
@@ -226,3 +232,58 @@ class RequestQueue:
             await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
+
+
+class MemoryBudget:
+    """Bytes that the requests being handled may hold together; taken in the order asked (first come, first
+    served: a big request is not starved by a stream of small ones). Used on the server's event loop only."""
+
+    def __init__(self, total: int):
+        self.total = self.free = total
+        self._queue: deque[tuple[int, asyncio.Future]] = deque()
+
+    async def take(self, size: int, gone: Callable[[], Awaitable[bool]]) -> "HeldBytes | None":
+        """Hold `size` bytes (at most the whole budget) once they are free; None when gone() says the client
+        left meanwhile."""
+        size = min(max(size, 0), self.total)
+        turn = asyncio.get_running_loop().create_future()
+        entry = (size, turn)
+        self._queue.append(entry)
+        self._grant()
+        held = None
+        try:
+            while not turn.done():
+                try:
+                    await asyncio.wait_for(asyncio.shield(turn), WAIT_CHECK_S)
+                except asyncio.TimeoutError:
+                    if await gone():
+                        return None
+            held = HeldBytes(self, size)
+            return held
+        finally:
+            if not turn.done():  # gave up waiting (the client left, the task was cancelled)
+                self._queue.remove(entry)
+                self._grant()  # the ones behind it may fit now
+            elif held is None:
+                self._give(size)  # granted just as it gave up
+
+    def _grant(self) -> None:
+        while self._queue and self._queue[0][0] <= self.free:
+            size, turn = self._queue.popleft()
+            self.free -= size
+            turn.set_result(None)
+
+    def _give(self, size: int) -> None:
+        self.free += size
+        self._grant()
+
+
+class HeldBytes:
+    def __init__(self, budget: MemoryBudget, size: int):
+        self.budget, self.size = budget, size
+
+    def close(self) -> None:
+        """Give the bytes back; any number of times."""
+        size, self.size = self.size, 0
+        if size:
+            self.budget._give(size)

@@ -26,16 +26,24 @@ from starlette.responses import JSONResponse, Response
 
 from app.core.errors import HearthError
 from app.core.chats.reasoning import ReasoningSplitter
-from app.server.response_store import BrokenChain, ResponseStore, ResponseStoreError
+from app.server.response_store import (MAX_CONVERSATION_BYTES, BrokenChain, ResponseStore, ResponseStoreError,
+                                     TooBigToStore)
 from app.protocol import messages as P
 from app.server.answers import compact_json, event_stream, open_answer, token_counts
 from app.server.errors import ApiError, from_engine, invalid
 from app.server.responses_request import ResponsesRequest, new_id, reasoning_for, responses_request
 from app.server.api_tools import ApiTools
+from app.server.limits import MemoryBudget
+from app.server.streams import close_with_request
 from app.server.tools import CallReader, answer_piece, tool_grammar
 
 MAX_ROUNDS = 4  # rounds of MCP calls in one answer before the model must answer in words (as the window's)
 MAX_MCP_CALLS = 16  # without max_tool_calls
+# The stored conversations that continuations read back (previous_response_id) hold this many bytes together at
+# most (two of the biggest at once): thirty continuations of a 54 MB chain, each body 100 bytes, grew the server
+# by 2 GB when each read its own. A conversation read costs about seven times its bytes while it is answered
+# (the items, the messages, their JSON to the engine, the engine's own copy).
+CONVERSATIONS_HELD_BYTES = 2 * MAX_CONVERSATION_BYTES
 # Why an answer stopped short, as the Responses API says it.
 INCOMPLETE = {"length": "max_output_tokens", "context_full": "max_output_tokens"}
 
@@ -306,6 +314,7 @@ class ResponsesApi:
         self.api_tools = api_tools
         self._store = store
         self._store_lock = asyncio.Lock()
+        self.conversations_held = MemoryBudget(CONVERSATIONS_HELD_BYTES)
 
     async def store(self) -> ResponseStore:
         if self._store is None:
@@ -330,7 +339,9 @@ class ResponsesApi:
         history: list[dict] = []
         previous = body.get("previous_response_id") if isinstance(body, dict) else None
         if isinstance(previous, str):
-            history = await self._conversation(previous)
+            history = await self._conversation(request, previous)
+            if history is None:  # the client left while it waited for the memory to read it
+                return Response(status_code=499)
         mcp: dict[str, tuple[list, list[dict]]] = {}  # the MCP servers it names: their tools, as functions
 
         def mcp_functions(labels: dict[str, list[str] | None]) -> list[dict]:
@@ -407,8 +418,9 @@ class ResponsesApi:
             return
         try:
             await self._in_store(lambda store: store.put(response, req.input_items, response["output"]))
-        except ApiError as exc:  # the answer is given; only its continuation is lost, and the log says why
-            print(f"hearth serve: response {response['id']} was not stored: {exc.message}", flush=True)
+        except (ApiError, TooBigToStore) as exc:  # the answer is given; only its continuation is lost: the log says
+            print(f"hearth serve: response {response['id']} was not stored: {getattr(exc, 'message', exc)}",
+                  flush=True)
 
     async def _events(self, req: ResponsesRequest, response: dict, answer: "AnswerRounds") -> AsyncIterator[bytes]:
         number = 0
@@ -437,18 +449,30 @@ class ResponsesApi:
         kind = "response.completed" if response["status"] == "completed" else "response.incomplete"
         yield sse({"type": kind, "response": response})
 
-    async def _conversation(self, previous: str) -> list[dict]:
+    async def _conversation(self, request: Request, previous: str) -> list[dict] | None:
+        """The stored conversation a request continues, read once the memory it takes is this request's (held
+        until the request ends); None when the client left while it waited."""
+        size = await self._chain(lambda store: store.conversation_size(previous), previous)
+        held = await self.conversations_held.take(size, request.is_disconnected)
+        if held is None:
+            return None
+        if not close_with_request(held):
+            held.close()  # outside a request's scope (a test's direct call): nothing to hold it for
+        return await self._chain(lambda store: store.conversation(previous), previous)
+
+    async def _chain(self, work, previous: str):
+        """work(store) on the chain that ends with `previous`: its errors as the API says them."""
         try:
-            items = await self._in_store(lambda store: store.conversation(previous))
+            found = await self._in_store(work)
         except BrokenChain as exc:
             raise ApiError(404, str(exc), param="previous_response_id", code="previous_response_not_found") \
                 from None
         except HearthError as exc:
             raise invalid(str(exc), "previous_response_id") from None
-        if items is None:
+        if found is None:
             raise ApiError(404, f"Previous response with id '{previous}' not found.", param="previous_response_id",
                            code="previous_response_not_found")
-        return items
+        return found
 
     # --- GET / DELETE /v1/responses/{id}, GET .../input_items ---------------
     async def retrieve(self, request: Request) -> Response:
@@ -465,10 +489,9 @@ class ResponsesApi:
         return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
     async def input_items(self, request: Request) -> Response:
+        """A page of a response's input items, read from the store as a page (an index lookup, however many it
+        has); the ids are unique in their response, so the page after `after` always moves on."""
         response_id = request.path_params["response_id"]
-        items = await self._in_store(lambda store: store.input_items(response_id))
-        if items is None:
-            raise _not_found(response_id)
         query = request.query_params
         order = query.get("order", "desc")
         if order not in ("asc", "desc"):
@@ -479,19 +502,18 @@ class ResponsesApi:
             limit = 0
         if not 1 <= limit <= 100:
             raise invalid("'limit' must be a whole number from 1 to 100.", "limit")
-        if order == "desc":
-            items = items[::-1]
-        ids = [item["id"] for item in items]
-        for name, offset in (("after", 1), ("before", 0)):
-            mark = query.get(name)
-            if mark is not None:
-                if mark not in ids:
-                    raise invalid(f"'{name}' must be the id of one of this response's input items.", name)
-                at = ids.index(mark)
-                items, ids = (items[at + 1:], ids[at + 1:]) if offset else (items[:at], ids[:at])
-        page = items[:limit]
+        after, before = query.get("after"), query.get("before")
+        try:
+            found = await self._in_store(lambda store: store.input_page(
+                response_id, limit, descending=order == "desc", after=after, before=before))
+        except KeyError as exc:
+            name = exc.args[0]
+            raise invalid(f"'{name}' must be the id of one of this response's input items.", name) from None
+        if found is None:
+            raise _not_found(response_id)
+        page, more = found
         return JSONResponse({"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
-                             "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit})
+                             "last_id": page[-1]["id"] if page else None, "has_more": more})
 
 
 def _not_found(response_id: str) -> ApiError:

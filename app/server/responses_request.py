@@ -61,14 +61,55 @@ class ResponsesRequest:
     truncate: bool = False
 
 
+# The fields OpenAI's API defines for each input item and each content part: all that a stored item keeps, so that
+# a client's own keys (of any size) are neither stored nor sent back.
+ITEM_FIELDS = {
+    "message": ("type", "id", "role", "content", "status"),
+    "function_call": ("type", "id", "call_id", "name", "arguments", "status"),
+    "function_call_output": ("type", "id", "call_id", "output", "status"),
+    "reasoning": ("type", "id", "summary", "content", "encrypted_content", "status"),
+    "mcp_call": ("type", "id", "server_label", "name", "arguments", "output", "error", "status",
+                 "approval_request_id"),
+    "mcp_list_tools": ("type", "id", "server_label", "tools", "error"),
+}
+PART_FIELDS = {"input_text": ("type", "text"), "output_text": ("type", "text", "annotations", "logprobs"),
+               "text": ("type", "text"), "refusal": ("type", "refusal"), "summary_text": ("type", "text"),
+               "reasoning_text": ("type", "text")}
+_PARTS = ("content", "summary", "output")  # the fields that may hold a list of parts
+ID_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs",
+             "mcp_call": "mcp", "mcp_list_tools": "mcpl"}
+
+
+def _defined(item: dict) -> dict:
+    """An item with only the fields its type defines (an unknown type is left whole: chat_messages refuses it)."""
+    fields = ITEM_FIELDS.get(item.get("type"))
+    if fields is None:
+        return item
+    kept = {name: item[name] for name in fields if name in item}
+    for name in _PARTS:
+        parts = kept.get(name)
+        if isinstance(parts, list):
+            kept[name] = [{k: part[k] for k in PART_FIELDS.get(part.get("type"), ("type", "text")) if k in part}
+                          if isinstance(part, dict) else part for part in parts]
+    return kept
+
+
 def _ids(items: list[dict]) -> list[dict]:
-    """The input items as stored: each with an id of its kind."""
-    out = []
-    for item in items:
+    """The input items as stored: the fields the API defines, each with an id of its kind. A client's own id must be
+    a string, unique in the request (as OpenAI's API refuses a duplicate): pages of the stored items start after
+    one (GET .../input_items)."""
+    out, seen = [], set()
+    for i, item in enumerate(items):
         kind = item.get("type", "message")
-        prefix = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs",
-                  "mcp_call": "mcp", "mcp_list_tools": "mcpl"}.get(kind, "item")
-        out.append({**item, "type": kind, "id": item.get("id") or new_id(prefix)})
+        given = item.get("id")
+        if given is not None and not isinstance(given, str):
+            raise invalid(f"input[{i}].id must be a string.", f"input[{i}].id")
+        if given and given in seen:
+            raise invalid(f"Duplicate item found with id '{given}' (input[{i}].id): remove duplicate items from "
+                          "your input and try again.", f"input[{i}].id", code="duplicate_item")
+        item = _defined({**item, "type": kind, "id": given or new_id(ID_PREFIX.get(kind, "item"))})
+        seen.add(item["id"])
+        out.append(item)
     return out
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from app.core.errors import HearthError
 from app.core.gguf.modelfile import above_trained_context
-from app.server.response_store import ResponseStore
+from app.server.response_store import DEFAULT_MAX_BYTES, ResponseStore
 from app.backends.client import EngineClient
 from app.protocol.messages import LoadOptions
 from app.backends.supervisor import Supervisor
@@ -39,6 +39,7 @@ class ServeOptions:
     reasoning_format: str = "auto"  # "none": a reasoning model's <think>… stays in content (a request may say)
     keep_responses: int = 10_000  # /v1/responses' store: responses kept, and for how long (app/server/response_store.py)
     keep_responses_days: float = 30.0
+    keep_responses_bytes: int = DEFAULT_MAX_BYTES  # ... and the bytes this server's may take
     tools: list[str] = field(default_factory=list)  # MCP servers offered to API clients (app/server/api_tools.py)
     tools_in_chat: bool = False  # ... through /v1/chat/completions too, not only /v1/responses
 
@@ -114,7 +115,8 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
             api_tools.wait_started(STARTUP_WAIT_S)
             for problem in api_tools.not_ready():
                 print(f"hearth: {problem} Requests get its tools once it has started.", file=sys.stderr, flush=True)
-        store = ResponseStore(max_responses=options.keep_responses, max_age_days=options.keep_responses_days)
+        store = ResponseStore(max_responses=options.keep_responses, max_age_days=options.keep_responses_days,
+                              max_bytes=options.keep_responses_bytes)
         if store.notice:
             print(f"hearth: {store.notice}", file=sys.stderr, flush=True)
         api = OpenAIApi(pool, options.api_key, options.cors, options.max_tokens,

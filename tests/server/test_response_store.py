@@ -1,15 +1,20 @@
 """The API's stored responses (app/server/response_store.py) on a real SQLite file: chains read back oldest first,
-bounds in count and age, and the stores' rule: a lock held elsewhere is busy, never damage; a damaged file is
+bounds in count, bytes and age, each writer's own (two processes on one file never take each other's), input
+items paged by their ids, and the stores' rule: a lock held elsewhere is busy, never damage; a damaged file is
 moved aside once, never written into."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import subprocess
+import sys
 import time
 
 import pytest
 
-from app.server.response_store import BrokenChain, ResponseStore, ResponseStoreError
+from app.server.response_store import (MEMORY_MAX_BYTES, BrokenChain, ResponseStore, ResponseStoreError,
+                                     TooBigToStore)
 
 
 def _turn(store: ResponseStore, rid: str, previous: str | None, created: float | None = None) -> None:
@@ -79,8 +84,98 @@ def test_a_conversation_too_big_to_read_back_is_refused_before_it_is_read(tmp_pa
     store = ResponseStore(tmp_path / "r.sqlite3")
     _turn(store, "r1", None)
     _turn(store, "r2", "r1")
-    (first,) = store.db.execute("SELECT length(input) + length(output) FROM responses WHERE id = 'r1'").fetchone()
-    monkeypatch.setattr(response_store, "MAX_CONVERSATION_CHARS", first)  # r1 alone fits; r1 and r2 do not
+    (first,) = store.db.execute("SELECT size FROM responses WHERE id = 'r1'").fetchone()
+    monkeypatch.setattr(response_store, "MAX_CONVERSATION_BYTES", first)  # r1 alone fits; r1 and r2 do not
     with pytest.raises(HearthError, match="holds more than"):
         store.conversation("r2")
     assert [i["id"] for i in store.conversation("r1")] == ["q-r1", "a-r1"]
+
+
+def _other_process(path, *lines: str) -> None:
+    """Run store calls in another process (another writer of the same file), until it ends."""
+    code = "\n".join(["import time", "from app.server.response_store import ResponseStore", *lines])
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_writer_never_lets_go_of_what_another_running_one_keeps(tmp_path):
+    """Issue 56 A2: server B (--keep-responses 3) answered three requests and all five of server A's were gone."""
+    path = tmp_path / "r.sqlite3"
+    a = ResponseStore(path, max_responses=10)
+    for i in range(5):
+        _turn(a, f"a{i}", f"a{i - 1}" if i else None)
+    _other_process(path, f"b = ResponseStore({str(path)!r}, max_responses=3, max_bytes=10_000)",
+                   *[f"b.put({{'id': 'b{i}', 'created_at': time.time()}}, [], [])" for i in range(5)],
+                   "assert b.count() == 5 + 3, b.count()")  # its own bound, on its own: A's five stay
+    assert [i["id"] for i in a.conversation("a4")][:2] == ["q-a0", "a-a0"]
+    assert a.count() == 8
+    # B has ended: what it left is A's to let go now, under A's own bound.
+    small = ResponseStore(path, max_responses=6)
+    _turn(small, "a5", "a4")
+    kept = {row[0] for row in small.db.execute("SELECT id FROM responses")}
+    assert kept == {"a3", "a4", "b2", "b3", "b4", "a5"}  # the newest six of A's and B's
+
+
+def test_the_store_is_bounded_in_bytes_oldest_first(tmp_path):
+    store = ResponseStore(tmp_path / "r.sqlite3", max_bytes=40_000)
+    for i in range(10):
+        store.put({"id": f"r{i}", "created_at": time.time() + i},
+                  [{"type": "message", "id": f"q{i}", "role": "user", "content": "x" * 9000}], [])
+    assert store.bytes_kept() <= 40_000 and store.count() == 4
+    assert store.get("r9") and store.get("r5") is None
+    with pytest.raises(TooBigToStore):
+        store.put({"id": "huge"}, [{"type": "message", "id": "q", "role": "user", "content": "x" * 50_000}], [])
+    assert store.get("huge") is None and store.get("r9")
+
+
+def test_the_session_only_store_is_bounded_too(tmp_path):
+    """A folder that cannot hold the file keeps responses in memory: under MEMORY_MAX_BYTES at most."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the data folder should be")
+    store = ResponseStore(blocker / "r.sqlite3", max_bytes=10 * 2**30)
+    assert store.notice and "this session only" in store.notice
+    assert store.max_bytes == MEMORY_MAX_BYTES
+    chunk = "x" * (4 * 2**20)
+    for i in range(MEMORY_MAX_BYTES // len(chunk) + 4):
+        store.put({"id": f"r{i}", "created_at": time.time() + i}, [{"type": "message", "id": "q", "content": chunk}],
+                  [])
+    assert MEMORY_MAX_BYTES - len(chunk) - 1000 <= store.bytes_kept() <= MEMORY_MAX_BYTES
+
+
+def test_input_items_page_by_their_ids_and_every_page_advances(tmp_path):
+    store = ResponseStore(tmp_path / "r.sqlite3")
+    items = [{"type": "reasoning", "id": f"rs_{i}", "summary": []} for i in range(200_000)]
+    store.put({"id": "big"}, items, [])
+    seen, after = [], None
+    started = time.monotonic()
+    for _ in range(3):
+        page, more = store.input_page("big", 100, descending=True, after=after)
+        seen += [i["id"] for i in page]
+        after = page[-1]["id"]
+    assert time.monotonic() - started < 1.0  # an index lookup a page, not the whole input read back
+    assert seen == [f"rs_{i}" for i in range(199_999, 199_699, -1)] and more
+    assert store.input_page("big", 5, after="rs_199997") == ([items[199_998], items[199_999]], False)
+    assert store.input_page("big", 2, before="rs_3") == ([items[0], items[1]], True)
+    with pytest.raises(KeyError):
+        store.input_page("big", 5, after="no-such-item")
+    assert store.input_page("missing", 5) is None
+
+
+def test_a_store_of_the_first_version_is_upgraded_with_ids_made_unique(tmp_path):
+    path = tmp_path / "r.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript("CREATE TABLE responses (id TEXT PRIMARY KEY, previous_id TEXT, created REAL NOT NULL, "
+                      "input TEXT NOT NULL, output TEXT NOT NULL, response TEXT NOT NULL); PRAGMA user_version = 1;")
+    given = [{"type": "message", "id": "same", "content": "one"}, {"type": "message", "id": "same", "content": "two"},
+             {"type": "message", "id": 5, "content": "three"}]
+    old.execute("INSERT INTO responses VALUES ('r1', NULL, ?, ?, '[]', ?)",
+                (time.time(), json.dumps(given), json.dumps({"id": "r1", "output": []})))
+    old.commit()
+    old.close()
+    store = ResponseStore(path)
+    assert store.notice is None
+    items = store.input_items("r1")
+    assert [i["content"] for i in items] == ["one", "two", "three"]
+    ids = [i["id"] for i in items]
+    assert ids[0] == "same" and len(set(ids)) == 3 and all(isinstance(i, str) for i in ids)
+    assert [i["content"] for i in store.conversation("r1")] == ["one", "two", "three"]
+    assert store.get("r1") == {"id": "r1", "output": []} and store.bytes_kept() > 0
