@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 from app.commands.options import add_load_args, load_options
@@ -20,7 +21,7 @@ def register(sub) -> None:
                        "address needs an API key.")
     add_load_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer only)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    p.add_argument("--port", type=int, default=8080, help="port, 0 to 65535 (default 8080; 0 picks a free one)")
     p.add_argument("--api-key", metavar="KEY", default=env.API_KEY.get(),
                    help=f"require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (default: ${API_KEY_ENV})")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
@@ -66,6 +67,11 @@ def register(sub) -> None:
                         "first (default 10000; 0 keeps none)")
     p.add_argument("--keep-responses-days", type=float, default=30.0, metavar="DAYS",
                    help="how long a stored response is kept (default 30, as OpenAI keeps them)")
+    # Its default is app/server/response_store.py's DEFAULT_MAX_BYTES (tests/server/test_limits_cli.py holds the two
+    # together): no CLI start may import the server.
+    p.add_argument("--keep-responses-mb", type=float, default=None, metavar="MB",
+                   help="disk the stored responses of this server may take, oldest let go first; each server on "
+                        "the same data folder keeps its own (default 256)")
     p.set_defaults(func=run)
 
 
@@ -77,31 +83,56 @@ def run(args: argparse.Namespace) -> int:
 
     if not 1 <= args.parallel <= 64:
         raise HearthError(f"--parallel takes 1 to 64 requests at once, not {args.parallel}.")
+    check_serve_flags(args)  # before the model loads: a wrong flag costs a sentence, not a load
     options = replace(load_options(args), n_parallel=args.parallel)
     check_model_file(options.model_path)
-    if args.max_models < 1 or (args.ttl is not None and args.ttl <= 0):
-        raise HearthError("--max-models must be at least 1 and --ttl more than 0 seconds.")
     limits = _limits(args)
     check_tools(list(args.tools), args.tools_in_chat)
-    if args.keep_responses < 0 or args.keep_responses_days <= 0:
-        raise HearthError("--keep-responses must be 0 or more and --keep-responses-days more than 0.")
     return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors),
                                        allowed_hosts=list(args.allowed_host), max_models=args.max_models, ttl_s=args.ttl,
                                        limits=limits, reasoning_format=args.reasoning_format,
                                        keep_responses=args.keep_responses,
-                                       keep_responses_days=args.keep_responses_days, tools=list(args.tools),
-                                       tools_in_chat=args.tools_in_chat))
+                                       keep_responses_days=args.keep_responses_days,
+                                       **_kept_bytes(args),
+                                       tools=list(args.tools), tools_in_chat=args.tools_in_chat))
+
+
+def _positive(value: float | None) -> bool:
+    """A finite number above 0 (nan and inf are neither: `nan <= 0` is False, so a plain comparison let them in)."""
+    return value is not None and math.isfinite(value) and value > 0
+
+
+def check_serve_flags(args: argparse.Namespace) -> None:
+    """The serve flags no load option checks, each refused with one sentence."""
+    if not 0 <= args.port <= 65535:
+        raise HearthError(f"--port takes a port from 0 to 65535 (0 picks a free one), not {args.port}.")
+    if args.max_models < 1 or (args.ttl is not None and not _positive(args.ttl)):
+        raise HearthError("--max-models must be at least 1 and --ttl a number of seconds more than 0.")
+    if args.keep_responses < 0:
+        raise HearthError(f"--keep-responses must be 0 or more, not {args.keep_responses}.")
+    if not _positive(args.keep_responses_days):
+        raise HearthError(f"--keep-responses-days must be a number of days more than 0, not {args.keep_responses_days}.")
+    if args.keep_responses_mb is not None and not _positive(args.keep_responses_mb):
+        raise HearthError(f"--keep-responses-mb must be a number of megabytes more than 0, not {args.keep_responses_mb}.")
+
+
+def _kept_bytes(args: argparse.Namespace) -> dict:
+    """ServeOptions' keep_responses_bytes where --keep-responses-mb gives it (else the server's default)."""
+    return {} if args.keep_responses_mb is None else {"keep_responses_bytes": int(args.keep_responses_mb * 2**20)}
 
 
 def _limits(args: argparse.Namespace):
     from app.server.limits import Limits
 
+    body_mb = args.max_body_mb
+    if body_mb is not None and not _positive(body_mb):  # int() of nan or inf would raise past the sentence below
+        body_mb = 0
     given = {"head_timeout_s": args.head_timeout, "body_timeout_s": args.body_timeout,
              "send_timeout_s": args.send_timeout,
-             "max_body_bytes": None if args.max_body_mb is None else int(args.max_body_mb * 2**20),
+             "max_body_bytes": None if body_mb is None else int(body_mb * 2**20),
              "max_connections": args.max_connections, "max_queue": args.max_queue}
     limits = Limits(**{name: value for name, value in given.items() if value is not None})
-    if not (limits.head_timeout_s > 0 and limits.body_timeout_s > 0 and limits.send_timeout_s > 0
+    if not (_positive(limits.head_timeout_s) and _positive(limits.body_timeout_s) and _positive(limits.send_timeout_s)
             and limits.max_body_bytes > 0 and limits.max_connections >= 1 and limits.max_queue >= 0):
         raise HearthError("--head-timeout, --body-timeout and --send-timeout must be more than 0 seconds, "
                           "--max-body-mb more than 0, --max-connections at least 1 and --max-queue at least 0.")

@@ -50,9 +50,9 @@ def open_socket(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:  # OverflowError: a port past 65535
         sock.close()
-        raise HearthError(f"Cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
+        raise HearthError(f"Cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}.") from None
     sock.listen(128)
     return sock
 

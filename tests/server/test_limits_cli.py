@@ -43,6 +43,17 @@ def test_a_wrong_limit_is_one_sentence(flag, value):
         serve._limits(parser().parse_args(["serve", flag, value]))
 
 
+def test_the_stored_responses_bound_in_bytes_says_the_servers_default():
+    from app.server.response_store import DEFAULT_MAX_BYTES
+
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["serve"]
+    helps = {a.option_strings[0]: a.help for a in sub._actions if a.option_strings}
+    assert helps["--keep-responses-mb"].endswith(f"(default {DEFAULT_MAX_BYTES / 2**20:g})")
+    assert serve._kept_bytes(parser().parse_args(["serve"])) == {}
+    assert serve._kept_bytes(parser().parse_args(["serve", "--keep-responses-mb", "0.5"])) == {
+        "keep_responses_bytes": 2**19}
+
+
 def test_the_cli_does_not_import_the_server_to_offer_its_flags():
     code = "import sys; import app.cli, app.commands.serve; print('app.server' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() \
