@@ -201,7 +201,8 @@ def _inspect(args: argparse.Namespace) -> int:
     if args.json:
         return _print_json({"id": entry.id, **info.to_dict(tensors=args.tensors), "chat_format": fmt.to_dict(),
                             "cannot_generate": refusal, "recommended_sampling": recommended,
-                            "sampling_keys_not_applied": unapplied})
+                            "sampling_keys_not_applied": unapplied, "projector": entry.projector,
+                            "abilities": entry.abilities})
     kv = (f"{info.kv_heads} (per layer: {sorted(set(info.kv_heads_per_layer))})" if info.kv_heads_per_layer
           else str(info.kv_heads))
     lines = [
@@ -219,6 +220,10 @@ def _inspect(args: argparse.Namespace) -> int:
         f"License:        {one_line(info.license or '?')}",
         f"Chat template:  {'yes, ' + str(len(info.chat_template)) + ' characters' if info.chat_template else 'none'}",
         f"Purpose:        {'chat and completion' if refusal is None else refusal}",
+        "Images, audio:  " + (f"{' and '.join(entry.abilities)} (projector {one_line(Path(entry.projector).name)}, "
+                              "loaded with the model)" if entry.abilities else
+                              "none: reads text only (a model that sees or hears needs its mmproj file beside it, "
+                              "or --mmproj)"),
         f"Chat format:    " + (f"{fmt.name}{' (a base model)' if fmt.base_model else ''} — {fmt.why}" if refusal is None
                                else "none: it cannot chat"),
         "Sampling:       " + (f"the model recommends {describe_sampling(recommended)} (used where you set none)"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 OWNED_SOURCES = ("hearth", "imported", "quantized")
 DISCOVERED_SOURCES = ("huggingface", "lmstudio", "gpt4all", "ollama")
@@ -28,6 +28,10 @@ class LibraryEntry:
     # Unique in the library, even ignoring case: what the CLI, the API (`model`) and the window name it by.
     # The file's stem, qualified by its source (or a hash of its path) where another entry shares the stem.
     id: str = ""
+    # Its projector (app/core/library/projectors.py): the mmproj file beside it, and what the pair can do
+    # ("sees images", "hears audio"); None and [] for a model that reads text only.
+    projector: str | None = None
+    abilities: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

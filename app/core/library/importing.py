@@ -14,6 +14,7 @@ from app.core.library.copies import _copy_partial, _rename_new, clean_partial_co
 from app.core.library.entry import IMPORT_MODES, LibraryEntry
 from app.core.library.index import register
 from app.core.library.listing import _set_of, resolve
+from app.core.library.projectors import is_projector, paired_projector
 
 
 def import_model(path: str | Path, mode: str = "link") -> LibraryEntry:
@@ -22,6 +23,9 @@ def import_model(path: str | Path, mode: str = "link") -> LibraryEntry:
         raise HearthError(f"Unknown import mode '{mode}'; use {', '.join(IMPORT_MODES)}.")
     src = Path(path).expanduser()
     info = read_gguf_info(src)  # refuses anything that is not a sound GGUF, with its reason
+    if is_projector(src):
+        raise HearthError(f"{src.name} is a projector (the part of a model that sees or hears), not a model: import "
+                          "the model that lies beside it, and its projector comes with it.")
     src = src.resolve()
     parts = _set_of(src)
     if info.split_count > 1 and len(parts) != info.split_count:
@@ -36,6 +40,12 @@ def import_model(path: str | Path, mode: str = "link") -> LibraryEntry:
     # Named .gguf whatever the source was called: the file was judged by its content above, and the library
     # lists its own folder by that extension (a copy without it would be invisible and impossible to remove).
     targets = [dest_dir / (p.name if p.name.lower().endswith(".gguf") else p.name + ".gguf") for p in parts]
+    # The projector comes along, named after the model: the imported folder holds many models, and the pairing
+    # picks the projector whose name shares the model's.
+    projector = paired_projector(src)
+    if projector is not None:
+        parts = [*parts, projector.path]
+        targets = [*targets, dest_dir / f"mmproj-{targets[0].stem}.gguf"]
     clash = next((t for t in targets if t.exists()), None)
     if clash:
         raise HearthError(f"{clash.name} is already in Hearth's models folder; remove it first "

@@ -14,6 +14,7 @@ from app.core.library.ids import assign_ids, find
 from app.core.library.copies import clean_partial_copies
 from app.core.library.index import _index
 from app.core.library.metadata import _cache_file, _metadata
+from app.core.library.projectors import is_projector, named_like_projector, paired_projector
 
 
 def _entry(name: str, parts: list[Path], source: str, owned: bool, cache: dict) -> LibraryEntry:
@@ -24,10 +25,25 @@ def _entry(name: str, parts: list[Path], source: str, owned: bool, cache: dict) 
             size += p.stat().st_size
         except OSError:
             pass
-    return LibraryEntry(name=name, path=str(parts[0]), size_bytes=size, source=source, owned=owned,
-                        architecture=meta.get("architecture"), parameters=meta.get("parameters"),
-                        quantization=meta.get("quantization"), context_length=meta.get("context_length"),
-                        parts=len(parts), error=meta.get("error"))
+    entry = LibraryEntry(name=name, path=str(parts[0]), size_bytes=size, source=source, owned=owned,
+                         architecture=meta.get("architecture"), parameters=meta.get("parameters"),
+                         quantization=meta.get("quantization"), context_length=meta.get("context_length"),
+                         parts=len(parts), error=meta.get("error"))
+    paired = _paired(parts[0])
+    if paired is not None:
+        entry.projector, entry.abilities = str(paired.path), paired.abilities()
+    return entry
+
+
+def _paired(model: Path):
+    """The model's projector, looked for only where a file in its folder is named like one (most folders have
+    none: their models cost no header read here)."""
+    try:
+        if not any(named_like_projector(p) for p in model.parent.glob("*.gguf")):
+            return None
+    except OSError:
+        return None
+    return paired_projector(model)
 
 
 def _display_name(path: Path, root: Path) -> str:
@@ -61,17 +77,20 @@ def list_models(discover_others: bool = True, home: Path | None = None) -> list[
     models = paths.models_dir().resolve()
     clean_partial_copies(models / "imported")
     for first, parts in _first_parts(_walk_gguf(models)):
+        if is_projector(first):  # a projector is half of its model's entry, never a model of its own
+            continue
         rec = recorded.get(str(first.resolve()))
         source = rec["source"] if rec else "hearth"
         add(_entry(_display_name(first, models), parts, source, True, cache))
     for path, rec in recorded.items():
         p = Path(path)
-        if p.exists() and not p.is_relative_to(models):
+        if p.exists() and not p.is_relative_to(models) and not is_projector(p):
             add(_entry(p.name, _set_of(p), rec.get("source", "imported"), bool(rec.get("owned")), cache))
 
     if discover_others:
         for source, name, parts in discover(home):
-            add(_entry(name, parts, source, False, cache))
+            if not is_projector(parts[0]):
+                add(_entry(name, parts, source, False, cache))
     try:
         write_json(_cache_file(), {k: v for k, v in cache.items() if Path(k).exists()})
     except OSError:

@@ -11,6 +11,7 @@ from app.core.units import human_size
 from app.core.library.entry import APP_NAMES, DISCOVERED_SOURCES, LibraryEntry
 from app.core.library.index import _forget, _index
 from app.core.library.listing import _set_of, resolve
+from app.core.library.projectors import named_like_projector, paired_projector
 
 
 @dataclass
@@ -44,12 +45,26 @@ def plan_removal(query: str | Path) -> Removal:
             raise HearthError(f"{entry.path} is not in Hearth's library, so Hearth will not delete it.")
         return Removal(entry, [], True)
     files = []
-    for part in _set_of(Path(entry.path)):
+    for part in [*_set_of(Path(entry.path)), *_projector_alone(Path(entry.path))]:
         try:
             files.append((str(part), part.lstat().st_size))  # a link in the models folder: the link's own size
         except OSError:
             continue
     return Removal(entry, files, False)
+
+
+def _projector_alone(model: Path) -> list[Path]:
+    """The model's projector, where no other model in its folder pairs with it too (a repo's F16 and Q4_K_M
+    share one): removed with the model, never left behind alone."""
+    paired = paired_projector(model)
+    if paired is None:
+        return []
+    for other in model.parent.glob("*.gguf"):
+        if other != model and not named_like_projector(other) and other not in _set_of(model):
+            theirs = paired_projector(other)
+            if theirs is not None and theirs.path == paired.path:
+                return []
+    return [paired.path]
 
 
 def carry_out(removal: Removal) -> Removal:
