@@ -186,8 +186,9 @@ class MediaPrompt:
         return done
 
     def figures(self) -> dict:
-        """What the answer's Done event says of its media."""
-        return {"media": len(self.media), "media_tokens": sum(p.cells for p in self.pieces if p.medium is not None),
+        """What the answer's Done event says of its media; its prompt counted in KV cells (an M-RoPE image takes
+        more cells than positions), as llama-server counts a prompt's tokens."""
+        return {"prompt_tokens": self.cells, "media": len(self.media), "media_tokens": sum(p.cells for p in self.pieces if p.medium is not None),
                 "media_encoded": self.encoded, "media_s": round(self.encode_s, 4)}
 
     def close(self) -> None:
