@@ -264,6 +264,16 @@ class ModelPool:
             for slot in expired:
                 slot.backend.close()
 
+    def unload(self, backend: Backend) -> None:
+        """Take a model out of memory now (Ollama's keep_alive 0, as the TTL does after idle time); a later request
+        naming it loads it again. A model answering is left to finish: it goes when that answer ends."""
+        with self._lock:
+            slot = next((s for s in self._slots if s.backend is backend), None)
+            if slot is None:
+                return
+            self._slots.remove(slot)
+        slot.backend.close()
+
     def stop_restarting(self) -> None:
         """The server is shutting down: no loaded model's engine is started again should it stop (a signal to
         the process group stops the engines first; app/backends/supervisor.py)."""

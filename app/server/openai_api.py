@@ -35,6 +35,7 @@ from starlette.routing import Route
 from app.core.errors import HearthError
 from app.server.response_store import ResponseStore
 from app.core.chats.reasoning import ReasoningSplitter, split
+from app.server.ollama_api import error as ollama_error, is_ollama, routes as ollama_routes
 from app.protocol import messages as P
 from app.backends.backend import Backend
 from app.server.anthropic_api import AnthropicMessages, is_anthropic
@@ -115,6 +116,7 @@ class OpenAIApi:
             Route("/v1/responses/{response_id}", responses.retrieve, methods=["GET"]),
             Route("/v1/responses/{response_id}", responses.delete, methods=["DELETE"]),
             Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),
+            *ollama_routes(self),  # Ollama's API beside them (app/server/ollama_api.py)
         ]
         middleware = []
         if cors:
@@ -159,10 +161,13 @@ class OpenAIApi:
             await self._guarded(scope, receive, send)
 
     async def _handle_checked(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] != "OPTIONS":
+        # As /health, Ollama's "/" and /api/version say only that a server is there; everything else needs the key.
+        if scope["type"] == "http" and scope["path"].startswith(("/v1/", "/api/")) and scope["method"] != "OPTIONS" \
+                and scope["path"] != "/api/version":
             error = self._auth_error(scope)
             if error is not None:
-                await error.response(is_anthropic(scope["path"]))(scope, receive, send)
+                shaped = ollama_error(error) if is_ollama(scope["path"]) else error.response(is_anthropic(scope["path"]))
+                await shaped(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -348,7 +353,10 @@ def _counting(start, record: RequestRecord):
 
 
 def _in_dialect(request: Request, error: ApiError) -> Response:
-    """The error in the envelope of the endpoint asked: Anthropic's on /v1/messages, OpenAI's elsewhere."""
+    """The error in the envelope of the endpoint asked: Anthropic's on /v1/messages, Ollama's on /api/, OpenAI's
+    elsewhere."""
+    if is_ollama(request.url.path):
+        return ollama_error(error)
     return error.response(is_anthropic(request.url.path))
 
 

@@ -1,0 +1,431 @@
+"""Ollama's API, served by the same `hearth serve` (#54.3): many desktop and editor tools, and Open WebUI's Ollama
+connection, speak only this API and look for it at port 11434 (`hearth serve --ollama-port 11434`).
+
+A translator, not a second server: each request is read into the OpenAI request it means and checked by the
+same readers (app/server/requests.py), so the same bounds, the same hostile-input behaviour and the same engine
+path serve it; only the shapes differ. Ollama's names (`name:tag`) map onto library ids (`:latest` is the id
+itself). Errors are Ollama's `{"error": "..."}`; an unknown model is its 404.
+
+Endpoints: GET/HEAD /, /api/version, /api/tags, /api/ps, POST /api/show, /api/chat, /api/generate (NDJSON streams
+by default, `stream: false` for one object; `options` as sampling, `format` "json" or a schema, `tools`, `think`,
+`keep_alive` 0 to unload), /api/embed, /api/embeddings, /api/delete. /api/pull and /api/copy, which would write to
+the library, are refused in a sentence (Hearth's Models page and `hearth models pull` download).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from app.core.chats.reasoning import ReasoningSplitter, split
+from app.protocol import messages as P
+from app.server.answers import open_answer, whole_answer
+from app.server.errors import ApiError, invalid
+from app.server.requests import chat_request, completion_request, embedding_request
+from app.server.tools import CallReader, answer_piece
+
+# What /api/version answers: the Ollama API this dialect follows (clients check a minimum version).
+OLLAMA_VERSION = "0.12.6"
+LATEST = ":latest"
+# Ollama's `options` that are the OpenAI request's sampling fields, by their OpenAI names.
+OPTIONS = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p", "seed": "seed",
+           "stop": "stop", "repeat_penalty": "repeat_penalty", "repeat_last_n": "repeat_last_n",
+           "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty",
+           "num_predict": "max_tokens"}
+# Options that set up the model or the machine (Ollama loads with them): the loaded model's own settings stand.
+LOAD_OPTIONS = {"num_ctx", "num_batch", "num_gpu", "main_gpu", "use_mmap", "use_mlock", "num_thread", "numa",
+                "low_vram", "f16_kv", "vocab_only", "num_keep", "typical_p", "tfs_z", "mirostat", "mirostat_tau",
+                "mirostat_eta", "penalize_newline"}
+
+
+def routes(api) -> list[Route]:
+    ollama = OllamaApi(api)
+    return [Route("/", ollama.root, methods=["GET", "HEAD"]),
+            Route("/api/version", ollama.version, methods=["GET"]),
+            Route("/api/tags", ollama.tags, methods=["GET"]),
+            Route("/api/ps", ollama.ps, methods=["GET"]),
+            Route("/api/show", ollama.show, methods=["POST"]),
+            Route("/api/chat", ollama.chat, methods=["POST"]),
+            Route("/api/generate", ollama.generate, methods=["POST"]),
+            Route("/api/embed", ollama.embed, methods=["POST"]),
+            Route("/api/embeddings", ollama.embeddings, methods=["POST"]),
+            Route("/api/delete", ollama.delete, methods=["DELETE"]),
+            Route("/api/pull", ollama.writes_library, methods=["POST"]),
+            Route("/api/copy", ollama.writes_library, methods=["POST"]),
+            Route("/api/create", ollama.writes_library, methods=["POST"]),
+            Route("/api/push", ollama.writes_library, methods=["POST"])]
+
+
+def is_ollama(path: str) -> bool:
+    return path == "/" or path.startswith("/api/")
+
+
+def error(exc: ApiError) -> JSONResponse:
+    """An error in Ollama's shape: {"error": sentence}, with the status the other dialects give it."""
+    return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def tag(model_id: str) -> str:
+    """A library id as Ollama clients write names: name:tag."""
+    return model_id if ":" in model_id else model_id + LATEST
+
+
+def _details(entry=None, info: dict | None = None) -> dict:
+    info = info or {}
+    arch = (entry.architecture if entry is not None else None) or ""
+    params = (entry.parameters if entry is not None else None) or info.get("n_params") or 0
+    quant = (entry.quantization if entry is not None else None) or ""
+    return {"parent_model": "", "format": "gguf", "family": arch, "families": [arch] if arch else None,
+            "parameter_size": _size(params), "quantization_level": quant}
+
+
+def _size(params: float) -> str:
+    if not params:
+        return ""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if params >= scale:
+            return f"{params / scale:.1f}{unit}".replace(".0", "")
+    return str(int(params))
+
+
+class OllamaApi:
+    def __init__(self, api):
+        """api: the server's OpenAIApi, whose model pool, readers and engine path this dialect uses."""
+        self.api = api
+
+    # --- answering in Ollama's shape ---------------------------------------------------------------------
+    async def _guarded(self, request: Request, handler) -> Response:
+        try:
+            return await handler(await self.api.body_of(request) if request.method == "POST" else None)
+        except ApiError as exc:
+            return error(exc)
+
+    async def _serving(self, name) -> tuple[str, object]:
+        """The id and backend a request's `model` names: name:tag as Ollama clients write it, :latest being the
+        library id itself; a name nothing answers to is Ollama's 404."""
+        if not isinstance(name, str) or not name.strip():
+            raise invalid("'model' is required: a name from GET /api/tags.", "model")
+        try:
+            return await self.api.serving(name[:-len(LATEST)] if name.endswith(LATEST) else name)
+        except ApiError as exc:
+            if exc.status == 404:
+                raise ApiError(404, f"model '{name}' not found") from None
+            raise
+
+    # --- what is here ----------------------------------------------------------------------------------------
+    async def root(self, request: Request) -> Response:
+        return PlainTextResponse("Ollama is running (Hearth)")
+
+    async def version(self, request: Request) -> Response:
+        return JSONResponse({"version": OLLAMA_VERSION})
+
+    async def tags(self, request: Request) -> Response:
+        import asyncio
+
+        catalog = await asyncio.get_running_loop().run_in_executor(None, self.api.pool.catalog)
+        models = []
+        for entry in catalog:
+            if entry.error is not None:
+                continue
+            when = Path(entry.path).stat().st_mtime if Path(entry.path).exists() else 0
+            models.append({"name": tag(entry.id), "model": tag(entry.id), "size": entry.size_bytes,
+                           "modified_at": datetime.fromtimestamp(when, timezone.utc).isoformat(),
+                           "digest": _digest(entry.path), "details": _details(entry)})
+        return JSONResponse({"models": models})
+
+    async def ps(self, request: Request) -> Response:
+        models = []
+        for backend in self.api.pool.loaded():
+            info = backend.info or {}
+            name = self.api.pool.id_of(backend)
+            if not name or not backend.info:
+                continue
+            models.append({"name": tag(name), "model": tag(name), "size": info.get("size_bytes") or 0,
+                           "digest": _digest(info.get("path") or name), "details": _details(info=info),
+                           "expires_at": "0001-01-01T00:00:00Z", "size_vram": 0,
+                           "context_length": info.get("n_ctx")})
+        return JSONResponse({"models": models})
+
+    async def show(self, request: Request) -> Response:
+        async def answer(body):
+            model, backend = await self._serving((body or {}).get("model") or (body or {}).get("name"))
+            info = backend.info or {}
+            arch = (info.get("desc") or "").split(" ")[0] if info.get("desc") else ""
+            capabilities = ["completion"] + (["tools"] if info.get("knows_tools") else []) + \
+                (["thinking"] if info.get("opens_thinking") else [])
+            return JSONResponse({"modelfile": f"FROM {tag(model)}\n", "parameters": "", "template":
+                                 info.get("chat_template") or "", "details": _details(info=info),
+                                 "model_info": {"general.architecture": arch,
+                                                "general.parameter_count": info.get("n_params"),
+                                                f"{arch or 'model'}.context_length": info.get("n_ctx_train")},
+                                 "capabilities": capabilities, "modified_at": _now()})
+        return await self._guarded(request, answer)
+
+    async def delete(self, request: Request) -> Response:
+        return error(ApiError(400, "Hearth does not delete models through the Ollama API: remove one on the Models "
+                                   "page or with hearth models rm."))
+
+    async def writes_library(self, request: Request) -> Response:
+        return error(ApiError(400, f"{request.url.path} is not served by Hearth: download models on the Models page "
+                                   "or with hearth models pull, which keep them in Hearth's library."))
+
+    # --- answers -----------------------------------------------------------------------------------------------
+    async def chat(self, request: Request) -> Response:
+        async def answer(body):
+            body = _object(body)
+            messages = body.get("messages")
+            if messages == [] or (messages is None and "model" in body):  # Ollama's load (or, keep_alive 0, unload)
+                return await self._load_or_unload(body, chat=True)
+            gen = chat_request(_openai_chat(body), self.api.default_max_tokens)
+            model, backend = await self._serving(body.get("model"))
+            tools = gen.tools.tools if gen.tools else None
+            stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink,
+                                                                       truncate=False, tools=tools),
+                                    again=not gen.sampling.grammar)
+            shape = _Shape(tag(model), chat=True, calls=gen.tools is not None,
+                           thinking=self.api.thinking(gen, backend), think=body.get("think"))
+            return await self._respond(request, stream, shape, gen.stream)
+        return await self._guarded(request, answer)
+
+    async def generate(self, request: Request) -> Response:
+        async def answer(body):
+            body = _object(body)
+            if not body.get("prompt") and not body.get("system"):
+                return await self._load_or_unload(body, chat=False)
+            model, backend = await self._serving(body.get("model"))
+            if body.get("raw"):  # the prompt as it is, no template
+                gen = completion_request(_openai_completion(body), self.api.default_max_tokens)
+                stream = self.api.start(backend, lambda sink: backend.complete(gen.prompt, gen.sampling, sink,
+                                                                               truncate=False),
+                                        again=not gen.sampling.grammar)
+                thinking = None
+            else:
+                chat = _openai_chat({**body, "messages": ([{"role": "system", "content": body["system"]}]
+                                                          if body.get("system") else [])
+                                     + [{"role": "user", "content": body.get("prompt") or ""}]})
+                gen = chat_request(chat, self.api.default_max_tokens)
+                stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink,
+                                                                           truncate=False),
+                                        again=not gen.sampling.grammar)
+                thinking = self.api.thinking(gen, backend)
+            return await self._respond(request, stream, _Shape(tag(model), chat=False, thinking=thinking,
+                                                               think=body.get("think")), gen.stream)
+        return await self._guarded(request, answer)
+
+    async def _load_or_unload(self, body: dict, chat: bool) -> Response:
+        """A request without messages (or prompt) loads the model; with keep_alive 0 it unloads it."""
+        model, backend = await self._serving(body.get("model"))
+        unload = body.get("keep_alive") in (0, "0", "0s", "0m")
+        if unload:
+            self.api.pool.unload(backend)
+        done = {"model": tag(model), "created_at": _now(), "done": True,
+                "done_reason": "unload" if unload else "load"}
+        done.update({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""})
+        return JSONResponse(done)
+
+    async def _respond(self, request: Request, stream, shape: "_Shape", streaming: bool) -> Response:
+        events = await open_answer(request, stream, streaming)
+        if events is None:
+            return Response(status_code=499)
+        if streaming:
+            return StreamingResponse(shape.lines(events), media_type="application/x-ndjson")
+        text, done = await whole_answer(events)
+        if done is None:
+            return Response(status_code=499)
+        return JSONResponse(shape.whole(text, done))
+
+    async def embed(self, request: Request) -> Response:
+        async def answer(body):
+            body = _object(body)
+            wanted = embedding_request({"model": body.get("model"), "input": body.get("input")})
+            vectors, done, model = await self._embeddings(request, body.get("model"), wanted.inputs)
+            if vectors is None:
+                return Response(status_code=499)
+            return JSONResponse({"model": tag(model), "embeddings": vectors,
+                                 "prompt_eval_count": int(done.get("prompt_tokens") or 0)})
+        return await self._guarded(request, answer)
+
+    async def embeddings(self, request: Request) -> Response:
+        """The older endpoint: one prompt, one vector."""
+        async def answer(body):
+            body = _object(body)
+            wanted = embedding_request({"model": body.get("model"), "input": body.get("prompt")})
+            vectors, _done, _model = await self._embeddings(request, body.get("model"), wanted.inputs)
+            if vectors is None:
+                return Response(status_code=499)
+            return JSONResponse({"embedding": vectors[0]})
+        return await self._guarded(request, answer)
+
+    async def _embeddings(self, request: Request, name, inputs: list):
+        model, backend = await self._serving(name)
+        stream = self.api.start(backend, lambda sink: backend.embed(inputs, sink), again=True)
+        events = await open_answer(request, stream, streaming=False)
+        done = (await whole_answer(events))[1] if events is not None else None
+        return (done["embeddings"] if done is not None else None), done, model
+
+
+def _object(body) -> dict:
+    if not isinstance(body, dict):
+        raise invalid("The request body must be a JSON object.")
+    return body
+
+
+def _options(body: dict) -> dict:
+    """Ollama's `options` (and `format`) as the OpenAI request's fields; set-up options of a load are left out
+    (the loaded model's own stand); an option Hearth has never heard of is left out too."""
+    options = body.get("options") or {}
+    if not isinstance(options, dict):
+        raise invalid("'options' must be an object.", "options")
+    fields = {}
+    for name, value in options.items():
+        if name in OPTIONS:
+            if name == "num_predict" and isinstance(value, int) and value < 0:
+                continue  # -1 (until the end) and -2 (fill the context): the server's own bound
+            fields[OPTIONS[name]] = value
+    fmt = body.get("format")
+    if fmt == "json":
+        fields["response_format"] = {"type": "json_object"}
+    elif isinstance(fmt, dict):
+        fields["response_format"] = {"type": "json_schema", "json_schema": {"name": "format", "schema": fmt}}
+    elif fmt not in (None, ""):
+        raise invalid("'format' must be \"json\" or a JSON schema.", "format")
+    return fields
+
+
+def _openai_chat(body: dict) -> dict:
+    """An Ollama chat request as the OpenAI chat request it means (checked by the same reader)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise invalid("'messages' must be a list of messages.", "messages")
+    out = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise invalid(f"messages[{i}] must be an object.", f"messages.{i}")
+        if message.get("images"):
+            raise invalid(f"messages[{i}] has images, which Hearth's Ollama API does not take yet; send them through "
+                          "/v1/chat/completions.", f"messages.{i}.images")
+        converted = {"role": message.get("role"), "content": message.get("content") or ""}
+        if message.get("tool_calls"):
+            converted["tool_calls"] = [
+                {"id": f"call_{i}_{n}", "type": "function",
+                 "function": {"name": (call.get("function") or {}).get("name"),
+                              "arguments": json.dumps((call.get("function") or {}).get("arguments") or {})}}
+                for n, call in enumerate(message["tool_calls"]) if isinstance(call, dict)]
+        if message.get("role") == "tool":
+            converted["tool_call_id"] = message.get("tool_call_id") or message.get("tool_name") or "call"
+        out.append(converted)
+    chat = {"model": body.get("model"), "messages": out, "stream": body.get("stream", True) is not False,
+            **_options(body)}
+    if body.get("tools"):
+        chat["tools"] = body["tools"]
+    if body.get("think") is False:
+        chat["reasoning_format"] = "none"
+    return chat
+
+
+def _openai_completion(body: dict) -> dict:
+    return {"model": body.get("model"), "prompt": body.get("prompt") or "",
+            "stream": body.get("stream", True) is not False, **_options(body)}
+
+
+def _digest(path: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(str(path).encode()).hexdigest()
+
+
+class _Shape:
+    """Ollama's response objects for one answer: NDJSON lines while it streams, one object when it does not."""
+
+    def __init__(self, model: str, chat: bool, calls: bool = False, thinking: bool | None = None, think=None):
+        self.model, self.chat = model, chat
+        self.started = time.perf_counter()
+        self.calls = CallReader() if calls else None
+        # A thinking model's thinking: its own field where the request said think, else dropped from the answer
+        # (Ollama answers without it unless asked); None (reasoning_format none) leaves it in the text.
+        self.think = think is True
+        self.opened = thinking
+        self.splitter = ReasoningSplitter(thinking) if thinking is not None else None
+
+    def _head(self) -> dict:
+        return {"model": self.model, "created_at": _now()}
+
+    def _piece(self, text: str, thought: str = "", calls=()) -> dict:
+        if self.chat:
+            message = {"role": "assistant", "content": text}
+            if thought and self.think:
+                message["thinking"] = thought
+            if calls:
+                message["tool_calls"] = [{"function": {"name": c.name, "arguments": c.input}} for c in calls]
+            return {**self._head(), "message": message, "done": False}
+        piece = {**self._head(), "response": text, "done": False}
+        if thought and self.think:
+            piece["thinking"] = thought
+        return piece
+
+    def _end(self, done: P.Done) -> dict:
+        took = int((time.perf_counter() - self.started) * 1e9)
+        prompt, completion = int(done.get("prompt_tokens") or 0), int(done.get("completion_tokens") or 0)
+        end = self._piece("")
+        end.update({"done": True, "done_reason": "length" if done.get("finish_reason") == "length" else "stop",
+                    "total_duration": took, "load_duration": 0, "prompt_eval_count": prompt,
+                    "prompt_eval_duration": int(1e9 * prompt / done["prompt_tok_s"]) if done.get("prompt_tok_s") else 0,
+                    "eval_count": completion,
+                    "eval_duration": int(1e9 * completion / done["gen_tok_s"]) if done.get("gen_tok_s") else 0})
+        return end
+
+    def _split(self, text: str, end: bool = False) -> tuple[str, str]:
+        if self.splitter is None:
+            return "", text
+        return self.splitter.finish() if end else self.splitter.feed(text)
+
+    async def lines(self, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
+        async for event in events:
+            if isinstance(event, P.Token):
+                thought, text = self._split(event.text)
+                text, calls = answer_piece(self.calls, text)
+                if text or calls or (thought and self.think):
+                    yield _line(self._piece(text, thought, calls))
+            elif isinstance(event, P.Done):
+                thought, text = self._split("", end=True)  # held back as a possible tag's start
+                text, calls = answer_piece(self.calls, text) if text else ("", [])
+                rest, more = answer_piece(self.calls, "")  # the end: what was held back as a call's start
+                if text or rest or calls or more:
+                    yield _line(self._piece(text + rest, thought, [*calls, *more]))
+                yield _line(self._end(event))
+            elif isinstance(event, P.Failed):  # after the first piece: the status went out already
+                yield _line({"error": event.message})
+
+    def whole(self, text: str, done: P.Done) -> dict:
+        thought = ""
+        if self.splitter is not None:
+            parts = split(text, bool(self.opened))
+            thought, text = parts.reasoning, parts.content
+        calls = []
+        if self.calls is not None:
+            self.calls.feed(text)
+            text, calls = self.calls.content, self.calls.calls
+        answer = self._piece(text, thought, calls)
+        end = self._end(done)
+        if self.chat:
+            end["message"] = answer["message"]
+        else:
+            end["response"] = answer["response"]
+            if "thinking" in answer:
+                end["thinking"] = answer["thinking"]
+        return end
+
+
+def _line(obj: dict) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"

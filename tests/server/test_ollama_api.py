@@ -1,0 +1,115 @@
+"""#54.3: Ollama's API from the same `hearth serve`, driven by the official `ollama` client (PyPI `ollama`), the
+client Open WebUI's and many editors' Ollama connections are built like: every call it makes first (tags, version,
+show, ps), then chat and generate streamed and whole, options, JSON format, tools, embeddings, a load and an
+unload, an unknown model as Ollama's 404, and the same key and bounds as the other dialects."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import version
+
+import httpx
+import pytest
+
+from tests.server.conftest import KEY, start_server, stop_server
+
+ollama = pytest.importorskip("ollama")
+CLIENT_VERSION = version("ollama")  # recorded: the client this was tested with
+MODEL = "SmolLM2-135M-Instruct.Q4_1"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    home = tmp_path_factory.mktemp("ollama_home")
+    proc, base = start_server("--api-key", KEY, env={"HEARTH_HOME": str(home)})
+    root = base[:-len("/v1")]
+    yield root
+    assert stop_server(proc)
+
+
+@pytest.fixture
+def client(served):
+    return ollama.Client(host=served, headers={"Authorization": f"Bearer {KEY}"}, timeout=120)
+
+
+def test_the_first_calls_of_an_ollama_client_are_answered(client, served):
+    print(f"ollama client {CLIENT_VERSION}")
+    assert httpx.get(served + "/").status_code == 200 and httpx.head(served + "/").status_code == 200
+    tags = client.list()
+    names = [m.model for m in tags.models]
+    assert f"{MODEL}:latest" in names
+    listed = next(m for m in tags.models if m.model == f"{MODEL}:latest")
+    assert listed.size > 0 and listed.details.format == "gguf" and listed.details.quantization_level == "Q4_1"
+    assert httpx.get(served + "/api/version").json()["version"]
+    shown = client.show(f"{MODEL}:latest")
+    assert "completion" in shown.capabilities and shown.details.format == "gguf"
+    running = client.ps()
+    assert [m.model for m in running.models] == [f"{MODEL}:latest"]
+
+
+def test_chat_whole_and_streamed_give_the_same_greedy_answer(client):
+    ask = [{"role": "user", "content": "Name three colors."}]
+    options = {"temperature": 0, "num_predict": 24, "seed": 1}
+    whole = client.chat(model=MODEL, messages=ask, options=options, stream=False)
+    assert whole.done and whole.message.role == "assistant" and whole.message.content
+    assert whole.eval_count and whole.eval_count <= 24 and whole.prompt_eval_count > 0
+    pieces = list(client.chat(model=f"{MODEL}:latest", messages=ask, options=options, stream=True))
+    assert pieces[-1].done and not any(p.done for p in pieces[:-1])
+    assert "".join(p.message.content for p in pieces) == whole.message.content
+
+
+def test_generate_with_a_system_and_json_format(client):
+    schema = {"type": "object", "properties": {"color": {"type": "string", "enum": ["red", "green", "blue"]}},
+              "required": ["color"]}
+    made = client.generate(model=MODEL, prompt="Give a JSON object with a key 'color'.", system="Answer in JSON.",
+                           format=schema, options={"temperature": 0, "num_predict": 60}, stream=False)
+    assert made.done
+    assert json.loads(made.response)["color"] in ("red", "green", "blue")  # the schema's grammar holds the answer
+    streamed = "".join(p.response for p in client.generate(model=MODEL, prompt="Say hi.",
+                                                           options={"num_predict": 8, "temperature": 0}, stream=True))
+    assert streamed
+
+
+def test_tools_come_back_as_ollama_tool_calls(client):
+    weather = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                                "parameters": {"type": "object", "properties": {
+                                                    "city": {"type": "string", "enum": ["Oslo", "Paris"]}},
+                                                    "required": ["city"]}}}
+    # The bundled 135M model does not choose tools by itself; the grammar of a required call is the OpenAI
+    # request's, which Ollama has no word for: a tool the model calls comes back as Ollama's tool_calls either way.
+    answer = client.chat(model=MODEL, messages=[{"role": "user", "content": "Weather in Oslo? Use the tool."}],
+                         tools=[weather], options={"temperature": 0, "num_predict": 60}, stream=False)
+    assert answer.done and "<tool_call>" not in (answer.message.content or "")  # calls as calls, never as markup
+    for call in answer.message.tool_calls or []:
+        assert call.function.name == "get_weather" and call.function.arguments["city"] in ("Oslo", "Paris")
+
+
+def test_embeddings_on_both_endpoints(client):
+    both = client.embed(model=MODEL, input=["a cat", "a dog"])
+    assert len(both.embeddings) == 2 and len(both.embeddings[0]) > 10
+    one = client.embeddings(model=MODEL, prompt="a cat")
+    assert len(one.embedding) == len(both.embeddings[0])
+
+
+def test_an_unknown_model_is_ollamas_404_and_bad_requests_are_its_error_shape(client, served):
+    with pytest.raises(ollama.ResponseError) as raised:
+        client.chat(model="llama3.2:3b", messages=[{"role": "user", "content": "hi"}], stream=False)
+    assert raised.value.status_code == 404 and "not found" in raised.value.error
+    r = httpx.post(served + "/api/chat", headers={"Authorization": f"Bearer {KEY}"},
+                   json={"model": MODEL, "messages": "hi"})
+    assert r.status_code == 400 and isinstance(r.json()["error"], str) and "messages" in r.json()["error"]
+    # The key holds here as on /v1: an Ollama client that sends none is refused.
+    r = httpx.post(served + "/api/chat", json={"model": MODEL, "messages": []})
+    assert r.status_code == 401 and isinstance(r.json()["error"], str)
+    # Writing to the library is Hearth's own job: one sentence.
+    r = httpx.post(served + "/api/pull", headers={"Authorization": f"Bearer {KEY}"}, json={"model": "x"})
+    assert r.status_code == 400 and "hearth models pull" in r.json()["error"]
+
+
+def test_keep_alive_zero_unloads_and_a_request_without_messages_loads(client, served):
+    assert client.ps().models
+    unloaded = client.generate(model=MODEL, prompt="", keep_alive=0)
+    assert unloaded.done and unloaded.done_reason == "unload"
+    assert not client.ps().models
+    loaded = client.chat(model=MODEL, messages=[], stream=False)
+    assert loaded.done and client.ps().models
