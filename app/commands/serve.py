@@ -22,6 +22,9 @@ def register(sub) -> None:
     add_load_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer only)")
     p.add_argument("--port", type=int, default=8080, help="port, 0 to 65535 (default 8080; 0 picks a free one)")
+    p.add_argument("--ollama-port", type=int, default=None, metavar="PORT",
+                   help="also listen on PORT (Ollama's is 11434), where apps that speak only Ollama's API look for "
+                        "it; every port serves every API (OpenAI, Anthropic, Ollama)")
     p.add_argument("--api-key", metavar="KEY", default=env.API_KEY.get(),
                    help=f"require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (default: ${API_KEY_ENV})")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
@@ -88,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     check_model_file(options.model_path)
     limits = _limits(args)
     check_tools(list(args.tools), args.tools_in_chat)
-    return serve(options, ServeOptions(host=args.host, port=args.port, api_key=args.api_key, cors=list(args.cors),
+    return serve(options, ServeOptions(host=args.host, port=args.port, ollama_port=args.ollama_port,
+                                       api_key=args.api_key, cors=list(args.cors),
                                        allowed_hosts=list(args.allowed_host), max_models=args.max_models, ttl_s=args.ttl,
                                        limits=limits, reasoning_format=args.reasoning_format,
                                        keep_responses=args.keep_responses,
@@ -106,6 +110,8 @@ def check_serve_flags(args: argparse.Namespace) -> None:
     """The serve flags no load option checks, each refused with one sentence."""
     if not 0 <= args.port <= 65535:
         raise HearthError(f"--port takes a port from 0 to 65535 (0 picks a free one), not {args.port}.")
+    if args.ollama_port is not None and not 0 <= args.ollama_port <= 65535:
+        raise HearthError(f"--ollama-port takes a port from 0 to 65535, not {args.ollama_port}.")
     if args.max_models < 1 or (args.ttl is not None and not _positive(args.ttl)):
         raise HearthError("--max-models must be at least 1 and --ttl a number of seconds more than 0.")
     if args.keep_responses < 0:

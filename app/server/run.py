@@ -29,6 +29,7 @@ from app.server.openai_api import DEFAULT_MAX_TOKENS, OpenAIApi
 class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8080
+    ollama_port: int | None = None  # a second port, where Ollama's clients look (11434); it serves the same app
     api_key: str | None = None
     cors: list[str] = field(default_factory=list)
     allowed_hosts: list[str] = field(default_factory=list)  # Host names answered beyond loopback's (app/server/guard.py)
@@ -108,6 +109,9 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
             if notice:
                 print(f"hearth: {notice}", file=sys.stderr, flush=True)
         sock = open_socket(options.host, options.port)
+        sockets = [sock]
+        if options.ollama_port is not None:
+            sockets.append(open_socket(options.host, options.ollama_port))
         pool = ModelPool(backend, load, options.max_models, options.ttl_s)
         if api_tools is not None:
             # Before the line that says "serves": one that cannot start is said, and the server stops; one that is
@@ -129,13 +133,16 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
         shown = f"[{host}]" if ":" in host else host
         # Named without listing the library: /health must answer before any scan of the folders it lists (a slow
         # or stuck one must not keep the server from answering); the listing is warmed up behind it.
-        say(f"Hearth serves {pool.id_of(backend)} at http://{shown}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)",
+        also = ""
+        if len(sockets) > 1:
+            also = f"; Ollama's API at http://{shown}:{sockets[1].getsockname()[1]} too"
+        say(f"Hearth serves {pool.id_of(backend)} at http://{shown}:{port}/v1 (OpenAI-compatible{also}; Ctrl-C stops)",
             flush=True)
         threading.Thread(target=pool.warm_catalog, name="library-scan", daemon=True).start()
         main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, _raise_stopped) if main else None
         try:
-            server.run(sockets=[sock])
+            server.run(sockets=sockets)
         except _Stopped as exc:
             stopped_by = exc.signum
         finally:

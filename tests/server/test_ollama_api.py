@@ -113,3 +113,19 @@ def test_keep_alive_zero_unloads_and_a_request_without_messages_loads(client, se
     assert not client.ps().models
     loaded = client.chat(model=MODEL, messages=[], stream=False)
     assert loaded.done and client.ps().models
+
+
+def test_ollama_port_serves_where_ollama_apps_look(tmp_path):
+    """hearth serve --ollama-port: a second port (Ollama's 11434 in use) with the same APIs."""
+    from tests.server.conftest import free_port
+
+    port = free_port()
+    proc, base = start_server("--ollama-port", str(port), env={"HEARTH_HOME": str(tmp_path)})
+    try:
+        there = ollama.Client(host=f"http://127.0.0.1:{port}", timeout=60)
+        assert f"{MODEL}:latest" in [m.model for m in there.list().models]
+        assert there.chat(model=MODEL, messages=[{"role": "user", "content": "Hi"}], stream=False,
+                          options={"num_predict": 4}).done
+        assert httpx.get(base + "/models").status_code == 200  # the first port is as it was
+    finally:
+        assert stop_server(proc)
