@@ -27,6 +27,12 @@ def register(sub) -> None:
                         "it; every port serves every API (OpenAI, Anthropic, Ollama)")
     p.add_argument("--api-key", metavar="KEY", default=env.API_KEY.get(),
                    help=f"require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (default: ${API_KEY_ENV})")
+    p.add_argument("--strict-fields", action="store_true",
+                   help="refuse a request field Hearth does not know with a 400 (default: leave it out and name it "
+                        "in the Hearth-Ignored-Fields header, so a newer client keeps working)")
+    p.add_argument("--strict-models", action="store_true",
+                   help="answer OpenAI's fixed model names (gpt-4o-mini, text-embedding-3-small, ...) with a 404 "
+                        "(default: the loaded model of that kind answers, and the response's model says which)")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
                    help="answer up to N requests at once, decoded together in one batch (default 1)")
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
@@ -98,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
                                        keep_responses=args.keep_responses,
                                        keep_responses_days=args.keep_responses_days,
                                        **_kept_bytes(args),
-                                       tools=list(args.tools), tools_in_chat=args.tools_in_chat))
+                                       tools=list(args.tools), tools_in_chat=args.tools_in_chat,
+                                       strict_fields=args.strict_fields, strict_models=args.strict_models))
 
 
 def _positive(value: float | None) -> bool:

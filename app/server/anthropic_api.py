@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.protocol import messages as P
+from app.server import field_policy
 from app.server.answers import TextFrame, chain, compact_json, event_stream, open_answer, token_counts, whole_answer
 from app.server.errors import from_engine, invalid
 from app.server.requests import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming
@@ -81,6 +82,7 @@ def messages_request(body: Any, counting: bool = False) -> Generation:
     """The Generation a Messages request asks for; counting: only its prompt (count_tokens), so no max_tokens
     and no grammar."""
     model = model_of(body)
+    field_policy.check(body, field_policy.KNOWN_MESSAGES)
     if counting:
         body = {**body, "max_tokens": 1, "stream": False}
     if body.get("max_tokens") is None:

@@ -35,6 +35,7 @@ from starlette.routing import Route
 from app.core.errors import HearthError
 from app.server.response_store import ResponseStore
 from app.core.chats.reasoning import ReasoningSplitter, split
+from app.server import field_policy
 from app.server.ollama_api import error as ollama_error, is_ollama, routes as ollama_routes
 from app.protocol import messages as P
 from app.backends.backend import Backend
@@ -53,6 +54,8 @@ from app.server.streams import EngineStream, request_scope
 from app.server.tools import CallReader, answer_piece
 
 DEFAULT_MAX_TOKENS = 2048
+# The endpoints also answered without their /v1 prefix (llama-server does; a base URL set without it then works).
+WITHOUT_V1 = {"/models", "/chat", "/completions", "/embeddings", "/messages", "/responses"}
 # Requests that may wait for a model at once (most wait for a load under way); more queue for a thread.
 ACQUIRE_THREADS = 16
 
@@ -81,7 +84,8 @@ class OpenAIApi:
                  default_max_tokens: int = DEFAULT_MAX_TOKENS,
                  on_request: Callable[[RequestRecord], None] | None = None,
                  hosts: tuple[str, ...] | None | str = "loopback", limits: Limits = Limits(), slots: int = 1,
-                 reasoning_format: str = "auto", response_store: ResponseStore | None = None, api_tools=None):
+                 reasoning_format: str = "auto", response_store: ResponseStore | None = None, api_tools=None,
+                 strict_fields: bool = False, strict_models: bool = False):
         """models: the pool of models to serve (app/server/models.py), or one backend to serve alone.
         on_request, if given, is called once per finished HTTP request, on the server's thread.
         hosts: the Host names answered (None: any; app/server/guard.py decides from the address and key);
@@ -93,6 +97,9 @@ class OpenAIApi:
         (None: the data folder's, opened on the first request that needs it). api_tools: the MCP servers offered
         to API clients (app/server/api_tools.py; None: none)."""
         self.reasoning_format = reasoning_format
+        # A field Hearth does not know: left out and named in a header, or with strict_fields a 400
+        # (app/server/field_policy.py). strict_models: OpenAI's fixed model names are a 404, as any unknown name.
+        self.strict_fields, self.strict_models = strict_fields, strict_models
         self.pool = models if isinstance(models, ModelPool) else ModelPool(models)
         # Acquiring a model (a load may take seconds) has threads of its own: no other work on the default
         # executor (six hung MCP calls took all of it once) may keep a plain request from its model.
@@ -157,10 +164,23 @@ class OpenAIApi:
             self.on_request(record)
 
     async def _handle(self, scope, receive, send):
-        with request_scope():  # the engine requests this request started end with it, however it ends
+        if scope["type"] != "http":
             await self._guarded(scope, receive, send)
+            return
+        with request_scope():  # the engine requests this request started end with it, however it ends
+            with field_policy.request_fields(self.strict_fields, scope["path"]) as notes:
+                async def noted(message):  # the fields left out, the model that answered, in headers (field_policy)
+                    if message["type"] == "http.response.start" and notes.headers():
+                        message = {**message, "headers": [*message.get("headers", []), *notes.headers()]}
+                    await send(message)
+
+                await self._guarded(scope, receive, noted)
 
     async def _handle_checked(self, scope, receive, send):
+        if scope["type"] == "http" and "/" + scope["path"].split("/")[1] in WITHOUT_V1:
+            # A client whose base URL was set without /v1 (#54.7): the same endpoint, as llama-server answers it.
+            scope = {**scope, "path": "/v1" + scope["path"],
+                     "raw_path": b"/v1" + (scope.get("raw_path") or scope["path"].encode())}
         # As /health, Ollama's "/" and /api/version say only that a server is there; everything else needs the key.
         if scope["type"] == "http" and scope["path"].startswith(("/v1/", "/api/")) and scope["method"] != "OPTIONS" \
                 and scope["path"] != "/api/version":
@@ -227,7 +247,17 @@ class OpenAIApi:
     async def serving(self, requested: str | None) -> tuple[str, Backend]:
         """The id and backend of the model a request names (loaded on demand, which takes seconds: off the
         event loop); 503 while none is ready, 404 for a model this server cannot have."""
-        return await asyncio.get_running_loop().run_in_executor(self._acquiring, self.pool.acquire, requested)
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._acquiring, self.pool.acquire, requested)
+        except ApiError as exc:
+            # OpenAI's and Anthropic's own names, which some clients cannot change: the loaded model answers, and
+            # the response's model field and Hearth-Model header say which (--strict-models keeps the 404).
+            if exc.status != 404 or self.strict_models or not field_policy.fixed_model_name(requested):
+                raise
+        model, backend = await loop.run_in_executor(self._acquiring, self.pool.acquire, None)
+        field_policy.note_model(requested, model)
+        return model, backend
 
     @staticmethod
     def start(backend: Backend, start, again: bool = False) -> EngineStream:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.protocol.messages import SamplingOptions
+from app.server import field_policy
 from app.server.errors import invalid
 from app.server.structured import format_grammar
 from app.server.tools import ToolUse, tool_grammar, tool_use
@@ -278,6 +279,7 @@ def streaming(body: dict) -> bool:
 
 def _common(body: Any, default_max_tokens: int, chat: bool) -> Generation:
     model = model_of(body)
+    field_policy.check(body, field_policy.KNOWN_CHAT if chat else field_policy.KNOWN_COMPLETIONS)
     _no_logprobs(body, chat)
     _cannot_do(body, chat)
     stream = streaming(body)
@@ -333,6 +335,7 @@ class EmbeddingRequest:
 
 def embedding_request(body: Any) -> EmbeddingRequest:
     model = model_of(body)
+    field_policy.check(body, field_policy.KNOWN_EMBEDDINGS)
     fmt = body.get("encoding_format", "float")
     if fmt not in ("float", "base64"):
         raise invalid("'encoding_format' must be 'float' or 'base64'.", "encoding_format")

@@ -18,6 +18,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from app.server import field_policy
 from app.server.errors import ApiError, invalid
 from app.server.requests import Generation, chat_request
 
@@ -34,12 +35,13 @@ MAX_METADATA = 16  # OpenAI's bound: 16 pairs, keys of 64 characters, values of 
 TRUNCATIONS = ("disabled", "auto")
 
 # Fields the endpoint reads. OpenAI's fields that change nothing here (prompt_cache_key, safety_identifier,
-# user, service_tier auto/default, stream_options) are taken and left aside; anything else is a 400.
+# user, service_tier auto/default, stream_options, client_metadata) are taken and left aside; any other is left out
+# and named in a header, or a 400 under --strict-fields (app/server/field_policy.py).
 KNOWN = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "store",
          "previous_response_id", "metadata", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning",
          "truncation", "include", "top_logprobs", "background", "conversation", "prompt", "max_tool_calls",
          "prompt_cache_key", "prompt_cache_retention", "safety_identifier", "user", "service_tier",
-         "stream_options",
+         "stream_options", "client_metadata",
          # llama-server's and Hearth's own, as /v1/chat/completions takes them
          "stop", "seed", "top_k", "min_p", "repeat_penalty", "frequency_penalty", "presence_penalty",
          "ignore_eos", "reasoning_format", "grammar"}
@@ -314,9 +316,7 @@ def reasoning_for(body: dict, thinks: bool | None) -> dict | None:
 
 
 def _refuse_unsupported(body: dict) -> None:
-    unknown = sorted(k for k in body if k not in KNOWN)
-    if unknown:
-        raise invalid(f"Unknown parameter: '{unknown[0]}'.", unknown[0], code="unknown_parameter")
+    field_policy.check(body, KNOWN)  # one policy for every dialect (app/server/field_policy.py)
     if body.get("background"):
         raise invalid("Background responses are not supported here: send the request without 'background' (and "
                       "stream it to see it as it comes).", "background", code="unsupported_parameter")

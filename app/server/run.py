@@ -30,6 +30,8 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8080
     ollama_port: int | None = None  # a second port, where Ollama's clients look (11434); it serves the same app
+    strict_fields: bool = False  # a field Hearth does not know is a 400 (app/server/field_policy.py)
+    strict_models: bool = False  # OpenAI's fixed model names are a 404 instead of the loaded model
     api_key: str | None = None
     cors: list[str] = field(default_factory=list)
     allowed_hosts: list[str] = field(default_factory=list)  # Host names answered beyond loopback's (app/server/guard.py)
@@ -126,7 +128,8 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
         api = OpenAIApi(pool, options.api_key, options.cors, options.max_tokens,
                         hosts=allowed_hosts(options.host, options.api_key, options.allowed_hosts),
                         limits=options.limits, slots=load.n_parallel, reasoning_format=options.reasoning_format,
-                        response_store=store, api_tools=api_tools)
+                        response_store=store, api_tools=api_tools, strict_fields=options.strict_fields,
+                        strict_models=options.strict_models)
         server = _server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False,
                                         http=http_protocol(options.limits)), pool)
         host, port = sock.getsockname()[:2]

@@ -159,14 +159,12 @@ def test_an_unknown_previous_response_is_a_404_in_openais_shape(oai, model_name)
     ({"max_output_tokens": 0}, "max_output_tokens"),
     ({"temperature": 9}, "temperature"),
     ({"tool_choice": "required"}, "tool_choice"),
-    ({"made_up_field": 1}, "made_up_field"),
 ])
 def test_what_would_change_the_answer_is_refused_naming_the_field(oai, model_name, extra, param):
     body = {"model": model_name, "input": "Hi", **extra}
     started = time.monotonic()
     with pytest.raises(openai.BadRequestError) as err:
-        oai.responses.create(**body) if "made_up_field" not in extra else \
-            oai.responses.create(model=model_name, input="Hi", extra_body={"made_up_field": 1})
+        oai.responses.create(**body)
     assert err.value.body["param"] == param, err.value.body
     assert time.monotonic() - started < 10
 
