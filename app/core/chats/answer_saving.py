@@ -10,20 +10,19 @@ saves it as its draft says and drops the draft in the same transaction.
 
 A draft whose owner is gone (its process died) is an answer that was interrupted: `recover_interrupted`, at the
 next start of the window, saves it where it belongs, marked interrupted, so the chat shows it with Continue, as
-it shows a stopped one. The owner is the process id and its start time, so a reused process id is not mistaken
+it shows a stopped one. The owner is the process id and its start time (app/core/store/process_owner.py, as the
+API's stored responses have it), so a reused process id is not mistaken
 for the window that wrote the draft.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Callable
 
-import psutil
-
 from app.core.chats.store import ChatStore, ChatStoreError, Message
+from app.core.store.process_owner import owner_alive, owner_of
 
 # Twice a second: a crash loses at most this much (plus the engine's 80 ms token merging), under the one second
 # the promise allows. One UPDATE of one row costs about a millisecond (tests/core/chats/test_answer_saving.py).
@@ -34,23 +33,6 @@ RETRY_MOST_S = 2.0
 INTERRUPTED = "interrupted"  # an answer's finish_reason when the window died while it streamed
 
 _live: set[tuple[str, int]] = set()  # (store path, draft id) of this process's answers in progress
-
-
-def _owner(pid: int | None = None) -> str:
-    pid = os.getpid() if pid is None else pid
-    try:
-        started = psutil.Process(pid).create_time()
-    except psutil.Error:
-        return f"{pid}:?"
-    return f"{pid}:{started:.2f}"
-
-
-def _owner_alive(owner: str) -> bool:
-    pid, _, _started = owner.partition(":")
-    try:
-        return pid.isdigit() and _owner(int(pid)) == owner
-    except psutil.Error:
-        return False
 
 
 class StreamingAnswer:
@@ -90,7 +72,7 @@ class StreamingAnswer:
 
     def _begin(self, store: ChatStore, text: str) -> None:
         self.draft_id = store.begin_draft(self.conversation_id, self._kind, self._target, self._content(text),
-                                          {**self._meta(self.base_meta), "finish_reason": INTERRUPTED}, _owner())
+                                          {**self._meta(self.base_meta), "finish_reason": INTERRUPTED}, owner_of())
         _live.add((str(self.store.path), self.draft_id))
 
     def _content(self, text: str) -> str:
@@ -174,7 +156,7 @@ def recover_interrupted(store: ChatStore) -> list[int]:
     in. A draft of a live process (another Hearth's answer in progress) is left alone."""
     found = []
     for draft in store.drafts():
-        if (str(store.path), draft["id"]) in _live or (draft["owner"] != _owner() and _owner_alive(draft["owner"])):
+        if (str(store.path), draft["id"]) in _live or (draft["owner"] != owner_of() and owner_alive(draft["owner"])):
             continue
         meta = {**draft["meta"], "finish_reason": INTERRUPTED}
         if store.commit_draft(draft["id"], draft["content"], meta) is not None:

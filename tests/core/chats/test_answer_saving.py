@@ -10,6 +10,7 @@ import time
 from app.core.chats import answer_saving
 from app.core.chats.answer_saving import INTERRUPTED, StreamingAnswer, recover_interrupted
 from app.core.chats.store import ChatStore
+from app.core.store.process_owner import owner_of
 
 
 class Clock:
@@ -59,7 +60,7 @@ def test_a_draft_of_a_live_process_is_left_alone_and_a_dead_ones_is_saved(tmp_pa
     store, cid = chat(tmp_path)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        draft = store.begin_draft(cid, "new", None, "Waves", {}, answer_saving._owner(other.pid))
+        draft = store.begin_draft(cid, "new", None, "Waves", {}, owner_of(other.pid))
         assert recover_interrupted(store) == [] and store.drafts()[0]["id"] == draft
     finally:
         other.kill()
