@@ -29,6 +29,7 @@ import binascii
 import hashlib
 import struct
 from dataclasses import dataclass
+from functools import cached_property
 
 from app.core.errors import InvalidRequest
 
@@ -58,7 +59,7 @@ class Media:
     seconds: float = 0.0
     name: str = ""
 
-    @property
+    @cached_property
     def digest(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
 

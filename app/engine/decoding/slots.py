@@ -23,7 +23,7 @@ import llama_cpp
 import numpy as np
 
 from app.core.errors import GenerationError, HearthError
-from app.engine.decoding.decode import STATS_INTERVAL_S, Answer, Decoder, decode_error
+from app.engine.decoding.decode import STATS_INTERVAL_S, Answer, Decoder, common_prefix, decode_error
 from app.protocol import messages as P
 from app.protocol import step_clock
 from app.engine.decoding.runtime import Runtime
@@ -99,7 +99,7 @@ class Slots:
         """Evaluate a request's prompt in a free slot and hand out its first token. Raises what begin raises.
         make_speculator(decoder): the answer's Speculator (a free drafter), or None for plain steps.
         media: the prompt's images and sounds (app/engine/media/prompt.py), evaluated in this slot's sequence."""
-        slot = self._pick(prompt_text)
+        slot = self._pick(prompt_text, media)
         decoder = slot.decoder
         decoder.context_policy.system_text = system_text
         try:
@@ -186,10 +186,12 @@ class Slots:
         return speculator.slot_draft(min(SLOT_DRAFT_MAX, room, left, spare))
 
     # --- inside ------------------------------------------------------------
-    def _pick(self, prompt_text: str) -> Slot:
+    def _pick(self, prompt_text: str, media=None) -> Slot:
         free = [slot for slot in self.slots if slot.answer is None]
         if not free:
             raise GenerationError("Every slot is busy.")  # the host admits a request only when one is free
+        if media is not None:  # a prompt with images: the slot whose cache holds most of it, its images by hash
+            return max(free, key=lambda slot: (common_prefix(slot.decoder.tokens, media.tokens), -slot.used))
         return max(free, key=lambda slot: (shared_start(slot.cached_text, prompt_text), -slot.used))
 
     def _advance(self, slots: list[Slot], chosen: list[list[int | None]]) -> None:

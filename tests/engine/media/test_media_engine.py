@@ -97,7 +97,7 @@ def test_a_projector_that_aborts_libmtmd_costs_only_the_check_child(tiny_media):
     assert checked_in_child(made.model, made.mmproj)["ok"]  # the real check: opened, warmed up, remembered
 
 
-def test_parallel_slots_read_media_as_one_slot_does(tiny_media):
+def test_parallel_slots_read_media_as_one_slot_does_and_follow_ups_find_their_image(tiny_media):
     made = tiny_media["gemma3"]
     one = Session(Runtime(LoadOptions(model_path=str(made.model), n_ctx=1024, n_threads=2), extra_bufts=False), None)
     two = Session(Runtime(LoadOptions(model_path=str(made.model), n_ctx=1024, n_threads=2, n_parallel=2),
@@ -113,6 +113,16 @@ def test_parallel_slots_read_media_as_one_slot_does(tiny_media):
         together = {seed: next(e for e in events[seed] if e["ev"] == DONE) for seed in (1, 3)}
         assert {seed: done["text"] for seed, done in together.items()} == alone
         assert {done["slot"] for done in together.values()} == {0, 1}
+        # A follow-up about one image goes to the slot whose cache holds it: nothing is encoded again.
+        for seed in (3, 1):
+            follow = [question("gemma3", seed), {"role": "assistant", "content": together[seed]["text"]},
+                      {"role": "user", "content": "Why?"}]
+            events = []
+            two.chat(follow, SamplingOptions(temperature=0.0, max_tokens=4), events.append, threading.Event())
+            while two.slots.running:
+                two.slots.step()
+            done = next(e for e in events if e["ev"] == DONE)
+            assert done["slot"] == together[seed]["slot"] and done["media_encoded"] == 0
     finally:
         one.close()
         two.close()
