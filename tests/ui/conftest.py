@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import keyring
@@ -21,23 +22,34 @@ def chosen_mode(mode: str = "full") -> None:
     update_settings(window_mode=mode)
 
 
-@pytest.fixture
-def main_window(qtbot, hearth_home):
+@contextmanager
+def opened_window(qtbot, load: bool = True, mode: str | None = "full", foreign_threads: str = ""):
+    """The real main window, shown (and, with load, its model loaded and said); closed after, and no worker or
+    engine-reader thread of its own may outlive it. mode None: the first start's, as nothing was chosen yet;
+    foreign_threads: a name part of threads the test's own servers keep (a Hub server's connections)."""
     from app.ui.app import make_app
     from app.ui.main_window import MainWindow
 
-    chosen_mode()
+    if mode is not None:
+        chosen_mode(mode)
     make_app([])
     threads_before = set(threading.enumerate())
-    window = MainWindow()
+    window = MainWindow(load_on_start=load)
     qtbot.addWidget(window)
     window.show()
-    wait_loaded(qtbot, window)
+    if load:
+        wait_loaded(qtbot, window)
     yield window
     window.close()
-    # No worker or engine-reader thread outlives the window.
-    left = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
+    left = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()
+            and not (foreign_threads and foreign_threads in t.name)]
     assert not left, f"threads left running: {[t.name for t in left]}"
+
+
+@pytest.fixture
+def main_window(qtbot, hearth_home):
+    with opened_window(qtbot) as window:
+        yield window
 
 
 def loaded_and_said(window) -> bool:
@@ -54,21 +66,8 @@ def wait_loaded(qtbot, window, timeout: int = READY_TIMEOUT_MS) -> None:
 @pytest.fixture
 def idle_window(qtbot, hearth_home):
     """The real main window without a model loaded (no engine): for pages that do not chat."""
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
-
-    chosen_mode()
-    make_app([])
-    threads_before = set(threading.enumerate())
-    window = MainWindow(load_on_start=False)
-    qtbot.addWidget(window)
-    window.show()
-    yield window
-    window.close()
-    # The test's own Hub server keeps its connection threads; the app must leave none of its own.
-    left = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()
-            and "process_request" not in t.name]
-    assert not left, f"threads left running: {[t.name for t in left]}"
+    with opened_window(qtbot, load=False, foreign_threads="process_request") as window:
+        yield window
 
 
 @pytest.fixture

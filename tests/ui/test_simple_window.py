@@ -4,31 +4,18 @@ window is one choice away (offered at the first start, kept in Settings, in View
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from PySide6.QtCore import QUrl
 
 from app.ui import window_mode
-from tests.ui.conftest import wait_loaded
+from tests.ui.conftest import opened_window
 
 
 @pytest.fixture
 def first_start(qtbot, hearth_home):
     """A first start: nothing chosen yet, the bundled model loading."""
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
-
-    make_app([])
-    threads_before = set(threading.enumerate())
-    window = MainWindow()
-    qtbot.addWidget(window)
-    window.show()
-    wait_loaded(qtbot, window)
-    yield window
-    window.close()
-    left = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
-    assert not left, f"threads left running: {[t.name for t in left]}"
+    with opened_window(qtbot, mode=None) as window:
+        yield window
 
 
 def visible_tabs(w) -> list[str]:
