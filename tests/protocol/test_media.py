@@ -113,3 +113,25 @@ def test_a_marker_typed_in_the_text_and_bad_parts_are_refused():
     with pytest.raises(MediaError, match="has no data"):
         check_part({"type": "image"})
     assert check_part({"type": "image", "data": base64.b64encode(png_bytes(8, 8, 1)).decode()}).width == 8
+
+
+def test_every_format_s_size_and_length_come_from_its_header():
+    PIL = pytest.importorskip("PIL.Image")
+    import io
+
+    for fmt, pil in (("JPEG", "JPEG"), ("GIF", "GIF"), ("BMP", "BMP"), ("WebP", "WEBP"), ("PNG", "PNG")):
+        buf = io.BytesIO()
+        PIL.new("RGB", (97, 43), (10, 200, 30)).save(buf, pil)
+        image = check_media("image", buf.getvalue())
+        assert (image.format, image.width, image.height) == (fmt, 97, 43), fmt
+    # MP3: 100 frames of MPEG-1 layer III, 128 kb/s at 44.1 kHz (417 bytes, 1152 samples each), after an ID3 tag.
+    frame = b"\xff\xfb\x90\x64" + b"\0" * 413
+    mp3 = b"ID3\x04\x00\x00\x00\x00\x00\x0a" + b"\0" * 10 + frame * 100
+    assert check_media("audio", mp3).seconds == pytest.approx(100 * 1152 / 44100)
+    # FLAC: STREAMINFO says 16 kHz and 48,000 samples: 3 s.
+    info = bytearray(34)
+    info[10:18] = ((16000 << 44) | 48000).to_bytes(8, "big")  # rate (20 bits) ... total samples (36 bits)
+    flac = b"fLaC" + bytes([0x80, 0, 0, 34]) + bytes(info) + b"\xff\xf8" + b"\0" * 20
+    assert check_media("audio", flac).seconds == pytest.approx(3.0)
+    with pytest.raises(MediaError, match="damaged MP3 file: no MPEG audio frame was found"):
+        check_media("audio", b"ID3\x04\x00\x00\x00\x00\x00\x0a" + b"\0" * 40)
