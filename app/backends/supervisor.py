@@ -395,14 +395,15 @@ class Supervisor(StateNews):
 
     def step_budget(self, units: float = 1.0) -> float:
         """Seconds one step of `units` tokens may take before the watchdog ends the engine."""
-        floor = STEP_FLOOR_S
-        given = env.STEP_TIMEOUT.get()
-        if self.options is not None and self.options.step_timeout_s:
-            floor = self.options.step_timeout_s
-        if given:
-            floor = given
+        given = env.STEP_TIMEOUT.get() or (self.options.step_timeout_s if self.options is not None else None)
         step_s = (self.info or {}).get("step_s") or 0.0
-        return max(floor, STEP_FACTOR * step_s * max(1.0, units))
+        measured = STEP_FACTOR * step_s * max(1.0, units)
+        if given:
+            # The user's budget is a token's, as given (#56 B5: it only raised a floor under a budget measured in
+            # minutes); a prompt batch of many tokens keeps at least its measured share of time, or a long prompt
+            # could never be read under a short token budget.
+            return given if units <= 1 else max(given, measured)
+        return max(STEP_FLOOR_S, measured)
 
     def _step_running(self) -> tuple[float, float] | None:
         """(seconds, tokens) of the step the loaded model's engine is in, if it is in one."""

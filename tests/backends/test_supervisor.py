@@ -359,3 +359,17 @@ def test_a_failed_load_with_nothing_to_go_back_to_is_said_failed(sup, fake):
     assert sup.state is S.FAILED and sup.recorder.args("state")[-1] is S.FAILED
     sup.unload()
     assert sup.state is S.EMPTY
+
+
+def test_step_timeout_sets_a_tokens_budget_whatever_the_measured_step(fake):
+    """#56 B5: --step-timeout only raised a floor under a budget measured from the first (slow) decode."""
+    sup = Supervisor(transport=fake.transport)
+    try:
+        sup.options = P.LoadOptions(model_path="/models/good.gguf", step_timeout_s=5.0)
+        sup.info = {"step_s": 6.0}  # a step measured at 6 s would make 300 s of budget
+        assert sup.step_budget(1) == 5.0
+        assert sup.step_budget(512) == pytest.approx(50 * 6.0 * 512)  # a prompt batch keeps its measured share
+        sup.options = P.LoadOptions(model_path="/models/good.gguf")
+        assert sup.step_budget(1) == 300.0  # without one, the measured budget
+    finally:
+        sup.close(timeout=0.1)
