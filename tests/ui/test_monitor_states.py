@@ -62,6 +62,10 @@ def test_the_sentences_for_a_drafter_that_cannot_pay():
     assert loaded_text({"drafter": "draft model", "spec_plain_reason": reason}) == (
         f"Speculative decoding (draft model) is not used: {reason}. Answers run at plain speed.")
     assert answer_text({"drafted": 0, "acceptance": 0.0, "plain_reason": reason}) == f"not used: {reason}"
+    # #55 D3: nothing accepted is no speed-up, whatever the cost model estimated; counts agree with the header's.
+    assert answer_text({"drafted": 150, "accepted": 0, "speedup": 1.45}) == "accepted 0 of 150 drafted tokens (0%)"
+    assert answer_text({"drafted": 150, "accepted": 2, "speedup": 1.45}) == \
+        "accepted 2 of 150 drafted tokens (1%), about 1.45x plain speed"
     assert loaded_text({"drafter": None}) == "Speculative decoding is off."
 
 
