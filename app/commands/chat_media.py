@@ -13,7 +13,7 @@ from pathlib import Path
 
 from app.core.errors import HearthError
 from app.core.store.bounded_read import Budget, read_file
-from app.protocol.media import MAX_FILE_BYTES, check_media, media_part
+from app.protocol.media import MAX_FILE_BYTES, check_media, media_part, refusal
 
 
 def add_media_args(p: argparse.ArgumentParser) -> None:
@@ -53,18 +53,11 @@ def refuse_unless_supported(args: argparse.Namespace) -> None:
 
 def check_model_takes(info: dict, parts: list[dict]) -> None:
     """A sentence, before the question goes, when the loaded model cannot see or hear what is attached."""
-    media = info.get("media") or {}
-    model = info.get("model") or "This model"
-    for kind, able, verb in (("image", "vision", "see images"), ("audio", "audio", "hear sounds")):
-        if any(p.get("type") == kind for p in parts) and not media.get(able):
-            if media.get("mmproj"):
-                other = "sounds" if kind == "image" else "images"
-                why = f"its projector {media['mmproj']} takes {other} only"
-            else:
-                why = media.get("mmproj_error") or ("it has no projector: load it with --mmproj PATH (its "
-                                                    "mmproj-*.gguf), or keep the mmproj file beside the model so the "
-                                                    "library pairs them")
-            raise HearthError(f"{model} cannot {verb}: {why}.".replace("..", "."))
+    for kind in ("image", "audio"):
+        if any(p.get("type") == kind for p in parts):
+            why = refusal(info.get("model") or "This model", info.get("media") or {}, kind)
+            if why:
+                raise HearthError(why)
 
 
 def content(text: str, parts: list[dict]) -> str | list[dict]:

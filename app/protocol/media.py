@@ -78,6 +78,22 @@ def media_part(kind: str, data: bytes, name: str = "") -> dict:
     return part
 
 
+def refusal(model: str, media: dict, kind: str) -> str | None:
+    """Why a model cannot take a medium of `kind`, in one sentence, from its load description's `media` ({vision,
+    audio, mmproj, mmproj_error}); None when it can. Said before a request goes (the CLI, the API), so the user
+    learns it from one sentence that names the model, not from the engine's refusal of the whole prompt."""
+    able, verb = ("vision", "see images") if kind == "image" else ("audio", "hear sounds")
+    if media.get(able):
+        return None
+    if media.get("mmproj"):
+        other = "sounds" if kind == "image" else "images"
+        why = f"its projector {media['mmproj']} takes {other} only"
+    else:
+        why = media.get("mmproj_error") or ("it has no projector: load it with --mmproj PATH (its mmproj-*.gguf), "
+                                            "or keep the mmproj file beside the model so the library pairs them")
+    return f"{model} cannot {verb}: {why}.".replace("..", ".")
+
+
 def has_media(messages: list[dict]) -> bool:
     return any(isinstance(m, dict) and isinstance(m.get("content"), list)
                and any(isinstance(p, dict) and p.get("type") in KINDS for p in m["content"]) for m in messages)

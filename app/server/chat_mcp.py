@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 
 from app.server.answers import chat_usage, event_stream, finish_reason, sse_data
 from app.server.errors import ApiError, invalid
+from app.server.media_parts import refuse_unless_takes
 from app.server.requests import chat_request
 from app.server.responses_api import AnswerRounds, OutputItems
 from app.server.responses_request import ResponsesRequest, max_tool_calls, mcp_entry
@@ -76,6 +77,7 @@ class ChatWithMcp:
         gen = chat_request({**chat, "tools": own + [f for _, functions in mcp.values() for f in functions]},
                            api.default_max_tokens)
         model, backend = await api.serving(gen.model)
+        refuse_unless_takes(gen.messages, model, backend.info)
         output = OutputItems(api.thinking(gen, backend), CallReader(),
                              {f["function"]["name"]: label for label, (_, functions) in mcp.items() for f in functions})
         req = ResponsesRequest(gen=gen, input_items=[], previous_response_id=None, store=False,

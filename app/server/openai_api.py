@@ -46,6 +46,7 @@ from app.server.answers import (TextFrame, chat_usage, event_stream, finish_reas
 from app.server.errors import ApiError, from_engine
 from app.server.guard import RequestGuard, allowed_hosts
 from app.server.limits import Limits, RequestQueue
+from app.server.media_parts import refuse_unless_takes
 from app.server.models import ModelPool, model_id
 from app.server.request_body import parse_body
 from app.server.requests import Generation, chat_request, completion_request, embedding_request
@@ -327,6 +328,7 @@ class OpenAIApi:
             return await self.chat_with_mcp(request, body)
         gen = chat_request(body, self.default_max_tokens)
         model, backend = await self.serving(gen.model)
+        refuse_unless_takes(gen.messages, model, backend.info)
         tools = gen.tools.tools if gen.tools else None
         stream = self.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
                                                                tools=tools), again=not gen.sampling.grammar)

@@ -17,6 +17,7 @@ from typing import Any
 from app.protocol.messages import SamplingOptions
 from app.server import field_policy
 from app.server.errors import invalid
+from app.server.media_parts import openai_part
 from app.server.structured import format_grammar
 from app.server.tools import ToolUse, tool_grammar, tool_use
 
@@ -85,6 +86,27 @@ def _text_content(content: Any, where: str) -> str:
     raise invalid(f"{where} must be a string or a list of text parts.", where)
 
 
+def _content(content: Any, where: str, role: Any) -> str | list[dict]:
+    """A message's content: a string, or OpenAI's list of parts. Text parts alone are joined into one string, as
+    before; with an image_url or input_audio part (app/server/media_parts.py) it is the seam's list of parts, in
+    the order sent (app/protocol/media.py)."""
+    if not isinstance(content, list):
+        return _text_content(content, where)
+    parts, media = [], False
+    for j, part in enumerate(content):
+        medium = openai_part(part, f"{where}[{j}]", role) if isinstance(part, dict) else None
+        if medium is None:
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            if kind not in ("text", "input_text"):
+                raise invalid(f"{where}[{j}]: a '{str(kind)[:40]}' part cannot be read here; this server reads text, "
+                              "image_url (as a data URL) and input_audio parts.", f"{where}[{j}]")
+            medium = {"type": "text", "text": _text_content([part], where)}
+        else:
+            media = True
+        parts.append(medium)
+    return parts if media else "".join(p["text"] for p in parts)
+
+
 def _messages(body: dict) -> list[dict]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -100,7 +122,7 @@ def _messages(body: dict) -> list[dict]:
             raise invalid(f"{where}.role must be one of {', '.join(ROLES)}; got {role!r}.", f"{where}.role")
         # 'developer' is OpenAI's newer name for the system role.
         message = {"role": "system" if role == "developer" else role,
-                   "content": _text_content(m.get("content"), f"{where}.content")}
+                   "content": _content(m.get("content"), f"{where}.content", role)}
         if role == "assistant" and m.get("tool_calls") is not None:
             message["tool_calls"] = _tool_calls(m["tool_calls"], f"{where}.tool_calls")
             called.update((c["id"], c["function"]["name"]) for c in message["tool_calls"])

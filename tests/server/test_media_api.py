@@ -1,0 +1,167 @@
+"""#53.5: images and sounds through the API, in each dialect's own shapes, from the official clients: a real
+`hearth serve` with tiny models that see (Gemma 3) and hear (Qwen2-Audio), each with its projector beside it in
+the library, and the bundled model, which has none. At temperature 0 every dialect gives the answer the engine
+gives for the same image and question (and two images give two answers); every bad medium is a 400 in the
+dialect's own error shape, in one sentence, within a second."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import threading
+import time
+
+import httpx
+import pytest
+
+from app.devtools.tiny_media import png_bytes, wav_bytes
+from app.engine.decoding.runtime import Runtime
+from app.engine.process.session import Session
+from app.protocol.media import media_part
+from app.protocol.messages import LoadOptions, SamplingOptions
+from tests.protocol.test_media import bomb_png
+from tests.server.conftest import KEY, start_server, stop_server
+
+openai = pytest.importorskip("openai")
+
+CTX = 2048  # a Qwen2-Audio sound is 750 tokens
+N = 12
+QUESTION = "What is in this picture?"
+SOUND_QUESTION = "What is this sound?"
+IMAGES = (1, 3)  # seeds of two images the tiny Gemma 3 tells apart (tests/engine/media/test_media_greedy.py)
+SOUNDS = (1, 2)
+TEXT_ONLY = "SmolLM2-135M-Instruct.Q4_1"  # the bundled model: no projector
+HEADERS = {"Authorization": f"Bearer {KEY}"}
+
+
+def png(seed: int) -> bytes:
+    return png_bytes(128, 128, seed)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def data_url(data: bytes, kind: str = "image/png") -> str:
+    return f"data:{kind};base64,{b64(data)}"
+
+
+def engine_answers(model, parts: list[tuple[str, bytes]], question: str) -> list[str]:
+    """The engine's own greedy answers (Hearth's session in this process, as `hearth chat --image` runs it), one
+    per medium, loaded as the server loads it (its context, one thread)."""
+    session = Session(Runtime(LoadOptions(model_path=str(model), n_ctx=CTX, n_threads=1), extra_bufts=False), None)
+    try:
+        return [session.chat([{"role": "user", "content": [media_part(kind, data), {"type": "text", "text": question}]}],
+                             SamplingOptions(temperature=0.0, max_tokens=N), lambda event: None,
+                             threading.Event())["text"] for kind, data in parts]
+    finally:
+        session.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, tiny_media):
+    """(the server's base URL, {family: the engine's answers}): Gemma 3 loaded at the start, Qwen2-Audio and the
+    bundled model loaded on demand from the same library (three at once)."""
+    home = tmp_path_factory.mktemp("media_home")
+    for family in ("gemma3", "qwen2audio"):
+        folder = home / "data" / "models" / family
+        folder.mkdir(parents=True)
+        shutil.copy(tiny_media[family].model, folder)
+        shutil.copy(tiny_media[family].mmproj, folder)  # beside the model: the library pairs them
+    proc, base = start_server("--api-key", KEY, "--model", str(home / "data" / "models" / "gemma3" / "gemma3.gguf"),
+                              "--max-models", "3", env={"HEARTH_HOME": str(home)}, ctx=CTX)
+    expected = {"gemma3": engine_answers(tiny_media["gemma3"].model, [("image", png(s)) for s in IMAGES], QUESTION),
+                "qwen2audio": engine_answers(tiny_media["qwen2audio"].model,
+                                             [("audio", wav_bytes(2.0, s)) for s in SOUNDS], SOUND_QUESTION)}
+    try:
+        yield base, expected
+    finally:
+        assert stop_server(proc)
+
+
+@pytest.fixture
+def oai(served):
+    return openai.OpenAI(base_url=served[0], api_key=KEY, max_retries=0, timeout=120)
+
+
+def chat_image(seed: int) -> list[dict]:
+    return [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_url(png(seed))}},
+                                         {"type": "text", "text": QUESTION}]}]
+
+
+def test_chat_completions_image_url_gives_the_engines_answer_and_two_images_two(served, oai):
+    _, expected = served
+    answers = [oai.chat.completions.create(model="gemma3", messages=chat_image(seed), temperature=0,
+                                           max_tokens=N).choices[0].message.content for seed in IMAGES]
+    assert answers == expected["gemma3"]
+    assert answers[0] != answers[1]
+    streamed = oai.chat.completions.create(model="gemma3", messages=chat_image(IMAGES[0]), temperature=0,
+                                           max_tokens=N, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == expected["gemma3"][0]
+
+
+def test_chat_completions_input_audio_to_the_model_that_hears(served, oai):
+    _, expected = served
+    answers = [oai.chat.completions.create(model="qwen2audio", temperature=0, max_tokens=N, messages=[
+        {"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": b64(wav_bytes(2.0, seed)),
+                                                                             "format": "wav"}},
+                                     {"type": "text", "text": SOUND_QUESTION}]}]).choices[0].message.content
+               for seed in SOUNDS]
+    assert answers == expected["qwen2audio"]
+    assert answers[0] != answers[1]
+
+
+# --- bad media: one sentence in the dialect's own shape, within a second --------------------------------------------
+@pytest.fixture(scope="module")
+def bomb() -> bytes:
+    """10000x10000 black pixels: a few hundred KB sent, 300 MB once decoded."""
+    return bomb_png(10000)
+
+
+def timed(call):
+    started = time.perf_counter()
+    response = call()
+    return response, time.perf_counter() - started
+
+
+def openai_refusal(base: str, body: dict, path: str = "/chat/completions") -> tuple[dict, float]:
+    response, took = timed(lambda: httpx.post(base + path, headers=HEADERS, json=body, timeout=60))
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
+    assert error["message"].count(". ") == 0 and "\n" not in error["message"]  # one sentence
+    return error, took
+
+
+def chat_body(model: str, part: dict) -> dict:
+    return {"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": [part, {"type": "text",
+                                                                                             "text": "What?"}]}]}
+
+
+def test_bad_media_in_chat_completions_are_one_sentence_within_a_second(served, bomb, oai):
+    base, _ = served
+    oai.chat.completions.create(model=TEXT_ONLY, messages=[{"role": "user", "content": "Hi"}], max_tokens=1)  # loaded
+    image = {"type": "image_url", "image_url": {"url": data_url(png(1))}}
+    cases = {
+        "bomb": (chat_body("gemma3", {"type": "image_url", "image_url": {"url": data_url(bomb)}}),
+                 "messages[0].content[0]", "is 10000x10000 pixels (100 MP); images may have at most 40 MP"),
+        "text as png": (chat_body("gemma3", {"type": "image_url", "image_url": {
+            "url": data_url(b"a shopping list\n" * 20)}}), "messages[0].content[0]",
+            "is not an image (PNG, JPEG, GIF, BMP, WebP)"),
+        "http url": (chat_body("gemma3", {"type": "image_url", "image_url": {"url": "http://example.com/cat.png"}}),
+                     "messages[0].content[0].image_url.url", "fetches nothing from the network"),
+        "no projector": (chat_body(TEXT_ONLY, image), "messages[0].content[0]",
+                         f"{TEXT_ONLY} cannot see images: it has no projector"),
+        "image to the model that hears": (chat_body("qwen2audio", image), "messages[0].content[0]",
+                                          "qwen2audio cannot see images: its projector mmproj-qwen2audio.gguf takes "
+                                          "sounds only"),
+    }
+    oai.chat.completions.create(model="qwen2audio", messages=[{"role": "user", "content": "Hi"}], max_tokens=1)
+    for name, (body, param, says) in cases.items():
+        error, took = openai_refusal(base, body)
+        assert error["param"] == param and says in error["message"], (name, error)
+        assert took < 1.0, (name, took)
+        print(f"chat completions, {name}: {took * 1000:.0f} ms")
+    with pytest.raises(openai.BadRequestError) as raised:  # as the official client sees it
+        oai.chat.completions.create(model=TEXT_ONLY, messages=chat_body(TEXT_ONLY, image)["messages"], max_tokens=4)
+    assert raised.value.status_code == 400 and TEXT_ONLY in raised.value.message
