@@ -21,6 +21,7 @@ from app.protocol import messages as P
 from app.server import field_policy
 from app.server.answers import TextFrame, chain, compact_json, event_stream, open_answer, token_counts, whole_answer
 from app.server.errors import from_engine, invalid
+from app.server.media_parts import anthropic_image, refuse_unless_takes
 from app.server.requests import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming
 from app.server.structured import schema_grammar
 from app.server.tools import CallReader, ToolCall, answer_piece, tool_grammar, tool_use
@@ -40,6 +41,7 @@ class AnthropicMessages:
     async def create(self, request: Request) -> Response:
         gen = messages_request(await self.api.body_of(request))
         model, backend = await self.api.serving(gen.model)
+        refuse_unless_takes(gen.messages, model, backend.info)
         tools = gen.tools.tools if gen.tools else None
         stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
                                                                    tools=tools), again=not gen.sampling.grammar)
@@ -61,6 +63,7 @@ class AnthropicMessages:
         its first token; the cache keeps it for the request that usually follows."""
         gen = messages_request(await self.api.body_of(request), counting=True)
         model, backend = await self.api.serving(gen.model)
+        refuse_unless_takes(gen.messages, model, backend.info)
         tools = gen.tools.tools if gen.tools else None
         stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
                                                                    tools=tools))
@@ -199,13 +202,16 @@ def _messages(messages: Any) -> list[dict]:
 
 
 def _blocks(role: str, blocks: list, where: str) -> list[dict]:
-    """One Anthropic message's blocks as OpenAI-style messages: tool results first, as tool messages."""
-    texts, calls, results = [], [], []
+    """One Anthropic message's blocks as OpenAI-style messages: tool results first, as tool messages. Its text alone
+    is one string; with images (base64 sources) it is the seam's list of parts, in the order sent."""
+    parts, calls, results = [], [], []
     for j, block in enumerate(blocks):
         kind = block.get("type") if isinstance(block, dict) else None
         at = f"{where}.{j}"
         if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
+            parts.append({"type": "text", "text": block["text"]})
+        elif kind == "image":
+            parts.append(anthropic_image(block, at, role))
         elif kind == "tool_use" and role == "assistant" and isinstance(block.get("name"), str) \
                 and isinstance(block.get("input", {}), dict):
             calls.append({"id": str(block.get("id") or f"toolu_{j}"), "type": "function",
@@ -219,12 +225,13 @@ def _blocks(role: str, blocks: list, where: str) -> list[dict]:
         elif kind in ("thinking", "redacted_thinking") and role == "assistant":
             continue  # earlier reasoning is not part of the answer's text
         else:
-            raise invalid(f"'{at}': this server reads text, tool_use (assistant) and tool_result (user) blocks; "
-                          f"a {kind or type(block).__name__!r} block cannot be read here.", at)
-    message = {"role": role, "content": "".join(texts)}
+            raise invalid(f"'{at}': this server reads text, image (user), tool_use (assistant) and tool_result (user) "
+                          f"blocks; a {kind or type(block).__name__!r} block cannot be read here.", at)
+    media = any(part["type"] != "text" for part in parts)
+    message = {"role": role, "content": parts if media else "".join(part["text"] for part in parts)}
     if calls:
         message["tool_calls"] = calls
-    return results + ([message] if texts or calls or not results else [])
+    return results + ([message] if parts or calls or not results else [])
 
 
 def _openai_tools(body: dict) -> dict:

@@ -16,6 +16,9 @@ pytestmark = pytest.mark.slow
 HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
 HELLO = [{"role": "user", "content": "Name three colors."}]
 STORY = [{"role": "user", "content": "Write a long story about the sea."}]
+# A 1x1 PNG, whole (#53.5 reads image blocks with a base64 source).
+IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")}}
 WEATHER = {"name": "get_weather", "description": "The weather in a city now",
            "input_schema": {"type": "object", "additionalProperties": False, "required": ["city"],
                             "properties": {"city": {"type": "string", "maxLength": 30}}}}
@@ -95,6 +98,9 @@ def test_streamed_events_come_in_anthropics_order(api, model_name):
     ({"max_tokens": 5, "messages": HELLO, "temperature": 1.5}, 400, "invalid_request_error"),
     ({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, 400,
      "invalid_request_error"),
+    # An image block is read now (#53.5): to this model, which has no projector, it is a 400 that says so.
+    ({"max_tokens": 5, "messages": [{"role": "user", "content": [IMAGE, {"type": "text", "text": "What is it?"}]}]},
+     400, "invalid_request_error"),
     # A name nothing answers to (Anthropic's own names, as Claude Code sends them, are the loaded model's: #54.4).
     ({"max_tokens": 5, "messages": HELLO, "model": "no-such-model"}, 404, "not_found_error"),
 ])
@@ -102,6 +108,17 @@ def test_errors_use_anthropics_envelope(api, model_name, body, status, kind):
     r = post(api, {"model": model_name, **body})
     assert r.status_code == status
     assert r.json()["type"] == "error" and r.json()["error"]["type"] == kind and r.json()["error"]["message"]
+
+
+def test_an_image_is_read_and_a_model_without_a_projector_says_why(api, model_name):
+    r = post(api, {"model": model_name, "max_tokens": 5,
+                   "messages": [{"role": "user", "content": [IMAGE, {"type": "text", "text": "What is it?"}]}]})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"].startswith(f"{model_name} cannot see images: it has no projector")
+    # A block that is no image is named, as before.
+    r = post(api, {"model": model_name, "max_tokens": 5,
+                   "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]})
+    assert r.status_code == 400 and r.json()["error"]["message"].startswith("'messages.0.content.0.source' must be")
 
 
 def test_the_key_goes_in_x_api_key_or_as_a_bearer_token(api, model_name):

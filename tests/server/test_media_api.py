@@ -70,6 +70,9 @@ def served(tmp_path_factory, tiny_media):
         shutil.copy(tiny_media[family].mmproj, folder)  # beside the model: the library pairs them
     proc, base = start_server("--api-key", KEY, "--model", str(home / "data" / "models" / "gemma3" / "gemma3.gguf"),
                               "--max-models", "3", env={"HEARTH_HOME": str(home)}, ctx=CTX)
+    for model in ("qwen2audio", TEXT_ONLY):  # loaded now: a refusal is timed on a model already loaded
+        assert httpx.post(base + "/chat/completions", headers=HEADERS, timeout=120, json={
+            "model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "Hi"}]}).status_code == 200
     expected = {"gemma3": engine_answers(tiny_media["gemma3"].model, [("image", png(s)) for s in IMAGES], QUESTION),
                 "qwen2audio": engine_answers(tiny_media["qwen2audio"].model,
                                              [("audio", wav_bytes(2.0, s)) for s in SOUNDS], SOUND_QUESTION)}
@@ -140,7 +143,6 @@ def chat_body(model: str, part: dict) -> dict:
 
 def test_bad_media_in_chat_completions_are_one_sentence_within_a_second(served, bomb, oai):
     base, _ = served
-    oai.chat.completions.create(model=TEXT_ONLY, messages=[{"role": "user", "content": "Hi"}], max_tokens=1)  # loaded
     image = {"type": "image_url", "image_url": {"url": data_url(png(1))}}
     cases = {
         "bomb": (chat_body("gemma3", {"type": "image_url", "image_url": {"url": data_url(bomb)}}),
@@ -156,7 +158,6 @@ def test_bad_media_in_chat_completions_are_one_sentence_within_a_second(served, 
                                           "qwen2audio cannot see images: its projector mmproj-qwen2audio.gguf takes "
                                           "sounds only"),
     }
-    oai.chat.completions.create(model="qwen2audio", messages=[{"role": "user", "content": "Hi"}], max_tokens=1)
     for name, (body, param, says) in cases.items():
         error, took = openai_refusal(base, body)
         assert error["param"] == param and says in error["message"], (name, error)
@@ -165,3 +166,46 @@ def test_bad_media_in_chat_completions_are_one_sentence_within_a_second(served, 
     with pytest.raises(openai.BadRequestError) as raised:  # as the official client sees it
         oai.chat.completions.create(model=TEXT_ONLY, messages=chat_body(TEXT_ONLY, image)["messages"], max_tokens=4)
     assert raised.value.status_code == 400 and TEXT_ONLY in raised.value.message
+
+
+# --- Anthropic's Messages -------------------------------------------------------------------------------------------
+anthropic = pytest.importorskip("anthropic")
+
+
+def image_block(data: bytes, media_type: str = "image/png") -> dict:
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": b64(data)}}
+
+
+def test_anthropic_image_block_gives_the_engines_answer(served):
+    base, expected = served
+    claude = anthropic.Anthropic(base_url=base.removesuffix("/v1"), api_key=KEY, max_retries=0, timeout=120)
+    answers = [claude.messages.create(model="gemma3", max_tokens=N, extra_body={"temperature": 0}, messages=[
+        {"role": "user", "content": [image_block(png(seed)), {"type": "text", "text": QUESTION}]}]).content[0].text
+        for seed in IMAGES]
+    assert answers == expected["gemma3"]
+    counted = claude.messages.count_tokens(model="gemma3", messages=[
+        {"role": "user", "content": [image_block(png(1)), {"type": "text", "text": QUESTION}]}])
+    plain = claude.messages.count_tokens(model="gemma3", messages=[{"role": "user", "content": QUESTION}])
+    assert counted.input_tokens > plain.input_tokens  # the image's tokens count
+
+
+def test_bad_media_in_anthropic_messages_are_its_error_within_a_second(served, bomb):
+    base, _ = served
+    cases = {
+        "bomb": ("gemma3", image_block(bomb), "is 10000x10000 pixels (100 MP)"),
+        "text as png": ("gemma3", image_block(b"a shopping list\n" * 20), "is not an image (PNG, JPEG"),
+        "url source": ("gemma3", {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}},
+                       "fetches nothing from the network"),
+        "no projector": (TEXT_ONLY, image_block(png(1)), f"{TEXT_ONLY} cannot see images: it has no projector"),
+    }
+    for name, (model, block, says) in cases.items():
+        response, took = timed(lambda: httpx.post(base + "/messages", headers=HEADERS, timeout=60, json={
+            "model": model, "max_tokens": 4, "messages": [{"role": "user", "content": [
+                block, {"type": "text", "text": "What?"}]}]}))
+        assert response.status_code == 400, (name, response.text)
+        body = response.json()
+        assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error", (name, body)
+        assert says in body["error"]["message"], (name, body)
+        assert name == "no projector" or "'messages.0.content.0" in body["error"]["message"], (name, body)
+        assert took < 1.0, (name, took)
+        print(f"anthropic messages, {name}: {took * 1000:.0f} ms")
