@@ -15,9 +15,9 @@ from app.protocol.option_fields import LOAD_FIELDS, SAMPLING_FIELDS, OptionField
 from app.protocol.messages import LoadOptions, SamplingOptions
 
 _TYPES = {"int": int, "float": float, "str": str}
-# With --model: what every command that loads a model takes (the projector goes with its model: `hearth bench media`
-# measures one).
-_MODEL_FIELDS = ("n_threads", "n_gpu_layers", "mmproj")
+# With --model: what every command that loads a model takes. (A projector, --mmproj, is for the commands that read
+# images and sounds, which take every load option; no benchmark measures media yet.)
+_MODEL_FIELDS = ("n_threads", "n_gpu_layers")
 
 
 class _Given(argparse.Action):
