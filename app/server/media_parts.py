@@ -49,6 +49,8 @@ def data_url(url: Any, where: str, kind: str = "image") -> str:
     if not isinstance(url, str) or not url.strip():
         raise invalid(f"'{where}' must be the {noun} as a data URL ({DATA_URL_EXAMPLE}).", where)
     scheme = url[:url.find(":")].strip().lower() if 0 < url.find(":") <= 12 else ""
+    if not scheme:
+        raise invalid(f"'{where}' must be the {noun} as a data URL ({DATA_URL_EXAMPLE}).", where)
     if scheme != "data":
         raise invalid(f"'{where}' is a link, not a data URL: this server fetches nothing from the network; send the "
                       f"{noun} in the request as a data URL ({DATA_URL_EXAMPLE}).", where, code="url_not_supported")

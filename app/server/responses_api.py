@@ -34,6 +34,7 @@ from app.server.errors import ApiError, from_engine, invalid
 from app.server.responses_request import ResponsesRequest, new_id, reasoning_for, responses_request
 from app.server.api_tools import ApiTools
 from app.server.limits import MemoryBudget
+from app.server.media_parts import refuse_unless_takes
 from app.server.streams import close_with_request
 from app.server.tools import CallReader, answer_piece, tool_grammar
 
@@ -352,6 +353,7 @@ class ResponsesApi:
         # Refused before any model loads.
         req = responses_request(body, self.api.default_max_tokens, history, mcp_functions)
         model, backend = await self.api.serving(req.gen.model)
+        refuse_unless_takes(req.gen.messages, model, backend.info)
         info = backend.info or {}
         # A reasoning model: its template opens the thinking, or writes <think> blocks of its own.
         thinks = bool(info.get("opens_thinking")) or "<think>" in (info.get("chat_template") or "")

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from app.server import field_policy
 from app.server.errors import ApiError, invalid
+from app.server.media_parts import responses_part
 from app.server.requests import Generation, chat_request
 
 # What the Responses API calls a field, for the chat request's errors that name it.
@@ -75,6 +76,8 @@ ITEM_FIELDS = {
     "mcp_list_tools": ("type", "id", "server_label", "tools", "error"),
 }
 PART_FIELDS = {"input_text": ("type", "text"), "output_text": ("type", "text", "annotations", "logprobs"),
+               # kept whole, data URL and all: the store bounds a response's bytes as it bounds text (response_store.py)
+               "input_image": ("type", "image_url", "file_id", "detail"), "input_audio": ("type", "input_audio"),
                "text": ("type", "text"), "refusal": ("type", "refusal"), "summary_text": ("type", "text"),
                "reasoning_text": ("type", "text")}
 _PARTS = ("content", "summary", "output")  # the fields that may hold a list of parts
@@ -129,39 +132,48 @@ def _input_items(value: Any) -> list[dict]:
     return items
 
 
-def _text_of(content: Any, where: str) -> str:
-    """A message's text: a string, or its text parts (input_text, output_text); other parts are refused."""
+def _text_of(content: Any, where: str, role: str | None = None) -> str | list[dict]:
+    """A message's text: a string, or its text parts (input_text, output_text). With role (a message's content)
+    images and sounds too (input_image, input_audio: app/server/media_parts.py), and then the seam's list of
+    parts in the order sent; other parts are refused."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         raise invalid(f"{where} must be a text or a list of content parts.", where)
-    texts = []
+    parts = []
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind in ("input_text", "output_text", "text"):
             if not isinstance(part.get("text"), str):
                 raise invalid(f"{where}[{j}] needs a 'text' string.", f"{where}[{j}].text")
-            texts.append(part["text"])
+            parts.append({"type": "text", "text": part["text"]})
         elif kind == "refusal":
-            texts.append(str(part.get("refusal") or ""))
+            parts.append({"type": "text", "text": str(part.get("refusal") or "")})
+        elif role is not None and (medium := responses_part(part, f"{where}[{j}]", role)) is not None:
+            parts.append(medium)
         else:
-            raise invalid(f"{where}[{j}]: this server's models read text only; a '{kind}' part cannot be read.",
+            readable = "text, input_image (as a data URL) and input_audio parts" if role else "text"
+            raise invalid(f"{where}[{j}]: this server reads {readable} here; a '{kind}' part cannot be read.",
                           f"{where}[{j}].type", code="unsupported_content")
-    return "".join(texts)
+    if any(part["type"] != "text" for part in parts):
+        return parts
+    return "".join(part["text"] for part in parts)
 
 
-def chat_messages(items: list[dict]) -> list[dict]:
+def chat_messages(items: list[dict], stored: int = 0) -> list[dict]:
     """Input and output items as the chat messages the engine's template takes. Consecutive function calls are one
-    assistant turn; a reasoning item is left out, as chat templates leave earlier thinking out."""
+    assistant turn; a reasoning item is left out, as chat templates leave earlier thinking out. stored: how many of
+    the items come from the conversation previous_response_id continues (named by it: 'input[0]' is this request's
+    first item)."""
     messages: list[dict] = []
     for i, item in enumerate(items):
-        where = f"input[{i}]"
+        where = f"input[{i - stored}]" if i >= stored else "previous_response_id"
         kind = item.get("type", "message")
         if kind == "message":
             role = item.get("role")
             if role not in INPUT_ROLES:
                 raise invalid(f"{where}.role must be one of {', '.join(INPUT_ROLES)}; got {role!r}.", f"{where}.role")
-            messages.append({"role": role, "content": _text_of(item.get("content"), f"{where}.content")})
+            messages.append({"role": role, "content": _text_of(item.get("content"), f"{where}.content", role)})
         elif kind in ("function_call", "mcp_call"):
             name, arguments = item.get("name"), item.get("arguments", "{}")
             call_id = item.get("call_id") if kind == "function_call" else item.get("id")
@@ -378,7 +390,7 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict],
     chat_tools, echo_tools, labels = _tools(body)
     if labels:
         chat_tools += mcp_functions(labels)
-    messages = chat_messages(history + items)
+    messages = chat_messages(history + items, stored=len(history))
     if instructions:  # only this request's: instructions are not carried over from the previous response
         messages.insert(0, {"role": "system", "content": instructions})
     chat: dict[str, Any] = {"messages": messages}

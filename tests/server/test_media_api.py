@@ -209,3 +209,62 @@ def test_bad_media_in_anthropic_messages_are_its_error_within_a_second(served, b
         assert name == "no projector" or "'messages.0.content.0" in body["error"]["message"], (name, body)
         assert took < 1.0, (name, took)
         print(f"anthropic messages, {name}: {took * 1000:.0f} ms")
+
+
+# --- the Responses API ----------------------------------------------------------------------------------------------
+def responses_input(seed: int) -> list[dict]:
+    return [{"type": "message", "role": "user", "content": [
+        {"type": "input_image", "image_url": data_url(png(seed)), "detail": "auto"},
+        {"type": "input_text", "text": QUESTION}]}]
+
+
+def test_responses_input_image_gives_the_engines_answer_and_a_stored_one_is_read_back(served, oai):
+    _, expected = served
+    responses = [oai.responses.create(model="gemma3", input=responses_input(seed), temperature=0,
+                                      max_output_tokens=N) for seed in IMAGES]
+    assert [r.output_text for r in responses] == expected["gemma3"]
+    # Stored with its image, as sent: listed back, and a later turn continues the conversation about it.
+    items = oai.responses.input_items.list(responses[0].id).data
+    assert items[0].content[0].type == "input_image" and items[0].content[0].image_url == data_url(png(IMAGES[0]))
+    follow = oai.responses.create(model="gemma3", previous_response_id=responses[0].id, input="And its colors?",
+                                  temperature=0, max_output_tokens=N)
+    same = oai.chat.completions.create(model="gemma3", temperature=0, max_tokens=N, messages=[
+        *chat_image(IMAGES[0]), {"role": "assistant", "content": expected["gemma3"][0]},
+        {"role": "user", "content": "And its colors?"}])
+    assert follow.output_text == same.choices[0].message.content
+    sound = oai.responses.create(model="qwen2audio", temperature=0, max_output_tokens=N, input=[
+        {"type": "message", "role": "user", "content": [
+            {"type": "input_audio", "input_audio": {"data": b64(wav_bytes(2.0, SOUNDS[0])), "format": "wav"}},
+            {"type": "input_text", "text": SOUND_QUESTION}]}])
+    assert sound.output_text == expected["qwen2audio"][0]
+
+
+def test_bad_media_in_responses_are_one_sentence_within_a_second(served, bomb, oai):
+    base, _ = served
+    first = oai.responses.create(model="gemma3", input=responses_input(1), max_output_tokens=1)
+
+    def body(model: str, part: dict, **extra) -> dict:
+        return {"model": model, "max_output_tokens": 4, **extra, "input": [{"type": "message", "role": "user",
+                                                                            "content": [part]}]}
+
+    image = {"type": "input_image", "image_url": data_url(png(1)), "detail": "auto"}
+    cases = {
+        "bomb": (body("gemma3", {**image, "image_url": data_url(bomb)}), "input[0].content[0]",
+                 "is 10000x10000 pixels (100 MP)"),
+        "text as png": (body("gemma3", {**image, "image_url": data_url(b"a shopping list\n" * 20)}),
+                        "input[0].content[0]", "is not an image (PNG, JPEG"),
+        "http url": (body("gemma3", {**image, "image_url": "http://example.com/cat.png"}),
+                     "input[0].content[0].image_url", "fetches nothing from the network"),
+        "file_id": (body("gemma3", {"type": "input_image", "file_id": "file-1", "detail": "auto"}),
+                    "input[0].content[0].file_id", "has no Files API"),
+        "no projector": (body(TEXT_ONLY, image), "input[0].content[0]", f"{TEXT_ONLY} cannot see images"),
+        # The image of a stored turn, continued on a model that cannot see it: the stored conversation is named.
+        "stored image, no projector": (body(TEXT_ONLY, {"type": "input_text", "text": "And now?"},
+                                            previous_response_id=first.id),
+                                       "previous_response_id.content[0]", f"{TEXT_ONLY} cannot see images"),
+    }
+    for name, (request, param, says) in cases.items():
+        error, took = openai_refusal(base, request, "/responses")
+        assert error["param"] == param and says in error["message"], (name, error)
+        assert took < 1.0, (name, took)
+        print(f"responses, {name}: {took * 1000:.0f} ms")

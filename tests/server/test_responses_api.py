@@ -146,7 +146,10 @@ def test_an_unknown_previous_response_is_a_404_in_openais_shape(oai, model_name)
     ({"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "tools[0].type"),
     ({"tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}, "tools[0].type"),
     ({"tools": [{"type": "mcp", "server_label": "x", "server_url": "https://example.com/mcp"}]}, "tools[0].server_url"),
+    # An image is read now (#53.5), as a data URL: anything else in image_url is refused naming it; a file is not.
     ({"input": [{"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+     "input[0].content[0].image_url"),
+    ({"input": [{"type": "message", "role": "user", "content": [{"type": "input_file", "file_id": "file-1"}]}]},
      "input[0].content[0].type"),
     ({"input": [{"type": "computer_call_output", "call_id": "c", "output": {}}]}, "input[0].type"),
     ({"input": [{"type": "message", "role": "robot", "content": "hi"}]}, "input[0].role"),
