@@ -8,8 +8,9 @@ itself). Errors are Ollama's `{"error": "..."}`; an unknown model is its 404.
 
 Endpoints: GET/HEAD /, /api/version, /api/tags, /api/ps, POST /api/show, /api/chat, /api/generate (NDJSON streams
 by default, `stream: false` for one object; `options` as sampling, `format` "json" or a schema, `tools`, `think`,
-`keep_alive` 0 to unload), /api/embed, /api/embeddings, /api/delete. /api/pull and /api/copy, which would write to
-the library, are refused in a sentence (Hearth's Models page and `hearth models pull` download).
+`images` (base64, for a model with its projector: app/server/media_parts.py), `keep_alive` 0 to unload),
+/api/embed, /api/embeddings, /api/delete. /api/pull and /api/copy, which would write to the library, are refused
+in a sentence (Hearth's Models page and `hearth models pull` download).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from app.core.chats.reasoning import ReasoningSplitter, split
 from app.protocol import messages as P
 from app.server.answers import open_answer, whole_answer
 from app.server.errors import ApiError, invalid
+from app.server.media_parts import ollama_images, refuse_unless_takes
 from app.server.requests import chat_request, completion_request, embedding_request
 from app.server.tools import CallReader, answer_piece
 
@@ -189,6 +191,7 @@ class OllamaApi:
                 return await self._load_or_unload(body, chat=True)
             gen = chat_request(_openai_chat(body), self.api.default_max_tokens)
             model, backend = await self._serving(body.get("model"))
+            refuse_unless_takes(gen.messages, model, backend.info)
             tools = gen.tools.tools if gen.tools else None
             stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink,
                                                                        truncate=False, tools=tools),
@@ -201,9 +204,13 @@ class OllamaApi:
     async def generate(self, request: Request) -> Response:
         async def answer(body):
             body = _object(body)
-            if not body.get("prompt") and not body.get("system"):
+            images = ollama_images(body.get("images"), "images", "user")  # checked before a model is chosen
+            if not body.get("prompt") and not body.get("system") and not images:
                 return await self._load_or_unload(body, chat=False)
             model, backend = await self._serving(body.get("model"))
+            if body.get("raw") and images:
+                raise invalid("'images' cannot go with 'raw': a raw prompt has no template to place them in; send "
+                              "the request without raw.", "images")
             if body.get("raw"):  # the prompt as it is, no template
                 gen = completion_request(_openai_completion(body), self.api.default_max_tokens)
                 stream = self.api.start(backend, lambda sink: backend.complete(gen.prompt, gen.sampling, sink,
@@ -213,8 +220,9 @@ class OllamaApi:
             else:
                 chat = _openai_chat({**body, "messages": ([{"role": "system", "content": body["system"]}]
                                                           if body.get("system") else [])
-                                     + [{"role": "user", "content": body.get("prompt") or ""}]})
+                                     + [{"role": "user", "content": _with(images, body.get("prompt") or "")}]})
                 gen = chat_request(chat, self.api.default_max_tokens)
+                refuse_unless_takes(gen.messages, model, backend.info)
                 stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink,
                                                                            truncate=False),
                                         again=not gen.sampling.grammar)
@@ -312,10 +320,8 @@ def _openai_chat(body: dict) -> dict:
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise invalid(f"messages[{i}] must be an object.", f"messages.{i}")
-        if message.get("images"):
-            raise invalid(f"messages[{i}] has images, which Hearth's Ollama API does not take yet; send them through "
-                          "/v1/chat/completions.", f"messages.{i}.images")
-        converted = {"role": message.get("role"), "content": message.get("content") or ""}
+        images = ollama_images(message.get("images"), f"messages[{i}].images", message.get("role"))
+        converted = {"role": message.get("role"), "content": _with(images, message.get("content") or "")}
         if message.get("tool_calls"):
             converted["tool_calls"] = [
                 {"id": f"call_{i}_{n}", "type": "function",
@@ -332,6 +338,12 @@ def _openai_chat(body: dict) -> dict:
     if body.get("think") is False:
         chat["reasoning_format"] = "none"
     return chat
+
+
+def _with(images: list[dict], text):
+    """A message's content with Ollama's images: the seam's parts, the images first (as `hearth chat --image` puts
+    them, and as most models were trained), then the text."""
+    return [*images, {"type": "text", "text": text}] if images else text
 
 
 def _openai_completion(body: dict) -> dict:

@@ -268,3 +268,40 @@ def test_bad_media_in_responses_are_one_sentence_within_a_second(served, bomb, o
         assert error["param"] == param and says in error["message"], (name, error)
         assert took < 1.0, (name, took)
         print(f"responses, {name}: {took * 1000:.0f} ms")
+
+
+# --- Ollama's API ---------------------------------------------------------------------------------------------------
+ollama = pytest.importorskip("ollama")
+
+
+def test_ollama_images_give_the_engines_answer_on_chat_and_generate(served):
+    base, expected = served
+    client = ollama.Client(host=base.removesuffix("/v1"), headers=HEADERS, timeout=120)
+    greedy = {"temperature": 0, "num_predict": N}
+    chats = [client.chat(model="gemma3", options=greedy, messages=[
+        {"role": "user", "content": QUESTION, "images": [png(seed)]}]).message.content for seed in IMAGES]
+    assert chats == expected["gemma3"]
+    generated = client.generate(model="gemma3", prompt=QUESTION, images=[png(IMAGES[1])], options=greedy)
+    assert generated.response == expected["gemma3"][1]
+
+
+def test_bad_images_in_ollamas_api_are_its_error_within_a_second(served, bomb):
+    base, _ = served
+    cases = {
+        "bomb": ("gemma3", b64(bomb), "'messages[0].images[0]' is 10000x10000 pixels (100 MP)"),
+        "text as png": ("gemma3", b64(b"a shopping list\n" * 20), "'messages[0].images[0]' is not an image (PNG"),
+        "http url": ("gemma3", "http://example.com/cat.png", "fetches nothing from the network"),
+        "no projector": (TEXT_ONLY, b64(png(1)), f"{TEXT_ONLY} cannot see images: it has no projector"),
+    }
+    for name, (model, image, says) in cases.items():
+        for path, body in (("/api/chat", {"messages": [{"role": "user", "content": "What?", "images": [image]}]}),
+                           ("/api/generate", {"prompt": "What?", "images": [image]})):
+            response, took = timed(lambda: httpx.post(base.removesuffix("/v1") + path, headers=HEADERS, timeout=60,
+                                                      json={"model": model, "stream": False, **body}))
+            assert response.status_code == 400, (name, path, response.text)
+            assert list(response.json()) == ["error"], (name, path, response.text)
+            error = response.json()["error"]
+            assert says.replace("messages[0].", "" if path == "/api/generate" else "messages[0].") in error, \
+                (name, path, error)
+            assert took < 1.0, (name, path, took)
+            print(f"ollama {path}, {name}: {took * 1000:.0f} ms")
