@@ -16,6 +16,9 @@ from pathlib import Path
 from types import ModuleType
 
 MAX_GRAMMAR_CHARS = 1 << 20  # the longest grammar the engine accepts; a schema's converter stops past it
+# llama.cpp parses a grammar recursively: groups nested ~20000 deep overflow the engine's stack (measured:
+# 8000 parsed and sampled fine). JSON schemas nest a group per character of a string's maxLength.
+MAX_GRAMMAR_DEPTH = 2000
 _PRIVATE = "_hearth_llama_grammar"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.core.errors import InvalidRequest
 from app.protocol.grammar_ambiguity import ambiguity_problem
-from app.protocol.schema_size import SchemaTooBig, bounded_rules, check_schema_size
+from app.protocol.schema_size import SchemaTooBig, bounded_rules, check_schema_size, relax_bounds
 
 # JSON forbids raw control characters inside strings; the converter shipped with llama-cpp-python 0.3.36
 # allows them (`[^"\\]`), and Python's json.loads then rejects the answer. llama.cpp's own converter
@@ -33,14 +33,14 @@ class BadSchema(InvalidRequest):
 def schema_rules(schema: Any, name: str, param: str, prop_order: list[str] | None = None,
                  parts: list[tuple[str, dict]] = ()):
     """A SchemaConverter holding the rules for `schema` under rule `name` ("" for root); BadSchema if it cannot.
+    `schema` is the caller's copy: the converter rewrites its $refs, and bounds too large to enforce are left out
+    of it (app/protocol/schema_size.py, relax_bounds).
 
     parts: (name, sub-schema) of schemas inside `schema` whose $refs point into themselves (a tool's
     parameters with their own $defs, as Pydantic writes them). The converter rewrites refs in place."""
     import json
 
-    from app.protocol.gbnf import converter
-
-    SchemaConverter = converter().SchemaConverter
+    SchemaConverter = _converter_class()
 
     if not isinstance(schema, dict) and not isinstance(schema, bool):
         raise BadSchema(f"'{param}' must be a JSON schema object.", param)
@@ -51,6 +51,7 @@ def schema_rules(schema: Any, name: str, param: str, prop_order: list[str] | Non
     try:
         if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
             raise BadSchema(f"'{param}' is longer than {MAX_SCHEMA_CHARS} characters.", param)
+        relax_bounds(schema)  # an upper bound too large to limit anything is left out, not refused
         check_schema_size(schema, param)  # before the converter writes anything: milliseconds, not gigabytes
         for url, part in parts:
             converter.resolve_refs(part, url)
@@ -69,6 +70,34 @@ def schema_rules(schema: Any, name: str, param: str, prop_order: list[str] | Non
     if "char" in converter._rules:
         converter._rules["char"] = JSON_CHAR
     return converter
+
+
+# The keys llama-cpp-python's converter reads in a schema without a "type"; one with none of them (only a
+# description, a title, a default: Claude Code's Workflow tool has `"args": {"description": ...}`) allows any JSON
+# value, but the converter refuses it ("Unrecognized schema").
+_UNTYPED_READS = frozenset({"$ref", "oneOf", "anyOf", "allOf", "const", "enum", "properties", "additionalProperties",
+                            "items", "prefixItems", "pattern", "format"})
+_CONVERTER: Any = None
+
+
+def _converter_class():
+    """llama-cpp-python's SchemaConverter, taking a schema that constrains nothing as any JSON value."""
+    global _CONVERTER
+    if _CONVERTER is None:
+        from app.protocol.gbnf import converter
+
+        module = converter()
+
+        class SchemaConverter(module.SchemaConverter):
+            def visit(self, schema, name):
+                if isinstance(schema, dict) and schema and schema.get("type") is None \
+                        and not _UNTYPED_READS.intersection(schema):
+                    rule_name = name + "-" if name in module.RESERVED_NAMES else name or "root"
+                    return self._add_rule(rule_name, self._add_primitive("value", module.PRIMITIVE_RULES["value"]))
+                return super().visit(schema, name)
+
+        _CONVERTER = SchemaConverter
+    return _CONVERTER
 
 
 def schema_copy(schema: Any, param: str) -> Any:

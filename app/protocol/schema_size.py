@@ -9,7 +9,10 @@ So every repetition count in the schema (minItems, maxItems, minLength, maxLengt
 maxContains, and the `{n,m}` quantifiers of its patterns) is weighed by the text each copy can cost: the
 rule name it repeats, which grows with the path of property names leading to it, or the pattern's own
 length for a repeated literal. Their sum is an upper bound on what the converter writes for them, taken in
-one pass over the schema without recursion. A schema whose bound exceeds what llama.cpp will take anyway
+one pass over the schema without recursion. Upper bounds too large to limit anything a model writes (maxLength,
+maxItems, maxContains above MAX_ENFORCED_UPPER) are first left out of the grammar (relax_bounds): they cost
+copies as any other count, and refusing them refused whole tool lists over one generous limit. A lower bound
+cannot be left out (it says what the answer must hold). A schema whose bound exceeds what llama.cpp will take anyway
 (MAX_GRAMMAR_CHARS) is refused at once; the converter then also counts what it really writes
 (BoundedRules), so nothing the estimate overlooks can grow past the limit either.
 
@@ -29,10 +32,16 @@ import math
 import re
 from typing import Any
 
-from app.protocol.gbnf import MAX_GRAMMAR_CHARS
+from app.protocol.gbnf import MAX_GRAMMAR_CHARS, MAX_GRAMMAR_DEPTH
 from app.protocol.grammar_ambiguity import TERMINAL, Reach, alternation, repeated, sequence, width_problem
 
 COUNT_KEYS = ("minItems", "maxItems", "minLength", "maxLength", "minContains", "maxContains")
+# An upper bound above this is left out of the grammar (relax_bounds). The converter writes `maxLength: N` as N
+# nested optional groups, and llama.cpp parses groups at most MAX_GRAMMAR_DEPTH deep: Claude Code's Workflow tool
+# has a string of "maxLength": 524288, which asked for 37,766,098 characters of grammar and made every request
+# carrying that tool a 400. So large a bound limits nothing a model writes in one call; the rest stays enforced.
+MAX_ENFORCED_UPPER = MAX_GRAMMAR_DEPTH // 2
+UPPER_KEYS = ("maxLength", "maxItems", "maxContains")
 # What one copy costs beyond its rule name: separators, spaces, parentheses and a rule suffix ("-item12").
 COPY_OVERHEAD = 24
 _QUANTIFIER = re.compile(r"\{\s*(\d*)\s*(?:,\s*(\d*)\s*)?\}")
@@ -221,6 +230,26 @@ def grammar_size_bound(schema: Any) -> tuple[int, str]:
                 if isinstance(child, (dict, list)):
                     stack.append((child, f"{path}[{i}]", name_len + len(str(i)) + 1))
     return total, worst_path
+
+
+def relax_bounds(schema: Any) -> list[str]:
+    """Leave out, in place, every maxLength, maxItems and maxContains above MAX_ENFORCED_UPPER (see there); the
+    JSON paths of those left out. The schema must be the caller's own copy (the converter changes it anyway)."""
+    relaxed: list[str] = []
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:  # without recursion: a schema may nest deeper than Python's stack
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            for key in UPPER_KEYS:
+                value = node.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and not value <= MAX_ENFORCED_UPPER:
+                    del node[key]  # (`not <=`: NaN too)
+                    relaxed.append(f"{path}.{key}" if path else key)
+            stack.extend((child, f"{path}.{key}" if path else str(key)) for key, child in node.items()
+                         if isinstance(child, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node) if isinstance(child, (dict, list)))
+    return relaxed
 
 
 def check_schema_size(schema: Any, param: str) -> None:

@@ -107,12 +107,15 @@ def messages_request(body: Any, counting: bool = False) -> Generation:
     if body.get("mcp_servers"):
         raise invalid("'mcp_servers' is not supported: this server does not connect to MCP servers; send their "
                       "tools as 'tools' and run them yourself.", "mcp_servers")
-    gen = Generation(model=model, sampling=sampling, stream=stream,
-                     messages=_system(body.get("system")) + _messages(body.get("messages")))
+    gen = Generation(model=model, sampling=sampling, stream=stream, messages=_conversation(body))
+    deferred = _deferred(body)
     use = tool_use(_openai_tools(body))
     if use is not None and use.active:
         gen.tools = use
         gen.sampling.grammar = "" if counting else tool_grammar(use)
+        # A tool with defer_loading is callable but not described until the client's tool search shows it (as
+        # on Anthropic's API): its schema stays in the grammar, its description out of the prompt.
+        use.tools = [t for t in use.tools if t["function"]["name"] not in deferred]
     output = _output_grammar(body, counting)
     if output:
         if gen.tools:
@@ -168,12 +171,16 @@ def _output_grammar(body: dict, counting: bool) -> str:
     return schema_grammar(fmt["schema"], "output_config.format.schema")
 
 
-def _system(system: Any) -> list[dict]:
-    if system is None or system == "":
-        return []
-    if isinstance(system, str):
-        return [{"role": "system", "content": system}]
-    return [{"role": "system", "content": _texts(system, "system")}]
+def _conversation(body: dict) -> list[dict]:
+    """The request's system text and messages as OpenAI-style messages. System messages inside `messages` (the
+    newer shape Claude Code sends under its beta header, its environment after the first user turn) join the
+    system text in their order: every chat template takes one leading system message, and several refuse one
+    later in the conversation."""
+    system = body.get("system")
+    texts = [] if system is None or system == "" else [system if isinstance(system, str) else _texts(system, "system")]
+    messages = _messages(body.get("messages"), texts)
+    text = "\n\n".join(t for t in texts if t)
+    return ([{"role": "system", "content": text}] if text else []) + messages
 
 
 def _texts(blocks: Any, where: str) -> str:
@@ -183,21 +190,29 @@ def _texts(blocks: Any, where: str) -> str:
     return "".join(b["text"] for b in blocks)
 
 
-def _messages(messages: Any) -> list[dict]:
+def _messages(messages: Any, system: list[str]) -> list[dict]:
+    """The user and assistant messages; the text of system messages is appended to `system`."""
     if not isinstance(messages, list) or not messages:
         raise invalid("'messages' must be a non-empty list of messages.", "messages")
     out: list[dict] = []
     for i, m in enumerate(messages):
         where = f"messages.{i}"
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-            raise invalid(f"'{where}' must be an object whose role is 'user' or 'assistant'.", where)
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+            raise invalid(f"'{where}' must be an object whose role is 'user', 'assistant' or 'system'.", where)
         content = m.get("content")
+        if m["role"] == "system":
+            if not isinstance(content, (str, list)):
+                raise invalid(f"'{where}.content' must be a string or a list of text blocks.", f"{where}.content")
+            system.append(content if isinstance(content, str) else _texts(content, f"{where}.content"))
+            continue
         if isinstance(content, str):
             out.append({"role": m["role"], "content": content})
         elif isinstance(content, list):
             out += _blocks(m["role"], content, f"{where}.content")
         else:
             raise invalid(f"'{where}.content' must be a string or a list of content blocks.", f"{where}.content")
+    if not out:
+        raise invalid("'messages' must hold at least one user or assistant message.", "messages")
     return out
 
 
@@ -245,6 +260,12 @@ def _openai_tools(body: dict) -> dict:
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict):
             raise invalid(f"'tools.{i}' must be an object with 'name' and 'input_schema'.", f"tools.{i}")
+        if tool.get("type") not in (None, "custom"):
+            # Anthropic's own tools (web_search_..., bash_..., text_editor_...) run on its servers or have schemas
+            # only its models know: answering without them would change the answer.
+            raise invalid(f"'tools.{i}.type': {str(tool.get('type'))[:80]!r} is one of Anthropic's own tools, which "
+                          "this server does not have; give each tool as a name, a description and an "
+                          "input_schema.", f"tools.{i}.type")
         functions.append({"type": "function", "function": {
             "name": tool.get("name"), "description": tool.get("description", ""),
             "parameters": tool.get("input_schema", {"type": "object", "properties": {}})}})
@@ -259,6 +280,13 @@ def _openai_tools(body: dict) -> dict:
         raise invalid("'tool_choice.type' must be 'auto', 'any', 'tool' or 'none'.", "tool_choice")
     return {"tools": functions, "tool_choice": openai_choice,
             "parallel_tool_calls": not choice.get("disable_parallel_tool_use", False)}
+
+
+def _deferred(body: dict) -> set[str]:
+    """The names of the tools sent with defer_loading (Anthropic's tool search beta)."""
+    tools = body.get("tools")
+    return {t.get("name") for t in tools if isinstance(t, dict) and t.get("defer_loading") is True} \
+        if isinstance(tools, list) else set()
 
 
 # --- answers ----------------------------------------------------------------

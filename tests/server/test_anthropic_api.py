@@ -94,7 +94,11 @@ def test_streamed_events_come_in_anthropics_order(api, model_name):
 @pytest.mark.parametrize("body, status, kind", [
     ({"messages": HELLO}, 400, "invalid_request_error"),  # no max_tokens
     ({"max_tokens": 5, "messages": []}, 400, "invalid_request_error"),
+    # System messages inside `messages` are system text (#54.2), but a conversation needs a user turn.
     ({"max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]}, 400, "invalid_request_error"),
+    # Anthropic's own tools run on its servers: a 400 naming the tool, not an answer without it.
+    ({"max_tokens": 5, "messages": HELLO, "tools": [{"type": "web_search_20250305", "name": "web_search"}]}, 400,
+     "invalid_request_error"),
     ({"max_tokens": 5, "messages": HELLO, "temperature": 1.5}, 400, "invalid_request_error"),
     ({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, 400,
      "invalid_request_error"),

@@ -16,14 +16,10 @@ import numpy as np
 
 from app.core.errors import GenerationError, InvalidRequest
 from app.engine.process import llamalog
-from app.protocol.gbnf import MAX_GRAMMAR_CHARS
+from app.protocol.gbnf import MAX_GRAMMAR_CHARS, MAX_GRAMMAR_DEPTH
 from app.protocol.grammar_ambiguity import ambiguity_problem
 
 _TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # llama_token_data
-
-# llama.cpp parses a grammar recursively: groups nested ~20000 deep overflow the engine's stack (measured:
-# 8000 parsed and sampled fine). JSON schemas nest a group per character of a string's maxLength.
-MAX_GRAMMAR_DEPTH = 2000
 
 
 def grammar_depth(grammar: str) -> int:
