@@ -164,8 +164,10 @@ class OllamaApi:
             model, backend = await self._serving((body or {}).get("model") or (body or {}).get("name"))
             info = backend.info or {}
             arch = (info.get("desc") or "").split(" ")[0] if info.get("desc") else ""
+            media = info.get("media") or {}  # its projector's: Ollama's clients look for "vision" to send images
             capabilities = ["completion"] + (["tools"] if info.get("knows_tools") else []) + \
-                (["thinking"] if info.get("opens_thinking") else [])
+                (["thinking"] if info.get("opens_thinking") else []) + (["vision"] if media.get("vision") else []) + \
+                (["audio"] if media.get("audio") else [])
             return JSONResponse({"modelfile": f"FROM {tag(model)}\n", "parameters": "", "template":
                                  info.get("chat_template") or "", "details": _details(info=info),
                                  "model_info": {"general.architecture": arch,

@@ -46,7 +46,7 @@ from app.server.answers import (TextFrame, chat_usage, event_stream, finish_reas
 from app.server.errors import ApiError, from_engine
 from app.server.guard import RequestGuard, allowed_hosts
 from app.server.limits import Limits, RequestQueue
-from app.server.media_parts import refuse_unless_takes
+from app.server.media_parts import modalities, refuse_unless_takes
 from app.server.models import ModelPool, model_id
 from app.server.request_body import parse_body
 from app.server.requests import Generation, chat_request, completion_request, embedding_request
@@ -314,11 +314,12 @@ class OpenAIApi:
             if info is not None:
                 data.append(_model_entry(entry, {
                     "n_ctx": info.get("n_ctx"), "n_ctx_train": info.get("n_ctx_train"),
-                    "n_params": info.get("n_params"), "size": info.get("size_bytes"), "loaded": True}))
+                    "n_params": info.get("n_params"), "size": info.get("size_bytes"), "loaded": True,
+                    "modalities": modalities(info, entry.abilities)}))
             elif entry.error is None:  # the library's other models load on demand
                 data.append(_model_entry(entry, {"n_ctx": None, "n_ctx_train": entry.context_length,
                                                  "n_params": entry.parameters, "size": entry.size_bytes,
-                                                 "loaded": False}))
+                                                 "loaded": False, "modalities": modalities(None, entry.abilities)}))
         data.sort(key=lambda m: not m["meta"]["loaded"])  # the loaded models first, as before
         return data
 

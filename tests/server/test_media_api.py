@@ -23,6 +23,8 @@ from tests.protocol.test_media import bomb_png
 from tests.server.conftest import KEY, start_server, stop_server
 
 openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
+ollama = pytest.importorskip("ollama")
 
 CTX = 2048  # a Qwen2-Audio sound is 750 tokens
 N = 12
@@ -68,6 +70,10 @@ def served(tmp_path_factory, tiny_media):
         folder.mkdir(parents=True)
         shutil.copy(tiny_media[family].model, folder)
         shutil.copy(tiny_media[family].mmproj, folder)  # beside the model: the library pairs them
+    never = home / "data" / "models" / "never-loaded"  # a pair listed from the library's pairing alone
+    never.mkdir()
+    shutil.copy(tiny_media["gemma3"].model, never / "seer.gguf")
+    shutil.copy(tiny_media["gemma3"].mmproj, never / "mmproj-seer.gguf")
     proc, base = start_server("--api-key", KEY, "--model", str(home / "data" / "models" / "gemma3" / "gemma3.gguf"),
                               "--max-models", "3", env={"HEARTH_HOME": str(home)}, ctx=CTX)
     for model in ("qwen2audio", TEXT_ONLY):  # loaded now: a refusal is timed on a model already loaded
@@ -112,6 +118,21 @@ def test_chat_completions_input_audio_to_the_model_that_hears(served, oai):
                for seed in SOUNDS]
     assert answers == expected["qwen2audio"]
     assert answers[0] != answers[1]
+
+
+def test_models_say_what_each_model_takes_in(served, oai):
+    base, _ = served
+    listed = {m["id"]: m["meta"] for m in httpx.get(base + "/models", headers=HEADERS).json()["data"]}
+    assert listed["gemma3"]["modalities"] == ["text", "image"]  # from the loaded model's description
+    assert listed["qwen2audio"]["modalities"] == ["text", "audio"]
+    assert listed[TEXT_ONLY]["modalities"] == ["text"]
+    assert listed["seer"] == {**listed["seer"], "loaded": False, "modalities": ["text", "image"]}  # from the pairing
+    assert oai.models.retrieve("qwen2audio").model_extra["meta"]["modalities"] == ["text", "audio"]
+    # Ollama's clients (Open WebUI among them) offer images where /api/show says "vision".
+    client = ollama.Client(host=base.removesuffix("/v1"), headers=HEADERS, timeout=120)
+    assert "vision" in client.show("gemma3").capabilities and "audio" not in client.show("gemma3").capabilities
+    assert "audio" in client.show("qwen2audio").capabilities and "vision" not in client.show("qwen2audio").capabilities
+    assert not {"vision", "audio"} & set(client.show(TEXT_ONLY).capabilities)
 
 
 # --- bad media: one sentence in the dialect's own shape, within a second --------------------------------------------
@@ -169,7 +190,6 @@ def test_bad_media_in_chat_completions_are_one_sentence_within_a_second(served, 
 
 
 # --- Anthropic's Messages -------------------------------------------------------------------------------------------
-anthropic = pytest.importorskip("anthropic")
 
 
 def image_block(data: bytes, media_type: str = "image/png") -> dict:
@@ -271,7 +291,6 @@ def test_bad_media_in_responses_are_one_sentence_within_a_second(served, bomb, o
 
 
 # --- Ollama's API ---------------------------------------------------------------------------------------------------
-ollama = pytest.importorskip("ollama")
 
 
 def test_ollama_images_give_the_engines_answer_on_chat_and_generate(served):
