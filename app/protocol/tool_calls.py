@@ -187,6 +187,12 @@ class CallReader:
         return inner[:len(inner) - _held_back(inner, CALL_CLOSE)].strip()
 
     @property
+    def after_calls(self) -> str:
+        """What the answer wrote after its last complete call (all of it where it completed none): the part of an
+        answer that a token limit can have cut."""
+        return self.text[self._scanned:] if self.calls else self.text
+
+    @property
     def content(self) -> str:
         """The whole answer's content, once it is complete (see the class's docstring)."""
         start = self.text.find(CALL_OPEN)

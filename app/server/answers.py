@@ -16,13 +16,28 @@ from starlette.responses import StreamingResponse
 from app.protocol import messages as P
 from app.server.errors import from_engine, stalled
 from app.server.streams import EngineStream
+from app.server.tools import CallReader
 
 # Our finish reasons as OpenAI's: an answer the context cut short ran out of room, as "length" says.
 FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
+LIMITS = ("length", "context_full")  # the token limit or the context ended the answer
 
 
-def finish_reason(done: P.Done, called: bool) -> str:
-    """A chat completion's finish_reason: "tool_calls" where the answer called the client's tools."""
+def limit_cut(done: P.Done | dict, calls: CallReader | None) -> bool:
+    """Whether the token limit (or the context) cut something off the answer: one rule for every endpoint (#54.6),
+    in the API guide. The complete tool calls are delivered either way; the answer was cut when it ended at the
+    limit while writing something after them (another call, text). Chat completions said "tool_calls" for two
+    complete calls and a third cut off, the Responses API "incomplete" for the same answer."""
+    if done.get("finish_reason") not in LIMITS:
+        return False
+    return calls is None or bool(calls.after_calls.strip())
+
+
+def finish_reason(done: P.Done | dict, called: bool, cut: bool) -> str:
+    """A chat completion's finish_reason: "length" where the limit cut the answer (limit_cut), else "tool_calls"
+    where it called the client's tools."""
+    if cut:
+        return "length"
     return "tool_calls" if called else FINISH.get(done.get("finish_reason"), "stop")
 
 

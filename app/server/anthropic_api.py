@@ -19,7 +19,8 @@ from starlette.responses import JSONResponse, Response
 
 from app.protocol import messages as P
 from app.server import field_policy
-from app.server.answers import TextFrame, chain, compact_json, event_stream, open_answer, token_counts, whole_answer
+from app.server.answers import (TextFrame, chain, compact_json, event_stream, limit_cut, open_answer, token_counts,
+                                whole_answer)
 from app.server.errors import from_engine, invalid
 from app.server.media_parts import anthropic_image, refuse_unless_takes
 from app.server.requests import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming
@@ -302,6 +303,8 @@ class _Message:
         self.calls = CallReader() if gen.tools else None
 
     def _stop(self, done: P.Done) -> tuple[str, str | None]:
+        if limit_cut(done, self.calls):  # one rule for every endpoint: complete calls delivered, the cut said
+            return "max_tokens", None
         if self.calls is not None and self.calls.calls:
             return "tool_use", None
         if done.get("stop_sequence"):

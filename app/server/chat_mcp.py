@@ -21,7 +21,7 @@ from typing import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.server.answers import chat_usage, event_stream, finish_reason, sse_data
+from app.server.answers import chat_usage, event_stream, finish_reason, limit_cut, sse_data
 from app.server.errors import ApiError, invalid
 from app.server.media_parts import refuse_unless_takes
 from app.server.requests import chat_request
@@ -104,7 +104,7 @@ class ChatWithMcp:
         if calls:
             message["tool_calls"] = calls
         choice = {"index": 0, "message": message, "logprobs": None,
-                  "finish_reason": finish_reason(answer.done, bool(calls))}
+                  "finish_reason": finish_reason(answer.done, bool(calls), limit_cut(answer.done, output.calls))}
         return JSONResponse({**head, "object": "chat.completion", "choices": [choice],
                              "usage": chat_usage(answer.done)})
 
@@ -135,7 +135,7 @@ class ChatWithMcp:
             return
         if answer.done is None:  # the client left
             return
-        yield chunk({}, finish_reason(answer.done, bool(calls)))
+        yield chunk({}, finish_reason(answer.done, bool(calls), limit_cut(answer.done, answer.output.calls)))
         if include_usage:
             yield sse_data({**head, "object": "chat.completion.chunk", "choices": [], "usage": chat_usage(answer.done)})
         yield b"data: [DONE]\n\n"

@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from app.core.chats.reasoning import ReasoningSplitter, split
 from app.protocol import messages as P
-from app.server.answers import open_answer, whole_answer
+from app.server.answers import limit_cut, open_answer, whole_answer
 from app.server.errors import ApiError, invalid
 from app.server.media_parts import ollama_images, refuse_unless_takes
 from app.server.requests import chat_request, completion_request, embedding_request
@@ -392,7 +392,8 @@ class _Shape:
         took = int((time.perf_counter() - self.started) * 1e9)
         prompt, completion = int(done.get("prompt_tokens") or 0), int(done.get("completion_tokens") or 0)
         end = self._piece("")
-        end.update({"done": True, "done_reason": "length" if done.get("finish_reason") == "length" else "stop",
+        cut = done.get("finish_reason") == "length" and limit_cut(done, self.calls)  # the rule of every endpoint
+        end.update({"done": True, "done_reason": "length" if cut else "stop",
                     "total_duration": took, "load_duration": 0, "prompt_eval_count": prompt,
                     "prompt_eval_duration": int(1e9 * prompt / done["prompt_tok_s"]) if done.get("prompt_tok_s") else 0,
                     "eval_count": completion,

@@ -41,8 +41,8 @@ from app.protocol import messages as P
 from app.backends.backend import Backend
 from app.server.anthropic_api import AnthropicMessages, is_anthropic
 from app.server.chat_mcp import ChatWithMcp, names_mcp
-from app.server.answers import (TextFrame, chat_usage, event_stream, finish_reason, open_answer, sse_data,
-                                whole_answer)
+from app.server.answers import (TextFrame, chat_usage, event_stream, finish_reason, limit_cut, open_answer,
+                                sse_data, whole_answer)
 from app.server.errors import ApiError, from_engine
 from app.server.guard import RequestGuard, allowed_hosts
 from app.server.limits import Limits, RequestQueue
@@ -428,7 +428,7 @@ class _Shape:
                 "system_fingerprint": None}
 
     def _reason(self, done: P.Done) -> str:
-        return finish_reason(done, self.calls is not None and bool(self.calls.calls))
+        return finish_reason(done, self.calls is not None and bool(self.calls.calls), limit_cut(done, self.calls))
 
     def whole(self, text: str, done: P.Done) -> dict:
         if self.chat:

@@ -29,7 +29,7 @@ from app.core.chats.reasoning import ReasoningSplitter
 from app.server.response_store import (MAX_CONVERSATION_BYTES, BrokenChain, ResponseStore, ResponseStoreError,
                                      TooBigToStore)
 from app.protocol import messages as P
-from app.server.answers import compact_json, event_stream, open_answer, token_counts
+from app.server.answers import compact_json, event_stream, limit_cut, open_answer, token_counts
 from app.server.errors import ApiError, from_engine, invalid
 from app.server.responses_request import ResponsesRequest, new_id, reasoning_for, responses_request
 from app.server.api_tools import ApiTools
@@ -407,7 +407,7 @@ class ResponsesApi:
     @staticmethod
     def _finish(response: dict, output: OutputItems, done: dict) -> None:
         prompt, completion, cached = token_counts(done)
-        reason = INCOMPLETE.get(done.get("finish_reason"))
+        reason = INCOMPLETE.get(done.get("finish_reason")) if limit_cut(done, output.calls) else None
         response.update(status="incomplete" if reason else "completed", output=output.items,
                         incomplete_details={"reason": reason} if reason else None,
                         completed_at=None if reason else int(time.time()),
