@@ -43,7 +43,7 @@ from app.server.anthropic_api import AnthropicMessages, is_anthropic
 from app.server.chat_mcp import ChatWithMcp, names_mcp
 from app.server.answers import (TextFrame, chat_usage, event_stream, finish_reason, limit_cut, open_answer,
                                 sse_data, whole_answer)
-from app.server.errors import ApiError, from_engine
+from app.server.errors import ApiError, from_engine, invalid
 from app.server.guard import RequestGuard, allowed_hosts
 from app.server.limits import Limits, RequestQueue
 from app.server.media_parts import modalities, refuse_unless_takes
@@ -345,6 +345,13 @@ class OpenAIApi:
     async def embeddings(self, request: Request) -> Response:
         wanted = embedding_request(await self.body_of(request))
         model, backend = await self.serving(wanted.model)
+        if model != wanted.model and field_policy.fixed_model_name(wanted.model) \
+                and any(not isinstance(item, str) for item in wanted.inputs):
+            # Token ids sent for OpenAI's own embedding model are its tokenizer's (tiktoken's: LangChain's
+            # OpenAIEmbeddings() sends them): another model reads them as other words, or not at all.
+            raise invalid(f"'input' holds token ids of OpenAI's tokenizer for '{wanted.model}', which {model} "
+                          "cannot read; send the text instead (LangChain: OpenAIEmbeddings("
+                          "check_embedding_ctx_length=False)).", "input")
         stream = self.start(backend, lambda sink: backend.embed(wanted.inputs, sink), again=True)
         events = await open_answer(request, stream, streaming=False)
         done = (await whole_answer(events))[1] if events is not None else None

@@ -255,7 +255,8 @@ def _tools(body: dict) -> tuple[list[dict], list[dict], dict[str, list[str] | No
             echo.append(dict(tool))
         elif kind in HOSTED_TOOLS:
             raise invalid(f"{where}: the hosted tool '{kind}' is OpenAI's; this server does not have it. Send "
-                          "function tools, or an MCP server this server offers.", f"{where}.type",
+                          "function tools, or an MCP server this server offers (the Codex CLI: web_search = "
+                          "\"disabled\" in its config.toml).", f"{where}.type",
                           code="unsupported_tool")
         else:
             raise invalid(f"{where}.type must be 'function' or 'mcp'; got {kind!r}.", f"{where}.type",
@@ -341,9 +342,12 @@ def _refuse_unsupported(body: dict) -> None:
         raise invalid("This server does not return log probabilities: send the request without 'top_logprobs'.",
                       "top_logprobs", code="logprobs_not_supported")
     include = body.get("include")
-    if include is not None and (not isinstance(include, list) or include):
-        raise invalid("'include' asks for data this server does not return (log probabilities, encrypted "
-                      "reasoning, search results); leave it out.", "include", code="unsupported_parameter")
+    # Encrypted reasoning asks for nothing this server hides: a reasoning item carries its text in full. The Codex
+    # CLI sends it with every request (store false), so refusing it failed its first request.
+    if include is not None and (not isinstance(include, list)
+                                or any(item != "reasoning.encrypted_content" for item in include)):
+        raise invalid("'include' asks for data this server does not return (log probabilities, search results, "
+                      "tool outputs); leave it out.", "include", code="unsupported_parameter")
     if body.get("service_tier") not in (None, "auto", "default"):
         raise invalid("'service_tier' must be 'auto' or 'default' here.", "service_tier")
     truncation = body.get("truncation")

@@ -1,14 +1,16 @@
 """Coding agents against a real `hearth serve` (#54): their first requests, recorded from the real clients and
-replayed here (in the suite), and the clients themselves from npm (the heavy tier).
+replayed here (in the suite), and the clients themselves from npm (the heavy tier). Claude Code 2.1.332, the Codex
+CLI 0.171.0 and opencode 1.18.33 (`npm view PACKAGE version` on 2026-12-06); each recording is in
+tests/server/recorded/ with its texts cut to their first sentence and ids zeroed, every field, block and schema as
+sent.
 
 Claude Code 2.1.332 (`npm view @anthropic-ai/claude-code version` on 2026-12-06) sends, on its first request to
 /v1/messages?beta=true, a system message inside `messages` after the first user turn, system blocks with
 cache_control, thinking {"type": "adaptive"}, context_management, output_config.effort, metadata.user_id, its
 beta header, and 12 tools, one of them deferred (defer_loading) and one (Workflow) with a string of
-"maxLength": 524288. Hearth answered 400 twice over: the system role, then the grammar of that bound. The recording
-is tests/server/recorded/claude_code_first_request.json (its texts cut to their first sentence, ids zeroed; every
-field, block and schema as sent); the whole of it is 10,699 prompt tokens with the bundled model's template, more
-than the bundled model's 8k context, so the heavy test serves it with --ctx 16384."""
+"maxLength": 524288. Hearth answered 400 twice over: the system role, then the grammar of that bound. The whole of
+it is 10,699 prompt tokens with the bundled model's template, more than the bundled model's 8k context, so the heavy
+test serves it with --ctx 16384. Codex's first request was a 400 for its include ["reasoning.encrypted_content"]."""
 
 from __future__ import annotations
 
@@ -28,6 +30,22 @@ pytestmark = pytest.mark.slow
 
 RECORDED = Path(__file__).parent / "recorded"
 CLAUDE_CODE_VERSION = "2.1.332"
+OPENCODE_VERSION = "1.18.33"
+CODEX_VERSION = "0.171.0"
+# The Codex CLI's config for a Hearth server: the Responses API, and neither of the tools it would send by default
+# that Hearth does not have (OpenAI's hosted web_search; sub-agent tools grouped in a "namespace" tool).
+CODEX_CONFIG = """model = "{model}"
+model_provider = "hearth"
+web_search = "disabled"
+
+[agents]
+enabled = false
+
+[model_providers.hearth]
+name = "Hearth"
+base_url = "{base}"
+wire_api = "responses"
+"""
 CTX = 4096
 
 
@@ -96,6 +114,40 @@ def test_claude_codes_first_request_is_answered(agent_server):
     assert usage["prompt_tokens"] == prompt and usage["prompt_tokens_details"]["cached_tokens"] > prompt - 8
 
 
+def test_opencodes_first_requests_are_answered(agent_server):
+    # opencode 1.18.33 (npm opencode-ai) through its @ai-sdk/openai-compatible provider: the session's title, then
+    # the turn with its 10 tools (bash, edit, glob, grep, read, skill, task, todowrite, webfetch, write).
+    recording = recorded("opencode_first_requests.json")
+    assert recording["recorded"]["version"] == OPENCODE_VERSION
+    for body in recording["requests"]:
+        body = {**body, "max_tokens": 16}  # its own 32000 is taken too
+        with httpx.stream("POST", agent_server + recording["recorded"]["path"], json=body, timeout=300) as r:
+            raw = r.read().decode()
+        assert r.status_code == 200, raw
+        assert "hearth-ignored-fields" not in r.headers
+        chunks = [json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: {")]
+        assert raw.rstrip().endswith("data: [DONE]")
+        reasons = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+        assert len(reasons) == 1 and reasons[0] in ("stop", "length", "tool_calls")
+        assert chunks[-1]["usage"]["prompt_tokens"] > (400 if body.get("tools") else 20)  # include_usage: its last
+
+
+def test_codexs_first_request_is_answered(agent_server):
+    # Codex 0.171.0 (npm @openai/codex) with CODEX_CONFIG: developer messages, client_metadata, prompt_cache_key,
+    # store false, reasoning.summary, include ["reasoning.encrypted_content"] (a 400 before), 7 function tools.
+    first = recorded("codex_first_request.json")
+    assert first["recorded"]["version"] == CODEX_VERSION
+    body = {**first["body"], "max_output_tokens": 16}  # it sends none: the server's default would take longer
+    with httpx.stream("POST", agent_server + first["recorded"]["path"], json=body, headers=first["headers"],
+                      timeout=300) as r:
+        raw = r.read().decode()
+    assert r.status_code == 200, raw
+    assert "hearth-ignored-fields" not in r.headers
+    events = sse_events(raw)
+    assert events[0][0] == "response.created" and events[-1][0] in ("response.completed", "response.incomplete")
+    assert events[-1][1]["response"]["usage"]["input_tokens"] > 400
+
+
 # --- the real clients, from npm (the heavy tier) --------------------------------------------------------------
 def npm_client(tmp_path_factory, package: str, version: str, binary: str) -> Path:
     """The client's binary, installed with npm into a folder of this run; a skip that says why where it cannot be."""
@@ -122,7 +174,7 @@ def client_env(home: Path, **extra: str) -> dict:
 def test_claude_code_runs_a_task(tmp_path_factory):
     # Its whole first request is 10,699 prompt tokens here: served with --ctx 16384, twice what the bundled
     # SmolLM2 was trained on, so its answer is poor, but the client's whole round trip is what is tested. Measured
-    # on 2 busy cores: about 4 minutes for the prompt.
+    # on 2 busy cores: 279 s, nearly all of it the prompt.
     claude = npm_client(tmp_path_factory, "@anthropic-ai/claude-code", CLAUDE_CODE_VERSION, "claude")
     home = tmp_path_factory.mktemp("claude_home")
     proc, base = start_server(env={"HEARTH_HOME": str(home / "hearth")}, ctx=16384)
@@ -142,3 +194,29 @@ def test_claude_code_runs_a_task(tmp_path_factory):
     assert done.returncode == 0, (done.stdout[-500:], done.stderr[-500:], log[-1000:])
     assert done.stdout.strip()
     assert "left out the field" not in log  # every field it sent is one Hearth knows
+
+
+@pytest.mark.heavy
+def test_codex_exec_runs_a_task(tmp_path_factory):
+    # Its whole first request is 5,845 prompt tokens here: within the bundled model's 8k context. Measured: 85 s.
+    codex = npm_client(tmp_path_factory, "@openai/codex", CODEX_VERSION, "codex")
+    home = tmp_path_factory.mktemp("codex_home")
+    proc, base = start_server(env={"HEARTH_HOME": str(home / "hearth")}, ctx=8192)
+    try:
+        codex_home = home / "codex"
+        codex_home.mkdir()
+        model = httpx.get(base + "/models").json()["data"][0]["id"]
+        (codex_home / "config.toml").write_text(CODEX_CONFIG.format(model=model, base=base))
+        env = client_env(home / "user", CODEX_HOME=str(codex_home))
+        version = subprocess.run([codex, "--version"], capture_output=True, text=True, env=env, timeout=60)
+        assert version.stdout.strip().endswith(CODEX_VERSION), version.stdout
+        work = home / "project"
+        work.mkdir()
+        done = subprocess.run([codex, "exec", "--skip-git-repo-check", "Reply with the word hello."], cwd=work,
+                              env=env, capture_output=True, text=True, timeout=900)
+    finally:
+        assert stop_server(proc)
+    log = Path(proc.log_path).read_text()
+    assert done.returncode == 0, (done.stdout[-500:], done.stderr[-1000:], log[-1000:])
+    assert done.stdout.strip()
+    assert "left out the field" not in log

@@ -155,7 +155,7 @@ def test_an_unknown_previous_response_is_a_404_in_openais_shape(oai, model_name)
     ({"input": [{"type": "message", "role": "robot", "content": "hi"}]}, "input[0].role"),
     ({"background": True}, "background"),
     ({"prompt": {"id": "pmpt_1"}}, "prompt"),
-    ({"include": ["reasoning.encrypted_content"]}, "include"),
+    ({"include": ["message.output_text.logprobs"]}, "include"),  # (encrypted reasoning is taken: nothing is hidden)
     ({"top_logprobs": 3}, "top_logprobs"),
     ({"reasoning": {"effort": "high"}}, "reasoning.effort"),
     ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "nope"}}}}, "text.format.schema"),
