@@ -77,6 +77,20 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def last_event(output: str, name: str, key: str = "ev") -> dict | None:
+    """The last JSON-line event named `name` a finished child printed (a probe's or a check's answer), or None: a
+    child that crashed before it answered printed none. Lines that are not JSON (a library's own chatter) are passed."""
+    found = None
+    for line in output.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get(key) == name:
+            found = event
+    return found
+
+
 def exit_reason(code: int | None) -> str:
     """A sentence fragment for how a child ended: 'it was stopped by SIGKILL (killed, ...)'."""
     if code is None:

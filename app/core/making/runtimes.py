@@ -37,7 +37,7 @@ from app.core import env
 from app.core import machine, paths
 from app.core.errors import HearthError
 from app.core.making.llama_sources import binding_version
-from app.core.proc import EVENT, child_command, child_env, exit_reason
+from app.core.proc import EVENT, child_command, child_env, exit_reason, last_event
 
 MANIFEST = "hearth-runtime.json"
 RUNTIMES_DIR_ENV = env.RUNTIMES_DIR.name
@@ -417,14 +417,7 @@ def probe_runtime(runtime: Runtime, visible_devices: str | None = None,
     except OSError as exc:
         return RuntimeProbe(**base, ok=False, error=f"the runtime probe could not start ({exc.strerror or exc}).")
     elapsed = round(time.perf_counter() - started, 2)
-    answer = None
-    for line in proc.stdout.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get(EVENT) == "probe":
-            answer = event
+    answer = last_event(proc.stdout, "probe", EVENT)
     if answer is None:
         return RuntimeProbe(**base, ok=False, probe_s=elapsed,
                             error=_failure_sentence(runtime, proc.returncode, proc.stderr, visible))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import json
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from llama_cpp import mtmd_cpp as mtmd
 from app.core import paths
 from app.core.errors import HearthError, ModelFileError
 from app.core.gguf.info import read_gguf_info
-from app.core.proc import child_command, child_env, exit_reason
+from app.core.proc import child_command, child_env, exit_reason, last_event
 from app.core.store.jsonstore import is_object, read_json, update_json
 from app.engine.process import llamalog
 from app.protocol.media import Media, MediaError
@@ -185,14 +184,8 @@ def checked_in_child(model: Path, mmproj: Path, command: list[str] | None = None
     except subprocess.TimeoutExpired:
         return {"ok": False, "detail": f"Checking the projector {mmproj.name} took more than {CHECK_TIMEOUT_S} s; "
                                        "the model answers text only."}
-    answer = None
-    for line in proc.stdout.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("ev") == "projector":
-            answer = {"ok": bool(event.get("ok")), "detail": str(event.get("detail") or "")}
+    event = last_event(proc.stdout, "projector")
+    answer = {"ok": bool(event.get("ok")), "detail": str(event.get("detail") or "")} if event is not None else None
     if answer is None or proc.returncode != 0:
         tail = [line.strip() for line in proc.stderr.splitlines() if line.strip()][-1:]
         answer = {"ok": False, "detail": f"libmtmd crashed opening the projector {mmproj.name} "
