@@ -28,7 +28,7 @@ class Var:
     def get(self) -> Any:
         """Its value, or the default where it is unset, empty or not of its kind."""
         raw = os.environ.get(self.name)
-        if raw is None or not raw.strip():
+        if raw is None or raw == "":  # a value of spaces is a value: a blank API key must be refused, not unset
             return self.default
         try:
             return self.kind(raw)
@@ -37,7 +37,7 @@ class Var:
 
     @property
     def is_set(self) -> bool:
-        return bool(os.environ.get(self.name, "").strip())
+        return bool(os.environ.get(self.name, ""))
 
 
 HOME = Var("HEARTH_HOME", "one folder for all of Hearth's data, settings, logs and caches (a portable install, tests)")

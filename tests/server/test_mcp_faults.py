@@ -150,7 +150,9 @@ def test_max_tool_calls_is_a_bound_on_the_calls_the_mcp_server_receives(served):
                                               tools=[{"type": "mcp", "server_label": "bad", "require_approval":
                                                       "never", "allowed_tools": ["tick"]}]))
     assert _ticks(home) <= 16
-    assert unbounded.output[-1].type == "message"
+    # It ends in words, or says the token limit cut it (the one rule for a cut answer, #54.6): never silently.
+    assert unbounded.output[-1].type == "message" or (
+        unbounded.status == "incomplete" and unbounded.incomplete_details.reason == "max_output_tokens")
 
 
 def test_a_crashed_mcp_server_is_started_again_within_a_bound(served):
