@@ -212,6 +212,20 @@ def _randomized(model, seed: int, quiet: list[int], offset_norm=lambda name: Fal
     return state
 
 
+def _transformers4_name(name: str) -> str | None:
+    """A composite model's tensor name as transformers 5 writes it, in the transformers 4 form the converter knows
+    (Gemma 3's and Qwen2-Audio's: the text model under language_model.model, its head beside it, Gemma 3's vision
+    tower under vision_model)."""
+    name = name.removeprefix("model.")
+    if name.startswith("language_model."):
+        return "language_model.model." + name.removeprefix("language_model.")
+    if name.startswith("vision_tower."):
+        return "vision_tower.vision_model." + name.removeprefix("vision_tower.")
+    if name.startswith("lm_head."):
+        return "language_model." + name
+    return name
+
+
 def _write_checkpoint(folder: Path, architecture: str, config, state: dict, rename) -> None:
     from safetensors.torch import save_file
 
@@ -282,18 +296,7 @@ def make_gemma3(work: Path, corpus: Path, out: Path) -> None:
     state = _randomized(model, SEED, [0, 1, 2, 3, *ids.values()],
                         offset_norm=lambda name: "language_model" in name or "soft_emb_norm" in name)
 
-    def rename(name: str) -> str | None:
-        # transformers 5 names; the converter knows the checkpoints' names of transformers 4.
-        name = name.removeprefix("model.")
-        if name.startswith("language_model."):
-            return "language_model.model." + name.removeprefix("language_model.")
-        if name.startswith("vision_tower."):
-            return "vision_tower.vision_model." + name.removeprefix("vision_tower.")
-        if name.startswith("lm_head."):
-            return "language_model." + name
-        return name
-
-    _write_checkpoint(work, "Gemma3ForConditionalGeneration", config, state, rename)
+    _write_checkpoint(work, "Gemma3ForConditionalGeneration", config, state, _transformers4_name)
     _convert(work, out / "gemma3.gguf", mmproj=False)
     _convert(work, out / "mmproj-gemma3.gguf", mmproj=True)
 
@@ -366,15 +369,7 @@ def make_qwen2audio(work: Path, corpus: Path, out: Path) -> None:
     gains = {"conv1.weight": 8, "conv2.weight": 2, "layer_norm.bias": 0, "multi_modal_projector.linear.bias": 0}
     state = _randomized(model, SEED, [0, 1, 2, 3, *ids.values()], gains=gains)
 
-    def rename(name: str) -> str | None:
-        name = name.removeprefix("model.")
-        if name.startswith("language_model."):
-            return "language_model.model." + name.removeprefix("language_model.")
-        if name.startswith("lm_head."):
-            return "language_model." + name
-        return name
-
-    _write_checkpoint(work, "Qwen2AudioForConditionalGeneration", config, state, rename)
+    _write_checkpoint(work, "Qwen2AudioForConditionalGeneration", config, state, _transformers4_name)
     _convert(work, out / "qwen2audio.gguf", mmproj=False)
     _convert(work, out / "mmproj-qwen2audio.gguf", mmproj=True)
 
