@@ -91,7 +91,9 @@ def test_claude_codes_first_request_is_answered(agent_server):
     for i, (name, data) in enumerate(events):  # a call the model made names a tool and has its required fields
         if name == "content_block_start" and data["content_block"]["type"] == "tool_use":
             called = data["content_block"]["name"]
-            arguments = json.loads(events[i + 1][1]["delta"]["partial_json"])
+            # Its input is the block's input_json_delta (a first block is followed by a ping before it).
+            arguments = json.loads(next(d["delta"]["partial_json"] for n, d in events[i + 1:]
+                                        if n == "content_block_delta" and d["index"] == data["index"]))
             assert called in schemas and set(schemas[called].get("required", ())) <= set(arguments)
     usage = events[-2][1]["usage"]
     prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]

@@ -27,10 +27,12 @@ Flags, and why:
                                 F16C, BMI2: every x86 CPU since 2013-2015) instead of -march=native. The
                                 binding never calls ggml_backend_load_all, so GGML_BACKEND_DL (ggml's
                                 per-CPU variant libraries) cannot be used under it.
-  -DLLAMA_BUILD_{TESTS,EXAMPLES,TOOLS,SERVER,COMMON}=OFF, -DLLAMA_CURL=OFF, -DLLAMA_OPENSSL=OFF   only the
-                                libraries (targets llama, ggml, ggml-base, ggml-cpu, ggml-<backend>)
-  --tools                       COMMON and TOOLS on, and the target llama-perplexity too (bench quality's
-                                reference, #33), into <runtime>/tools/; the libraries and the key are the same
+  -DLLAMA_BUILD_{TESTS,EXAMPLES,SERVER}=OFF, -DLLAMA_CURL=OFF, -DLLAMA_OPENSSL=OFF, and COMMON and TOOLS on
+                                so that libmtmd's target exists (llama.cpp adds tools/ only with both); only the
+                                libraries are built (targets llama, ggml, ggml-base, ggml-cpu, ggml-<backend>,
+                                mtmd: a model's projector, images and sounds, on this runtime too)
+  --tools                       the target llama-perplexity too (bench quality's reference, #33), into
+                                <runtime>/tools/; the libraries and the key are the same
   RPATH $ORIGIN                 the libraries find each other in their folder after the move
 
 Vulkan on Debian 12 needs the packages glslc, spirv-headers and libvulkan-dev, and Vulkan headers newer than
@@ -68,16 +70,21 @@ from app.core.making.runtimes import (BACKENDS, MANIFEST, Runtime, cpu_key, runt
                                write_manifest)
 
 BUILDABLE = ("vulkan", "cuda")
-COMMON_TARGETS = ("llama", "ggml", "ggml-base", "ggml-cpu")
+# mtmd (libmtmd) is what llama_cpp.mtmd_cpp loads from the same folder: without it a runtime's engine reads text only.
+COMMON_TARGETS = ("llama", "ggml", "ggml-base", "ggml-cpu", "mtmd")
 BACKEND_TARGET = {"vulkan": "ggml-vulkan", "cuda": "ggml-cuda"}
 COMMON_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=ON",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
-    "-DLLAMA_BUILD_TOOLS=OFF",
+    # On for the configure step only (llama.cpp adds tools/, and so libmtmd's target, with both); the targets
+    # named decide what is compiled, and libmtmd needs neither the common library nor a tool.
+    "-DLLAMA_BUILD_TOOLS=ON",
     "-DLLAMA_BUILD_SERVER=OFF",
-    "-DLLAMA_BUILD_COMMON=OFF",
+    "-DLLAMA_BUILD_COMMON=ON",
+    # libmtmd's video input runs ffmpeg in a subprocess; the binding's own libmtmd is built without it.
+    "-DMTMD_VIDEO=OFF",
     "-DLLAMA_CURL=OFF",
     "-DLLAMA_OPENSSL=OFF",
     # What pip's build of the binding used (its CMakeCache.txt), said out loud so a changed default upstream
@@ -96,11 +103,10 @@ LAYOUT_FLAGS = ("-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", "-DCMAKE_INSTALL_RPATH=$O
 # llama.cpp's own tools, built in the same tree on request (--tools): llama-perplexity is the reference that
 # `hearth bench quality` is checked against (#33). They need llama.cpp's common library (some fifty files with its
 # chat parsers and templates), which added 358 s to a build on 2 cores under load 2-4 (the libraries alone: 433 s
-# there), so they are opt-in. Not part of the cache key (the libraries are the same with or without them): a
+# there), so they are opt-in (targets only: the configure flags are the same). Not part of the cache key (the libraries are the same with or without them): a
 # runtime asked for with its tools and found without them is built again under the same key. They live in
 # <runtime>/tools/ with their own libraries, apart from what a bundle ships (runtimes.files_to_ship).
 TOOLS = ("llama-perplexity",)
-TOOL_FLAGS = {"-DLLAMA_BUILD_COMMON=OFF": "-DLLAMA_BUILD_COMMON=ON", "-DLLAMA_BUILD_TOOLS=OFF": "-DLLAMA_BUILD_TOOLS=ON"}
 TOOLS_DIR = "tools"
 VULKAN_HEADERS_ENV = env.VULKAN_INCLUDE.name
 SDIST_ENV = env.LLAMA_SDIST.name
@@ -157,10 +163,6 @@ class BuildSpec:
         else:
             flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(self.cuda_archs)}"]
         return tuple(flags)
-
-    def configure_flags(self) -> tuple[str, ...]:
-        """flags(), with llama.cpp's common library and tools switched on where tools are asked for."""
-        return tuple(TOOL_FLAGS.get(f, f) for f in self.flags()) if self.tools else self.flags()
 
     def flags_hash(self) -> str:
         # A native build's flags mean "this CPU": its key includes the CPU, so a runtimes folder shared
@@ -615,7 +617,7 @@ def _build_locked(spec, root, sdist, jobs, vulkan_include, fetch_headers, keep_b
         except SourcesError as exc:
             raise RuntimeBuildError(str(exc)) from exc
         build_dir = work / "build"
-        configure = ["cmake", "-S", str(source), "-B", str(build_dir), *spec.configure_flags(), *LAYOUT_FLAGS]
+        configure = ["cmake", "-S", str(source), "-B", str(build_dir), *spec.flags(), *LAYOUT_FLAGS]
         if tools.get("generator"):
             configure += ["-G", tools["generator"]]
         if spec.name == "vulkan":

@@ -67,6 +67,9 @@ def _lib_name(base: str) -> str:
 
 
 LIBLLAMA = _lib_name("llama")
+# The libraries llama_cpp opens by name from LLAMA_CPP_LIB_PATH: libllama, and libmtmd for a model's projector
+# (llama_cpp.mtmd_cpp); the others are found through their NEEDED entries.
+OPENED_BY_NAME = (LIBLLAMA, _lib_name("mtmd"))
 
 
 def cpu_key() -> str:
@@ -182,7 +185,7 @@ def wheel_lib_dir() -> Path | None:
 
 def files_to_ship(runtime: Runtime) -> list[tuple[Path, str]]:
     """(source file, name in the shipped folder) for a runtime that a bundle or .deb carries: the manifest, the
-    library the binding opens (libllama.so) and every library under the name the loader asks for (its soname,
+    libraries the binding opens by name (libllama.so, and libmtmd.so where the runtime has it) and every library under the name the loader asks for (its soname,
     libggml.so.0), each a plain file. A build folder holds each library three times over as symlinks
     (libggml.so -> .so.0 -> .so.0.25.3); a bundle copies files, so only the names something opens travel."""
     if runtime.origin == "wheel":
@@ -191,12 +194,13 @@ def files_to_ship(runtime: Runtime) -> list[tuple[Path, str]]:
         raise RuntimeUnavailable(f"The {runtime.name} runtime {runtime.key} was built with -march=native, for this "
                                  "CPU only; build one to ship with `--portable`.")
     folder = runtime.folder
-    out = [(folder / MANIFEST, MANIFEST), ((folder / LIBLLAMA).resolve(), LIBLLAMA)]
+    opened = [name for name in OPENED_BY_NAME if (folder / name).exists()]
+    out = [(folder / MANIFEST, MANIFEST), *(((folder / name).resolve(), name) for name in opened)]
     soname = re.compile(r"^lib.+\.so\.\d+$") if sys.platform.startswith("linux") else None
     for entry in sorted(folder.iterdir()):
-        if soname is not None and soname.match(entry.name) and not entry.name.startswith(LIBLLAMA + "."):
+        if soname is not None and soname.match(entry.name) and not any(entry.name.startswith(n + ".") for n in opened):
             out.append((entry.resolve(), entry.name))
-        elif soname is None and entry.suffix in (".dll", ".dylib") and entry.name != LIBLLAMA:
+        elif soname is None and entry.suffix in (".dll", ".dylib") and entry.name not in opened:
             out.append((entry.resolve(), entry.name))
     return out
 

@@ -21,7 +21,15 @@ import time
 from pathlib import Path
 
 import llama_cpp
-from llama_cpp import mtmd_cpp as mtmd
+
+try:
+    from llama_cpp import mtmd_cpp as mtmd
+    NO_LIBMTMD: str | None = None
+except (OSError, RuntimeError) as _exc:
+    # An engine runtime built without libmtmd (one made before Hearth built it in, or by hand): the engine loads
+    # and answers text; a projector is refused in one sentence (Projector below), never a failed import.
+    mtmd = None
+    NO_LIBMTMD = str(_exc)
 
 from app.core import paths
 from app.core.errors import HearthError, ModelFileError
@@ -73,6 +81,10 @@ class Projector:
         width = llama_cpp.llama_model_n_embd_inp(rt.model)
         if not self.path.is_file():
             raise ProjectorError(f"The projector {self.path} does not exist.")
+        if mtmd is None:
+            raise ProjectorError(f"This engine runtime has no libmtmd ({NO_LIBMTMD}), so {name} answers text only; "
+                                 "rebuild the runtime (`hearth runtimes build NAME`) or use the cpu runtime for "
+                                 "images and sounds.")
         check_header(self.path, width, name)
         checked = checked_in_child(rt.path, self.path)
         if not checked.get("ok"):
