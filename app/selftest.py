@@ -320,6 +320,18 @@ def check_keyring() -> str:
     return f"API keys go to {name}"
 
 
+def check_media() -> str:
+    """The engine's own runtime opens libmtmd (a model's projector: images and sounds), as a frozen bundle must
+    carry it; in a child process with the runtime's environment, as the engine runs."""
+    from app.core.making.runtimes import find_runtime, probe_runtime
+
+    probe = probe_runtime(find_runtime("cpu"))
+    if not (probe.ok and probe.media):
+        raise HearthError(probe.error or "libmtmd does not load beside libllama: models that see and hear would "
+                                         "answer text only")
+    return "libmtmd loads beside libllama: a model's projector can open (images and sounds)"
+
+
 def check_runtimes() -> str:
     """Each engine runtime this install ships loads in a child process (its libraries, their system Vulkan
     loader) and lists its devices; a machine without a GPU lists none, which is no failure."""
@@ -333,6 +345,9 @@ def check_runtimes() -> str:
         probe = probe_runtime(runtime)
         if not probe.ok:
             raise HearthError(probe.error or f"the {runtime.name} runtime did not load")
+        if not probe.media:
+            raise HearthError(f"the {runtime.name} runtime has no libmtmd: models that see and hear would answer "
+                              "text only on it")
         devices = ", ".join(d.description or d.name for d in probe.gpus) or "no GPU here"
         hidden = [d.get("name") for d in probe.hidden_software_vulkan()]
         said.append(f"{runtime.name} ({runtime.key}) loads; devices: {devices}"
@@ -368,6 +383,7 @@ CHECKS: list[tuple[str, Callable[[], str]]] = [
     ("model", check_model),
     ("gui", check_gui),
     ("engine", check_engine),
+    ("media", check_media),
     ("runtimes", check_runtimes),
     ("quantize", check_quantize),
     ("documents", check_documents),

@@ -144,3 +144,50 @@ def test_auto_never_takes_lavapipe_unless_it_is_named(vulkan_runtime, bundled_mo
     out = json.loads(proc.stdout)
     assert out["runtime"]["name"] == "cpu" and out["gpu_layers"] == 0
     assert "no engine runtime here sees a GPU" in proc.stderr
+
+
+def media_chat(model, picture: Path, env: dict) -> subprocess.CompletedProcess:
+    return hearth("chat", "--runtime", "vulkan", "--gpu-layers", "-1", "--model", str(model), "--image", str(picture),
+                  "--prompt", "What is in this picture?", "--temp", "0", "--max-tokens", "4", "--ctx", "512", "--json",
+                  env=env)
+
+
+def test_a_model_that_sees_runs_on_the_device_with_its_projector(vulkan_runtime, tiny_media, tmp_path):
+    """The runtime carries libmtmd beside libllama: a projector opens on it (CI's bundle died on import without it)."""
+    from app.devtools.tiny_media import png_bytes
+
+    picture = tmp_path / "picture.png"
+    picture.write_bytes(png_bytes(64, 64, 1))
+    proc = media_chat(tiny_media["gemma3"].model, picture, LAVAPIPE)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["runtime"]["name"] == "vulkan" and out["gpu_layers"] > 0
+    assert out["media_encoded"] == 1 and out["media_tokens"] == 16 and out["completion_tokens"] >= 1
+
+
+def test_a_runtime_without_libmtmd_answers_text_and_refuses_an_image_in_one_sentence(vulkan_runtime, tiny_media,
+                                                                                    tmp_path):
+    """A runtime built before Hearth built libmtmd into it (or by hand): the engine still loads and answers text."""
+    from app.devtools.tiny_media import png_bytes
+
+    root = tmp_path / "runtimes"
+    folder = root / vulkan_runtime.folder.name
+    folder.mkdir(parents=True)
+    for entry in vulkan_runtime.folder.iterdir():
+        if "mtmd" not in entry.name:
+            (folder / entry.name).symlink_to(entry.resolve())
+    env = {**LAVAPIPE, rt.RUNTIMES_DIR_ENV: str(root), "HEARTH_HOME": str(tmp_path / "home")}
+    # The probe says so (the selftest reads it), where the built runtime's libmtmd loads.
+    assert rt.probe_runtime(vulkan_runtime, visible_devices="0").media
+    assert not rt.probe_runtime(rt.runtime_from_folder(folder, "built"), visible_devices="0").media
+    made = tiny_media["gemma3"]
+    proc = hearth("chat", "--runtime", "vulkan", "--gpu-layers", "-1", "--model", str(made.model), "--prompt", "Hi",
+                  "--temp", "0", "--max-tokens", "2", "--ctx", "512", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["runtime"]["name"] == "vulkan"
+    picture = tmp_path / "picture.png"
+    picture.write_bytes(png_bytes(64, 64, 1))
+    proc = media_chat(made.model, picture, env)
+    assert proc.returncode == 1, proc.stdout
+    said = [line for line in proc.stderr.splitlines() if line.startswith("hearth: ")]
+    assert said and all("was built without libmtmd" in line for line in said), proc.stderr

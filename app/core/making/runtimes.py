@@ -42,6 +42,10 @@ from app.core.proc import EVENT, child_command, child_env, exit_reason, last_eve
 MANIFEST = "hearth-runtime.json"
 RUNTIMES_DIR_ENV = env.RUNTIMES_DIR.name
 LIB_PATH_ENV = "LLAMA_CPP_LIB_PATH"
+# llama_cpp.mtmd_cpp does not read LLAMA_CPP_LIB_PATH: it opens libmtmd from MTMD_CPP_LIB, else from the binding's
+# own folder, whose libmtmd would bring the binding's libllama and libggml into an engine that runs another
+# runtime's (two llama.cpp builds in one process), and which a frozen bundle may not have. Both name one folder.
+MTMD_LIB_ENV = "MTMD_CPP_LIB"
 NAMES = ("cpu", "vulkan", "cuda")
 BACKENDS = {"cpu": "CPU", "vulkan": "Vulkan", "cuda": "CUDA"}
 # Environment variables that pick devices inside a runtime (passed through to the engine and the probe).
@@ -122,12 +126,12 @@ class Runtime:
     def env(self, visible_devices: str | None = None) -> dict[str, str]:
         """Environment for an engine (or probe) process that runs on this runtime.
 
-        LLAMA_CPP_LIB_PATH is always set, also for "cpu" (to the binding's own folder), so that a value in
-        Hearth's own environment cannot leak into a child meant for another runtime. visible_devices: the
-        backend's device list (GGML_VK_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES), e.g. "0" to use Vulkan
-        device 0 even if it is a CPU (lavapipe, which ggml skips by default). Without it, the value in
+        LLAMA_CPP_LIB_PATH and MTMD_CPP_LIB are always set, also for "cpu" (to the binding's own folder), so
+        that a value in Hearth's own environment cannot leak into a child meant for another runtime.
+        visible_devices: the backend's device list (GGML_VK_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES), e.g. "0"
+        to use Vulkan device 0 even if it is a CPU (lavapipe, which ggml skips by default). Without it, the value in
         Hearth's environment, if any, passes through unchanged."""
-        env = {LIB_PATH_ENV: str(self.folder)}
+        env = {LIB_PATH_ENV: str(self.folder), MTMD_LIB_ENV: str(self.folder)}
         var = DEVICE_ENV.get(self.name)
         if var and visible_devices is not None:
             env[var] = visible_devices
@@ -358,6 +362,7 @@ class RuntimeProbe:
     vulkan_devices: tuple[dict, ...] = ()
     visible_devices: str | None = None    # the device variable the probe ran with (None: unset)
     probe_s: float = 0.0
+    media: bool = False                   # its libmtmd loads: a model's projector (images, sounds) can open
 
     @property
     def gpus(self) -> list[Device]:
@@ -436,7 +441,8 @@ def probe_runtime(runtime: Runtime, visible_devices: str | None = None,
     return RuntimeProbe(**base, ok=bool(answer.get("ok")) and not error, error=error, devices=devices,
                         gpu_offload=bool(answer.get("gpu_offload")), ggml_version=answer.get("ggml_version"),
                         binding_version=answer.get("binding_version"),
-                        vulkan_devices=tuple(answer.get("vulkan_devices") or ()), probe_s=elapsed)
+                        vulkan_devices=tuple(answer.get("vulkan_devices") or ()), probe_s=elapsed,
+                        media=bool(answer.get("media")))
 
 
 def choose_runtime(probes: list[RuntimeProbe] | None = None,

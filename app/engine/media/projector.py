@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import subprocess
 import sys
 import time
@@ -24,12 +25,10 @@ import llama_cpp
 
 try:
     from llama_cpp import mtmd_cpp as mtmd
-    NO_LIBMTMD: str | None = None
-except (OSError, RuntimeError) as _exc:
+except (OSError, RuntimeError):
     # An engine runtime built without libmtmd (one made before Hearth built it in, or by hand): the engine loads
     # and answers text; a projector is refused in one sentence (Projector below), never a failed import.
     mtmd = None
-    NO_LIBMTMD = str(_exc)
 
 from app.core import paths
 from app.core.errors import HearthError, ModelFileError
@@ -82,9 +81,10 @@ class Projector:
         if not self.path.is_file():
             raise ProjectorError(f"The projector {self.path} does not exist.")
         if mtmd is None:
-            raise ProjectorError(f"This engine runtime has no libmtmd ({NO_LIBMTMD}), so {name} answers text only; "
-                                 "rebuild the runtime (`hearth runtimes build NAME`) or use the cpu runtime for "
-                                 "images and sounds.")
+            folder = os.environ.get("MTMD_CPP_LIB") or "the binding's folder"
+            raise ProjectorError(f"the engine runtime in {folder} was built without libmtmd, so {name} answers text "
+                                 "only; rebuild that runtime (`hearth runtimes build vulkan` or `cuda`) or run on "
+                                 "the cpu runtime to send images and sounds.")
         check_header(self.path, width, name)
         checked = checked_in_child(rt.path, self.path)
         if not checked.get("ok"):

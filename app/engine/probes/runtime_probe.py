@@ -191,6 +191,7 @@ def probe(expect_version: str | None, expect_ggml: str | None) -> dict:
         result["devices"] = ggml_devices(fns, vulkan)
     except Exception as exc:
         return {**result, "ok": False, "stage": "devices", "error": f"listing its devices failed ({_one_line(exc)})"}
+    result["media"] = _libmtmd_loads()
     unknown = _unknown_vulkan_indices(vulkan)
     if unknown:
         # ggml-vulkan prints this, drops its whole backend and carries on on the CPU: say it instead.
@@ -199,6 +200,17 @@ def probe(expect_version: str | None, expect_ggml: str | None) -> dict:
                 "error": f"GGML_VK_VISIBLE_DEVICES={os.environ['GGML_VK_VISIBLE_DEVICES']} names Vulkan device "
                          f"{', '.join(unknown)}, which does not exist (the devices here: {listed})"}
     return {**result, "ok": True, "stage": "done", "error": None}
+
+
+def _libmtmd_loads() -> bool:
+    """Whether this runtime's libmtmd (a model's projector: images and sounds) loads from MTMD_CPP_LIB, the
+    folder Runtime.env names beside LLAMA_CPP_LIB_PATH. Without it the runtime answers text only."""
+    try:
+        from llama_cpp import mtmd_cpp
+
+        return bool(mtmd_cpp.mtmd_default_marker())
+    except Exception:  # the binding raises FileNotFoundError, or RuntimeError for a library that does not load
+        return False
 
 
 def _unknown_vulkan_indices(vulkan: list[dict] | None) -> list[str]:

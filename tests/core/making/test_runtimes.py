@@ -82,8 +82,9 @@ def test_the_cpu_runtime_is_the_bindings_own_and_always_listed_first(runtimes_ro
     assert (cpu.name, cpu.backend, cpu.origin, cpu.key) == ("cpu", "CPU", "wheel", "cpu")
     assert (cpu.folder / rt.LIBLLAMA).is_file() and cpu.folder.name == "lib"
     assert cpu.version == binding_version() == "0.3.36" and cpu.compatible and not cpu.removable
-    # Always named, so that a LLAMA_CPP_LIB_PATH in Hearth's own environment cannot leak into a cpu engine.
-    assert cpu.env() == {"LLAMA_CPP_LIB_PATH": str(cpu.folder)}
+    # Always named, so that a LLAMA_CPP_LIB_PATH in Hearth's own environment cannot leak into a cpu engine; libmtmd
+    # (a projector) from the same folder, which llama_cpp.mtmd_cpp reads from MTMD_CPP_LIB only.
+    assert cpu.env() == {"LLAMA_CPP_LIB_PATH": str(cpu.folder), "MTMD_CPP_LIB": str(cpu.folder)}
     assert rt.find_runtime("cpu") == cpu and rt.find_runtime("vulkan") is None
     assert cpu.size_bytes() > 1_000_000
 
@@ -106,7 +107,8 @@ def test_a_folder_is_a_runtime_only_with_its_manifest_and_libllama(runtimes_root
     assert found is not None and found.folder == folder and found.key == "vulkan-0.3.36-1234567890"
     assert (found.backend, found.origin, found.flags, found.removable) == ("Vulkan", "built", ("-DGGML_VULKAN=ON",), True)
     assert rt.find_runtime(found.key) == found
-    assert found.env("0") == {"LLAMA_CPP_LIB_PATH": str(folder), "GGML_VK_VISIBLE_DEVICES": "0"}
+    assert found.env("0") == {"LLAMA_CPP_LIB_PATH": str(folder), "MTMD_CPP_LIB": str(folder),
+                              "GGML_VK_VISIBLE_DEVICES": "0"}
     assert json.loads(json.dumps(found.to_json()))["folder"] == str(folder)
 
 
@@ -430,7 +432,7 @@ def test_choosing_never_takes_lavapipe_unless_told(vulkan):
     runtime, probe = rt.choose_runtime(allow_software=True)
     assert runtime == vulkan and probe.software_devices and probe.visible_devices == "0"
     assert runtime.env(probe.visible_devices) == {"LLAMA_CPP_LIB_PATH": str(vulkan.folder),
-                                                  "GGML_VK_VISIBLE_DEVICES": "0"}
+                                                  "MTMD_CPP_LIB": str(vulkan.folder), "GGML_VK_VISIBLE_DEVICES": "0"}
 
 
 def test_a_device_index_that_does_not_exist_is_one_sentence(vulkan):
@@ -444,11 +446,13 @@ def test_a_device_index_that_does_not_exist_is_one_sentence(vulkan):
 
 def test_a_shipped_runtime_carries_each_library_once_under_the_name_the_loader_opens(runtimes_root, tmp_path):
     """#28: the bundle copies files, so a build folder's symlink chains (libggml.so -> .so.0 -> .so.0.25.3) must not
-    become three copies of a 29 MB library; what the binding opens (libllama.so) and what each library's NEEDED
-    names (its soname, libggml.so.0) travel, once each. A -march=native build is this CPU's only: never shipped."""
+    become three copies of a 29 MB library; what the binding opens (libllama.so, libmtmd.so) and what each
+    library's NEEDED names (its soname, libggml.so.0) travel, once each. A -march=native build is this CPU's
+    only: never shipped."""
     folder = runtimes_root / "vulkan-0.3.36-ship"
     folder.mkdir(parents=True)
-    for base, version in (("llama", "0.5.0"), ("ggml", "0.25.3"), ("ggml-base", "0.25.3"), ("ggml-vulkan", "0.25.3")):
+    for base, version in (("llama", "0.5.0"), ("mtmd", "0.5.0"), ("ggml", "0.25.3"), ("ggml-base", "0.25.3"),
+                          ("ggml-vulkan", "0.25.3")):
         real = folder / f"lib{base}.so.{version}"
         real.write_bytes(base.encode())
         soname = folder / f"lib{base}.so.{version.split('.')[0]}"
@@ -457,7 +461,7 @@ def test_a_shipped_runtime_carries_each_library_once_under_the_name_the_loader_o
     rt.write_manifest(folder, vulkan_manifest(cpu_target="portable"))
     runtime = rt.runtime_from_folder(folder, "built")
     shipped = {name: source.read_bytes() if name != rt.MANIFEST else None for source, name in rt.files_to_ship(runtime)}
-    assert shipped == {rt.MANIFEST: None, "libllama.so": b"llama", "libggml.so.0": b"ggml",
+    assert shipped == {rt.MANIFEST: None, "libllama.so": b"llama", "libmtmd.so": b"mtmd", "libggml.so.0": b"ggml",
                        "libggml-base.so.0": b"ggml-base", "libggml-vulkan.so.0": b"ggml-vulkan"}
     rt.write_manifest(folder, vulkan_manifest(cpu_target="native"))
     with pytest.raises(rt.RuntimeUnavailable, match="-march=native, for this CPU only; build one to ship with "
