@@ -113,7 +113,12 @@ def needed_system_libraries(bundle: Path) -> set[str]:
     needed: set[str] = set()
     for start in range(0, len(elves), 64):
         out = subprocess.run(["objdump", "-p", *map(str, elves[start:start + 64])], capture_output=True, text=True)
-        needed.update(line.split()[1] for line in out.stdout.splitlines() if line.strip().startswith("NEEDED"))
+        for line in out.stdout.splitlines():
+            field = line.split()
+            if field[:1] == ["NEEDED"]:
+                needed.add(field[1])
+            elif field[:1] == ["SONAME"]:  # a file carried under another name answers to its soname once loaded
+                carried.add(field[1])      # (libllama.so, opened first, is libmtmd's libllama.so.0)
     return needed - carried
 
 

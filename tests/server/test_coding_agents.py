@@ -192,10 +192,23 @@ def test_claude_code_runs_a_task(tmp_path_factory):
                               capture_output=True, text=True, timeout=1500)
     finally:
         assert stop_server(proc)
+    assert_a_round_trip(done, proc, "Claude's response exceeded the 64 output token maximum")
+
+
+def assert_a_round_trip(done: subprocess.CompletedProcess, proc, cut_words: str) -> None:
+    """The client went through its turn on Hearth's answers: it printed an answer, or it said in its own words that
+    the answer was cut at its token limit, which it can only say having read Hearth's stop reason (max_tokens,
+    status incomplete). Which of the two depends on what the bundled 135M model samples at the client's own
+    temperature (1.0), 10,000 tokens into a context made for 8,000: CI saw both. A refusal, a stream the client
+    cannot read, a crash or a hang fails either way."""
     log = Path(proc.log_path).read_text()
-    assert done.returncode == 0, (done.stdout[-500:], done.stderr[-500:], log[-1000:])
-    assert done.stdout.strip()
+    said = (done.stdout + done.stderr).strip()
     assert "left out the field" not in log  # every field it sent is one Hearth knows
+    assert "Traceback" not in log, log[-2000:]
+    if done.returncode == 0:
+        assert done.stdout.strip(), done.stderr[-500:]
+    else:
+        assert cut_words in said, (done.stdout[-500:], done.stderr[-1000:], log[-1000:])
 
 
 @pytest.mark.heavy
@@ -218,7 +231,4 @@ def test_codex_exec_runs_a_task(tmp_path_factory):
                               env=env, capture_output=True, text=True, timeout=900)
     finally:
         assert stop_server(proc)
-    log = Path(proc.log_path).read_text()
-    assert done.returncode == 0, (done.stdout[-500:], done.stderr[-1000:], log[-1000:])
-    assert done.stdout.strip()
-    assert "left out the field" not in log
+    assert_a_round_trip(done, proc, "Incomplete response returned, reason: max_output_tokens")
