@@ -45,7 +45,7 @@ def register(sub) -> None:
                    help="models loaded at once; a request naming another library model loads it (default 1)")
     p.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
                    help="unload a model no request has used for this long (default: keep it)")
-    # The API's limits (app/server/limits.py's Limits, not imported here: no CLI start may import the server);
+    # The API's limits (app/server/edge/limits.py's Limits, not imported here: no CLI start may import the server);
     # None takes its default, which the help says (tests/server/test_limits_cli.py holds the two together).
     p.add_argument("--head-timeout", type=float, default=None, metavar="SECONDS",
                    help="close a connection whose request line and headers take longer than this; 408 (default 10)")
@@ -76,7 +76,7 @@ def register(sub) -> None:
                         "first (default 10000; 0 keeps none)")
     p.add_argument("--keep-responses-days", type=float, default=30.0, metavar="DAYS",
                    help="how long a stored response is kept (default 30, as OpenAI keeps them)")
-    # Its default is app/server/response_store.py's DEFAULT_MAX_BYTES (tests/server/test_limits_cli.py holds the two
+    # Its default is app/server/responses/store.py's DEFAULT_MAX_BYTES (tests/server/test_limits_cli.py holds the two
     # together): no CLI start may import the server.
     p.add_argument("--keep-responses-mb", type=float, default=None, metavar="MB",
                    help="disk the stored responses of this server may take, oldest let go first; each server on "
@@ -135,7 +135,7 @@ def _kept_bytes(args: argparse.Namespace) -> dict:
 
 
 def _limits(args: argparse.Namespace):
-    from app.server.limits import Limits
+    from app.server.edge.limits import Limits
 
     body_mb = args.max_body_mb
     if body_mb is not None and not _positive(body_mb):  # int() of nan or inf would raise past the sentence below

@@ -66,7 +66,7 @@ def docs_index() -> Path:
 
 
 def responses_db() -> Path:
-    """The API's stored responses (`POST /v1/responses` with store): app/server/response_store.py."""
+    """The API's stored responses (`POST /v1/responses` with store): app/server/responses/store.py."""
     return data_dir() / "responses.sqlite3"
 
 

@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from app.protocol import messages as P
-from app.server.errors import from_engine, stalled
-from app.server.streams import EngineStream
+from app.server.edge.errors import from_engine, stalled
+from app.server.edge.streams import EngineStream
 from app.server.tools import CallReader
 
 # Our finish reasons as OpenAI's: an answer the context cut short ran out of room, as "length" says.

@@ -1,7 +1,7 @@
 """The user's MCP servers offered to API clients (`hearth serve --tools NAME...`, off by default), as LM Studio
 offers its own: a Responses request names one as `{"type": "mcp", "server_label": NAME}` and the server runs
 the model's calls to it. A chat completions request may name one the same way only where the user asked for it
-too (`--tools-in-chat`, app/server/chat_mcp.py).
+too (`--tools-in-chat`, app/server/openai/chat_mcp.py).
 
 An API client cannot click the window's approval dialog, so a call runs only when the user has allowed that
 tool for good ("Always" in the window, `hearth chat --tools`'s always; app/tools/servers.py's allow-list, read
@@ -132,7 +132,7 @@ class ApiTools:
     """The offered servers, started in the background when the server starts, and the pool their calls run on."""
 
     def __init__(self, names: list[str], connect_timeout: float | None = None, in_chat: bool = False):
-        """in_chat: offered through /v1/chat/completions too (app/server/chat_mcp.py), not only /v1/responses."""
+        """in_chat: offered through /v1/chat/completions too (app/server/openai/chat_mcp.py), not only /v1/responses."""
         for name in names:
             get_server(name)  # one that is not configured is a sentence before anything starts
         self.in_chat = in_chat

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.protocol.media import KINDS, MediaError, check_part, refusal
-from app.server.errors import invalid
+from app.server.edge.errors import invalid
 
 # OpenAI's input_audio formats are wav and mp3; libmtmd also decodes FLAC, so it is taken too. The bytes decide
 # what a file is (check_part sniffs them): the format named is checked for its spelling only.

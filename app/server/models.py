@@ -25,7 +25,7 @@ from app.core import library
 from app.core.errors import HearthError
 from app.backends.backend import Backend, EngineState
 from app.protocol.messages import ErrorKind, LoadOptions
-from app.server.errors import ApiError, from_engine
+from app.server.edge.errors import ApiError, from_engine
 
 REAP_INTERVAL_S = 1.0
 

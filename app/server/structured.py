@@ -12,7 +12,7 @@ from typing import Any
 
 from app.protocol.schema_grammar import MAX_SCHEMA_CHARS, BadSchema, check_ambiguity
 from app.protocol.schema_grammar import schema_grammar as _schema_grammar
-from app.server.errors import invalid
+from app.server.edge.errors import invalid
 
 
 def schema_grammar(schema: Any, param: str) -> str:

@@ -14,9 +14,9 @@ from typing import Callable
 from app.core.errors import HearthError
 from app.backends.backend import Backend
 from app.server.api_tools import ApiTools, open_api_tools
-from app.server.openai_api import OpenAIApi, RequestRecord
-from app.server.guard import allowed_hosts, is_loopback, key_problem
-from app.server.limits import http_protocol
+from app.server.openai.endpoints import OpenAIApi, RequestRecord
+from app.server.edge.guard import allowed_hosts, is_loopback, key_problem
+from app.server.edge.limits import http_protocol
 from app.server.run import ServeOptions, open_socket
 
 STOP_TIMEOUT_S = 5.0
@@ -64,7 +64,7 @@ class BackgroundServer:
                         hosts=allowed_hosts(settings.host, settings.api_key, settings.allowed_hosts),
                         limits=settings.limits, reasoning_format=settings.reasoning_format, api_tools=self.api_tools)
         # log_config=None: uvicorn must not reconfigure the window's logging. The same limits as hearth serve: a
-        # request head's deadline and the connection cap live in uvicorn's HTTP protocol (app/server/limits.py).
+        # request head's deadline and the connection cap live in uvicorn's HTTP protocol (app/server/edge/limits.py).
         server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False,
                                                log_config=None, http=http_protocol(settings.limits)))
         host, port = sock.getsockname()[:2]

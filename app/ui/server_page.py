@@ -33,7 +33,7 @@ from app.core import paths
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
 from app.backends.backend import Backend
-from app.server.openai_api import RequestRecord, model_id
+from app.server.openai.endpoints import RequestRecord, model_id
 from app.server.run import ServeOptions
 from app.ui.clamped_spin import ClampingSpinBox
 from app.ui.background_server import BackgroundServer, base_url

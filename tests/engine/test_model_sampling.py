@@ -16,7 +16,8 @@ from app.core.gguf.sampling import recommended_sampling, unapplied_keys
 from app.devtools.gguf_edit import copy_with_fields
 from app.protocol.messages import LoadOptions, SamplingOptions
 from app.engine.process.session import Session
-from app.server import anthropic_api, requests
+from app.server.anthropic import messages as anthropic_api
+from app.server.openai import chat_request as requests
 
 QUESTION = [{"role": "user", "content": "Write a short story about a dragon."}]
 

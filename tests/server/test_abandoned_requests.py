@@ -2,9 +2,9 @@
 with one slot: the request that comes next is answered promptly (issue 48: 42 s and more than 300 s before).
 
 - A client waiting for a whole answer that closes its socket: the generation stops within a token
-  (app/server/streams.py polls the disconnect while the tokens come).
+  (app/server/edge/streams.py polls the disconnect while the tokens come).
 - A streaming client that stops reading with its socket open: dropped once it has taken nothing for
-  --send-timeout, and its generation stopped (app/server/limits.py's send deadline)."""
+  --send-timeout, and its generation stopped (app/server/edge/limits.py's send deadline)."""
 
 from __future__ import annotations
 

@@ -337,6 +337,15 @@ def test_requests_past_the_slots_and_the_queue_get_a_503_with_retry_after_at_onc
             assert time.monotonic() - t0 < 1.0
             assert r.headers["retry-after"].isdigit()
         assert r.json()["error"]["type"] == "overloaded_error"
+        # The same endpoints without /v1, and Ollama's, are no way around the bound; each answers in its own shape.
+        root = base.removesuffix("/v1")
+        for path, body in (("/chat/completions", {"messages": USER, "max_tokens": 2}),
+                           ("/api/chat", {"model": "x", "messages": USER, "stream": False}),
+                           ("/api/generate", {"model": "x", "prompt": "Hi", "stream": False})):
+            r = httpx.post(root + path, json=body, timeout=10)
+            assert r.status_code == 503, (path, r.text)
+            error = r.json()["error"]
+            assert isinstance(error, str) if path.startswith("/api/") else error["code"] == "queue_full", error
         assert httpx.get(f"{base}/models", timeout=10).status_code == 200  # what needs no slot still answers
         time.sleep(max(0.0, started + HEAD_TIMEOUT + 0.3 - time.monotonic()))
         running[0].settimeout(5)  # an answer longer than the head timeout goes on

@@ -1,4 +1,4 @@
-"""The busy slot is released on every path (app/backends/in_flight.py, app/server/streams.py's request_scope),
+"""The busy slot is released on every path (app/backends/in_flight.py, app/server/edge/streams.py's request_scope),
 against a real `hearth serve`: a request that fails at each stage it passes through (its body's parsing,
 the command's encoding for the engine, the chat template, tokenizing, generating, the answer's encoding for
 the client), streaming or not, leaves the model not busy, and after all of them a request for another model

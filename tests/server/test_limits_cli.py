@@ -1,4 +1,4 @@
-"""`hearth serve`'s limit flags: their help states the defaults app/server/limits.py applies (the CLI cannot
+"""`hearth serve`'s limit flags: their help states the defaults app/server/edge/limits.py applies (the CLI cannot
 import the server to read them: no CLI start may import app.server), and a wrong value is one sentence."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from app.commands import serve
 from app.core.errors import HearthError
-from app.server.limits import Limits
+from app.server.edge.limits import Limits
 
 FLAGS = {"--head-timeout": Limits().head_timeout_s, "--body-timeout": Limits().body_timeout_s,
          "--send-timeout": Limits().send_timeout_s,
@@ -44,7 +44,7 @@ def test_a_wrong_limit_is_one_sentence(flag, value):
 
 
 def test_the_stored_responses_bound_in_bytes_says_the_servers_default():
-    from app.server.response_store import DEFAULT_MAX_BYTES
+    from app.server.responses.store import DEFAULT_MAX_BYTES
 
     sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["serve"]
     helps = {a.option_strings[0]: a.help for a in sub._actions if a.option_strings}

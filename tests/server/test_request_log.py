@@ -12,7 +12,7 @@ import pytest
 from app.backends.client import EngineClient
 from app.protocol.messages import LoadOptions
 from app.backends.supervisor import Supervisor
-from app.server.openai_api import OpenAIApi
+from app.server.openai.endpoints import OpenAIApi
 
 KEY = "sk-log"
 

@@ -1,4 +1,4 @@
-"""Text at the edge (app/server/request_body.py), against a real `hearth serve`: a lone surrogate ("\\ud800",
+"""Text at the edge (app/server/edge/request_body.py), against a real `hearth serve`: a lone surrogate ("\\ud800",
 valid JSON but no text) in any text field of any endpoint is a 400 in the endpoint's own error shape, naming
 the field, and leaves no crash log and no busy model behind. The official clients cannot send one (they
 fail to encode it), but any client that writes JSON itself can: these bodies are sent as raw JSON text."""

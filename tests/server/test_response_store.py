@@ -1,4 +1,4 @@
-"""The API's stored responses (app/server/response_store.py) on a real SQLite file: chains read back oldest first,
+"""The API's stored responses (app/server/responses/store.py) on a real SQLite file: chains read back oldest first,
 bounds in count, bytes and age, each writer's own (two processes on one file never take each other's), input
 items paged by their ids, and the stores' rule: a lock held elsewhere is busy, never damage; a damaged file is
 moved aside once, never written into."""
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from app.server.response_store import (MEMORY_MAX_BYTES, BrokenChain, ResponseStore, ResponseStoreError,
+from app.server.responses.store import (MEMORY_MAX_BYTES, BrokenChain, ResponseStore, ResponseStoreError,
                                      TooBigToStore)
 
 
@@ -78,7 +78,7 @@ def test_a_damaged_file_is_moved_aside_once(tmp_path):
 def test_a_conversation_too_big_to_read_back_is_refused_before_it_is_read(tmp_path, monkeypatch):
     """Each turn small enough, a long chain of them could add up past any memory: the chain's size is summed in
     SQL, and a conversation past MAX_CONVERSATION_CHARS is one sentence, not read."""
-    from app.server import response_store
+    from app.server.responses import store as response_store
     from app.core.errors import HearthError
 
     store = ResponseStore(tmp_path / "r.sqlite3")
@@ -93,7 +93,7 @@ def test_a_conversation_too_big_to_read_back_is_refused_before_it_is_read(tmp_pa
 
 def _other_process(path, *lines: str) -> None:
     """Run store calls in another process (another writer of the same file), until it ends."""
-    code = "\n".join(["import time", "from app.server.response_store import ResponseStore", *lines])
+    code = "\n".join(["import time", "from app.server.responses.store import ResponseStore", *lines])
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 

@@ -203,7 +203,7 @@ def test_a_thousand_linked_responses_and_a_store_at_its_bound(tmp_path, model_na
     """A chain of 1,000 stored responses is read back in one query and answered (its start cut to fit the context
     with truncation auto, refused with the context's 400 without); a store kept to 3 responses lets the oldest go,
     and a chain that reaches a response let go says which one is missing."""
-    from app.server.response_store import ResponseStore
+    from app.server.responses.store import ResponseStore
 
     home = tmp_path / "home"
     proc, base = start_server("--api-key", KEY, "--keep-responses", "1100", env={"HEARTH_HOME": str(home)})

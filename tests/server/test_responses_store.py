@@ -118,7 +118,7 @@ def test_the_store_is_bounded_in_bytes(tmp_path, model_name):
         with pytest.raises(openai.NotFoundError):
             c.responses.retrieve(kept[0].id)
         assert c.responses.retrieve(kept[-1].id).id == kept[-1].id
-        from app.server.response_store import ResponseStore
+        from app.server.responses.store import ResponseStore
 
         assert ResponseStore(tmp_path / "data" / "responses.sqlite3").bytes_kept() <= 2**20
     finally:
@@ -127,7 +127,7 @@ def test_the_store_is_bounded_in_bytes(tmp_path, model_name):
 
 def _chain(home, turns: int, turn_bytes: int, name: str) -> str:
     """A chain stored as a client with truncation "auto" could have stored it; the id of its last response."""
-    from app.server.response_store import ResponseStore
+    from app.server.responses.store import ResponseStore
 
     store = ResponseStore(home / "data" / "responses.sqlite3")
     previous = None
@@ -144,7 +144,7 @@ def _chain(home, turns: int, turn_bytes: int, name: str) -> str:
 
 def test_continuations_of_a_big_chain_share_one_memory_budget(server, model_name):
     """Thirty continuations of a 54 MB chain, each body about 100 bytes: 532 -> 2,514 MB."""
-    from app.server.response_store import MAX_CONVERSATION_BYTES
+    from app.server.responses.store import MAX_CONVERSATION_BYTES
 
     proc, base, home = server
     c = client(base)

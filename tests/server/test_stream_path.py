@@ -14,7 +14,7 @@ import pytest
 
 from app.protocol import messages as P
 from app.server.answers import TextFrame, compact_json
-from app.server.streams import EngineStream
+from app.server.edge.streams import EngineStream
 
 TEXTS = ["", "Hello", ' "quoted" ', "back\\slash", "line\nbreak\ttab\r", "\x00\x1f\x7f", "émoji 🐉 中文",
          "\u2028\u2029", "</think>", "{\"a\": [1, 2]}"]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.server.errors import ApiError
+from app.server.edge.errors import ApiError
 from app.server.tools import CallReader, tool_grammar, tool_use
 
 CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'

@@ -132,7 +132,7 @@ def test_the_windows_server_has_hearth_serves_limits(tmp_path):
     import time
 
     from app.backends.supervisor import Supervisor
-    from app.server.limits import Limits
+    from app.server.edge.limits import Limits
     from app.server.run import ServeOptions
     from app.ui.background_server import BackgroundServer
 

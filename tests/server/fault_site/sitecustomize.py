@@ -112,8 +112,8 @@ def _patch_library(module) -> None:  # a library whose folders take long to walk
         module.list_models = slow
 
 
-PATCHES = {"app.core.library": _patch_library, "app.server.requests": _patch_requests, "app.protocol.messages": _patch_messages,
-           "app.server.openai_api": _patch_openai_api, "app.engine.process.session": _patch_session,
+PATCHES = {"app.core.library": _patch_library, "app.server.openai.chat_request": _patch_requests, "app.protocol.messages": _patch_messages,
+           "app.server.openai.endpoints": _patch_openai_api, "app.engine.process.session": _patch_session,
            "app.engine.decoding.decode": _patch_decode}
 
 

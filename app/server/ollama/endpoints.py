@@ -2,7 +2,7 @@
 connection, speak only this API and look for it at port 11434 (`hearth serve --ollama-port 11434`).
 
 A translator, not a second server: each request is read into the OpenAI request it means and checked by the
-same readers (app/server/requests.py), so the same bounds, the same hostile-input behaviour and the same engine
+same readers (app/server/openai/chat_request.py), so the same bounds, the same hostile-input behaviour and the same engine
 path serve it; only the shapes differ. Ollama's names (`name:tag`) map onto library ids (`:latest` is the id
 itself). Errors are Ollama's `{"error": "..."}`; an unknown model is its 404.
 
@@ -28,9 +28,9 @@ from starlette.routing import Route
 from app.core.chats.reasoning import ReasoningSplitter, split
 from app.protocol import messages as P
 from app.server.answers import limit_cut, open_answer, whole_answer
-from app.server.errors import ApiError, invalid
+from app.server.edge.errors import ApiError, invalid
 from app.server.media_parts import ollama_images, refuse_unless_takes
-from app.server.requests import chat_request, completion_request, embedding_request
+from app.server.openai.chat_request import chat_request, completion_request, embedding_request
 from app.server.tools import CallReader, answer_piece
 
 # What /api/version answers: the Ollama API this dialect follows (clients check a minimum version).
@@ -65,13 +65,9 @@ def routes(api) -> list[Route]:
             Route("/api/push", ollama.writes_library, methods=["POST"])]
 
 
-def is_ollama(path: str) -> bool:
-    return path == "/" or path.startswith("/api/")
-
-
 def error(exc: ApiError) -> JSONResponse:
     """An error in Ollama's shape: {"error": sentence}, with the status the other dialects give it."""
-    return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+    return JSONResponse(exc.ollama_body(), status_code=exc.status, headers=exc.headers)
 
 
 def _now() -> str:

@@ -19,7 +19,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
-from app.server.errors import invalid
+from app.server.edge.errors import invalid
 
 HEADER = "Hearth-Ignored-Fields"
 MODEL_HEADER = "Hearth-Model"  # which model answered a fixed name a client cannot change (#54.4)

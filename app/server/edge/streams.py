@@ -13,7 +13,7 @@ answer is checked for every DISCONNECT_CHECK_S while the tokens come, not only w
 that keeps generating after its client left (the official clients retry on a timeout) held the engine for
 the rest of its max_tokens (issue 48).
 
-Every HTTP request runs inside one request_scope (app/server/openai_api.py): whatever way the request ends
+Every HTTP request runs inside one request_scope (app/server/openai/endpoints.py): whatever way the request ends
 (an answer, an error at any stage, a client gone, a send deadline past), the engine requests it started and
 did not finish are cancelled when it leaves. Handlers need not close their streams on each error path, nor give
 back what else they hold for the request's lifetime (close_with_request: memory a continuation reads).

@@ -7,10 +7,10 @@ by never stopping: a deadline for a request's head, a cap on open connections, a
   keep-alive timer runs only between requests and every byte received resets it, and an ASGI middleware
   sees a request only once its head is complete. So this is a subclass of uvicorn's own HTTP protocol
   (httptools, or h11 without it), the one place that sees the bytes arrive.
-- **The body** must arrive within `body_timeout_s` once the head has (app/server/guard.py reads it): 408.
+- **The body** must arrive within `body_timeout_s` once the head has (app/server/edge/guard.py reads it): 408.
 - **The answer** must be taken: a client that stops reading with its socket open (a stream left paused)
   is dropped once nothing it was sent has been taken for `send_timeout_s`, and the request's engine slot
-  is freed with the connection (app/server/streams.py's request_scope). Waiting for the write to block is
+  is freed with the connection (app/server/edge/streams.py's request_scope). Waiting for the write to block is
   not enough: the kernel takes megabytes before a write blocks (1.6 MB on loopback here, a minute and more
   of a token stream), so the deadline reads the bytes still unsent in the kernel too (SIOCOUTQ on Linux,
   SO_NWRITE on macOS; elsewhere only Python's own buffer, which fills once the kernel's has).
@@ -38,8 +38,12 @@ from typing import Awaitable, Callable
 
 RETRY_AFTER_S = 2
 # The endpoints that take an engine slot (count_tokens evaluates its prompt); models and health answer at once.
-QUEUED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
-                "/v1/embeddings", "/v1/responses")
+# Every path that starts work on a model: OpenAI's, Anthropic's and the Responses API's, each also without its /v1
+# (the endpoints answer there too), and Ollama's. A path left out here would be a way around the queue's bound.
+QUEUED_PATHS = frozenset(
+    [prefix + path for path in ("/chat/completions", "/completions", "/messages", "/messages/count_tokens",
+                                "/embeddings", "/responses") for prefix in ("/v1", "")]
+    + ["/api/chat", "/api/generate", "/api/embed", "/api/embeddings"])
 WAIT_CHECK_S = 0.25  # how often a request waiting for memory looks whether its client is still there
 
 
@@ -47,14 +51,14 @@ WAIT_CHECK_S = 0.25  # how often a request waiting for memory looks whether its 
 class Limits:
     head_timeout_s: float = 10.0
     body_timeout_s: float = 60.0
-    max_body_bytes: int = 10 * 2**20  # app/server/guard.py: a 413 before the body is parsed
+    max_body_bytes: int = 10 * 2**20  # app/server/edge/guard.py: a 413 before the body is parsed
     max_connections: int = 256
     max_queue: int = 128  # requests waiting for a slot, beyond those answering
     send_timeout_s: float = 15.0  # a client that takes none of its answer for this long is dropped
 
 
 def busy_error(message: str, code: str, close: bool = False):
-    from app.server.errors import ApiError
+    from app.server.edge.errors import ApiError
 
     headers = {"Retry-After": str(RETRY_AFTER_S)}
     if close:
@@ -114,7 +118,7 @@ def http_protocol(limits: Limits) -> type[asyncio.Protocol]:
                                                                              not cycle.response_complete):
                 return  # a head came (or an answer is still going out)
             if self._head_bytes:  # part of a head: say why; an idle connection is just closed
-                from app.server.errors import ApiError
+                from app.server.edge.errors import ApiError
 
                 body = json.dumps(ApiError(408, "The request's head (its request line and headers) did not arrive "
                                                 f"within {limits.head_timeout_s:g} s.", code="request_timeout").body())
@@ -201,11 +205,9 @@ def unsent_bytes(transport) -> int:
 
 
 async def _too_many_connections(scope, receive, send) -> None:
-    from app.server.anthropic_api import is_anthropic
-
     error = busy_error("This server has too many open connections; try again in a moment.", "too_many_connections",
                        close=True)
-    await error.response(is_anthropic(scope.get("path", "")))(scope, receive, send)
+    await error.response(scope.get("path", ""))(scope, receive, send)
 
 
 class RequestQueue:
@@ -221,11 +223,9 @@ class RequestQueue:
             await self.app(scope, receive, send)
             return
         if self.in_flight >= self.limit:
-            from app.server.anthropic_api import is_anthropic
-
             error = busy_error(f"This server is answering and queueing as many requests as it takes "
                                f"({self.max_queue} waiting); try again in a moment.", "queue_full")
-            await error.response(is_anthropic(scope["path"]))(scope, receive, send)
+            await error.response(scope["path"])(scope, receive, send)
             return
         self.in_flight += 1
         try:

@@ -61,7 +61,7 @@ MAX_CHAIN = 10_000  # responses a conversation may be read back through
 # Bytes of stored turns a conversation may read back: more than a request body may carry (10 MB by default), and
 # far more text than any model's context holds (a million tokens is about 4 MB), so that no chain of stored turns,
 # each one small enough, adds up to more memory than that. The server also bounds what the conversations read at
-# once hold together (app/server/responses_api.py).
+# once hold together (app/server/responses/endpoints.py).
 MAX_CONVERSATION_BYTES = 16 * 2**20
 _CHAIN = ("WITH RECURSIVE chain(id, previous_id, depth) AS ("
           " SELECT id, previous_id, 0 FROM responses WHERE id = ?"
@@ -161,7 +161,7 @@ class ResponseStore:
     def put(self, response: dict, input_items: list[dict], output_items: list[dict]) -> None:
         """Keep a response (its id, previous_response_id and created_at are read from it), then let the oldest of
         this writer's go past the bounds. The input items' ids must be strings, unique in the response (the API
-        checks them: app/server/responses_request.py). Raises TooBigToStore for one past the bound in bytes."""
+        checks them: app/server/responses/request.py). Raises TooBigToStore for one past the bound in bytes."""
         items = [(i, item["id"], json.dumps(item, ensure_ascii=False)) for i, item in enumerate(input_items)]
         output = json.dumps(output_items, ensure_ascii=False)
         kept = json.dumps({**response, "output": []}, ensure_ascii=False)  # its output is in `output` already

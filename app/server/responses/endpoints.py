@@ -1,14 +1,14 @@
 """OpenAI's Responses API: `POST /v1/responses`, `GET` and `DELETE /v1/responses/{id}`, and
 `GET /v1/responses/{id}/input_items`, as coding agents and the OpenAI Agents SDK call them.
 
-A request runs on the same path as /v1/chat/completions (app/server/responses_request.py turns it into a chat
+A request runs on the same path as /v1/chat/completions (app/server/responses/request.py turns it into a chat
 request: the same slots, limits, key, Host and body checks, schema and tool grammars); only its shape differs.
 The answer comes back as output items: a `reasoning` item for a reasoning model's thinking, a `message` with
 `output_text`, and a `function_call` per tool call. Streamed, it is the official event sequence
 (response.created, .in_progress, .output_item.added, .content_part.added, .output_text.delta, ...,
 .completed, or .incomplete / .failed with the reason), each event with its sequence_number.
 
-With `store` (the default, as OpenAI's) a response and its input are kept (app/server/response_store.py), and
+With `store` (the default, as OpenAI's) a response and its input are kept (app/server/responses/store.py), and
 `previous_response_id` continues from them: the conversation is read back and sent whole, so the engine's slot
 reuses the prompt it still holds for it (usage.input_tokens_details.cached_tokens says how much).
 """
@@ -26,16 +26,16 @@ from starlette.responses import JSONResponse, Response
 
 from app.core.errors import HearthError
 from app.core.chats.reasoning import ReasoningSplitter
-from app.server.response_store import (MAX_CONVERSATION_BYTES, BrokenChain, ResponseStore, ResponseStoreError,
+from app.server.responses.store import (MAX_CONVERSATION_BYTES, BrokenChain, ResponseStore, ResponseStoreError,
                                      TooBigToStore)
 from app.protocol import messages as P
 from app.server.answers import compact_json, event_stream, limit_cut, open_answer, token_counts
-from app.server.errors import ApiError, from_engine, invalid
-from app.server.responses_request import ResponsesRequest, new_id, reasoning_for, responses_request
+from app.server.edge.errors import ApiError, from_engine, invalid
+from app.server.responses.request import ResponsesRequest, new_id, reasoning_for, responses_request
 from app.server.api_tools import ApiTools
-from app.server.limits import MemoryBudget
+from app.server.edge.limits import MemoryBudget
 from app.server.media_parts import refuse_unless_takes
-from app.server.streams import close_with_request
+from app.server.edge.streams import close_with_request
 from app.server.tools import CallReader, answer_piece, tool_grammar
 
 MAX_ROUNDS = 4  # rounds of MCP calls in one answer before the model must answer in words (as the window's)
@@ -307,7 +307,7 @@ class AnswerRounds:
 
 
 class ResponsesApi:
-    """The endpoints, on the OpenAI API's server (its model pool, key and guard, app/server/openai_api.py)."""
+    """The endpoints, on the OpenAI API's server (its model pool, key and guard, app/server/openai/endpoints.py)."""
 
     def __init__(self, api, store: ResponseStore | None = None, api_tools: ApiTools | None = None):
         """api_tools: the MCP servers offered to API clients (hearth serve --tools), None for none."""

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.protocol.messages import SamplingOptions
-from app.server import field_policy
-from app.server.errors import invalid
+from app.server.edge import field_policy
+from app.server.edge.errors import invalid
 from app.server.media_parts import openai_part
 from app.server.structured import format_grammar
 from app.server.tools import ToolUse, tool_grammar, tool_use

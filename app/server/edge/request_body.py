@@ -6,7 +6,7 @@ cannot be encoded as UTF-8, so it failed wherever the text was next encoded (the
 log), as a 500 that left the request's engine slot taken (issue 48). Every endpoint parses its body through
 parse_body, which refuses it with a 400 naming the field; so are bodies that are not UTF-8, not JSON,
 nested too deeply, or that use JavaScript's NaN and Infinity, which JSON does not have. The body's size is
-bounded before this (app/server/guard.py): a 413 is never parsed.
+bounded before this (app/server/edge/guard.py): a 413 is never parsed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from app.server.errors import invalid
+from app.server.edge.errors import invalid
 
 # A surrogate reaches a str only through a \\u escape (UTF-8 bytes cannot spell one, and the bytes are decoded
 # strictly): a body without such an escape needs no walk, which keeps a 10 MB body's check to one scan.

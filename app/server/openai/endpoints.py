@@ -1,5 +1,5 @@
 """The API server: OpenAI's /v1/models, /v1/chat/completions, /v1/completions and /v1/embeddings, its Responses
-API (/v1/responses, app/server/responses_api.py), Anthropic's /v1/messages (app/server/anthropic_api.py), and
+API (/v1/responses, app/server/responses/endpoints.py), Anthropic's /v1/messages (app/server/anthropic/messages.py), and
 /health.
 
 A Starlette app over the backends of a model pool (app/server/models.py); uvicorn serves it (app/server/run.py).
@@ -33,25 +33,25 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.core.errors import HearthError
-from app.server.response_store import ResponseStore
+from app.server.responses.store import ResponseStore
 from app.core.chats.reasoning import ReasoningSplitter, split
-from app.server import field_policy
-from app.server.ollama_api import error as ollama_error, is_ollama, routes as ollama_routes
+from app.server.edge import field_policy
+from app.server.ollama.endpoints import routes as ollama_routes
 from app.protocol import messages as P
 from app.backends.backend import Backend
-from app.server.anthropic_api import AnthropicMessages, is_anthropic
-from app.server.chat_mcp import ChatWithMcp, names_mcp
+from app.server.anthropic.messages import AnthropicMessages
+from app.server.openai.chat_mcp import ChatWithMcp, names_mcp
 from app.server.answers import (TextFrame, chat_usage, event_stream, finish_reason, limit_cut, open_answer,
                                 sse_data, whole_answer)
-from app.server.errors import ApiError, from_engine, invalid
-from app.server.guard import RequestGuard, allowed_hosts
-from app.server.limits import Limits, RequestQueue
+from app.server.edge.errors import ApiError, from_engine, invalid
+from app.server.edge.guard import RequestGuard, allowed_hosts
+from app.server.edge.limits import Limits, RequestQueue
 from app.server.media_parts import modalities, refuse_unless_takes
 from app.server.models import ModelPool, model_id
-from app.server.request_body import parse_body
-from app.server.requests import Generation, chat_request, completion_request, embedding_request
-from app.server.responses_api import ResponsesApi
-from app.server.streams import EngineStream, request_scope
+from app.server.edge.request_body import parse_body
+from app.server.openai.chat_request import Generation, chat_request, completion_request, embedding_request
+from app.server.responses.endpoints import ResponsesApi
+from app.server.edge.streams import EngineStream, request_scope
 from app.server.tools import CallReader, answer_piece
 
 DEFAULT_MAX_TOKENS = 2048
@@ -89,9 +89,9 @@ class OpenAIApi:
                  strict_fields: bool = False, strict_models: bool = False):
         """models: the pool of models to serve (app/server/models.py), or one backend to serve alone.
         on_request, if given, is called once per finished HTTP request, on the server's thread.
-        hosts: the Host names answered (None: any; app/server/guard.py decides from the address and key);
+        hosts: the Host names answered (None: any; app/server/edge/guard.py decides from the address and key);
         "loopback": as for a server bound to loopback with this key.
-        limits: the body's size and deadline and the queue (app/server/limits.py; the head deadline and the
+        limits: the body's size and deadline and the queue (app/server/edge/limits.py; the head deadline and the
         connection cap are uvicorn's protocol's, limits.http_protocol); slots: requests the model answers at once.
         reasoning_format: "auto" returns a reasoning model's thinking as `reasoning_content`, "none" leaves it in
         `content`; a request's own `reasoning_format` wins. response_store: where /v1/responses keeps responses
@@ -99,7 +99,7 @@ class OpenAIApi:
         to API clients (app/server/api_tools.py; None: none)."""
         self.reasoning_format = reasoning_format
         # A field Hearth does not know: left out and named in a header, or with strict_fields a 400
-        # (app/server/field_policy.py). strict_models: OpenAI's fixed model names are a 404, as any unknown name.
+        # (app/server/edge/field_policy.py). strict_models: OpenAI's fixed model names are a 404, as any unknown name.
         self.strict_fields, self.strict_models = strict_fields, strict_models
         self.pool = models if isinstance(models, ModelPool) else ModelPool(models)
         # Acquiring a model (a load may take seconds) has threads of its own: no other work on the default
@@ -124,7 +124,7 @@ class OpenAIApi:
             Route("/v1/responses/{response_id}", responses.retrieve, methods=["GET"]),
             Route("/v1/responses/{response_id}", responses.delete, methods=["DELETE"]),
             Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),
-            *ollama_routes(self),  # Ollama's API beside them (app/server/ollama_api.py)
+            *ollama_routes(self),  # Ollama's API beside them (app/server/ollama/endpoints.py)
         ]
         middleware = []
         if cors:
@@ -187,7 +187,7 @@ class OpenAIApi:
                 and scope["path"] != "/api/version":
             error = self._auth_error(scope)
             if error is not None:
-                shaped = ollama_error(error) if is_ollama(scope["path"]) else error.response(is_anthropic(scope["path"]))
+                shaped = error.response(scope["path"])
                 await shaped(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -208,14 +208,15 @@ class OpenAIApi:
         return None
 
     async def _api_error(self, request: Request, exc: ApiError) -> Response:
-        return _in_dialect(request, exc)
+        return exc.response(request.url.path)
 
     async def _not_found(self, request: Request, exc) -> Response:
-        return _in_dialect(request, ApiError(404, f"There is no endpoint {request.method} {request.url.path}.",
-                                             code="not_found"))
+        return ApiError(404, f"There is no endpoint {request.method} {request.url.path}.",
+                        code="not_found").response(request.url.path)
 
     async def _not_allowed(self, request: Request, exc) -> Response:
-        return _in_dialect(request, ApiError(405, f"{request.url.path} does not take {request.method} requests."))
+        return ApiError(405, f"{request.url.path} does not take {request.method} requests.").response(
+            request.url.path)
 
     async def _internal(self, request: Request, exc: Exception) -> Response:
         from app.core.store.crashlog import write_crash_log
@@ -224,12 +225,12 @@ class OpenAIApi:
             log = f" Details are in {write_crash_log(exc)}."
         except OSError:
             log = ""
-        return _in_dialect(request, ApiError(500, f"Internal server error ({type(exc).__name__}).{log}",
-                                             "server_error"))
+        return ApiError(500, f"Internal server error ({type(exc).__name__}).{log}",
+                        "server_error").response(request.url.path)
 
     @staticmethod
     async def body_of(request: Request):
-        """The request's JSON body, every string in it checked (app/server/request_body.py); 400 for one that is not
+        """The request's JSON body, every string in it checked (app/server/edge/request_body.py); 400 for one that is not
         UTF-8, not JSON, or holds a string that is not text."""
         return parse_body(await request.body())
 
@@ -263,7 +264,7 @@ class OpenAIApi:
     @staticmethod
     def start(backend: Backend, start, again: bool = False) -> EngineStream:
         """again: the request has no grammar, so it cannot be what stalls a step: where the watchdog ends the
-        engine before its first event, it is sent again (app/server/streams.py)."""
+        engine before its first event, it is sent again (app/server/edge/streams.py)."""
         record = _RECORD.get()
         if record is not None:
             start = _counting(start, record)
@@ -325,7 +326,7 @@ class OpenAIApi:
 
     async def chat_completions(self, request: Request) -> Response:
         body = await self.body_of(request)
-        if names_mcp(body):  # Hearth's MCP tools, where its user offers them here too (app/server/chat_mcp.py)
+        if names_mcp(body):  # Hearth's MCP tools, where its user offers them here too (app/server/openai/chat_mcp.py)
             return await self.chat_with_mcp(request, body)
         gen = chat_request(body, self.default_max_tokens)
         model, backend = await self.serving(gen.model)
@@ -390,14 +391,6 @@ def _counting(start, record: RequestRecord):
             sink(event)
         return start(note)
     return counted
-
-
-def _in_dialect(request: Request, error: ApiError) -> Response:
-    """The error in the envelope of the endpoint asked: Anthropic's on /v1/messages, Ollama's on /api/, OpenAI's
-    elsewhere."""
-    if is_ollama(request.url.path):
-        return ollama_error(error)
-    return error.response(is_anthropic(request.url.path))
 
 
 def _model_entry(entry, meta: dict) -> dict:

@@ -1,5 +1,7 @@
-"""API errors in the OpenAI envelope: {"error": {"message", "type", "param", "code"}}, with the right status,
-or in Anthropic's, {"type": "error", "error": {"type", "message"}}, on Anthropic's endpoint.
+"""API errors in the envelope of the dialect a path speaks: OpenAI's {"error": {"message", "type", "param",
+"code"}}, Anthropic's {"type": "error", "error": {"type", "message"}} on /v1/messages, Ollama's {"error": sentence}
+on /api/; the status is the same in all three. The edge (guard, limits) and every endpoint answer through
+ApiError.response(path), so an error said before a request reaches its dialect has that dialect's shape too.
 
 Official clients read `message` and the status; the type and code tell a program what went wrong
 (invalid_api_key, model_not_found, context_length_exceeded) as OpenAI's own API does.
@@ -27,9 +29,25 @@ class ApiError(Exception):
         return {"type": "error", "error": {"type": ANTHROPIC_TYPES.get(self.status, "api_error"),
                                            "message": self.message}}
 
-    def response(self, anthropic: bool = False) -> JSONResponse:
-        return JSONResponse(self.anthropic_body() if anthropic else self.body(), status_code=self.status,
-                            headers=self.headers)
+    def response(self, path: str = "") -> JSONResponse:
+        """The error in the envelope of the dialect `path` speaks (dialect_of)."""
+        body = {"anthropic": self.anthropic_body, "ollama": self.ollama_body}.get(dialect_of(path), self.body)()
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+    def ollama_body(self) -> dict:
+        return {"error": self.message}
+
+
+ANTHROPIC_PATH = "/v1/messages"
+
+
+def dialect_of(path: str) -> str:
+    """"anthropic" (/v1/messages and below), "ollama" (/ and /api/), else "openai"."""
+    if path == ANTHROPIC_PATH or path.startswith(ANTHROPIC_PATH + "/"):
+        return "anthropic"
+    if path == "/" or path.startswith("/api/"):
+        return "ollama"
+    return "openai"
 
 
 # Anthropic names an error by its status alone.

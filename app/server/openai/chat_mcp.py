@@ -3,7 +3,7 @@
 --tools).
 
 A chat request names a server as in the Responses API: `{"type": "mcp", "server_label": NAME}` among its `tools`,
-beside its own function tools. The answer runs in the Responses API's rounds (app/server/responses_api.py's
+beside its own function tools. The answer runs in the Responses API's rounds (app/server/responses/endpoints.py's
 AnswerRounds): the server runs the model's calls to that server's tools, under the user's allow-list
 (app/server/api_tools.py), and the model answers again with their results (up to `max_tool_calls` calls, as
 in the Responses API). What comes back is a chat completion: the text, the client's own function calls as
@@ -22,11 +22,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.server.answers import chat_usage, event_stream, finish_reason, limit_cut, sse_data
-from app.server.errors import ApiError, invalid
+from app.server.edge.errors import ApiError, invalid
 from app.server.media_parts import refuse_unless_takes
-from app.server.requests import chat_request
-from app.server.responses_api import AnswerRounds, OutputItems
-from app.server.responses_request import ResponsesRequest, max_tool_calls, mcp_entry
+from app.server.openai.chat_request import chat_request
+from app.server.responses.endpoints import AnswerRounds, OutputItems
+from app.server.responses.request import ResponsesRequest, max_tool_calls, mcp_entry
 from app.server.tools import CallReader
 
 

@@ -22,9 +22,8 @@ import asyncio
 import ipaddress
 import time
 
-from app.server.anthropic_api import is_anthropic
-from app.server.errors import ApiError
-from app.server.limits import Limits
+from app.server.edge.errors import ApiError
+from app.server.edge.limits import Limits
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -89,7 +88,7 @@ class RequestGuard:
             if error is None:
                 receive = _replay(body, receive)
         if error is not None:
-            await error.response(is_anthropic(scope["path"]))(scope, receive, send)
+            await error.response(scope["path"])(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

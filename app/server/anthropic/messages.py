@@ -1,11 +1,11 @@
 """Anthropic's Messages API, POST /v1/messages, over the same backend as the OpenAI endpoints.
 
-A request is checked and turned into the same Generation the OpenAI endpoints make (app/server/requests.py),
+A request is checked and turned into the same Generation the OpenAI endpoints make (app/server/openai/chat_request.py),
 tools included: Anthropic's tools, tool_use and tool_result blocks become OpenAI's functions, tool calls and
 tool messages, and go through the same grammar and call reader (app/server/tools.py). The answer comes back
 in Anthropic's shapes: a message with content blocks and a stop_reason, or the stream of named events
 message_start, content_block_start, ping, content_block_delta..., content_block_stop, message_delta,
-message_stop. Errors use Anthropic's envelope (app/server/errors.py).
+message_stop. Errors use Anthropic's envelope (app/server/edge/errors.py).
 """
 
 from __future__ import annotations
@@ -18,20 +18,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.protocol import messages as P
-from app.server import field_policy
+from app.server.edge import field_policy
 from app.server.answers import (TextFrame, chain, compact_json, event_stream, limit_cut, open_answer, token_counts,
                                 whole_answer)
-from app.server.errors import from_engine, invalid
+from app.server.edge.errors import from_engine, invalid
 from app.server.media_parts import anthropic_image, refuse_unless_takes
-from app.server.requests import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming
+from app.server.openai.chat_request import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming
 from app.server.structured import schema_grammar
 from app.server.tools import CallReader, ToolCall, answer_piece, tool_grammar, tool_use
-
-PATH = "/v1/messages"
-
-
-def is_anthropic(path: str) -> bool:
-    return path == PATH or path.startswith(PATH + "/")
 
 
 class AnthropicMessages:

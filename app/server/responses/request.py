@@ -1,5 +1,5 @@
 """A Responses API request (`POST /v1/responses`) checked field by field and turned into the chat request the
-engine path already serves (app/server/requests.py: the same sampling bounds, schema grammars and tool
+engine path already serves (app/server/openai/chat_request.py: the same sampling bounds, schema grammars and tool
 grammars as /v1/chat/completions).
 
 Every field that would change the answer is either honoured or refused with a 400 that names it: hosted tools
@@ -18,10 +18,10 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from app.server import field_policy
-from app.server.errors import ApiError, invalid
+from app.server.edge import field_policy
+from app.server.edge.errors import ApiError, invalid
 from app.server.media_parts import responses_part
-from app.server.requests import Generation, chat_request
+from app.server.openai.chat_request import Generation, chat_request
 
 # What the Responses API calls a field, for the chat request's errors that name it.
 _CHAT_NAMES = {"messages": "input", "max_tokens": "max_output_tokens", "response_format.json_schema.schema":
@@ -37,7 +37,7 @@ TRUNCATIONS = ("disabled", "auto")
 
 # Fields the endpoint reads. OpenAI's fields that change nothing here (prompt_cache_key, safety_identifier,
 # user, service_tier auto/default, stream_options, client_metadata) are taken and left aside; any other is left out
-# and named in a header, or a 400 under --strict-fields (app/server/field_policy.py).
+# and named in a header, or a 400 under --strict-fields (app/server/edge/field_policy.py).
 KNOWN = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "store",
          "previous_response_id", "metadata", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning",
          "truncation", "include", "top_logprobs", "background", "conversation", "prompt", "max_tool_calls",
@@ -329,7 +329,7 @@ def reasoning_for(body: dict, thinks: bool | None) -> dict | None:
 
 
 def _refuse_unsupported(body: dict) -> None:
-    field_policy.check(body, KNOWN)  # one policy for every dialect (app/server/field_policy.py)
+    field_policy.check(body, KNOWN)  # one policy for every dialect (app/server/edge/field_policy.py)
     if body.get("background"):
         raise invalid("Background responses are not supported here: send the request without 'background' (and "
                       "stream it to see it as it comes).", "background", code="unsupported_parameter")
