@@ -69,8 +69,8 @@ def check_gui() -> str:
     started = time.perf_counter()
     from PySide6.QtCore import QEvent, QObject
 
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
 
     class _FirstPaint(QObject):
         seen = False

@@ -146,8 +146,8 @@ def test_the_walk_catches_llama_cpp_outside_the_engine(tmp_path):
 
 def test_the_walk_sees_imports_inside_functions(tmp_path):
     source = tmp_path / "m.py"
-    source.write_text("def f():\n    from app.ui.app import make_app\n    import PySide6.QtCore\n", encoding="utf-8")
-    assert [t for _, t in _imports(source, "app.core.m")] == ["app.ui.app", "app.ui.app.make_app", "PySide6.QtCore"]
+    source.write_text("def f():\n    from app.ui.shell.app import make_app\n    import PySide6.QtCore\n", encoding="utf-8")
+    assert [t for _, t in _imports(source, "app.core.m")] == ["app.ui.shell.app", "app.ui.shell.app.make_app", "PySide6.QtCore"]
 
 
 def import_cycles() -> list[list[str]]:

@@ -8,7 +8,7 @@ import sys
 
 
 def _gui_possible() -> bool:
-    if importlib.util.find_spec("app.ui.main_window") is None or importlib.util.find_spec("PySide6") is None:
+    if importlib.util.find_spec("app.ui.shell.main_window") is None or importlib.util.find_spec("PySide6") is None:
         return False
     if sys.platform.startswith("linux"):
         return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
@@ -18,7 +18,7 @@ def _gui_possible() -> bool:
 
 def run_default() -> int:
     if _gui_possible():
-        from app.ui.display_check import display_problem
+        from app.ui.shell.display_check import display_problem
 
         problem = display_problem()  # Qt's X11 plugin would not load: say what to install, then chat here
         if problem is None:

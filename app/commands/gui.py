@@ -14,7 +14,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     if args.startup_time:
-        from app.ui.startup_time import run as time_start
+        from app.ui.shell.startup_time import run as time_start
 
         return time_start(args.json)
     return open_window()
@@ -25,12 +25,12 @@ def open_window() -> int:
     start and the model's load overlap with Qt's imports and the window's building."""
     from app.backends.supervisor import Supervisor
     from app.core.errors import DependencyMissing
-    from app.ui.display_check import display_problem
+    from app.ui.shell.display_check import display_problem
 
     problem = display_problem()  # before the engine starts: Qt would abort the process without a word of ours
     if problem:
         raise DependencyMissing(problem)
     engine = Supervisor.for_window()
-    from app.ui.app import run_gui
+    from app.ui.shell.app import run_gui
 
     return run_gui([], engine)

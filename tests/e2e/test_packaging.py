@@ -29,7 +29,7 @@ from app import __version__
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_TIMEOUT_S = 1500
 # Qt modules Hearth never uses; any of them in the bundle means the excludes stopped working.
-# (Qt6Network is used: the single-instance hand-over, app/ui/single_instance.py.)
+# (Qt6Network is used: the single-instance hand-over, app/ui/shell/single_instance.py.)
 UNUSED_QT = ("WebEngine", "Qt6Qml", "Qt6Quick", "Qt63D", "Qt6Multimedia", "Qt6Pdf", "Qt6Designer", "Qt6Charts",
              "Qt6Sql")
 # Heavy Python packages that optional imports would drag in. (cryptography is used: SecretStorage, the

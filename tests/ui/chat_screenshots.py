@@ -39,9 +39,9 @@ def main(theme: str = "light", out: str = "/tmp/shots") -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ["HEARTH_THEME"] = theme
     os.environ["HEARTH_HOME"] = tempfile.mkdtemp(prefix="hearth-shots-")
-    from app.ui.app import make_app
-    from app.ui.event_wait import pause, wait_until
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.bridge.event_wait import pause, wait_until
+    from app.ui.shell.main_window import MainWindow
 
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ READY_TIMEOUT_MS = 60_000
 
 
 def chosen_mode(mode: str = "full") -> None:
-    """The window mode the user chose (app/ui/window_mode.py). The window tests drive every control, so they run
+    """The window mode the user chose (app/ui/shell/window_mode.py). The window tests drive every control, so they run
     the full window; tests/ui/test_simple_window.py meets the simple one a first start shows."""
     from app.ui.settings.store import update_settings
 
@@ -27,8 +27,8 @@ def opened_window(qtbot, load: bool = True, mode: str | None = "full", foreign_t
     """The real main window, shown (and, with load, its model loaded and said); closed after, and no worker or
     engine-reader thread of its own may outlive it. mode None: the first start's, as nothing was chosen yet;
     foreign_threads: a name part of threads the test's own servers keep (a Hub server's connections)."""
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
 
     if mode is not None:
         chosen_mode(mode)

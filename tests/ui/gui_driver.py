@@ -14,13 +14,13 @@ import time
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-import app.ui.app as ui_app
+import app.ui.shell.app as ui_app
 
 PRINT_MS = 100
 
 
 def _drive(message: str) -> None:
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.main_window import MainWindow
 
     window = next((w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)), None)
     if window is None or not window.bridge.ready:

@@ -33,9 +33,9 @@ def main(theme: str = "light", bench_result: str | None = None) -> int:
     bench_result = bench_result or newest_bench_result()  # looked up before HEARTH_HOME points elsewhere
     os.environ["HEARTH_THEME"] = theme
     os.environ["HEARTH_HOME"] = tempfile.mkdtemp(prefix="hearth-shots-")
-    from app.ui.app import make_app
-    from app.ui.event_wait import pause, wait_until
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.bridge.event_wait import pause, wait_until
+    from app.ui.shell.main_window import MainWindow
 
     make_app([])
     window = MainWindow()

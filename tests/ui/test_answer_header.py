@@ -25,7 +25,7 @@ def line_texts(document: QTextDocument) -> list[str]:
 
 
 def test_no_line_of_the_header_ends_inside_a_figure(qtbot):
-    from app.ui.app import make_app
+    from app.ui.shell.app import make_app
 
     make_app([])
     meta = {"model": "a-rather-long-model-name-Q4_K_M.gguf", "completion_tokens": 2048, "gen_tok_s": 63.07,

@@ -81,8 +81,8 @@ def test_kill_9_of_the_window_mid_answer_keeps_what_streamed_marked_interrupted(
         store.close()
 
     # The next start: the answer is a message under the question, marked interrupted, with Continue.
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
 
     make_app([])
     window = MainWindow(load_on_start=False)

@@ -24,7 +24,7 @@ def header_images(transcript) -> list[str]:
 
 
 def test_a_question_s_files_are_marked_by_the_attachment_icon(qtbot):
-    from app.ui.app import make_app
+    from app.ui.shell.app import make_app
     from app.ui.chat.transcript import Transcript
 
     make_app([])

@@ -22,7 +22,7 @@ def test_send_streams_the_answer_into_the_transcript_and_the_store(qtbot, main_w
     w.chat.sampling_overrides = {"ignore_eos": True}  # long enough to stream: ~0.5 s at full speed
     done = ask(qtbot, w, "Name three colors.", max_tokens=48)
     assert order[0] == "started" and order[-1] == "finished"
-    # Pieces merged for the window (about 12 a second, app.ui.bridge_signals.STREAM_INTERVAL_MS), not at once.
+    # Pieces merged for the window (about 12 a second, app.ui.bridge.bridge_signals.STREAM_INTERVAL_MS), not at once.
     assert len(tokens) >= 4, "the answer arrived in pieces, not at once"
     assert "".join(tokens) == done["text"]
     # Rendered as Markdown once finished, so compare words, not markup.

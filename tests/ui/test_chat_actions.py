@@ -84,8 +84,8 @@ def test_delete_a_chat_removes_it_from_the_list_and_the_store(qtbot, main_window
 
 def test_the_window_comes_back_with_its_size_model_settings_and_chats(qtbot, hearth_home, model_variant):
     from app.protocol.messages import LoadOptions
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
 
     chosen_mode()  # the full window, as the other window tests (its minimum width is what the check reads)
     make_app([])
@@ -123,11 +123,11 @@ def test_the_window_comes_back_with_its_size_model_settings_and_chats(qtbot, hea
 
 
 def test_switching_theme_restyles_the_open_window(qtbot, idle_window):
-    """What happens when the system's colour scheme changes (app.ui.app connects colorSchemeChanged to
+    """What happens when the system's colour scheme changes (app.ui.shell.app connects colorSchemeChanged to
     apply_theme; the offscreen platform has no colour scheme to change, so the switch is called directly)."""
     from PySide6.QtWidgets import QApplication
 
-    from app.ui.theme import apply_theme
+    from app.ui.shell.theme import apply_theme
 
     app = QApplication.instance()
     w = idle_window
@@ -179,8 +179,8 @@ def test_switching_theme_restyles_the_open_window(qtbot, idle_window):
 def test_a_last_model_that_is_gone_starts_the_bundled_one_and_says_so(qtbot, hearth_home, tmp_path, bundled_model):
     from app.ui.settings.store import load_settings, save_settings
     from app.protocol.messages import LoadOptions
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
 
     settings = load_settings()
     settings["load_options"] = LoadOptions(model_path=str(tmp_path / "moved-away.gguf")).to_dict()
@@ -202,8 +202,8 @@ def test_settings_of_the_wrong_type_are_reset_and_kept_aside(qtbot, hearth_home,
     import json
 
     from app.core import paths
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
 
     path = paths.settings_file()
     path.write_text(json.dumps({"sampling": {"temperature": "hot", "top_k": 7},
@@ -228,8 +228,8 @@ def test_settings_of_the_wrong_type_are_reset_and_kept_aside(qtbot, hearth_home,
 
 def test_a_damaged_chat_history_does_not_stop_the_window(qtbot, hearth_home):
     from app.core import paths
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
 
     paths.chats_db().write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)  # a header, then garbage
     make_app([])

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from app.core import paths
-from app.ui import crash_report
+from app.ui.shell import crash_report
 
 
 @pytest.mark.qt_no_exception_capture

@@ -7,7 +7,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication
 
-from app.ui import theme
+from app.ui.shell import theme
 
 
 def anchor_colours(transcript) -> set[str]:

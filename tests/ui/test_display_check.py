@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.ui.display_check import X11_LIBRARIES, display_problem, problem_sentence, uses_xcb
+from app.ui.shell.display_check import X11_LIBRARIES, display_problem, problem_sentence, uses_xcb
 
 ROOT = Path(__file__).resolve().parents[2]
 

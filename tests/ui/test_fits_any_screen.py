@@ -14,7 +14,7 @@ def inside_window(window, widget) -> bool:
 
 
 def test_the_first_size_fits_the_screen():
-    from app.ui.main_window import DEFAULT_SIZE, default_size
+    from app.ui.shell.main_window import DEFAULT_SIZE, default_size
 
     width, height = default_size(1366, 768 - 40)  # a 768-pixel screen less its panel
     assert width <= 1366 and height <= 728
@@ -121,7 +121,7 @@ def test_at_its_minimum_size_the_window_shows_every_page_whole(qtbot, idle_windo
 
 
 def test_the_monitor_cannot_be_shrunk_to_a_sliver_and_comes_back_readable(qtbot, idle_window, hearth_home):
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.main_window import MainWindow
 
     w = idle_window
     w.resize(1200, 760)
@@ -188,7 +188,7 @@ def test_a_streaming_answer_shows_its_finished_paragraphs_as_markdown(qtbot):
 def test_at_1024x600_the_window_fits_and_every_page_keeps_its_main_action_in_view(qtbot, idle_window):
     """#55 C: at 1024x600 the window opened 1024x700, its minimum height was 599, and the Models page's library
     shrank to a row and a half under the advice and the quality table."""
-    from app.ui.main_window import default_size
+    from app.ui.shell.main_window import default_size
 
     free = (1024, 600 - 24)  # the screen less a panel
     assert default_size(*free)[0] <= free[0] and default_size(*free)[1] <= free[1]

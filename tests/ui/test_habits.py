@@ -45,8 +45,8 @@ def test_default_load_options_are_set_one_by_one_in_settings_and_used_for_a_mode
 
     from app.core import paths
     from app.ui.settings.store import load_settings
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
 
     q8 = str(model_variant("Q8_0"))
     paths.settings_file().parent.mkdir(parents=True, exist_ok=True)
@@ -106,8 +106,8 @@ def test_the_first_start_loads_the_bundled_model_with_the_default_load_options(q
     import json
 
     from app.core import paths
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
 
     paths.settings_file().parent.mkdir(parents=True, exist_ok=True)
     paths.settings_file().write_text(json.dumps({"load_defaults": {"n_ctx": 2048, "kv_type": "q8_0"}}))

@@ -12,7 +12,7 @@ ANSWER = (r"The roots of $ax^2 + bx + c = 0$ are" "\n\n"
 
 
 def shown(qtbot, streamed: bool) -> "Transcript":  # noqa: F821
-    from app.ui.app import make_app
+    from app.ui.shell.app import make_app
     from app.ui.chat.transcript import Transcript
 
     make_app([])

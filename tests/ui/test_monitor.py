@@ -76,7 +76,7 @@ def test_bench_gui_prints_the_ratio_to_headless(hearth_home, capsys):
 
 def test_gpu_memory_gets_a_curve_only_when_layers_are_offloaded(qtbot):
     from app.engine.probes.gpu_memory import device_count, gpu_memory_mb
-    from app.ui.status_labels import memory_text
+    from app.ui.shell.status_labels import memory_text
 
     # This machine has no GPU: the binding to ggml's device list works and finds only the CPU.
     assert device_count() >= 1 and gpu_memory_mb() is None

@@ -56,7 +56,7 @@ def check_speculation_is_said(qtbot, w, info: dict) -> None:
 
 
 def test_the_sentences_for_a_drafter_that_cannot_pay():
-    from app.ui.speculation_text import answer_text, loaded_text
+    from app.ui.models.speculation_text import answer_text, loaded_text
 
     reason = "a draft token costs 37% of a target step; above 33% drafting cannot pay"
     assert loaded_text({"drafter": "draft model", "spec_plain_reason": reason}) == (

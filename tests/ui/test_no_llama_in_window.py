@@ -17,8 +17,8 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = r'''
 import json, sys, time
-from app.ui.app import make_app
-from app.ui.main_window import MainWindow
+from app.ui.shell.app import make_app
+from app.ui.shell.main_window import MainWindow
 
 app = make_app([])
 w = MainWindow()

@@ -46,7 +46,7 @@ def test_the_delete_button_asks_before_deleting_a_chat(qtbot, idle_window):
 
 
 def test_quitting_mid_answer_keeps_the_partial_answer_marked_stopped_and_is_quick(qtbot, main_window):
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.main_window import MainWindow
 
     w = main_window
     w.chat.sampling_overrides = {"ignore_eos": True}
@@ -179,7 +179,7 @@ def test_an_earlier_question_can_be_edited_and_the_old_branch_paged_back(qtbot, 
 def test_an_earlier_answer_can_be_regenerated_and_its_old_branch_comes_back_after_a_restart(qtbot, main_window):
     """As in LM Studio: regenerating an earlier answer starts a new branch there; the later turns belong to
     the old answer and come back when paging back to it, also after Hearth is closed and opened again."""
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.main_window import MainWindow
 
     w = main_window
     cid = open_chat(qtbot, w, [("user", "Capital of France?"), ("assistant", "Paris."),

@@ -1,4 +1,4 @@
-"""The status bar's one model of notices (app/ui/notices.py), headless: a cause's newer notice replaces its
+"""The status bar's one model of notices (app/ui/widgets/notices.py), headless: a cause's newer notice replaces its
 older one, clearing a cause takes its notice away, lifetimes end by the clock, and the newest notice alive is
 the one shown."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.ui.notices import ERROR, INFO, UNTIL_CLEARED, WARNING, Notice, NoticeBoard, cleared
+from app.ui.widgets.notices import ERROR, INFO, UNTIL_CLEARED, WARNING, Notice, NoticeBoard, cleared
 
 
 class Clock:

@@ -7,8 +7,8 @@ from __future__ import annotations
 def test_pages_built_alone_follow_the_bridge(qtbot, idle_window, bundled_model):
     from app.ui.bench.bench_view import BenchView
     from app.ui.docs.documents_page import DocumentsPage
-    from app.ui.server_page import ServerPage
-    from app.ui.tools_page import ToolsPage
+    from app.ui.connections.server_page import ServerPage
+    from app.ui.tools.tools_page import ToolsPage
 
     bridge = idle_window.bridge
     bench, tools = BenchView(bridge, lambda info: "the bundled model"), ToolsPage(bridge)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.making import runtimes as rt
-from app.ui.runtime_text import NO_GPU_RUNTIME
+from app.ui.models.runtime_text import NO_GPU_RUNTIME
 from tests.core.making.test_runtimes import CACHE, lavapipe_runtime
 from tests.ui.conftest import shot
 

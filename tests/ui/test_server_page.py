@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtWidgets import QApplication
 
 from app.core.api_keys import SERVICE
-from app.ui.server_page import KEY_ACCOUNT, ServerPage
+from app.ui.connections.server_page import KEY_ACCOUNT, ServerPage
 from tests.server.conftest import free_port
 from tests.ui.conftest import ask, shot
 
@@ -134,7 +134,7 @@ def test_the_windows_server_has_hearth_serves_limits(tmp_path):
     from app.backends.supervisor import Supervisor
     from app.server.edge.limits import Limits
     from app.server.run import ServeOptions
-    from app.ui.background_server import BackgroundServer
+    from app.ui.bridge.background_server import BackgroundServer
 
     server = BackgroundServer(Supervisor())
     port = free_port()

@@ -36,8 +36,8 @@ def test_the_window_does_not_write_its_start_up_copy_over_another_process(qtbot,
     from pathlib import Path
 
     from app.ui.settings.store import update_settings
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
 
     update_settings(theme="light", enter_sends=True)
     make_app([])
@@ -56,8 +56,8 @@ def test_the_window_does_not_write_its_start_up_copy_over_another_process(qtbot,
 
 def test_a_settings_save_that_fails_is_said(qtbot, hearth_home):
     from app.core import paths
-    from app.ui.app import make_app
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
 
     make_app([])
     window = MainWindow(load_on_start=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QUrl
 
-from app.ui import window_mode
+from app.ui.shell import window_mode
 from tests.ui.conftest import opened_window
 
 
@@ -64,7 +64,7 @@ def test_the_models_page_keeps_its_details_behind_show_details(qtbot, first_star
 
 def test_show_everything_is_kept_and_the_next_start_opens_full(qtbot, first_start):
     from app.ui.settings.store import load_settings
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.main_window import MainWindow
 
     w = first_start
     full = [b for b in w.mode_offer.findChildren(type(w.status.graphs)) if b.text() == "Show everything"][0]

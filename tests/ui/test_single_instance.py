@@ -8,8 +8,8 @@ import sys
 
 
 def test_a_second_start_brings_the_first_window_forward_and_exits(qtbot, hearth_home):
-    from app.ui.app import make_app
-    from app.ui.single_instance import InstanceServer
+    from app.ui.shell.app import make_app
+    from app.ui.shell.single_instance import InstanceServer
 
     make_app([])
     first = InstanceServer()
@@ -28,8 +28,8 @@ def test_a_second_start_brings_the_first_window_forward_and_exits(qtbot, hearth_
 def test_a_socket_left_by_a_crashed_window_does_not_block_the_next_start(qtbot, hearth_home):
     from PySide6.QtNetwork import QLocalServer
 
-    from app.ui.app import make_app
-    from app.ui.single_instance import InstanceServer, hand_over_to_running, server_name
+    from app.ui.shell.app import make_app
+    from app.ui.shell.single_instance import InstanceServer, hand_over_to_running, server_name
 
     make_app([])
     stale = QLocalServer()

@@ -1,4 +1,4 @@
-"""A start paints the window before building its heavier pages (app/ui/deferred_pages.py); a user never finds
+"""A start paints the window before building its heavier pages (app/ui/shell/deferred_pages.py); a user never finds
 one of them missing, empty, or unaware of the model that loaded before it existed."""
 
 from __future__ import annotations

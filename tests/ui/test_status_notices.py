@@ -1,4 +1,4 @@
-"""The status bar's notices (#49.14): one model (app/ui/notices.py) behind every sentence the bar says. A good
+"""The status bar's notices (#49.14): one model (app/ui/widgets/notices.py) behind every sentence the bar says. A good
 outcome clears the error of its cause, a long notice ends in "…" and is whole on hover and click, and what a
 load changed on its own is worded for a user (a first start's check is news, not an orange warning)."""
 
@@ -8,7 +8,7 @@ import struct
 
 from PySide6.QtCore import Qt
 
-from app.ui.notices import ERROR, INFO, WARNING
+from app.ui.widgets.notices import ERROR, INFO, WARNING
 from app.protocol.messages import LoadOptions
 
 WAIT_MS = 10_000
@@ -19,7 +19,7 @@ def test_the_status_bar_names_what_a_context_policy_changed_at_load(bundled_mode
     that says flash attention is off, for as long as the model is loaded; the window policy adds nothing."""
     from app.engine.context.h2o import FLASH_OFF_NOTICE
     from app.engine.process.session import Session
-    from app.ui.load_notices import load_notices
+    from app.ui.shell.load_notices import load_notices
 
     for policy in ("h2o", "window"):
         session = Session.load(LoadOptions(model_path=str(bundled_model), n_ctx=256, n_threads=1,
@@ -40,7 +40,7 @@ def test_a_first_start_s_notice_is_news_in_plain_words(monkeypatch, bundled_mode
     runs with extra buffer types off while the probe goes on: a normal one-time state. It said "Extra buffer types off" in orange beside "Ready"; now it is INFO, in words a new
     user reads, and it goes by itself. A probe that crashed says so in the detail."""
     from app.engine.probes import probe
-    from app.ui.load_notices import extra_bufts_notice
+    from app.ui.shell.load_notices import extra_bufts_notice
 
     monkeypatch.setattr(probe, "cached_result", lambda: None)  # this machine's answer is shared by the suite
     decision = probe.decision_or_background_probe(str(bundled_model), start_probe=False)

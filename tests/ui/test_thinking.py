@@ -13,7 +13,7 @@ THINKS = 'root ::= "<think>" [a-z] [a-z ]{2,20} "</think>" [a-z] [a-z ]{2,20}'
 
 
 def test_a_streamed_thinking_is_grey_then_a_closed_block_with_its_time(qtbot):
-    from app.ui.app import make_app
+    from app.ui.shell.app import make_app
     from app.ui.chat.transcript import Transcript
 
     make_app([])
@@ -86,7 +86,7 @@ def test_thinking_in_the_real_window_is_collapsed_timed_and_left_out_of_the_next
 
 
 def test_an_answer_that_starts_inside_a_thinking_the_prompt_opened(qtbot):
-    from app.ui.app import make_app
+    from app.ui.shell.app import make_app
     from app.ui.chat.transcript import Transcript
 
     make_app([])

@@ -19,13 +19,13 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, Q
                                QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QTabWidget,
                                QVBoxLayout, QWidget)
 
-from app.ui.notices import ERROR, INFO, Notice, cleared
+from app.ui.widgets.notices import ERROR, INFO, Notice, cleared
 from app.bench.matrix_plan import WORKLOADS
 from app.bench.matrix_report import table_rows, write_csv
 from app.bench.results import load_result, write_json
-from app.ui.clamped_spin import ClampingSpinBox
+from app.ui.widgets.clamped_spin import ClampingSpinBox
 from app.ui.bench.quality_chart_view import QualityChart, theme_plot
-from app.ui.worker import Tasks
+from app.ui.bridge.worker import Tasks
 from app.ui.widgets import JobBar, table
 
 BAR_COLORS = ("#3b82f6", "#10b981", "#f59e0b", "#ef4444")
@@ -57,7 +57,7 @@ def matrix_available() -> bool:
 
 class BenchView(QWidget):
     result_shown = Signal(object)  # the result dict
-    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.widgets.notices) for the window's status bar
 
     def __init__(self, bridge=None, title=None, parent=None):
         """bridge: the window's EngineBridge, whose loaded local model the page benchmarks (followed by the page

@@ -48,16 +48,16 @@ def headless_run(client: EngineClient, tokens: int) -> float:
 class GuiRunner:
     def __init__(self, options: LoadOptions):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        from app.ui.app import make_app
-        from app.ui.main_window import MainWindow
-        from app.ui.event_wait import wait_until
+        from app.ui.shell.app import make_app
+        from app.ui.shell.main_window import MainWindow
+        from app.ui.bridge.event_wait import wait_until
 
         self.wait_until = wait_until  # Qt is imported only when the GUI side runs
 
         self.app = make_app([])
         self.window = MainWindow(load_on_start=False)
         # The full window, whatever the user chose: what is measured is the transcript and the live graphs.
-        from app.ui.window_mode import FULL
+        from app.ui.shell.window_mode import FULL
 
         self.window.set_mode(FULL, save=False)
         self.window.resize(1280, 800)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from app.ui.notices import INFO, UNTIL_CLEARED, WARNING, Notice
+from app.ui.widgets.notices import INFO, UNTIL_CLEARED, WARNING, Notice
 from app.core.chats.answer_saving import StreamingAnswer
 from app.core.chats.prompt import chat_messages
 from app.core.chats.store import answer_model

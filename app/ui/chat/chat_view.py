@@ -32,7 +32,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QFrame, QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton,
                                QSizePolicy, QSplitter, QVBoxLayout, QWidget)
 
-from app.ui.notices import ERROR, INFO, WARNING, Notice
+from app.ui.widgets.notices import ERROR, INFO, WARNING, Notice
 from app.core.chats.answer_saving import SAVE_INTERVAL_S, recover_interrupted
 from app.core.chats.store import DEFAULT_TITLE, ChatStore, ChatStoreError, remembered_model, title_from
 from app.core.chats.reasoning import without_reasoning
@@ -46,18 +46,18 @@ from app.ui.chat.prompt_edit import PromptEdit
 from app.ui.chat.prompt_presets import PromptPresets
 from app.ui.chat.length_check import LengthCheck
 from app.ui.chat.sampling_panel import SamplingPanel
-from app.ui.clamped_spin import say_clamps
+from app.ui.widgets.clamped_spin import say_clamps
 from app.ui.chat.tool_approval import ToolApproval
 from app.ui.chat.tools_panel import ToolsPanel
 from app.ui.chat.transcript import Transcript
 from app.ui.chat.welcome import welcome
 from app.ui.docs.attach_bar import AttachBar, FileDrops
 from app.ui.docs.collections_panel import CollectionsPanel
-from app.ui.engine_bridge import EngineBridge
+from app.ui.bridge.engine_bridge import EngineBridge
 from app.ui.models.titles import model_title
 from app.ui.models.titles import path_title
 from app.ui.widgets import VerticalScroll
-from app.ui.worker import Tasks
+from app.ui.bridge.worker import Tasks
 
 WAITING_TURN = ("Waiting its turn: the engine is answering API requests first (Server page); this answer starts "
                 "after them.")
@@ -71,7 +71,7 @@ class ChatView(Asking, ToolApproval, QWidget):
     _answer_saved_later = Signal(object, object)
     conversation_changed = Signal()  # another conversation (or a new one) is open
     model_load_requested = Signal(str)  # the remembered model's path: the chat's "Load it"
-    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.widgets.notices) for the window's status bar
     # Drafting a regenerated or edited answer from the old one made it slower (its speed against plain decoding).
     answer_drafts_cost_speed = Signal(float)
 
@@ -429,7 +429,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self.input.setFocus()
 
     def set_simple(self, simple: bool) -> None:
-        """The simple window (app/ui/window_mode.py): the chats, the conversation, the message box, the model
+        """The simple window (app/ui/shell/window_mode.py): the chats, the conversation, the message box, the model
         picker and Attach, with sampling as one preset; the full one: every box."""
         for widget in self._full_only:
             widget.setVisible(not simple)

@@ -7,7 +7,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLineEdit, QListWidget
                                QMessageBox, QPushButton, QVBoxLayout, QWidget)
 
 from app.core.chats.store import ChatStore, ChatStoreError
-from app.ui.notices import ERROR, Notice
+from app.ui.widgets.notices import ERROR, Notice
 
 
 class _ChatList(QListWidget):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QLabel
 
-from app.ui.worker import Tasks
+from app.ui.bridge.worker import Tasks
 
 SETTLE_MS = 400  # counted once the typing or pasting has settled
 

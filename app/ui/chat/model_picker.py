@@ -89,7 +89,7 @@ class ModelPicker(QWidget):
         # Elided to the room left, down to nothing: at its whole width (142 px) beside the picker it made the chat
         # page too wide for a 1024-px screen with a model loaded (the window went to 1138 px). Its tooltip, and
         # the Tools page, say it in full.
-        self.simple = False  # the simple window leaves the tools badge out (app/ui/window_mode.py)
+        self.simple = False  # the simple window leaves the tools badge out (app/ui/shell/window_mode.py)
         self.tools_badge = _Badge("", shortest=0)
         self.tools_badge.setObjectName("toolsBadge")
         self.tools_badge.hide()

@@ -8,7 +8,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QInputDialog, QMessageBox, QPushButton, QVBoxLayout,
                                QWidget)
 
-from app.ui.notices import ERROR, INFO, Notice
+from app.ui.widgets.notices import ERROR, INFO, Notice
 from app.core.errors import HearthError
 from app.ui.chat.preset_store import delete_preset, find_preset, load_presets, save_preset
 
@@ -18,7 +18,7 @@ CUSTOM = "Custom"
 
 class PromptPresets(QWidget):
     chosen = Signal(str)  # the system prompt of the preset picked ("" for None)
-    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.widgets.notices) for the window's status bar
 
     def __init__(self, parent=None):
         super().__init__(parent)

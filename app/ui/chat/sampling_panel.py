@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QSpinBox, QWidget
 
-from app.ui.clamped_spin import ClampingDoubleSpinBox, ClampingSpinBox
+from app.ui.widgets.clamped_spin import ClampingDoubleSpinBox, ClampingSpinBox
 from app.protocol.option_fields import SAMPLING_FIELDS, kept_fields, with_values
 from app.protocol.messages import SamplingOptions
 

@@ -13,7 +13,7 @@ links (Copy, Edit or Regenerate, < 2/3 > for its versions); a click is reported 
 `action_requested(action, message_id)` for the chat page to carry out. The answer in progress arrives token by
 token: each piece is appended as plain text when it arrives, and only when the answer ends is that one message
 re-rendered as Markdown. Pieces arrive merged already: the engine (and a remote backend) merges tokens into at
-most one event per STREAM_INTERVAL_MS (app/ui/bridge_signals.py), the one batching stage between a token and the
+most one event per STREAM_INTERVAL_MS (app/ui/bridge/bridge_signals.py), the one batching stage between a token and the
 screen; a second timer here held each merged piece up to another 80 ms. Nothing ever re-renders the whole transcript, so a long
 conversation costs nothing per token.
 

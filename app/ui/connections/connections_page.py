@@ -17,17 +17,17 @@ from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, Q
                                QListWidget, QListWidgetItem, QPushButton, QSplitter, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
-from app.ui.notices import ERROR, Notice, cleared
+from app.ui.widgets.notices import ERROR, Notice, cleared
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
 from app.protocol.messages import LoadOptions
 from app.backends.remote import RemoteEndpoint, api_base
 from app.ui.connections.saved import forget_connection, remember_connection, saved_connections
 from app.ui.connections.server_figures import ServerFigures
-from app.ui.engine_bridge import EngineBridge
+from app.ui.bridge.engine_bridge import EngineBridge
 from app.ui.models.titles import model_title
 from app.ui.widgets import StatusLine
-from app.ui.worker import Tasks
+from app.ui.bridge.worker import Tasks
 
 URL_HINT = "http://127.0.0.1:8080/v1"
 MODEL_COLUMNS = ["Model", "Context", "Owned by", ""]
@@ -46,7 +46,7 @@ def list_server_models(url: str, api_key: str | None) -> list[dict]:
 
 
 class ConnectionsPage(QWidget):
-    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.widgets.notices) for the window's status bar
     models_listed = Signal(list)  # model ids, after a test that worked
 
     def __init__(self, bridge: EngineBridge, settings: dict, keys: KeyStore | None = None, parent=None):

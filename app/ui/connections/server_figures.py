@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.ui.engine_bridge import EngineBridge
-from app.ui.worker import Tasks
+from app.ui.bridge.engine_bridge import EngineBridge
+from app.ui.bridge.worker import Tasks
 
 POLL_MS = 1000
 

@@ -7,7 +7,7 @@ from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QToolButton, QWidget
 
 from app.docs.conversation import ConversationDocs
-from app.ui.worker import Tasks
+from app.ui.bridge.worker import Tasks
 
 FILTER = ("Documents (*.txt *.md *.markdown *.rst *.pdf *.docx *.html *.htm *.csv *.tsv *.py *.js *.ts *.c *.h "
           "*.cpp *.java *.go *.rs *.json *.yaml *.yml *.toml *.ini *.log);;All files (*)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QLabel
 
 from app.docs.store import Store
-from app.ui.clamped_spin import ClampingSpinBox
+from app.ui.widgets.clamped_spin import ClampingSpinBox
 from app.ui.widgets import ChatChoice
 
 

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxL
                                QLabel, QMessageBox, QProgressBar, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from app.ui.notices import ERROR, UNTIL_CLEARED, WARNING, Notice, cleared
+from app.ui.widgets.notices import ERROR, UNTIL_CLEARED, WARNING, Notice, cleared
 from app.ui.docs.index_runner import IndexRunner
 from app.ui.widgets import table
 
@@ -70,7 +70,7 @@ def interrupted_text(names: list[str]) -> str:
 
 class DocumentsPage(QWidget):
     collections_changed = Signal()
-    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.widgets.notices) for the window's status bar
 
     def __init__(self, bridge=None, parent=None):
         """bridge: the window's EngineBridge: indexing yields to its answers (held while the chat model answers,

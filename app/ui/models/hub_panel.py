@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLab
 
 from app.core.units import human_size
 from app.ui.models import manager
-from app.ui.worker import Tasks
+from app.ui.bridge.worker import Tasks
 
 COLUMNS = ["Model / file", "Type", "Size", "Downloads"]
 FILE_ROLE = Qt.UserRole  # (repo_id, filename or None)

@@ -27,7 +27,7 @@ from app.core.gguf.modelfile import above_trained_context
 from app.core.metrics import default_threads
 from app.protocol.option_fields import H2O_FLASH_OFF, LOAD_FIELDS, LOGICAL_CORES, kept_fields, with_values
 from app.protocol.messages import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
-from app.ui.clamped_spin import ClampingSpinBox
+from app.ui.widgets.clamped_spin import ClampingSpinBox
 from app.ui.models.titles import row_title
 from app.ui.widgets import name_controls
 
@@ -204,7 +204,7 @@ class LoadSettings(QWidget):
         self.draft_anyway.hide()
         # Predicted outputs for Regenerate and Edit (#49.4): a setting of the window's own, shown here beside the
         # load's speculation so that "Off" above is never read as covering it; it turns itself off when it costs
-        # speed (app/ui/main_window.py keeps it in the settings).
+        # speed (app/ui/shell/main_window.py keeps it in the settings).
         self.reuse_answers = QCheckBox("Regenerate drafts from the old answer")  # narrow: fits the pane at 1024 px
         self.reuse_answers.setChecked(True)
         self.reuse_answers.setToolTip("Regenerate and Edit draft the new answer from the answer it replaces (the "

@@ -1,7 +1,7 @@
 """What the Models page asks of the headless model manager (app.core library, hub, fit, quantize, convert).
 
 These functions block (disk, network, child processes); the page calls them
-through app.ui.worker.Tasks. They return plain dicts shaped for the page's
+through app.ui.bridge.worker.Tasks. They return plain dicts shaped for the page's
 tables, and let HearthError sentences through for the message bridge.
 """
 
@@ -97,7 +97,7 @@ def runtime_choices() -> list[dict]:
     the machine facts, so later starts read it in milliseconds."""
     from app.backends import runtime_choice
     from app.core.making import runtimes
-    from app.ui.runtime_text import choice_row
+    from app.ui.models.runtime_text import choice_row
 
     installed = [n for n in runtimes.NAMES if n != "cpu" and runtimes.find_runtime(n) is not None]
     chosen = {asked: runtime_choice.choose(asked).describe() for asked in ("auto", "cpu", *installed)}

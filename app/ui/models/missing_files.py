@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QPushButton
 
-from app.ui.notices import INFO, Notice
+from app.ui.widgets.notices import INFO, Notice
 from app.ui.models import manager
 
 MARK = "file missing"

@@ -26,11 +26,11 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QFrame
                                QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
 
-from app.ui.notices import ERROR, INFO, Notice
+from app.ui.widgets.notices import ERROR, INFO, Notice
 from app.core.units import human_size
 from app.protocol.messages import ErrorKind, LoadOptions
-from app.ui.clamped_spin import say_clamps
-from app.ui.engine_bridge import EngineBridge
+from app.ui.widgets.clamped_spin import say_clamps
+from app.ui.bridge.engine_bridge import EngineBridge
 from app.ui.models.titles import model_title
 from app.ui.models import manager
 from app.ui.models.convert_panel import ConvertPanel
@@ -40,9 +40,9 @@ from app.ui.models.quality_pane import QualityPane
 from app.ui.settings.settings_dialog import default_load_options
 from app.ui.models.missing_files import MissingFiles, with_last_known
 from app.ui.models.titles import info_title, path_title
-from app.ui.runtime_text import format_text, placement_text
-from app.ui.speculation_text import loaded_text
-from app.ui.worker import Tasks
+from app.ui.models.runtime_text import format_text, placement_text
+from app.ui.models.speculation_text import loaded_text
+from app.ui.bridge.worker import Tasks
 from app.ui.widgets import JobBar, VerticalScroll, table
 
 COLUMNS = ["Name", "Type", "Size", "Source"]
@@ -52,7 +52,7 @@ LIBRARY_ROWS_KEPT = 3  # the library shows at least this many models, whatever t
 
 class ModelsView(QWidget):
     load_requested = Signal(object)  # LoadOptions
-    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.widgets.notices) for the window's status bar
     library_changed = Signal(str)  # the path a job added (download, quantize, convert)
     library_listed = Signal(object)  # the library's rows, after each reading
 
@@ -271,7 +271,7 @@ class ModelsView(QWidget):
         say_clamps(self, self.noticed)  # a typed value out of range, clamped: said on the status bar too
 
     def set_simple(self, simple: bool) -> None:
-        """The simple window (app/ui/window_mode.py): the library with Download, Import, Load and the fit verdict;
+        """The simple window (app/ui/shell/window_mode.py): the library with Download, Import, Load and the fit verdict;
         load settings, quantizing, quality and Convert behind Show details. The full window shows them all."""
         self._simple = simple
         shown = not simple or self.details_button.isChecked()

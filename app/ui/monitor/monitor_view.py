@@ -35,8 +35,8 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from app.core.metrics import system_memory_mb
 from app.protocol import messages as P
 from app.ui.monitor.live_plot import LivePlot, nice_step
-from app.ui.runtime_text import placement_text, short_device
-from app.ui.speculation_text import answer_text
+from app.ui.models.runtime_text import placement_text, short_device
+from app.ui.models.speculation_text import answer_text
 from app.ui.widgets import LiveText
 
 REDRAW_MS = 250  # the issue asks for at least four updates a second; each costs the engine's CPU

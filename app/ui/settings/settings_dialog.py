@@ -16,8 +16,8 @@ from app.core import paths
 from app.ui.settings.store import THEMES
 from app.protocol.messages import LoadOptions
 from app.ui.models.load_settings import DEFAULTABLE, LoadSettings, defaults_changed
-from app.ui import window_mode
-from app.ui.clamped_spin import ClampingDoubleSpinBox, ClampingSpinBox
+from app.ui.shell import window_mode
+from app.ui.widgets.clamped_spin import ClampingDoubleSpinBox, ClampingSpinBox
 from app.ui.widgets import VerticalScroll
 
 SEND_KEYS = {True: "Enter sends, Shift+Enter adds a line", False: "Ctrl+Enter sends, Enter adds a line"}
@@ -38,7 +38,7 @@ class SettingsDialog(QDialog):
         for theme in THEMES:
             self.theme.addItem({"system": "Follow the system"}.get(theme, theme.capitalize()), theme)
         self.theme.setCurrentIndex(max(0, self.theme.findData(settings.get("theme", "system"))))
-        self.window_mode = QComboBox()  # simple or full (app/ui/window_mode.py)
+        self.window_mode = QComboBox()  # simple or full (app/ui/shell/window_mode.py)
         for mode, label in window_mode.MODES.items():
             self.window_mode.addItem(label, mode)
         self.window_mode.setCurrentIndex(max(0, self.window_mode.findData(window_mode.chosen(settings))))

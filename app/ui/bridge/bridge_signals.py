@@ -9,7 +9,7 @@ from app.protocol import messages as P
 # Tokens arrive merged at most this often (app.protocol.coalesce): the one batching stage between a token and the
 # screen (the transcript shows each merged piece at once). One event per token cost the window ~0.5 ms of CPU per
 # token, CPU the engine's threads need. Here, beside the
-# listener, so that the bridge and the answers with tools (app/ui/tool_answer.py) share it without importing
+# listener, so that the bridge and the answers with tools (app/ui/bridge/tool_answer.py) share it without importing
 # each other.
 STREAM_INTERVAL_MS = 80
 
@@ -18,7 +18,7 @@ class BridgeListener(BackendListener):
     """The supervisor's news as the bridge's signals."""
 
     def __init__(self, bridge):
-        """bridge: the EngineBridge (app/ui/engine_bridge.py) whose signals this emits."""
+        """bridge: the EngineBridge (app/ui/bridge/engine_bridge.py) whose signals this emits."""
         self.bridge = bridge
 
     def engine_started(self) -> None:

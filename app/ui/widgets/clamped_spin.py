@@ -79,7 +79,7 @@ class ClampingDoubleSpinBox(_Clamping, QDoubleSpinBox):
 
 def say_clamps(page, noticed) -> None:
     """Every clamping box of page says its sentence on the status bar too (noticed: the page's Notice signal)."""
-    from app.ui.notices import WARNING, Notice
+    from app.ui.widgets.notices import WARNING, Notice
 
     for kind in (ClampingSpinBox, ClampingDoubleSpinBox):
         for box in page.findChildren(kind):

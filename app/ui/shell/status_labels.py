@@ -1,6 +1,6 @@
 """The status bar's lasting state, right of its notices: what the engine is doing, which model, where it runs,
 its speed, the context's fill and the engine's memory. It follows the bridge itself (#44: the main window wires
-no page's news); the notices on the bar's left are the NoticeBar's (app/ui/notice_bar.py).
+no page's news); the notices on the bar's left are the NoticeBar's (app/ui/shell/notice_bar.py).
 
 The speed, context and memory change with every stats event while an answer streams: LiveText repaints them
 without a relayout of the window.
@@ -14,9 +14,9 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QLabel, QPushButton, QStatusBar
 
 from app.protocol.messages import STATS, LoadOptions
-from app.ui.engine_bridge import EngineBridge
+from app.ui.bridge.engine_bridge import EngineBridge
 from app.ui.models.titles import model_title
-from app.ui.runtime_text import placement_text, placement_tip
+from app.ui.models.runtime_text import placement_text, placement_tip
 from app.ui.widgets import ElidedLabel, LiveText
 
 
@@ -64,7 +64,7 @@ class StatusLabels(QObject):
         self.speed = LiveText()
         self.ctx = LiveText()
         self.mem = LiveText()
-        # The simple window folds the live monitor into these figures; Graphs opens it (app/ui/window_mode.py).
+        # The simple window folds the live monitor into these figures; Graphs opens it (app/ui/shell/window_mode.py).
         self.graphs = QPushButton("Graphs")
         self.graphs.setFlat(True)
         self.graphs.setToolTip("Show the live graphs: speed, time to first token, memory, the context")

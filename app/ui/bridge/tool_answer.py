@@ -26,7 +26,7 @@ class _RoundClient:
 
     def chat(self, messages, sampling, tools=None):
         answer, bridge = self.answer, self.answer.bridge
-        from app.ui.bridge_signals import STREAM_INTERVAL_MS
+        from app.ui.bridge.bridge_signals import STREAM_INTERVAL_MS
 
         events: queue.Queue = queue.Queue()
         answer.request_id = answer.backend.chat(messages, sampling, events.put, STREAM_INTERVAL_MS, tools=tools)

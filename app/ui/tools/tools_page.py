@@ -19,11 +19,11 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QFormLayout, QGro
                                QLabel, QLineEdit, QPlainTextEdit, QPushButton, QRadioButton, QSplitter,
                                QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
-from app.ui.notices import ERROR, Notice, cleared
+from app.ui.widgets.notices import ERROR, Notice, cleared
 from app.core import paths
 from app.core.errors import HearthError
 from app.ui.chat.model_picker import tools_badge
-from app.ui.worker import Tasks
+from app.ui.bridge.worker import Tasks
 from app.ui.widgets import table
 
 RUNS_AS_YOU = ("Tools run as you, with your permissions: a server can read, change and send what you can. Add only "
@@ -57,7 +57,7 @@ def tools_text(conn) -> str:
 
 
 class ToolsPage(QWidget):
-    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.widgets.notices) for the window's status bar
     servers_changed = Signal()
     server_dropped = Signal(str)  # removed or replaced: a running copy of it must end
     tested = Signal(str)  # the server's name, once its tools are listed (or its test failed)

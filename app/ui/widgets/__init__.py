@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, Q
                                QPushButton, QScrollArea, QSizePolicy, QTableWidget, QVBoxLayout, QWidget)
 
 from app.core.units import human_size
-from app.ui.worker import Tasks
+from app.ui.bridge.worker import Tasks
 
 PROGRESS_MS = 100
 SCALE = 1000  # the bar's range: QProgressBar takes ints, byte counts overflow them

@@ -6,7 +6,7 @@ Connections page (`use_backend`). A remote cannot know some figures (memory, n_p
 arrive as None and every slot must take that.
 
 An answer with tools (`chat_with_tools`: the chat's MCP servers) is one answer to the window, however many
-rounds of calls it takes (app/ui/tool_answer.py runs it): its shown text arrives as token_received, each call
+rounds of calls it takes (app/ui/bridge/tool_answer.py runs it): its shown text arrives as token_received, each call
 as tool_call_started, tool_approval_needed (the user answers with tools.answer) and tool_call_finished,
 and it ends in one generation_finished (its Done has the calls, "tool_calls") or generation_failed. The
 servers stay started between answers (app/tools/pool.py) until the window closes.
@@ -26,8 +26,8 @@ from app.core.errors import HearthError
 from app.protocol import messages as P
 from app.backends.backend import Backend
 from app.backends.supervisor import Supervisor
-from app.ui.bridge_signals import STREAM_INTERVAL_MS, BridgeListener
-from app.ui.tool_answer import ToolAnswers
+from app.ui.bridge.bridge_signals import STREAM_INTERVAL_MS, BridgeListener
+from app.ui.bridge.tool_answer import ToolAnswers
 
 
 class EngineBridge(QObject):
@@ -189,7 +189,7 @@ class EngineBridge(QObject):
                         choice: str = "auto", forced: str | None = None, pinned: dict | None = None,
                         max_rounds: int | None = None) -> bool:
         """Start the window's answer with the tools of these MCP servers (each call waits for the user, who
-        answers through `tools.answer`); False when the engine cannot take it now (app/ui/tool_answer.py)."""
+        answers through `tools.answer`); False when the engine cannot take it now (app/ui/bridge/tool_answer.py)."""
         if not self.ready or self._busy:
             return False
         self._waiting = not self.remote and self.backend.busy

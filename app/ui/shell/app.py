@@ -11,9 +11,9 @@ from PySide6.QtWidgets import QApplication
 from app.core import resources
 from app.core.errors import DependencyMissing
 from app.backends.supervisor import Supervisor
-from app.ui.theme import apply_theme
-from app.ui.indicator_style import VisibleIndicatorStyle
-from app.ui.wheel_guard import WheelSafeStyle
+from app.ui.shell.theme import apply_theme
+from app.ui.shell.indicator_style import VisibleIndicatorStyle
+from app.ui.widgets.wheel_guard import WheelSafeStyle
 
 
 def check_qt_binding() -> None:
@@ -69,7 +69,7 @@ def open_window(engine: Supervisor | None = None):
     command started before importing Qt (Supervisor.for_window), or one started now, before the window's
     modules import: either way the engine's start and the model's load overlap with the window's."""
     engine = engine or Supervisor.for_window()
-    from app.ui.main_window import MainWindow
+    from app.ui.shell.main_window import MainWindow
 
     return MainWindow(engine=engine)
 
@@ -77,7 +77,7 @@ def open_window(engine: Supervisor | None = None):
 def run_gui(argv: list[str], engine: Supervisor | None = None) -> int:
     app = make_app(argv)
     from app.core.store.crashlog import enable_fault_log
-    from app.ui.single_instance import InstanceServer, hand_over_to_running
+    from app.ui.shell.single_instance import InstanceServer, hand_over_to_running
 
     if hand_over_to_running():
         if engine is not None:
@@ -85,7 +85,7 @@ def run_gui(argv: list[str], engine: Supervisor | None = None) -> int:
         print("Hearth is already open; its window was brought to the front.", file=sys.stderr)
         return 0
     enable_fault_log("gui")  # a native crash leaves a stack dump that the next start names
-    from app.ui import crash_report
+    from app.ui.shell import crash_report
 
     window = open_window(engine)
     instance = InstanceServer(window)
@@ -99,7 +99,7 @@ def run_gui(argv: list[str], engine: Supervisor | None = None) -> int:
 
 
 def main() -> int:
-    from app.ui.display_check import display_problem
+    from app.ui.shell.display_check import display_problem
 
     problem = display_problem()  # Qt's own abort says nothing of Hearth's
     if problem:

@@ -4,7 +4,7 @@ From the process's start (psutil's create time, so Python's own start-up and the
 window's first paint, and to the model being ready to chat (the bundled model, or the last one), then the
 window closes. Run it twice on a fresh HEARTH_HOME for the cold and the warm figure.
 
-It starts the window as `hearth gui` does (the engine first, then Qt and the window: app.ui.app) and also
+It starts the window as `hearth gui` does (the engine first, then Qt and the window: app.ui.shell.app) and also
 reports how: which heavy modules the window process had imported when it painted (the Benchmark page's pyqtgraph,
 the API server, llama.cpp... are left until after), and when the engine process started. Before closing it
 waits for the pages built after the paint and for a first start's extra-buffer probe to be remembered, so
@@ -37,7 +37,7 @@ def measure() -> dict:
     from PySide6.QtCore import QEvent, QObject
     from PySide6.QtWidgets import QApplication
 
-    from app.ui.app import make_app, open_window
+    from app.ui.shell.app import make_app, open_window
 
     marks: dict = {}
 

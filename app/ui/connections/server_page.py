@@ -2,11 +2,11 @@
 
 Address, port, a generated key (with copy), CORS origins, start/stop, copyable curl and Python
 snippets for the running address, and a live request log. The server runs on a thread of the window
-(app.ui.background_server) over the window's own local engine, so the model is not loaded twice and
+(app.ui.bridge.background_server) over the window's own local engine, so the model is not loaded twice and
 the Chat page keeps working while the API serves. Each finished request is reported on the server's
 thread and crosses to the GUI thread as a queued signal.
 
-Starting and stopping run off the GUI thread (app.ui.worker.Tasks): a start opens the MCP servers offered, each
+Starting and stopping run off the GUI thread (app.ui.bridge.worker.Tasks): a start opens the MCP servers offered, each
 up to its connect timeout, and a stop lets the requests in flight finish for up to STOP_TIMEOUT_S; the window
 stays live meanwhile, its buttons saying "Starting…" or "Stopping…".
 
@@ -28,18 +28,18 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFormLayout, QGroup
                                QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit, QPushButton,
                                QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
-from app.ui.notices import ERROR, Notice, cleared
+from app.ui.widgets.notices import ERROR, Notice, cleared
 from app.core import paths
 from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
 from app.backends.backend import Backend
 from app.server.openai.endpoints import RequestRecord, model_id
 from app.server.run import ServeOptions
-from app.ui.clamped_spin import ClampingSpinBox
-from app.ui.background_server import BackgroundServer, base_url
+from app.ui.widgets.clamped_spin import ClampingSpinBox
+from app.ui.bridge.background_server import BackgroundServer, base_url
 from app.ui.chat.transcript import Transcript
 from app.ui.widgets import StatusLine, copy_button, table
-from app.ui.worker import Tasks
+from app.ui.bridge.worker import Tasks
 
 DEFAULT_PORT = 8080
 LOG_COLUMNS = ["Time", "Endpoint", "Status", "Tokens", "Duration"]
@@ -73,7 +73,7 @@ def tokens_text(record: RequestRecord) -> str:
 
 
 class ServerPage(QWidget):
-    noticed = Signal(object)  # a Notice (app.ui.notices) for the window's status bar
+    noticed = Signal(object)  # a Notice (app.ui.widgets.notices) for the window's status bar
     request_logged = Signal(object)  # RequestRecord; emitted on the server's thread, delivered queued
     serving_changed = Signal(bool)  # a start or stop has ended: whether the server runs now
 

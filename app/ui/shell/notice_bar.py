@@ -1,4 +1,4 @@
-"""The window's status bar as the view of one NoticeBoard (app.ui.notices): every sentence it shows is a
+"""The window's status bar as the view of one NoticeBoard (app.ui.widgets.notices): every sentence it shows is a
 notice with a severity, a cause and a lifetime.
 
 QStatusBar's own message painted the text cut at the bar's edge, mid-word and without an ellipsis
@@ -15,7 +15,7 @@ import html
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QMessageBox, QStatusBar
 
-from app.ui.notices import ERROR, INFO, WARNING, Notice, NoticeBoard
+from app.ui.widgets.notices import ERROR, INFO, WARNING, Notice, NoticeBoard
 from app.ui.widgets import ElidedLabel
 
 # Readable on the light and the dark palette alike; INFO keeps the palette's own text colour.

@@ -5,8 +5,8 @@ second of imports and building on a 2-core machine). After the first paint come 
 the live monitor; the Benchmark, Connections and Server pages follow once the first model has loaded (the
 load the user waits for goes first), or when their tab is opened or something asks for one sooner.
 
-The status bar is a NoticeBar (app/ui/notice_bar.py: every sentence is a notice of one model, app/ui/notices.py)
-with the lasting state beside it (app/ui/status_labels.py, which follows the bridge itself). Pages say what the
+The status bar is a NoticeBar (app/ui/shell/notice_bar.py: every sentence is a notice of one model, app/ui/widgets/notices.py)
+with the lasting state beside it (app/ui/shell/status_labels.py, which follows the bridge itself). Pages say what the
 user should read by emitting `noticed` with a Notice; show_message is the same path for the window's own words.
 
 Each page follows the bridge's news itself (the monitor, Benchmark, Tools, Server, Documents and the status
@@ -32,21 +32,22 @@ from app.core.chats.store import ChatStore
 from app.core.errors import HearthError
 from app.core.store import jsonstore
 from app.ui.settings.store import THEMES, changed_keys, load_settings, problems, save_settings
-from app.ui.notices import ERROR, INFO, WARNING, Notice
+from app.ui.widgets.notices import ERROR, INFO, WARNING, Notice
 from app.protocol.messages import LoadOptions, SamplingOptions
 from app.backends.supervisor import Supervisor
 from app.ui.chat.chat_view import ChatView
-from app.ui.deferred_pages import DeferredPages
-from app.ui.engine_bridge import EngineBridge
-from app.ui.load_notices import CAUSE as LOAD_CAUSE, load_notices
-from app.ui.first_paint import after_first_paint
+from app.ui.shell.deferred_pages import DeferredPages
+from app.ui.bridge.engine_bridge import EngineBridge
+from app.ui.shell.load_notices import CAUSE as LOAD_CAUSE, load_notices
+from app.ui.shell.first_paint import after_first_paint
 from app.ui.models.models_view import ModelsView
 from app.ui.models.titles import model_title
-from app.ui.notice_bar import NoticeBar
-from app.ui.notify import Notifier
-from app.ui import theme, window_mode
+from app.ui.shell.notice_bar import NoticeBar
+from app.ui.shell.notify import Notifier
+from app.ui.shell import theme
+from app.ui.shell import window_mode
 from app.ui.settings.settings_dialog import SettingsDialog, default_load_options
-from app.ui.status_labels import StatusLabels
+from app.ui.shell.status_labels import StatusLabels
 
 DEFAULT_SIZE = (1280, 800)
 # The smallest screen Hearth is made for (a netbook's 1024x600): the first size fills at most the screen's free area.
@@ -84,7 +85,7 @@ class MainWindow(QMainWindow):
     store_noticed = Signal(str)  # a store's notice (a damaged file kept aside), from any thread
 
     def __init__(self, load_on_start: bool = True, engine: Supervisor | None = None):
-        """engine: a local engine already started (app.ui.app starts it before the window is built)."""
+        """engine: a local engine already started (app.ui.shell.app starts it before the window is built)."""
         super().__init__()
         self.setWindowTitle("Hearth")
         self.settings = load_settings()
@@ -205,7 +206,7 @@ class MainWindow(QMainWindow):
         return documents
 
     def _build_tools(self):
-        from app.ui.tools_page import ToolsPage
+        from app.ui.tools.tools_page import ToolsPage
 
         tools = ToolsPage(self.bridge)  # it follows the loaded model and ends dropped servers itself
         tools.noticed.connect(self.notices.board.post)
@@ -213,7 +214,7 @@ class MainWindow(QMainWindow):
         return tools
 
     def _build_server(self):
-        from app.ui.server_page import ServerPage
+        from app.ui.connections.server_page import ServerPage
 
         server = ServerPage(self.bridge.local, self.settings, bridge=self.bridge)  # its snippets follow the loads
         server.noticed.connect(self.notices.board.post)
@@ -221,7 +222,7 @@ class MainWindow(QMainWindow):
 
     # --- construction ---------------------------------------------------------
     def _build_status_bar(self) -> None:
-        """Notices on the left (one model: app.ui.notices), the lasting state on the right."""
+        """Notices on the left (one model: app.ui.widgets.notices), the lasting state on the right."""
         self.notices = NoticeBar(self)
         self.setStatusBar(self.notices)
         self.status = StatusLabels(self.notices, self.bridge, self.models.title)
@@ -250,7 +251,7 @@ class MainWindow(QMainWindow):
         edit_menu.addSeparator()
         edit_menu.addAction(QAction("Settings…", self, shortcut=QKeySequence("Ctrl+,"), triggered=self.open_settings))
         view_menu = self.menuBar().addMenu("&View")
-        # Simple or full (app/ui/window_mode.py): one switch, also in Settings and offered at the first start.
+        # Simple or full (app/ui/shell/window_mode.py): one switch, also in Settings and offered at the first start.
         self.full_action = QAction("Full window", self, checkable=True, shortcut=QKeySequence("Ctrl+Shift+F"),
                                    toolTip="Every setting, graph and page; off: the simple window")
         self.full_action.toggled.connect(lambda full: self.set_mode(window_mode.FULL if full else window_mode.SIMPLE))
@@ -358,7 +359,7 @@ class MainWindow(QMainWindow):
 
     def show_message(self, message: str, severity: str = ERROR, cause: str = "", lifetime_s="default") -> None:
         """The message bridge: every sentence a user should read passes here, as a notice of the status bar
-        (app.ui.notices): a cause's newer notice replaces its older one."""
+        (app.ui.widgets.notices): a cause's newer notice replaces its older one."""
         self.notices.board.post(Notice(message, severity, cause, lifetime_s))
 
     def _on_load_failed(self, message: str) -> None:
@@ -510,7 +511,7 @@ class MainWindow(QMainWindow):
         dialog.open()
         return dialog
 
-    # --- simple or full (app/ui/window_mode.py) --------------------------------------
+    # --- simple or full (app/ui/shell/window_mode.py) --------------------------------------
     def _build_mode_offer(self) -> None:
         """The first start offers the choice, above the pages, until the user makes it (Settings keeps it)."""
         self.mode_offer = QWidget()

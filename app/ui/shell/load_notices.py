@@ -1,4 +1,4 @@
-"""What a load changed on its own, as status-bar notices (app.ui.notices), worded for a user.
+"""What a load changed on its own, as status-bar notices (app.ui.widgets.notices), worded for a user.
 
 A first start runs with llama.cpp's extra buffer types off while a probe checks them: a normal one-time state,
 so it is news (INFO), in plain words, and it goes by itself; it once showed "Extra buffer types off" in orange
@@ -9,7 +9,7 @@ clears when another load starts or the model goes.
 
 from __future__ import annotations
 
-from app.ui.notices import INFO, UNTIL_CLEARED, WARNING, Notice
+from app.ui.widgets.notices import INFO, UNTIL_CLEARED, WARNING, Notice
 
 CAUSE = "load"  # the prefix: clearing it clears every notice below
 FIRST_START_LIFETIME_S = 20.0
