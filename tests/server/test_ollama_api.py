@@ -101,9 +101,13 @@ def test_an_unknown_model_is_ollamas_404_and_bad_requests_are_its_error_shape(cl
     # The key holds here as on /v1: an Ollama client that sends none is refused.
     r = httpx.post(served + "/api/chat", json={"model": MODEL, "messages": []})
     assert r.status_code == 401 and isinstance(r.json()["error"], str)
-    # Writing to the library is Hearth's own job: one sentence.
+    # A name from Ollama's registry cannot be pulled (a Hugging Face name can: test_ollama_library.py); copy is
+    # refused: a library model has one name, its file's. One sentence each.
     r = httpx.post(served + "/api/pull", headers={"Authorization": f"Bearer {KEY}"}, json={"model": "x"})
-    assert r.status_code == 400 and "hearth models pull" in r.json()["error"]
+    assert r.status_code == 400 and "hf.co/OWNER/REPO:QUANT" in r.json()["error"]
+    r = httpx.post(served + "/api/copy", headers={"Authorization": f"Bearer {KEY}"},
+                   json={"source": MODEL, "destination": "mine"})
+    assert r.status_code == 400 and "one name" in r.json()["error"]
 
 
 def test_keep_alive_zero_unloads_and_a_request_without_messages_loads(client, served):

@@ -1,7 +1,8 @@
-"""A real `hearth gui` process, driven as a user would drive it: `python -m tests.ui.gui_driver "MESSAGE"`.
+"""A real `hearth gui` process, driven as a user would drive it: `python -m tests.ui.gui_driver "MESSAGE" [MODEL
+IMAGE]`.
 
-It runs the real command (app.cli.main(["gui"])); once the window's model is ready it types MESSAGE, presses
-Send, and prints a line "streamed <monotonic time> <characters shown>" ten times a second, so that a test can
+It runs the real command (app.cli.main(["gui"])); once the window's model is ready (MODEL loaded, where named, and
+IMAGE attached as a drop attaches it) it types MESSAGE, presses Send, and prints a line "streamed <monotonic time> <characters shown>" ten times a second, so that a test can
 kill -9 it mid-answer and know what had streamed until then (CLOCK_MONOTONIC is the machine's, shared by both
 processes). Only the test's QTimer is added to the process: the window, its engine and its store are the product's.
 """
@@ -17,16 +18,26 @@ from PySide6.QtWidgets import QApplication
 import app.ui.shell.app as ui_app
 
 PRINT_MS = 100
+_asked_load: list[str] = []  # the model load asked for once
 
 
-def _drive(message: str) -> None:
+def _drive(message: str, model: str | None = None, image: str | None = None) -> None:
+    from app.protocol.messages import LoadOptions
     from app.ui.shell.main_window import MainWindow
 
     window = next((w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)), None)
-    if window is None or not window.bridge.ready:
-        QTimer.singleShot(50, lambda: _drive(message))
+    if window is None or not window.bridge.ready or window.bridge.loading:
+        QTimer.singleShot(50, lambda: _drive(message, model, image))
+        return
+    if model and (window.bridge.info or {}).get("path") != model:
+        if not _asked_load:
+            _asked_load.append(model)
+            window.load_model(LoadOptions(model_path=model, n_ctx=1024))
+        QTimer.singleShot(200, lambda: _drive(message, model, image))
         return
     chat = window.chat
+    if image:
+        chat.attach_bar.add_paths([image])
     chat.sampling_overrides = {"ignore_eos": True}  # a long answer, whatever the tiny model thinks
     chat.sampling.temperature.setValue(0.0)
     chat.sampling.max_tokens.setValue(4000)
@@ -41,12 +52,12 @@ def _drive(message: str) -> None:
 
 
 def main() -> int:
-    message = sys.argv[1]
+    message, model, image = (sys.argv[1:] + [None, None])[:3]
     make_app = ui_app.make_app
 
     def make_and_drive(argv):
         qapp = make_app(argv)
-        QTimer.singleShot(0, lambda: _drive(message))
+        QTimer.singleShot(0, lambda: _drive(message, model, image))
         return qapp
 
     ui_app.make_app = make_and_drive

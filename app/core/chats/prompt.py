@@ -13,11 +13,15 @@ chat template (the engine's) and the tool descriptions (app/tools/tool_chat.py, 
   that already is a tool call or result (the terminal's history) goes as it is.
 - The last question, when passages were retrieved for it (app/docs), as retrieval wrote it: the sources, the
   instruction to cite them and the question, after its whole documents.
+- A question's images and sounds (meta "media": [{digest, kind, name}], kept once in the chat store) as parts
+  before its text, each made by the client's `media_of(reference)` (the seam's part, app/protocol/media.py).
 """
 
 from __future__ import annotations
 
-from app.core.chats.store import tool_turn_messages
+from typing import Callable
+
+from app.core.chats.store import MEDIA, tool_turn_messages
 from app.core.chats.reasoning import without_reasoning
 
 ATTACHMENTS = "attachments"  # a user message's meta key for its files (app/docs/conversation.KEY)
@@ -33,10 +37,12 @@ def whole_documents(meta: dict | None) -> list[dict]:
 
 
 def chat_messages(system: str | None, turns: list[dict], continuing: int | None = None,
-                  passages: str | None = None) -> list[dict]:
+                  passages: str | None = None, media_of: Callable[[dict], dict | None] | None = None) -> list[dict]:
     """The messages for a conversation. turns: [{role, content, meta?, id?, ...}], oldest first, the last one the
     question (or the answer being continued). continuing: the id of that answer. passages: the last question as
-    retrieval wrote it (its sources, the instruction and the question), in place of its text."""
+    retrieval wrote it (its sources, the instruction and the question), in place of its text. media_of: a kept
+    medium's part by its reference ({digest, kind, name}), or None where its bytes are gone; without it a
+    question's media are left out."""
     out: list[dict] = [{"role": "system", "content": system.strip()}] if system and system.strip() else []
     questions = [i for i, t in enumerate(turns) if t["role"] == "user"]
     last_question = questions[-1] if questions else None
@@ -49,7 +55,19 @@ def chat_messages(system: str | None, turns: list[dict], continuing: int | None 
         elif turn["role"] == "user":
             content = passages if i == last_question and passages is not None else turn["content"]
             whole = whole_documents(meta)
-            out.append({**plain, "content": f"{documents_block(whole)}\n\n{content}" if whole else content})
+            text = f"{documents_block(whole)}\n\n{content}" if whole else content
+            parts = media_parts(meta, media_of)
+            # The media first, then the text, as `hearth chat` sends them (most such models were trained so).
+            out.append({**plain, "content": [*parts, {"type": "text", "text": text}] if parts else text})
         else:
             out.append(plain)
     return out
+
+
+def media_parts(meta: dict, media_of: Callable[[dict], dict | None] | None) -> list[dict]:
+    """A question's images and sounds as parts, in the order attached; one whose bytes are gone (a history from a
+    damaged file) is left out rather than sent empty."""
+    if media_of is None:
+        return []
+    parts = [media_of(ref) for ref in meta.get(MEDIA) or [] if isinstance(ref, dict)]
+    return [part for part in parts if part]

@@ -13,6 +13,7 @@ were, and tails saved before tails kept versions read as single versions.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -75,8 +76,21 @@ CREATE TABLE IF NOT EXISTS answer_drafts (
     owner TEXT NOT NULL,
     updated REAL NOT NULL
 );
-PRAGMA user_version = 4;
+-- Schema 5: the images and sounds attached to questions (#53), each kept once by its content hash, however many
+-- messages, versions or chats carry it. A message's meta "media" lists [{digest, kind, name}] in the order
+-- attached; the bytes are here, never base64 inside the text. A medium no message refers to any more is pruned
+-- when a chat is deleted (prune_media).
+CREATE TABLE IF NOT EXISTS media (
+    digest TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    data BLOB NOT NULL,
+    created REAL NOT NULL
+);
+PRAGMA user_version = 5;
 """
+
+MEDIA = "media"  # a user message's meta key: [{digest, kind, name}], its images and sounds in order
 
 DEFAULT_TITLE = "New chat"
 TITLE_CHARS = 48
@@ -144,9 +158,28 @@ def _copy_readable(source: Path, target: sqlite3.Connection) -> tuple[int, int]:
                 target.executemany("INSERT INTO chat_tools (conversation_id, server) VALUES (?, ?)",
                                    [(row[0], name) for name in _readable_tools(old, row[0])])
             saved += 1
+        _copy_readable_media(old, target)
     finally:
         old.close()
     return saved, total
+
+
+def _copy_readable_media(old: sqlite3.Connection, target: sqlite3.Connection) -> None:
+    """The images and sounds that can still be read (schema 5), one by one: a damaged page costs its own only."""
+    try:
+        digests = [r[0] for r in old.execute("SELECT digest FROM media")]
+    except sqlite3.DatabaseError:
+        return
+    for digest in digests:
+        try:
+            row = old.execute("SELECT digest, kind, name, data, created FROM media WHERE digest = ?",
+                              (digest,)).fetchone()
+        except sqlite3.DatabaseError:
+            continue
+        if row is not None and hashlib.sha256(bytes(row[3])).hexdigest() == digest:  # damaged bytes are not kept
+            with target:
+                target.execute("INSERT OR IGNORE INTO media (digest, kind, name, data, created) "
+                               "VALUES (?, ?, ?, ?, ?)", row)
 
 
 def _readable_tools(old: sqlite3.Connection, conversation_id: int) -> list[str]:
@@ -348,7 +381,34 @@ class ChatStore:
         self._write("UPDATE conversations SET system_prompt = ? WHERE id = ?", (system_prompt, conversation_id))
 
     def delete(self, conversation_id: int) -> None:
-        self._write("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+        with self._transaction():
+            self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            self._prune_media()
+
+    # --- images and sounds (schema 5) -------------------------------------
+    def keep_media(self, kind: str, name: str, data: bytes) -> dict:
+        """The medium kept once by its SHA-256 (a second message with the same image adds nothing); returns the
+        reference a message's meta carries: {digest, kind, name}."""
+        digest = hashlib.sha256(data).hexdigest()
+        self._write("INSERT OR IGNORE INTO media (digest, kind, name, data, created) VALUES (?, ?, ?, ?, ?)",
+                    (digest, kind, name, sqlite3.Binary(data), time.time()))
+        return {"digest": digest, "kind": kind, "name": name}
+
+    def media_data(self, digest: str) -> bytes | None:
+        row = self.db.execute("SELECT data FROM media WHERE digest = ?", (digest,)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def media_count(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM media").fetchone()[0])
+
+    def _prune_media(self) -> None:
+        """Drop the media no message, version, version tail or answer draft refers to (inside a transaction)."""
+        self.db.execute(
+            "DELETE FROM media WHERE digest NOT IN ("
+            " SELECT json_extract(j.value, '$.digest') FROM messages, json_each(messages.meta, '$.media') j"
+            " UNION SELECT json_extract(j.value, '$.digest') FROM message_versions v, json_each(v.meta, '$.media') j"
+            " UNION SELECT json_extract(j.value, '$.digest') FROM message_versions v, json_each(v.tail) t,"
+            "       json_each(t.value, '$.meta.media') j)")
 
     def list(self, search: str = "") -> list[Conversation]:
         """Most recently updated first; a search matches titles and message text."""

@@ -9,8 +9,9 @@ itself). Errors are Ollama's `{"error": "..."}`; an unknown model is its 404.
 Endpoints: GET/HEAD /, /api/version, /api/tags, /api/ps, POST /api/show, /api/chat, /api/generate (NDJSON streams
 by default, `stream: false` for one object; `options` as sampling, `format` "json" or a schema, `tools`, `think`,
 `images` (base64, for a model with its projector: app/server/media_parts.py), `keep_alive` 0 to unload),
-/api/embed, /api/embeddings, /api/delete. /api/pull and /api/copy, which would write to the library, are refused
-in a sentence (Hearth's Models page and `hearth models pull` download).
+/api/embed, /api/embeddings; /api/pull (a Hugging Face name, hf.co/OWNER/REPO:QUANT) and /api/delete over the
+library (app/server/ollama/library_writes.py). /api/copy, /api/create and /api/push are refused in a sentence: a
+library model has one name, its file's.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from app.server.answers import limit_cut, open_answer, whole_answer
 from app.server.edge.errors import ApiError, invalid
 from app.server.media_parts import ollama_images, refuse_unless_takes
 from app.server.openai.chat_request import chat_request, completion_request, embedding_request
+from app.server.ollama.library_writes import LibraryWrites
 from app.server.tools import CallReader, answer_piece
 
 # What /api/version answers: the Ollama API this dialect follows (clients check a minimum version).
@@ -49,6 +51,7 @@ LOAD_OPTIONS = {"num_ctx", "num_batch", "num_gpu", "main_gpu", "use_mmap", "use_
 
 def routes(api) -> list[Route]:
     ollama = OllamaApi(api)
+    writes = LibraryWrites(api)
     return [Route("/", ollama.root, methods=["GET", "HEAD"]),
             Route("/api/version", ollama.version, methods=["GET"]),
             Route("/api/tags", ollama.tags, methods=["GET"]),
@@ -58,8 +61,8 @@ def routes(api) -> list[Route]:
             Route("/api/generate", ollama.generate, methods=["POST"]),
             Route("/api/embed", ollama.embed, methods=["POST"]),
             Route("/api/embeddings", ollama.embeddings, methods=["POST"]),
-            Route("/api/delete", ollama.delete, methods=["DELETE"]),
-            Route("/api/pull", ollama.writes_library, methods=["POST"]),
+            Route("/api/delete", writes.delete, methods=["DELETE"]),
+            Route("/api/pull", writes.pull, methods=["POST"]),
             Route("/api/copy", ollama.writes_library, methods=["POST"]),
             Route("/api/create", ollama.writes_library, methods=["POST"]),
             Route("/api/push", ollama.writes_library, methods=["POST"])]
@@ -172,13 +175,10 @@ class OllamaApi:
                                  "capabilities": capabilities, "modified_at": _now()})
         return await self._guarded(request, answer)
 
-    async def delete(self, request: Request) -> Response:
-        return error(ApiError(400, "Hearth does not delete models through the Ollama API: remove one on the Models "
-                                   "page or with hearth models rm."))
-
     async def writes_library(self, request: Request) -> Response:
-        return error(ApiError(400, f"{request.url.path} is not served by Hearth: download models on the Models page "
-                                   "or with hearth models pull, which keep them in Hearth's library."))
+        return error(ApiError(400, f"{request.url.path} is not served by Hearth: a model in Hearth's library has one "
+                                   "name (its file's); pull one from Hugging Face with /api/pull "
+                                   "hf.co/OWNER/REPO:QUANT, or make one on the Models page."))
 
     # --- answers -----------------------------------------------------------------------------------------------
     async def chat(self, request: Request) -> Response:

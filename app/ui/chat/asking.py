@@ -46,12 +46,13 @@ class Asking:
             token = self._prep_id
             self._update_buttons()
             self.doc_tasks.run(lambda: self.docs.passages(turns, collections, model, n_ctx, override),
-                               lambda found: self._send(chat_messages(system, turns, continued, found[0]), sampling,
+                               lambda found: self._send(chat_messages(system, turns, continued, found[0],
+                                                                      self.media_part_of), sampling,
                                                         found[1], found[2], token),
                                lambda message: self._on_docs_failed(message, token), name="docs-prompt")
             return
         # The one prompt builder the terminal's `hearth chat` uses too (app/core/chats/prompt.py).
-        self._send(chat_messages(system, turns, continued), sampling)
+        self._send(chat_messages(system, turns, continued, media_of=self.media_part_of), sampling)
 
     def _drop_preparation(self) -> None:
         """Stopped, or another chat opened, while the passages were being found: nothing is asked."""

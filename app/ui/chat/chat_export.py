@@ -5,25 +5,31 @@
   message with the branch that followed it, so an import brings back what the export had. Import also takes
   the OpenAI shape, {"messages": [{"role", "content"}, …]} or that list alone, where a first system message
   becomes the chat's system prompt.
-- Markdown: the chat as it reads, the versions shown only, for reading and sharing (not imported back).
+  Its images and sounds (#53) travel once each, by digest, in "media" ({digest: {kind, name, data (base64)}}),
+  as the store keeps them; an import keeps each whose bytes match its digest.
+- Markdown: the chat as it reads, the versions shown only, for reading and sharing (not imported back); an
+  attached image or sound is named under its question.
 
 A file that cannot be imported says why in one sentence (ChatImportError) and imports nothing.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import json
 import time
 from pathlib import Path
 
 from app.core.store.bounded_read import Budget, TooBig, load_json, read_file
-from app.core.chats.store import DEFAULT_TITLE, ChatStore, answer_model
+from app.core.chats.store import DEFAULT_TITLE, MEDIA, ChatStore, answer_model
 from app.core.errors import HearthError
 from app.core.chats.reasoning import split
 
 FORMAT = "hearth-chat"
 VERSION = 1
-MAX_IMPORT_BYTES = 64 * 1024 * 1024  # far beyond any chat; a bigger file is something else
+MAX_IMPORT_BYTES = 256 * 1024 * 1024  # far beyond any chat, its images included; a bigger file is something else
 # An export nests 9 levels (message, versions, their branch, a tool call's arguments...); its tool calls' JSON
 # arguments a few more. Deeper is not a chat, and the store, the export and the window all walk it recursively.
 MAX_IMPORT_DEPTH = 64
@@ -48,7 +54,28 @@ def export_json(store: ChatStore, conversation_id: int) -> dict:
     return {"format": FORMAT, "version": VERSION, "title": conv.title, "system_prompt": conv.system_prompt,
             "exported": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "messages": messages,
             # The MCP servers the chat may use, by name (the answers' calls are in their meta, "tool_calls").
-            **({"tool_servers": store.chat_tools(conversation_id)} if store.chat_tools(conversation_id) else {})}
+            **({"tool_servers": store.chat_tools(conversation_id)} if store.chat_tools(conversation_id) else {}),
+            **({"media": media} if (media := _media_of(store, messages)) else {})}
+
+
+def _media_of(store: ChatStore, messages: list[dict]) -> dict:
+    """The images and sounds the exported messages (and their versions and branches) show, once each."""
+    found: dict = {}
+
+    def walk(item) -> None:
+        if isinstance(item, dict):
+            for ref in (item.get("meta") or {}).get(MEDIA) or [] if isinstance(item.get("meta"), dict) else []:
+                digest = ref.get("digest") if isinstance(ref, dict) else None
+                if digest and digest not in found and (data := store.media_data(digest)) is not None:
+                    found[digest] = {"kind": ref.get("kind"), "name": ref.get("name", ""),
+                                     "data": base64.b64encode(data).decode("ascii")}
+            for key in ("versions", "tail"):
+                for inner in item.get(key) or []:
+                    walk(inner)
+
+    for message in messages:
+        walk(message)
+    return found
 
 
 DECISIONS = {"once": "allowed once", "always": "always allowed", "allowed": "allowed", "deny": "denied",
@@ -113,6 +140,9 @@ def export_markdown(store: ChatStore, conversation_id: int) -> str:
                     out += call_markdown(call)
         if msg.meta.get("error"):
             text = (text + "\n\n" if text.strip() else "") + f"*Error: {msg.meta['error']}*"
+        for ref in msg.meta.get(MEDIA) or []:
+            if isinstance(ref, dict):
+                text += f"\n\n*Attached {'a sound' if ref.get('kind') == 'audio' else 'an image'}: {ref.get('name')}*"
         out += [text.strip(), ""]
         out += sources_markdown(msg.meta.get("sources"))
     return "\n".join(out).rstrip() + "\n"
@@ -183,7 +213,25 @@ def parse_import(data, name: str = "The file") -> dict:
         title = title_from(first) if first else DEFAULT_TITLE
     servers = data.get("tool_servers")
     servers = [s for s in servers if isinstance(s, str)] if isinstance(servers, list) else []
-    return {"title": title, "system_prompt": system, "messages": messages, "tool_servers": servers}
+    return {"title": title, "system_prompt": system, "messages": messages, "tool_servers": servers,
+            "media": _imported_media(data.get("media"))}
+
+
+def _imported_media(media) -> list[tuple[str, str, bytes]]:
+    """(kind, name, bytes) of each exported medium whose bytes match its digest; another is left out (its
+    question then shows that an image was there)."""
+    out = []
+    for digest, item in (media.items() if isinstance(media, dict) else ()):
+        if not isinstance(item, dict) or item.get("kind") not in ("image", "audio") or not isinstance(item.get("data"),
+                                                                                                     str):
+            continue
+        try:
+            data = base64.b64decode(item["data"], validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if hashlib.sha256(data).hexdigest() == digest:
+            out.append((item["kind"], str(item.get("name") or ""), data))
+    return out
 
 
 def read_import(path: Path | str) -> dict:
@@ -221,6 +269,8 @@ def import_chat(store: ChatStore, path: Path | str) -> int:
     title = chat["title"]
     if any(conv.title == title for conv in store.list()):  # two chats of one name could not be told apart
         title = f"{title} (imported)"
+    for kind, name, data in chat["media"]:
+        store.keep_media(kind, name, data)
     cid = store.restore(title, chat["system_prompt"], chat["messages"])
     if chat["tool_servers"]:
         store.set_chat_tools(cid, chat["tool_servers"])

@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (QFrame, QGroupBox, QHBoxLayout, QLabel, QMessageB
 
 from app.ui.widgets.notices import ERROR, INFO, WARNING, Notice
 from app.core.chats.answer_saving import SAVE_INTERVAL_S, recover_interrupted
-from app.core.chats.store import DEFAULT_TITLE, ChatStore, ChatStoreError, remembered_model, title_from
+from app.core.chats.store import DEFAULT_TITLE, MEDIA, ChatStore, ChatStoreError, remembered_model, title_from
 from app.core.chats.reasoning import without_reasoning
 from app.docs.conversation import KEY as ATTACHMENTS
 from app.docs.conversation import ConversationDocs
@@ -45,6 +45,7 @@ from app.ui.chat.model_picker import ModelPicker
 from app.ui.chat.prompt_edit import PromptEdit
 from app.ui.chat.prompt_presets import PromptPresets
 from app.ui.chat.length_check import LengthCheck
+from app.ui.chat.media_turns import MediaTurns, message_media
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.widgets.clamped_spin import say_clamps
 from app.ui.chat.tool_approval import ToolApproval
@@ -63,7 +64,7 @@ WAITING_TURN = ("Waiting its turn: the engine is answering API requests first (S
                 "after them.")
 
 
-class ChatView(Asking, ToolApproval, QWidget):
+class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
     generation_started = Signal()
     answer_saved = Signal(int)  # message id
     # (StreamingAnswer, its saved Message or None): an end the store could not take at once, saved later on the
@@ -232,6 +233,7 @@ class ChatView(Asking, ToolApproval, QWidget):
         self.transcript.source_requested.connect(self.show_source)
         self.attach_bar.problem.connect(lambda sentence: self.noticed.emit(Notice(sentence, ERROR, "chat.attach")))
         self.file_drops = FileDrops(self.attach_bar, [self.transcript.viewport(), self.input.viewport()])
+        self._wire_media()
         self.model_load_button.clicked.connect(self._on_load_remembered)
         self.conversations.conversation_chosen.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_conversation)
@@ -406,7 +408,7 @@ class ChatView(Asking, ToolApproval, QWidget):
             if before is not None and msg.id >= before:
                 break
             shown.append((msg.role, msg.content, self._note(msg.meta), self._links(msg, msg is msgs[-1]),
-                          msg.meta.get("thought_s"), msg.meta.get("tool_calls") or None))
+                          msg.meta.get("thought_s"), msg.meta.get("tool_calls") or None, message_media(msg.meta)))
             if msg.meta.get("error"):
                 shown.append(("error", msg.meta["error"], ""))
         if not shown and before is None:
@@ -512,7 +514,8 @@ class ChatView(Asking, ToolApproval, QWidget):
     # --- sending ------------------------------------------------------------
     def send(self) -> None:
         text = self.input.toPlainText().strip()
-        if not text or self.generating or not self.bridge.ready or self.refusal or self._still_saving():
+        if not (text or self.attach_bar.media) or self.generating or not self.bridge.ready or self.refusal \
+                or self._still_saving() or self._refuse_pending_media():
             return
         try:
             prediction = self._keep_question(text)
@@ -541,16 +544,21 @@ class ChatView(Asking, ToolApproval, QWidget):
             # The answer to the question as it was: an edited question is mostly answered the same way.
             prediction = self._answer_after(self._editing)
             # The edited question keeps the files it came with (the new branch sees the same documents).
-            kept = (self.store.message(self._editing).meta.get(ATTACHMENTS) or []) if self.store.message(
-                self._editing) else []
-            self.store.add_version(self._editing, text, self._attachments_meta(text, kept, self._editing))
+            edited = self.store.message(self._editing)
+            kept = (edited.meta.get(ATTACHMENTS) or []) if edited else []
+            meta = self._attachments_meta(text, kept, self._editing)
+            media = self._keep_media((edited.meta.get(MEDIA) or []) if edited else [])  # its images stay too
+            self.store.add_version(self._editing, text, {**meta, MEDIA: media} if media else meta)
             self._editing = None
             self._render_conversation()
         else:
             meta = self._attachments_meta(text)
+            media = self._keep_media()
+            if media:
+                meta[MEDIA] = media
             asked = self.store.message(self.store.add_message(self.conversation_id, "user", text, meta))
-            self.transcript.append_message("user", text, self._note(asked.meta),
-                                           links=self._links(asked))  # Copy and Edit at once
+            self.transcript.append_message("user", text, self._note(asked.meta), links=self._links(asked),
+                                           media=message_media(asked.meta))  # Copy and Edit at once
         return prediction
 
     def _attachments_meta(self, text: str, kept: list | None = None, before: int | None = None) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtWidgets import QPlainTextEdit
 
 
@@ -11,6 +11,8 @@ class PromptEdit(QPlainTextEdit):
     with enter_sends off (Settings), Enter makes a new line. Ctrl+Enter always sends."""
 
     submitted = Signal()
+    image_pasted = Signal(object)  # a QImage pasted from the clipboard (#53): attached, not written as text
+    files_pasted = Signal(list)  # local files pasted (a file manager's Copy): attached, not their paths as text
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -23,6 +25,18 @@ class PromptEdit(QPlainTextEdit):
         self.enter_sends = on
         self.setPlaceholderText("Message the model. " + ("Enter sends, Shift+Enter adds a line" if on else
                                                          "Ctrl+Enter sends, Enter adds a line") + ", Esc stops.")
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt's name)
+        return source.hasImage() or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt's name)
+        files = [u.toLocalFile() for u in source.urls() if u.isLocalFile()] if source.hasUrls() else []
+        if files:
+            self.files_pasted.emit(files)
+        elif source.hasImage():
+            self.image_pasted.emit(source.imageData())
+        else:
+            super().insertFromMimeData(source)
 
     def keyPressEvent(self, event):
         if event.key() in (Qt.Key_Return, Qt.Key_Enter):

@@ -44,7 +44,7 @@ import re
 import time
 
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import (QColor, QFont, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor,
+from PySide6.QtGui import (QColor, QFont, QGuiApplication, QImage, QTextBlockFormat, QTextCharFormat, QTextCursor,
                            QTextFrameFormat, QTextTable)
 from PySide6.QtWidgets import QPushButton, QTextBrowser
 
@@ -66,6 +66,8 @@ THOUGHT_GREY = "#9ca3af"
 
 # The header links that act on a whole message (app/ui/chat/message_notes.py writes them).
 MESSAGE_ACTIONS = ("message-copy", "edit", "regenerate", "continue", "prev", "next")
+MEDIA_SCHEME = "hearth-media"  # a question's image, drawn from the chat store by its digest (media_source)
+MEDIA_THUMB = 160  # a question's image in the transcript, in pixels; a click opens it larger
 
 
 def _links_of(block) -> list[tuple[str, str]]:
@@ -90,10 +92,13 @@ class Transcript(Following, QTextBrowser):
     action_requested = Signal(str, int)
     source_requested = Signal(int, int)  # (answer id, source number): an answer's [n] link
     example_chosen = Signal(str)  # the welcome's example prompt the user chose
+    media_requested = Signal(str)  # a question's image or sound clicked, by its digest: shown larger
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setOpenLinks(False)
+        self.media_source = None  # digest -> the medium's bytes (the chat store's media_data), set by the chat page
+        self._media_images: dict[str, QImage] = {}  # the thumbnails shown, by digest
         # One Tab stop (#55 B3): every link was a stop of its own, about five a message, so 1,250 presses passed a
         # 500-message chat. The arrow keys move a caret through the text, and the context-menu key (or Shift+F10)
         # offers the actions of the message at the caret (MESSAGE_ACTIONS) and the links of its paragraph.
@@ -484,11 +489,14 @@ class Transcript(Following, QTextBrowser):
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
 
     def _write_message(self, cursor: QTextCursor, role: str, text: str, note: str, links=None,
-                       thought_s: float | None = None, calls: list[dict] | None = None) -> None:
+                       thought_s: float | None = None, calls: list[dict] | None = None,
+                       media: list[dict] | None = None) -> None:
         self._header(cursor, role, note, links)
         if role == "error":
             cursor.insertHtml(f"<span style='color:#ef4444'>{html.escape(text)}</span>")
         elif role == "user":  # as typed: its line breaks, its "1." and its asterisks
+            if media:
+                self._write_media(cursor, media)
             cursor.insertText(text.strip("\n"), self._plain)
         elif role == "assistant":
             self._render_answer(cursor, text, thought_s, calls)
@@ -496,20 +504,36 @@ class Transcript(Following, QTextBrowser):
             self._render_body(cursor, text)
 
     def append_message(self, role: str, text: str, note: str = "", links: list | None = None,
-                       thought_s: float | None = None, calls: list[dict] | None = None) -> None:
+                       thought_s: float | None = None, calls: list[dict] | None = None,
+                       media: list[dict] | None = None) -> None:
         if self._backlog:
-            self._backlog.append((role, text, note, links, thought_s, calls))
+            self._backlog.append((role, text, note, links, thought_s, calls, media))
         else:
             with self._moving_text():
-                self._append(role, text, note, links, thought_s, calls)
+                self._append(role, text, note, links, thought_s, calls, media)
             self.jump_to_latest()  # a new message: the user sent it, or needs to read it
 
     def _append(self, role: str, text: str, note: str, links: list | None = None,
-                thought_s: float | None = None, calls: list[dict] | None = None) -> None:
+                thought_s: float | None = None, calls: list[dict] | None = None,
+                media: list[dict] | None = None) -> None:
         self._end_welcome()
         cursor = self._end_cursor()
         self._separate(cursor)
-        self._write_message(cursor, role, text, note, links, thought_s, calls)
+        self._write_message(cursor, role, text, note, links, thought_s, calls, media)
+
+    def _write_media(self, cursor: QTextCursor, media: list[dict]) -> None:
+        """A question's images as thumbnails (a click opens one larger: media_requested) and its sounds by name,
+        above its text, in the order attached."""
+        pieces = []
+        for ref in media:
+            digest, name = html.escape(str(ref.get("digest", ""))), html.escape(str(ref.get("name") or ref.get("kind")))
+            if ref.get("kind") == "image":
+                pieces.append(f"<a href='media:{digest}' title='{name}'><img src='{MEDIA_SCHEME}:{digest}' "
+                              f"alt='{name}'></a>")
+            else:
+                pieces.append(f"<a href='media:{digest}'>Sound: {name}</a>")
+        cursor.insertHtml("&nbsp;&nbsp;".join(pieces))
+        cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
 
     # --- the answer in progress -----------------------------------------
     def begin_stream(self, opened: bool = False) -> None:
@@ -676,6 +700,9 @@ class Transcript(Following, QTextBrowser):
             if answer.isdigit() and n.isdigit():
                 self.source_requested.emit(int(answer), int(n))
             return
+        if action == "media" and target:
+            self.media_requested.emit(target)
+            return
         if action == "example" and target.isdigit() and int(target) < len(self.examples):
             self.example_chosen.emit(self.examples[int(target)])
             return
@@ -727,7 +754,26 @@ class Transcript(Following, QTextBrowser):
         """The header's icons, from resources/icons (hearth:attachment): drawn by Hearth, not by a font."""
         if name.scheme() == ICON_SCHEME:
             return icon_image(name.path())
+        if name.scheme() == MEDIA_SCHEME:
+            # Kept while the transcript lives: Qt holds on to the image it is handed (an unreferenced one
+            # crashed the window), and a chat shows the same image again without decoding it again.
+            digest = name.path()
+            if digest not in self._media_images:
+                self._media_images[digest] = self._thumbnail(digest)
+            return self._media_images[digest]
         return super().loadResource(kind, name)
+
+    def _thumbnail(self, digest: str) -> QImage:
+        try:  # never raise out of Qt's loadResource: the store may be closed (the window closing) or busy
+            data = self.media_source(digest) if self.media_source else None
+        except Exception:  # noqa: BLE001 (sqlite3's errors and any other: a grey square instead)
+            data = None
+        image = QImage.fromData(data) if data else QImage()
+        if image.isNull():  # its bytes are gone (a recovered history): a grey square says an image was there
+            image = QImage(MEDIA_THUMB // 2, MEDIA_THUMB // 2, QImage.Format_RGB32)
+            image.fill(QColor("#9ca3af"))
+            return image
+        return image.scaled(MEDIA_THUMB, MEDIA_THUMB, Qt.KeepAspectRatio, Qt.SmoothTransformation)
 
     @staticmethod
     def monospace() -> QFont:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import subprocess
 import sys
 import time
@@ -257,7 +259,8 @@ def test_a_history_from_before_versions_opens_with_its_chats(tmp_path):
     store = ChatStore(path)
     assert [(m.content, m.versions) for m in store.messages(1)] == [("hi", 1), ("hello", 1)]
     store.add_version(2, "hey")
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert store.media_count() == 0  # schema 5: a history from before has no images
     assert [m.content for m in store.messages(1)] == ["hi", "hey"]
     assert store.chat_tools(1) == []  # schema 3: a chat from before uses no tools
     store.set_chat_tools(1, ["time"])
@@ -281,3 +284,25 @@ def test_recovering_a_damaged_history_keeps_the_versions_of_its_messages(tmp_pat
     assert (shown.content, shown.version, shown.versions) == ("Pear.", 2, 2)
     copy.show_version(answer, 1)
     assert copy.messages(cid)[-1].content == "Apple."
+
+
+def test_an_image_is_kept_once_by_its_hash_and_goes_with_the_last_chat_that_carries_it(tmp_path):
+    """#53: images and sounds live in the store once per content hash, never as base64 inside a message; a chat's
+    deletion drops only what no other message, version or branch still shows."""
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    picture = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
+    first, second = store.create("a"), store.create("b")
+    ref = store.keep_media("image", "cat.png", picture)
+    assert ref == {"digest": hashlib.sha256(picture).hexdigest(), "kind": "image", "name": "cat.png"}
+    store.add_message(first, "user", "What is this?", {"media": [ref]})
+    asked = store.add_message(second, "user", "And this?", {"media": [store.keep_media("image", "cat.png", picture)]})
+    assert store.media_count() == 1 and store.media_data(ref["digest"]) == picture
+    assert "base64" not in store.db.execute("SELECT meta FROM messages WHERE id = ?", (asked,)).fetchone()[0]
+    store.add_version(asked, "Edited, without it")  # the first version keeps the image
+    store.delete(first)
+    assert store.media_count() == 1  # the other chat's earlier version still shows it
+    store.delete(second)
+    assert store.media_count() == 0
+    store.close()
+    again = ChatStore(tmp_path / "chats.sqlite3")  # and it is on the disk, not in memory
+    assert again.media_count() == 0 and not again.in_memory
