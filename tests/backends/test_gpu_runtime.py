@@ -152,6 +152,7 @@ def media_chat(model, picture: Path, env: dict) -> subprocess.CompletedProcess:
                   env=env)
 
 
+@pytest.mark.heavy  # lavapipe generation, as the tests above
 def test_a_model_that_sees_runs_on_the_device_with_its_projector(vulkan_runtime, tiny_media, tmp_path):
     """The runtime carries libmtmd beside libllama: a projector opens on it (CI's bundle died on import without it)."""
     from app.devtools.tiny_media import png_bytes
@@ -165,6 +166,7 @@ def test_a_model_that_sees_runs_on_the_device_with_its_projector(vulkan_runtime,
     assert out["media_encoded"] == 1 and out["media_tokens"] == 16 and out["completion_tokens"] >= 1
 
 
+@pytest.mark.heavy
 def test_a_runtime_without_libmtmd_answers_text_and_refuses_an_image_in_one_sentence(vulkan_runtime, tiny_media,
                                                                                     tmp_path):
     """A runtime built before Hearth built libmtmd into it (or by hand): the engine still loads and answers text."""

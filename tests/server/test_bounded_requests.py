@@ -26,6 +26,7 @@ from tests.server.conftest import start_server, stop_server
 pytestmark = pytest.mark.slow
 
 USER = [{"role": "user", "content": "hi"}]
+MODEL = "SmolLM2-135M-Instruct.Q4_1"
 HEAD_TIMEOUT = 1
 MAX_CONNECTIONS = 8
 HUGE = 10**9
@@ -373,3 +374,34 @@ def test_a_grammar_with_no_way_on_fails_its_own_answer_only(server):
     finally:
         beside.close()
     assert b'"finish_reason":"length"' in rest and b"data: [DONE]" in rest and b"error" not in rest, rest[-500:]
+
+
+# --- the same hostile cases on Ollama's routes (#54: every bound holds on /api/*) ----------------------
+def test_ollamas_routes_hold_the_same_bounds_in_ollamas_error_shape(server):
+    proc, base = server
+    root = base.removesuffix("/v1")
+    before = server_rss_mb(proc)
+
+    def refused(path: str, status: int, within_s: float = 2.0, **kw) -> str:
+        started = time.monotonic()
+        r = httpx.post(root + path, timeout=60, **kw)
+        assert r.status_code == status, (path, r.status_code, r.text[:300])
+        assert time.monotonic() - started < within_s, path
+        error = r.json()["error"]
+        assert isinstance(error, str) and error, r.text  # Ollama's {"error": sentence}
+        return error
+
+    for name, schema in GREEDY_SCHEMAS.items():  # `format` as a schema, and a tool's parameters
+        said = refused("/api/chat", 400, 0.5, json={"model": MODEL, "messages": USER, "stream": False, "format": schema})
+        assert "too big" in said or "cannot enforce in reasonable time" in said, (name, said)
+    refused("/api/chat", 400, json={"model": MODEL, "messages": USER * 100_000, "stream": False})
+    refused("/api/generate", 400, json={"model": MODEL, "prompt": "<|im_start|>" * 20_000, "stream": False})
+    big = b'{"model": MODEL, "prompt": "' + b"a" * (11 * 2**20) + b'"}'
+    refused("/api/generate", 413, content=big, headers={"Content-Type": "application/json"})
+    refused("/api/chat", 415, content=json.dumps({"model": MODEL, "messages": USER}),
+            headers={"Content-Type": "text/plain"})  # what a web page can send without asking
+    refused("/api/chat", 403, json={"model": MODEL, "messages": USER}, headers={"Host": "attacker.example"})
+    assert server_rss_mb(proc) - before < 50
+    r = httpx.post(root + "/api/chat", json={"model": MODEL, "messages": USER, "stream": False,
+                                             "options": {"num_predict": 2}}, timeout=60)
+    assert r.status_code == 200 and r.json()["done"], r.text  # and a small request is answered
