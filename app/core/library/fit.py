@@ -89,6 +89,10 @@ class FitEstimate:
     draft_n_ctx: int = 0
     draft_mb: float = 0.0
     n_parallel: int = 1  # each parallel slot has a context of its own in the target's KV cache
+    # A model's projector (mmproj, #53): its weights, loaded beside the model (in total_mb too). Its compute
+    # buffer while it reads an image is not counted: it depends on the image and lasts only while it is read.
+    projector: str | None = None
+    projector_mb: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -150,7 +154,8 @@ def _draft_bytes(draft: GGUFInfo, n_ctx: int, kv_type: str, n_ubatch: int, flash
 def estimate_fit(model: str | Path | GGUFInfo, n_ctx: int | None = None, kv_type: str = "f16",
                  n_ubatch: int = 512, flash_attn: bool = True, ram_available_mb: float | None = None,
                  gpu_available_mb: float | None = None, gpu_device: str | None = None,
-                 draft: str | Path | GGUFInfo | None = None, n_parallel: int = 1, repack: bool = True) -> FitEstimate:
+                 draft: str | Path | GGUFInfo | None = None, n_parallel: int = 1, repack: bool = True,
+                 projector: str | Path | None = None) -> FitEstimate:
     """Estimate the memory a load holds: a model file at a context size and KV type, with its draft model if any.
 
     n_ctx None: the engine's default context (4096), or the trained context when that is smaller.
@@ -161,6 +166,7 @@ def estimate_fit(model: str | Path | GGUFInfo, n_ctx: int | None = None, kv_type
     target's KV cache (`hearth serve --parallel`; the draft serves one answer at a time and has one).
     repack: llama.cpp's extra buffer types are on (the default where the probe found them safe): the weights of
     REPACKED_TYPES count twice; off, an estimate that counts them is high by that much, never low.
+    projector: the model's mmproj file the load opens beside it (its weights are read whole).
     """
     info = model if isinstance(model, GGUFInfo) else read_gguf_info(model)
     if n_ctx is None:
@@ -174,7 +180,8 @@ def estimate_fit(model: str | Path | GGUFInfo, n_ctx: int | None = None, kv_type
     draft_info = draft if isinstance(draft, GGUFInfo) or draft is None else read_gguf_info(draft)
     draft_ctx = draft_context(n_ctx, draft_info) if draft_info is not None else 0
     draft_mb = _draft_bytes(draft_info, draft_ctx, kv_type, n_ubatch, flash_attn, repack) / MB if draft_info else 0.0
-    total = ENGINE_OVERHEAD_MB + weights + kv + touched + draft_mb
+    projector_mb = _file_mb(projector)
+    total = ENGINE_OVERHEAD_MB + weights + kv + touched + draft_mb + projector_mb
     ram = psutil.virtual_memory().available / MB if ram_available_mb is None else float(ram_available_mb)
     gpu = gpu_available_mb
     n_layers = info.layers or 0
@@ -208,9 +215,17 @@ def estimate_fit(model: str | Path | GGUFInfo, n_ctx: int | None = None, kv_type
                       ram_needed_mb=round(ram_needed, 1), fits=False, verdict="",
                       gpu_mb=None if device is None else round(device, 1),
                       draft_model=draft_info.path if draft_info else None, draft_n_ctx=draft_ctx,
-                      draft_mb=round(draft_mb, 1), n_parallel=n_parallel)
+                      draft_mb=round(draft_mb, 1), n_parallel=n_parallel,
+                      projector=str(projector) if projector_mb else None, projector_mb=round(projector_mb, 1))
     _judge(est, info)
     return est
+
+
+def _file_mb(path: str | Path | None) -> float:
+    try:
+        return Path(path).stat().st_size / MB if path else 0.0
+    except OSError:  # a projector that is not there is refused at load, in a sentence of its own
+        return 0.0
 
 
 def _judge(est: FitEstimate, info: GGUFInfo) -> None:
@@ -224,6 +239,8 @@ def _judge(est: FitEstimate, info: GGUFInfo) -> None:
                  "context)")
     else:
         draft = ""
+    if est.projector_mb:
+        draft += f" (its projector {Path(est.projector).name}, {mib_as_mb(est.projector_mb)}, included)"
     if est.fits and est.gpu_layers and est.gpu_layers >= est.n_layers:
         est.verdict = (f"Fits: all {est.n_layers} layers on {device} ({mib_as_mb(est.gpu_free_mb)} free there), "
                        f"{mib_as_mb(est.ram_needed_mb)} of RAM for the rest.")

@@ -36,7 +36,9 @@ def test_estimate_within_10_percent_of_the_engines_peak_memory(model_variant, ge
     # The KV cache is what grows with the context: the estimate must track the measured growth too.
     grown = estimate_fit(path, n_ctx=8192, gpu_available_mb=None).total_mb - \
         estimate_fit(path, n_ctx=2048, gpu_available_mb=None).total_mb
-    assert grown == pytest.approx(measured[8192] - measured[2048], rel=0.15, abs=3)
+    # abs: peak RSS moves by a few MB from run to run (allocator pages); the Gemma 3 shape measured 9 MB estimated
+    # against 12 MB grown, and at times just over 12 (a failure at the old 3 MB bound with nothing changed).
+    assert grown == pytest.approx(measured[8192] - measured[2048], rel=0.15, abs=5)
 
 
 def test_estimate_holds_after_a_prompt_is_processed(engine, bundled_model):
@@ -205,3 +207,24 @@ def test_a_draft_cost_estimated_from_sizes_says_how_rough_it_is(model_variant):
 
     verdict = draft_verdict(str(model_variant("F16")), str(model_variant("Q4_0")))
     assert not verdict.measured and "rough guess" in verdict.sentence and "measures it" in verdict.sentence
+
+
+def test_a_models_projector_is_counted_in_its_fit_where_the_load_opens_it(tiny_media, tmp_path):
+    """#53: a load opens the paired mmproj beside the model (or the one named), so its weights are in the fit; the
+    Models page and `hearth models fit` read fit_on, the engine's preflight its own load options."""
+    from app.backends.runtime_choice import fit_on
+    from app.engine.process.preflight import projector_for
+
+    made = tiny_media["gemma3"]
+    alone = estimate_fit(made.model, n_ctx=512, ram_available_mb=8000)
+    both = estimate_fit(made.model, n_ctx=512, ram_available_mb=8000, projector=made.mmproj)
+    size_mb = made.mmproj.stat().st_size / 2**20
+    assert both.projector_mb == pytest.approx(size_mb, abs=0.1) and both.projector == str(made.mmproj)
+    assert both.total_mb == pytest.approx(alone.total_mb + size_mb, abs=0.2)
+    assert fit_on(made.model, 512, "f16", runtime="cpu").projector_mb == both.projector_mb  # paired: beside it
+    assert projector_for(LoadOptions(model_path=str(made.model))) == str(made.mmproj)
+    assert projector_for(LoadOptions(model_path=str(made.model), mmproj="none")) is None
+    # A model with no projector beside it: nothing is added.
+    lone = tmp_path / made.model.name
+    lone.symlink_to(made.model)
+    assert fit_on(lone, 512, "f16", runtime="cpu").projector_mb == 0
