@@ -590,6 +590,8 @@ class Transcript(Following, QTextBrowser):
                 self._tail_text += chunk
                 if "\n\n" in self._tail_text[-len(chunk) - 1:]:  # a blank line arrived (perhaps across two chunks)
                     self._render_finished_paragraphs()
+                if "`" in self._tail_text and len(FENCE_LINE.findall(self._tail_text)) % 2:
+                    self._show_open_fence()
         self.flushes += 1
 
     def _thinking_part(self, chunk: str) -> str:
@@ -651,6 +653,30 @@ class Transcript(Following, QTextBrowser):
         self._tail_block = cursor.block()
         cursor.insertText(rest.replace("\n", LINE_BREAK), self._plain)
         self._tail_text = rest
+
+    def _show_open_fence(self) -> None:
+        """A code block still being written (#55 F: its ``` showed raw until it closed): the text before it plain,
+        the fence line left out and the code in the code font on the code background, as it will end up. Only the
+        paragraph being written is redrawn (from _tail_text, which keeps the fence); the closing fence and the
+        blank line after it then render the whole block as Markdown."""
+        if self._tail_block is None:
+            return
+        tail = self._tail_text
+        start = [m.start() for m in FENCE_LINE.finditer(tail)][-1]
+        line_end = tail.find("\n", start)
+        before, code = tail[:start], tail[line_end + 1:] if line_end >= 0 else ""
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(self._tail_block.position())
+        cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
+        cursor.removeSelectedText()
+        cursor.setCharFormat(self._plain)
+        if before.strip("\n"):
+            cursor.insertText(before.rstrip("\n").replace("\n", LINE_BREAK), self._plain)
+            cursor.insertText(LINE_BREAK, self._plain)
+        mono = QTextCharFormat()
+        mono.setFont(self.monospace())
+        mono.setBackground(QColor(self._code_bg()))
+        cursor.insertText(code.replace("\n", LINE_BREAK), mono)
 
     def stream_text(self) -> str:
         return "".join(self._stream_text)
