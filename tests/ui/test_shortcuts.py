@@ -49,3 +49,20 @@ def test_help_lists_every_shortcut(qtbot, idle_window):
         assert f"<b>{keys}</b>" in text
     assert "Copy last answer" in text and "Regenerate last answer" in text and "Search chats" in text
     box.close()
+
+
+def test_the_live_monitor_closes_and_opens_from_the_keyboard(qtbot, idle_window):
+    """#55 B4: the monitor's close button (drawn in the dock's title bar) takes no focus; Ctrl+Shift+M (View > Live
+    monitor) closes and opens it from the keyboard, and Help lists it."""
+    w = idle_window
+    dock = w.monitor_dock
+    assert dock.isVisible()  # the full window
+    w.chat.input.setFocus()
+    qtbot.waitUntil(w.chat.input.hasFocus, timeout=2_000)
+    qtbot.keyClick(w.chat.input, Qt.Key_M, Qt.ControlModifier | Qt.ShiftModifier)
+    qtbot.waitUntil(lambda: not dock.isVisible(), timeout=2_000)
+    qtbot.keyClick(w.chat.input, Qt.Key_M, Qt.ControlModifier | Qt.ShiftModifier)
+    qtbot.waitUntil(dock.isVisible, timeout=2_000)
+    box = w.show_shortcuts()
+    assert "<b>Ctrl+Shift+M</b>" in box.text() and "Live monitor" in box.text()
+    box.close()

@@ -256,7 +256,12 @@ class MainWindow(QMainWindow):
                                    toolTip="Every setting, graph and page; off: the simple window")
         self.full_action.toggled.connect(lambda full: self.set_mode(window_mode.FULL if full else window_mode.SIMPLE))
         view_menu.addAction(self.full_action)
-        view_menu.addAction(self.monitor_dock.toggleViewAction())
+        # The dock's own close button takes no focus (Qt draws it in the title bar): its menu action, with a key,
+        # opens and closes it from the keyboard (#55 B4).
+        monitor_toggle = self.monitor_dock.toggleViewAction()
+        monitor_toggle.setShortcut(QKeySequence("Ctrl+Shift+M"))
+        monitor_toggle.setToolTip("Show or hide the live monitor (its graphs)")
+        view_menu.addAction(monitor_toggle)
         help_menu = self.menuBar().addMenu("&Help")
         help_menu.addAction(QAction("Keyboard shortcuts", self, triggered=self.show_shortcuts))
         help_menu.addAction(QAction("About Hearth", self, triggered=self._about))
