@@ -12,16 +12,15 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.server.conftest import start_server, stop_server
+from tests.helpers.paths import FAULT_SITE
 
 pytestmark = pytest.mark.slow
 
-FAULT_SITE = Path(__file__).parent / "fault_site"
 OTHER = "smollm2-135m-Q8_0"
 # Each stage in the order a request meets it, and the status its failure gets (None: after the answer began).
 STAGES = {"parse": 500, "send": 400, "template": 500, "tokenize": 500, "generate": 500, "encode": 500}

@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from tests.server.conftest import free_port, stop_server
+from tests.helpers.paths import FAULT_SITE
 
 pytestmark = pytest.mark.slow
 
-FAULT_SITE = Path(__file__).parent / "fault_site"
 SCAN_DELAY_S = 30  # a library that takes this long to list (a huge folder, a stuck network share)
 
 

@@ -17,8 +17,9 @@ import openai
 import pytest
 
 from tests.server.conftest import KEY, start_server, stop_server
+from tests.helpers.paths import MISBEHAVING_MCP
 
-MISBEHAVING = Path(__file__).resolve().parents[1] / "tools" / "misbehaving_server.py"
+MISBEHAVING = MISBEHAVING_MCP
 MODEL = "SmolLM2-135M-Instruct.Q4_1"
 HEADERS = {"Authorization": f"Bearer {KEY}"}
 

@@ -12,6 +12,7 @@ import time
 import psutil
 
 from tests.ui.test_nothing_lost import link_point
+from tests.helpers.paths import REPO
 
 STREAM_BEFORE_KILL_S = 3.0
 LOSS_ALLOWED_S = 1.0
@@ -34,7 +35,7 @@ def test_kill_9_of_the_window_mid_answer_keeps_what_streamed_marked_interrupted(
     from app.core.chats.answer_saving import INTERRUPTED
     from app.core.chats.store import ChatStore
 
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    repo = str(REPO)
     proc = subprocess.Popen([sys.executable, "-m", "tests.ui.gui_driver", "Write a very long poem about the sea."],
                             cwd=repo, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from app.ui.shell.display_check import X11_LIBRARIES, display_problem, problem_sentence, uses_xcb
+from tests.helpers.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 def test_qt_would_use_x11_on_linux_unless_a_wayland_session_or_another_platform_is_chosen():

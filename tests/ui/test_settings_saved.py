@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.ui.conftest import READY_TIMEOUT_MS
+from tests.helpers.paths import REPO
 
 
 def _on_disk() -> dict:
@@ -33,7 +34,6 @@ def test_the_window_does_not_write_its_start_up_copy_over_another_process(qtbot,
     """#48 C13: the window wrote its whole start-up copy at exit, undoing what another process had changed."""
     import subprocess
     import sys
-    from pathlib import Path
 
     from app.ui.settings.store import update_settings
     from app.ui.shell.app import make_app
@@ -46,7 +46,7 @@ def test_the_window_does_not_write_its_start_up_copy_over_another_process(qtbot,
     window.show()
     other = "from app.ui.settings.store import update_settings; update_settings(theme='dark', enter_sends=False)"
     subprocess.run([sys.executable, "-c", other], check=True, timeout=60,
-                   env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+                   env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     window.chat.input.set_enter_sends(True)
     window.close()
     data = _on_disk()

@@ -16,7 +16,6 @@ import re
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
@@ -24,8 +23,9 @@ from PySide6.QtTest import QTest
 from app.core import paths
 from app.tools.servers import ServerEntry, allowed_tools, load_servers, save_server
 from tests.ui.conftest import ask, shot
+from tests.helpers.paths import MISBEHAVING_MCP
 
-MISBEHAVING = Path(__file__).resolve().parents[1] / "tools" / "misbehaving_server.py"
+MISBEHAVING = MISBEHAVING_MCP
 ANSWER_MS = 120_000  # a server's start and two rounds of the model on a loaded 2-core machine
 
 
