@@ -29,7 +29,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
       desktop-file-utils gnome-keyring dbus-daemon appstream xvfb x11-utils libxcb-icccm4 libxcb-keysyms1; } \
     >/dev/null 2>&1 || echo "run.sh: could not install the package tests' tools; those checks fall back" >&2
 fi
-# The API's browser test (tests/server/test_browser.py) runs a web page's attacks in Debian's headless Chromium.
+# The API's browser test (tests/server/edge/test_browser.py) runs a web page's attacks in Debian's headless Chromium.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v chromium >/dev/null; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
     >/dev/null 2>&1 || echo "run.sh: could not install Chromium; the browser test skips" >&2

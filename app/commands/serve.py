@@ -46,7 +46,7 @@ def register(sub) -> None:
     p.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
                    help="unload a model no request has used for this long (default: keep it)")
     # The API's limits (app/server/edge/limits.py's Limits, not imported here: no CLI start may import the server);
-    # None takes its default, which the help says (tests/server/test_limits_cli.py holds the two together).
+    # None takes its default, which the help says (tests/server/edge/test_limits_cli.py holds the two together).
     p.add_argument("--head-timeout", type=float, default=None, metavar="SECONDS",
                    help="close a connection whose request line and headers take longer than this; 408 (default 10)")
     p.add_argument("--body-timeout", type=float, default=None, metavar="SECONDS",
@@ -76,8 +76,8 @@ def register(sub) -> None:
                         "first (default 10000; 0 keeps none)")
     p.add_argument("--keep-responses-days", type=float, default=30.0, metavar="DAYS",
                    help="how long a stored response is kept (default 30, as OpenAI keeps them)")
-    # Its default is app/server/responses/store.py's DEFAULT_MAX_BYTES (tests/server/test_limits_cli.py holds the two
-    # together): no CLI start may import the server.
+    # Its default is app/server/responses/store.py's DEFAULT_MAX_BYTES (tests/server/edge/test_limits_cli.py holds
+    # the two together): no CLI start may import the server.
     p.add_argument("--keep-responses-mb", type=float, default=None, metavar="MB",
                    help="disk the stored responses of this server may take, oldest let go first; each server on "
                         "the same data folder keeps its own (default 256)")

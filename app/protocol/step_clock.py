@@ -25,7 +25,8 @@ from app.core import env
 
 ENV = env.STEP_CLOCK.name  # the path of the clock's file, set by the supervisor for its engine
 # How the watchdog's sentence to the requests it ends begins (app/backends/supervisor.py): the API server tells
-# its error from an engine crash by it (app/server/edge/errors.py), tests/server/test_watchdog.py holds the two together.
+# its error from an engine crash by it (app/server/edge/errors.py); tests/server/edge/test_watchdog.py holds the
+# two together.
 WATCHDOG_SAYS = "Hearth's watchdog stopped the engine"
 SIZE = 16
 _Cells = ctypes.c_double * 2

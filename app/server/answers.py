@@ -126,7 +126,7 @@ class TextFrame:
     Every token of a stream goes out in the same object (OpenAI's chunk, Anthropic's text delta) with only
     the text different. Building the dict and encoding all of it again per token was most of the server's
     work per token; the frame is encoded once and each token costs one string encoding. The bytes are the
-    ones compact_json gives for the same object (tests/server/test_stream_path.py holds them to it).
+    ones compact_json gives for the same object (tests/server/edge/test_stream_path.py holds them to it).
     """
 
     SLOT = "\ue000hearth-text\ue000"  # private-use characters: in no id or model name around it

@@ -20,7 +20,7 @@ from app.protocol import messages as P
 from app.backends.client import EngineClient
 from app.backends.remote import RemoteEndpoint
 from tests.server.conftest import CTX, KEY, free_port, start_server, stop_server
-from tests.server.test_openai_api import QUESTION
+from tests.server.openai.test_openai_api import QUESTION
 
 GREEDY = P.SamplingOptions(temperature=0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, max_tokens=30)
 STORY = [{"role": "user", "content": "Write a long story about a fox who learns to sail."}]

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.hfserver import FakeHub, FakeRepo
+from tests.helpers.hfserver import FakeHub, FakeRepo
 from tests.core.gguf.test_gguf_info import write_tiny_gguf
 from tests.core.library.test_hub import blob
 

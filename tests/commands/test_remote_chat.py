@@ -13,7 +13,7 @@ import pytest
 
 from tests.commands.test_cli import hearth
 from tests.backends.test_remote import hearth_server, llama_server  # noqa: F401 (fixtures)
-from tests.server.test_openai_api import KEY, free_port
+from tests.server.openai.test_openai_api import KEY, free_port
 
 JSON_FIELDS = ("model", "model_path", "text", "finish_reason", "prompt_tokens", "completion_tokens", "ttft_s",
                "prompt_tok_s", "gen_tok_s", "peak_rss_mb", "prompt_evaluated", "n_ctx", "spec", "window")

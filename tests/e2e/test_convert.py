@@ -382,7 +382,7 @@ def test_a_repository_on_the_hub_is_downloaded_and_converted(tmp_path, bundled_m
     only the files the converter reads are fetched, and the result equals converting the same folder locally."""
     import gguf
 
-    from tests.hfserver import FakeHub, FakeRepo
+    from tests.helpers.hfserver import FakeHub, FakeRepo
 
     folder = tmp_path / "tiny-llama"
     write_tokenizer(gguf.GGUFReader(bundled_model), folder)

@@ -13,7 +13,7 @@ from app.protocol.grammar_ambiguity import MAX_PARSE_WIDTH, ambiguity_problem, g
 from app.protocol.schema_grammar import schema_grammar
 from app.protocol.tool_calls import tool_grammar, tool_use
 
-# What the converter wrote for ^(a|a?){30}{30}$ (tests/server/test_watchdog.py had it wedge the engine).
+# What the converter wrote for ^(a|a?){30}{30}$ (tests/server/edge/test_watchdog.py had it wedge the engine).
 WEDGE = ('root ::= "\\"" ' + "r2 " * 30 + '"\\""\nr1 ::= ("a" | "a"?)\nr2 ::= ' + " ".join(["r1"] * 30))
 
 

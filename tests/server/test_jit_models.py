@@ -57,7 +57,7 @@ def test_names_outside_the_library_are_a_404(server):
     base, outside = server
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=60) as http:
         # (OpenAI's and Anthropic's fixed names, gpt-4o and claude-..., are the loaded model's: #54.4,
-        # tests/server/test_client_fields.py.)
+        # tests/server/edge/test_client_fields.py.)
         for name in ("no-such-model", str(outside), outside.name, "../" + OTHER):
             r = ask(http, name)
             assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found", name

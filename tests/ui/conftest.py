@@ -16,7 +16,7 @@ READY_TIMEOUT_MS = 60_000
 
 def chosen_mode(mode: str = "full") -> None:
     """The window mode the user chose (app/ui/shell/window_mode.py). The window tests drive every control, so they run
-    the full window; tests/ui/test_simple_window.py meets the simple one a first start shows."""
+    the full window; tests/ui/shell/test_simple_window.py meets the simple one a first start shows."""
     from app.ui.settings.store import update_settings
 
     update_settings(window_mode=mode)
@@ -73,7 +73,7 @@ def idle_window(qtbot, hearth_home):
 @pytest.fixture
 def hub_server(monkeypatch):
     """A local Hub-shaped server that the app's hub code talks to (HF_ENDPOINT)."""
-    from tests.ui.hub_fixtures import gui_hub
+    from tests.helpers.hub_fixtures import gui_hub
 
     server = gui_hub().start()
     monkeypatch.setenv("HF_ENDPOINT", server.url)

@@ -11,7 +11,7 @@ minutes as the history grows), and the y ranges only step to a rounded
 ceiling when the data outgrows them, so a plot's frame (title, axes, ticks,
 grid) is painted again only when one of those steps happens. The series keep
 their points in absolute time; a curve is given new data only when its series
-got points since the last redraw (tests/ui/test_monitor.py counts them).
+got points since the last redraw (tests/ui/monitor/test_monitor.py counts them).
 
 With pyqtgraph, even so optimised, a redraw cost the window's thread ~6 ms (half of it Python bookkeeping
 for items moving with time), four times a second while an answer streams: CPU the engine's threads need

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from app.core.library import hub
-from tests.hfserver import FakeHub, FakeRepo
+from tests.helpers.hfserver import FakeHub, FakeRepo
 
 
 def blob(n: int, seed: int) -> bytes:

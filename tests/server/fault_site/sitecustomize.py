@@ -1,4 +1,4 @@
-"""Faults injected into a real `hearth serve` and its engine process (tests/server/test_busy_slot.py).
+"""Faults injected into a real `hearth serve` and its engine process (tests/server/edge/test_busy_slot.py).
 
 Put on PYTHONPATH, Python imports this at the start of every process (the server, and the engine, which
 inherits the environment). It wraps functions at each stage a request passes through, in whichever process

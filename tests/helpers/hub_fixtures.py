@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.hfserver import FakeHub, FakeRepo, _Handler, _QuietServer
+from tests.helpers.hfserver import FakeHub, FakeRepo, _Handler, _QuietServer
 
 
 def gguf_bytes(megabytes: float, name: str = "gui-test") -> bytes:

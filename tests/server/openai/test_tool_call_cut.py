@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from tests.server.conftest import KEY
-from tests.server.test_tool_calls import ASK, SCHEMAS, TOOLS
+from tests.server.openai.test_tool_calls import ASK, SCHEMAS, TOOLS
 
 pytestmark = pytest.mark.slow
 

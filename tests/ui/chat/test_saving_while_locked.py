@@ -8,7 +8,7 @@ import time
 
 from tests.core.chats.test_answer_saving import HeldLock
 from tests.ui.conftest import ask
-from tests.ui.heartbeat import Heartbeat
+from tests.helpers.heartbeat import Heartbeat
 
 # The old window waited 5 s on the GUI thread at every draft save; a wait for the lock now lasts 50 ms at most.
 WORST_GAP_MS = 1000

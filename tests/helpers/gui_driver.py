@@ -1,4 +1,4 @@
-"""A real `hearth gui` process, driven as a user would drive it: `python -m tests.ui.gui_driver "MESSAGE" [MODEL
+"""A real `hearth gui` process, driven as a user would drive it: `python -m tests.helpers.gui_driver "MESSAGE" [MODEL
 IMAGE]`.
 
 It runs the real command (app.cli.main(["gui"])); once the window's model is ready (MODEL loaded, where named, and

@@ -1,6 +1,6 @@
 """`hearth serve` through Anthropic's official Python SDK, as Claude clients use it: messages, streaming,
 tools and their results, count_tokens, structured output (output_config, messages.parse), assistant prefill,
-and the SDK's typed errors. Beside tests/server/test_anthropic_api.py, which speaks raw HTTP."""
+and the SDK's typed errors. Beside tests/server/anthropic/test_anthropic_api.py, which speaks raw HTTP."""
 
 from __future__ import annotations
 

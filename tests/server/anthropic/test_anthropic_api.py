@@ -30,7 +30,7 @@ def post(api: str, body: dict, headers: dict | None = None) -> httpx.Response:
 
 def warm(api: str, model_name: str, messages: list[dict]) -> None:
     """Leave the prompt in the KV cache, so the requests compared next evaluate the same batch sizes (as
-    tests/server/test_openai_api.py's warm explains: other batch sizes round differently on some CPUs)."""
+    tests/server/openai/test_openai_api.py's warm explains: other batch sizes round differently on some CPUs)."""
     post(api, {"model": model_name, "max_tokens": 1, "temperature": 0, "messages": messages})
 
 

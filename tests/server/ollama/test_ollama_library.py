@@ -1,6 +1,6 @@
 """Ollama's /api/pull and /api/delete on a real `hearth serve`, with the official `ollama` client (#54.3): a pull
 of a Hugging Face name goes through Hearth's own downloader from a real local server with the Hub's URL layout
-(tests/hfserver.py), and the model is in /api/tags at once; a delete removes what Hearth downloaded."""
+(tests/helpers/hfserver.py), and the model is in /api/tags at once; a delete removes what Hearth downloaded."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.core.gguf.test_gguf_info import write_tiny_gguf
-from tests.hfserver import FakeHub, FakeRepo
+from tests.helpers.hfserver import FakeHub, FakeRepo
 from tests.server.conftest import start_server, stop_server
 
 ollama = pytest.importorskip("ollama")

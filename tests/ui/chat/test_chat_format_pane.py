@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QFileDialog
 from app.devtools.gguf_edit import TEMPLATE_KEY, copy_without
 from tests.helpers.templates import CHATML
 from tests.ui.conftest import shot
-from tests.ui.test_load_states import select_in_library
+from tests.ui.bridge.test_load_states import select_in_library
 
 LOAD_TIMEOUT_MS = 60_000
 

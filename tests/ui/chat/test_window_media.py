@@ -21,7 +21,7 @@ from app.protocol.messages import LoadOptions
 from tests.commands.test_chat_media import in_process_answer
 from tests.engine.media.test_media_greedy import QUESTION
 from tests.ui.conftest import ask
-from tests.ui.test_answer_survives_a_crash import STREAM_BEFORE_KILL_S, _read_lines
+from tests.ui.chat.test_answer_survives_a_crash import STREAM_BEFORE_KILL_S, _read_lines
 from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.slow
@@ -115,7 +115,7 @@ def test_an_image_goes_with_the_question_as_the_cli_sends_it_kept_once_shown_and
 def test_a_kill_9_mid_answer_about_an_image_keeps_the_image_and_the_answer(qtbot, hearth_home, tiny_media, pictures):
     made = tiny_media["gemma3"]
     repo = str(REPO)
-    proc = subprocess.Popen([sys.executable, "-m", "tests.ui.gui_driver", "Describe this picture at length.",
+    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.gui_driver", "Describe this picture at length.",
                              str(made.model), str(pictures[3])], cwd=repo,
                             env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)

@@ -110,7 +110,7 @@ def test_draft_graph_says_when_speculation_is_off_and_which_drafter_runs(qtbot, 
     assert "lookup" in title and "off" not in title
     # #17: the engine's decision, with its reason, in the monitor and the load pane; the answer's summary
     # says what drafting did instead of "draft acceptance 0%".
-    from tests.ui.test_monitor_states import check_speculation_is_said
+    from tests.ui.monitor.test_monitor_states import check_speculation_is_said
 
     check_speculation_is_said(qtbot, w, loaded.args[0])
 

@@ -1,4 +1,4 @@
-"""Save screenshots of the main views: `python -m tests.ui.screenshots [dark|light] [BENCH_RESULT.json]`.
+"""Save screenshots of the main views: `python -m tests.helpers.screenshots [dark|light] [BENCH_RESULT.json]`.
 
 Runs the real window (offscreen) against the real engine in a throwaway
 HEARTH_HOME and writes docs/screenshots/{chat,models,download,benchmark}-{theme}.png

@@ -1,4 +1,4 @@
-"""The chat's screenshot set of #31: `python -m tests.ui.chat_screenshots [light|dark] [OUT]` (OUT: /tmp/shots).
+"""The chat's screenshot set of #31: `python -m tests.helpers.chat_screenshots [light|dark] [OUT]` (OUT: /tmp/shots).
 
 The real window, offscreen, against the real engine and the bundled model, in a throwaway HEARTH_HOME, at
 1366x768 and 1024x700: a reasoning model's answer (a grammar makes SmolLM2 write <think>…</think>) with its

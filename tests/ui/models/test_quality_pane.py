@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tests.ui.test_quantize_note import choose
+from tests.ui.models.test_quantize_note import choose
 
 MB = 2**20
 

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 
 from tests.helpers.tiny_gguf import write_unknown_arch
 from tests.ui.conftest import shot
-from tests.ui.test_load_states import select_in_library
+from tests.ui.bridge.test_load_states import select_in_library
 
 LOAD_TIMEOUT_MS = 60_000
 BUNDLED_TITLE = "SmolLM2-135M-Instruct (Q4_1, bundled)"

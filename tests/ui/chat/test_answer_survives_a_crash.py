@@ -11,7 +11,7 @@ import time
 
 import psutil
 
-from tests.ui.test_nothing_lost import link_point
+from tests.ui.chat.test_nothing_lost import link_point
 from tests.helpers.paths import REPO
 
 STREAM_BEFORE_KILL_S = 3.0
@@ -36,7 +36,7 @@ def test_kill_9_of_the_window_mid_answer_keeps_what_streamed_marked_interrupted(
     from app.core.chats.store import ChatStore
 
     repo = str(REPO)
-    proc = subprocess.Popen([sys.executable, "-m", "tests.ui.gui_driver", "Write a very long poem about the sea."],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.gui_driver", "Write a very long poem about the sea."],
                             cwd=repo, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     children: list[psutil.Process] = []

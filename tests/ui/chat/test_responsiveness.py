@@ -10,7 +10,7 @@ import pytest
 
 from app.core.chats.store import ChatStore
 from tests.ui.conftest import ask
-from tests.ui.heartbeat import MAX_STALL_MS, Heartbeat
+from tests.helpers.heartbeat import MAX_STALL_MS, Heartbeat
 
 LONG_CHAT_TOKENS = 50_000
 

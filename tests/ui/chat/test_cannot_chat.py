@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 
 from tests.helpers.tiny_gguf import write_tiny_bert
 from tests.ui.conftest import ask, shot
-from tests.ui.test_load_states import select_in_library
+from tests.ui.bridge.test_load_states import select_in_library
 
 LOAD_TIMEOUT_MS = 60_000
 

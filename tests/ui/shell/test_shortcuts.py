@@ -1,5 +1,5 @@
 """#31, shortcuts: Ctrl+F searches the chats, Ctrl+Shift+C copies the last answer, Ctrl+R regenerates (with a model:
-tests/ui/test_answer_models.py), and Help lists every shortcut the window has."""
+tests/ui/chat/test_answer_models.py), and Help lists every shortcut the window has."""
 
 from __future__ import annotations
 

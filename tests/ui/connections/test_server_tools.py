@@ -10,8 +10,8 @@ from PySide6.QtCore import Qt
 
 from app.tools.server_entry import ServerEntry
 from tests.server.conftest import free_port
-from tests.ui.heartbeat import Heartbeat
-from tests.ui.test_server_page import press
+from tests.helpers.heartbeat import Heartbeat
+from tests.ui.connections.test_server_page import press
 
 pytestmark = pytest.mark.skipif(shutil.which("mcp-server-time") is None, reason="mcp-server-time is not installed")
 
