@@ -1,4 +1,5 @@
-"""`hearth bench [spec|window|matrix|compare|gui]`: speed measured side by side, printed as ratios.
+"""`hearth bench [spec|window|matrix|quality|compare|serve|contention|gui|docs|media]`: speed measured side by side,
+printed as ratios.
 
 The measuring is app/bench (headless, Qt-free) and, for `gui`, app/ui/bench; this module owns the command
 line: it builds the parsers, turns the flags into each benchmark's options, and hands the charts that need
@@ -32,7 +33,7 @@ def register(sub) -> None:
     p.set_defaults(func=_run_basic)
     kinds = p.add_subparsers(dest="bench_kind", metavar="KIND")
     for add in (_add_spec, _add_window, _add_matrix, _add_quality, _add_compare, _add_serve, _add_contention, _add_gui,
-                _add_docs):
+                _add_docs, _add_media):
         add(kinds)
     for parser in (p, *kinds.choices.values()):
         parser.set_defaults(func=_errors_only(parser.get_default("func")))
@@ -281,3 +282,18 @@ def _add_docs(kinds) -> None:
                    help="also measure latency with the index padded to N chunks (the goal: 100,000 under 100 ms)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: docs.run(_options(docs.DocsBenchOptions, args)))
+
+
+# --- hearth bench media -----------------------------------------------------------------------------------------
+def _add_media(kinds) -> None:
+    from app.bench import media
+
+    p = kinds.add_parser("media", help="a model that sees or hears: image encode, time to first token and tok/s "
+                         "against llama.cpp's llama-mtmd-cli", description=media.__doc__.split("\n\n")[0])
+    add_model_args(p)
+    p.add_argument("--mmproj", metavar="PATH", help="the projector (default: the mmproj file beside the model)")
+    p.add_argument("--audio", action="store_true", help="a sound instead of an image (a model that hears)")
+    p.add_argument("--tokens", type=int, default=64, metavar="N", help="tokens generated per run (default 64)")
+    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per side; medians are reported")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=lambda args: media.run(_options(media.MediaBenchOptions, args, model=model_path(args))))

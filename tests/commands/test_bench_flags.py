@@ -7,13 +7,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from app.bench import compare, contention, docs, matrix_plan, quality, serve, spec, window
+from app.bench import compare, contention, docs, matrix_plan, media, quality, serve, spec, window
 from app.cli import build_parser
 
 # Each `hearth bench KIND`'s options, as app/commands/bench.py builds them from the parsed flags.
 OPTIONS = {"serve": serve.ServeBenchOptions, "spec": spec.SpecOptions, "window": window.WindowOptions,
            "matrix": matrix_plan.MatrixOptions, "quality": quality.QualityOptions, "compare": compare.CompareOptions,
-           "contention": contention.ContentionOptions, "docs": docs.DocsBenchOptions}
+           "contention": contention.ContentionOptions, "docs": docs.DocsBenchOptions,
+           "media": media.MediaBenchOptions}
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

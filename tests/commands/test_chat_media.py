@@ -85,9 +85,9 @@ def test_interactive_image_and_audio_commands_attach_to_the_next_message(tiny_me
     assert proc.stdout.count("assistant>") == 2
 
 
-# (The benchmarks take no --mmproj until one measures media: every benchmark flag must reach its benchmark,
+# (Of the benchmarks, `bench media` takes --mmproj: every benchmark flag must reach its benchmark,
 # tests/commands/test_bench_flags.py.)
-@pytest.mark.parametrize("command", ["chat", "serve"])
+@pytest.mark.parametrize("command", ["chat", "serve", "bench media"])
 def test_mmproj_is_a_flag_of_every_command_that_reads_media(command):
-    proc = hearth(command, "--help")
+    proc = hearth(*command.split(), "--help")
     assert "--mmproj PATH" in proc.stdout

@@ -31,8 +31,9 @@ Flags, and why:
                                 so that libmtmd's target exists (llama.cpp adds tools/ only with both); only the
                                 libraries are built (targets llama, ggml, ggml-base, ggml-cpu, ggml-<backend>,
                                 mtmd: a model's projector, images and sounds, on this runtime too)
-  --tools                       the target llama-perplexity too (bench quality's reference, #33), into
-                                <runtime>/tools/; the libraries and the key are the same
+  --tools                       the targets llama-perplexity (bench quality's reference, #33) and llama-mtmd-cli
+                                (bench media's, #53) too, into <runtime>/tools/; the libraries and the key are
+                                the same
   RPATH $ORIGIN                 the libraries find each other in their folder after the move
 
 Vulkan on Debian 12 needs the packages glslc, spirv-headers and libvulkan-dev, and Vulkan headers newer than
@@ -106,7 +107,8 @@ LAYOUT_FLAGS = ("-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", "-DCMAKE_INSTALL_RPATH=$O
 # there), so they are opt-in (targets only: the configure flags are the same). Not part of the cache key (the libraries are the same with or without them): a
 # runtime asked for with its tools and found without them is built again under the same key. They live in
 # <runtime>/tools/ with their own libraries, apart from what a bundle ships (runtimes.files_to_ship).
-TOOLS = ("llama-perplexity",)
+# llama-mtmd-cli: the reference `hearth bench media` is timed against (#53), on the same image and model.
+TOOLS = ("llama-perplexity", "llama-mtmd-cli")
 TOOLS_DIR = "tools"
 VULKAN_HEADERS_ENV = env.VULKAN_INCLUDE.name
 SDIST_ENV = env.LLAMA_SDIST.name

@@ -179,7 +179,8 @@ def test_llama_cpp_s_tools_are_built_on_request_under_the_same_key(runtimes_root
     """--tools adds llama-perplexity (bench quality's reference, #33) to the same cmake tree; the libraries are the
     same, so the key is too, and a runtime asked for with its tools but cached without them is built again."""
     plain, with_tools = rb.BuildSpec("vulkan", portable=True), rb.BuildSpec("vulkan", portable=True, tools=rb.TOOLS)
-    assert with_tools.key == plain.key and with_tools.targets == (*plain.targets, "llama-perplexity")
+    assert with_tools.key == plain.key
+    assert with_tools.targets == (*plain.targets, "llama-perplexity", "llama-mtmd-cli")
     assert with_tools.flags() == plain.flags()
     folder = make_runtime_folder(runtimes_root, plain.key, vulkan_manifest(flags=list(plain.flags())))
     assert rb.cached(plain) is not None and rb.cached(with_tools) is None
