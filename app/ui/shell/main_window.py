@@ -22,8 +22,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QCoreApplication, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QHBoxLayout, QLabel, QMainWindow, QMessageBox, QPushButton,
-                               QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QFrame, QHBoxLayout, QLabel, QMainWindow, QMessageBox,
+                               QPushButton, QTabWidget, QVBoxLayout, QWidget)
 
 from app import __version__
 from app.core.library.bundled import bundled_model_path
@@ -48,6 +48,7 @@ from app.ui.shell import theme
 from app.ui.shell import window_mode
 from app.ui.settings.settings_dialog import SettingsDialog, default_load_options
 from app.ui.shell.status_labels import StatusLabels
+from app.ui.widgets import VerticalScroll
 
 DEFAULT_SIZE = (1280, 800)
 # The smallest screen Hearth is made for (a netbook's 1024x600): the first size fills at most the screen's free area.
@@ -170,8 +171,13 @@ class MainWindow(QMainWindow):
         from app.ui.monitor.monitor_view import MonitorView
 
         monitor = MonitorView(self.bridge)  # it follows the bridge's news itself
-        monitor.setMinimumWidth(MONITOR_MIN_WIDTH)
-        self.monitor_dock.setWidget(monitor)
+        # Its graphs scroll where the window is short (#55 C: with a model loaded they asked for 542 px, and the
+        # full window's minimum became 604, past a 1024x600 screen less its panel).
+        column = VerticalScroll(monitor)
+        column.setFrameShape(QFrame.NoFrame)
+        column.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # the graphs narrow with the dock instead
+        column.setMinimumWidth(MONITOR_MIN_WIDTH)
+        self.monitor_dock.setWidget(column)
         monitor.apply_theme(self._dark)
         return monitor
 

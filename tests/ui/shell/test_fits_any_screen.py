@@ -164,7 +164,8 @@ def test_a_long_code_line_wraps_in_its_block_with_copy_in_view_and_titles_elide(
 
 
 def test_a_streaming_answer_shows_its_finished_paragraphs_as_markdown(qtbot):
-    """Paragraphs render as they complete (no raw '**' until the end, then a reflow); code waits for its fence."""
+    """Paragraphs render as they complete (no raw '**' until the end, then a reflow); an open code block shows as
+    code, without its fence line (#55 F), and becomes Markdown when its fence closes."""
     from app.ui.chat.transcript import Transcript
 
     transcript = Transcript()
@@ -177,7 +178,7 @@ def test_a_streaming_answer_shows_its_finished_paragraphs_as_markdown(qtbot):
         transcript.flush()
     shown = transcript.toPlainText()
     assert "It is Paris." in shown and "**" not in shown  # the finished paragraph, rendered
-    assert "```py" in shown  # the code block is still open: left as written until its fence closes
+    assert "```" not in shown and "x = 1" in shown  # the code block is still open: its code, without the fence
     transcript.append_token("\n```\n\nDone")
     transcript.flush()
     assert "```" not in transcript.toPlainText() and "y = 2" in transcript.toPlainText()
@@ -205,3 +206,15 @@ def test_at_1024x600_the_window_fits_and_every_page_keeps_its_main_action_in_vie
     assert inside_window(w, w.models.load_button) and inside_window(w, w.statusBar())
     table = w.models.table
     assert table.viewport().height() >= 3 * table.verticalHeader().defaultSectionSize()  # three rows at least
+
+
+def test_with_a_model_loaded_the_full_window_still_fits_1024x600(qtbot, main_window):
+    """#55 C: with a model loaded the monitor's graphs asked for 542 px and the full window's minimum height became
+    604, past a 1024x600 screen less its panel; the graphs scroll in their dock instead."""
+    w = main_window
+    w.monitor_dock.show()
+    qtbot.wait(100)  # the monitor is built and filled after the load
+    assert w.minimumSizeHint().height() <= 600 - 24
+    w.resize(1024, 576)
+    qtbot.waitUntil(lambda: w.height() == 576, timeout=2_000)
+    assert inside_window(w, w.chat.send_button) and inside_window(w, w.statusBar())
