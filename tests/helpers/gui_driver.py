@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
@@ -68,3 +69,67 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# --- for the tests: the driven window, killed mid-answer ---------------------------------------------------------
+@dataclass
+class Killed:
+    conversation_id: int
+    streamed: list[tuple[float, int]]  # (CLOCK_MONOTONIC, characters shown) as the driver printed them
+    killed_at: float
+
+
+def read_lines(proc, until, deadline_s: float) -> list[str]:
+    lines = []
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.strip())
+        if until(lines):
+            return lines
+    raise AssertionError(f"the window did not get there in {deadline_s:.0f} s: {lines[-5:]}")
+
+
+def kill_mid_answer(message: str, *model_and_image: str, stream_s: float, start_s: float = 180) -> Killed:
+    """`hearth gui` driven with this message (a model and an image, where given), kill -9'd stream_s seconds into
+    its answer; its engine is ended after (as the OS would once its pipe closes)."""
+    import os
+    import signal
+    import subprocess
+
+    import psutil
+
+    from tests.helpers.paths import REPO
+
+    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.gui_driver", message, *model_and_image],
+                            cwd=str(REPO), env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    children: list = []
+    streamed: list[tuple[float, int]] = []
+    try:
+        # Order: the model loads, "sent", then "streamed" lines; the kill comes stream_s into the answer.
+        lines = read_lines(proc, lambda got: got[-1].startswith("sent"), start_s)
+        cid = int(lines[-1].split()[1])
+
+        def enough(got) -> bool:
+            if got[-1].startswith("streamed"):
+                _, t, n = got[-1].split()
+                if int(n) > 0:
+                    streamed.append((float(t), int(n)))
+            return bool(streamed) and streamed[-1][0] - streamed[0][0] >= stream_s
+
+        read_lines(proc, enough, 60 + stream_s)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for child in children:
+            if child.is_running():
+                child.kill()
+    return Killed(cid, streamed, killed_at)

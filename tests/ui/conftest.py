@@ -46,6 +46,22 @@ def opened_window(qtbot, load: bool = True, mode: str | None = "full", foreign_t
     assert not left, f"threads left running: {[t.name for t in left]}"
 
 
+@contextmanager
+def reopened_window(qtbot):
+    """The window as the next start opens it (no model loaded): what a crash left, recovered."""
+    from app.ui.shell.app import make_app
+    from app.ui.shell.main_window import MainWindow
+
+    make_app([])
+    window = MainWindow(load_on_start=False)
+    qtbot.addWidget(window)
+    window.show()
+    try:
+        yield window
+    finally:
+        window.close()
+
+
 @pytest.fixture
 def main_window(qtbot, hearth_home):
     with opened_window(qtbot) as window:

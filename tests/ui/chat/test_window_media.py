@@ -6,34 +6,19 @@ without a projector said at once, before anything is sent."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 
-import psutil
 import pytest
 from PySide6.QtCore import QMimeData, QUrl
 from PySide6.QtGui import QImage
 
-from app.devtools.tiny_media import png_bytes
 from app.protocol.messages import LoadOptions
-from tests.commands.test_chat_media import in_process_answer
+from tests.commands.test_chat_media import in_process_answer, pictures  # noqa: F401 (pictures: a fixture)
 from tests.engine.media.test_media_greedy import QUESTION
-from tests.ui.conftest import ask
-from tests.ui.chat.test_answer_survives_a_crash import STREAM_BEFORE_KILL_S, _read_lines
-from tests.helpers.paths import REPO
+from tests.helpers.gui_driver import kill_mid_answer
+from tests.ui.chat.test_answer_survives_a_crash import STREAM_BEFORE_KILL_S
+from tests.ui.conftest import ask, reopened_window
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def pictures(tmp_path):
-    made = {}
-    for seed in (1, 3):
-        made[seed] = tmp_path / f"picture-{seed}.png"
-        made[seed].write_bytes(png_bytes(128, 128, seed))
-    return made
 
 
 def chips(chat) -> list[str]:
@@ -114,49 +99,13 @@ def test_an_image_goes_with_the_question_as_the_cli_sends_it_kept_once_shown_and
 
 def test_a_kill_9_mid_answer_about_an_image_keeps_the_image_and_the_answer(qtbot, hearth_home, tiny_media, pictures):
     made = tiny_media["gemma3"]
-    repo = str(REPO)
-    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.gui_driver", "Describe this picture at length.",
-                             str(made.model), str(pictures[3])], cwd=repo,
-                            env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    children: list[psutil.Process] = []
-    try:
-        lines = _read_lines(proc, lambda got: got[-1].startswith("sent"), 180)
-        cid = int(lines[-1].split()[1])
-        first: list[float] = []
-
-        def streamed_a_while(got) -> bool:  # as long into the answer as the text-only kill test waits
-            if got[-1].startswith("streamed") and int(got[-1].split()[2]) > 0:
-                first.append(float(got[-1].split()[1]))
-                return first[-1] - first[0] >= STREAM_BEFORE_KILL_S
-            return False
-
-        _read_lines(proc, streamed_a_while, 120)
-        children = psutil.Process(proc.pid).children(recursive=True)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        for child in children:
-            if child.is_running():
-                child.kill()
-
-    from app.ui.shell.app import make_app
-    from app.ui.shell.main_window import MainWindow
-
-    make_app([])
-    window = MainWindow(load_on_start=False)
-    qtbot.addWidget(window)
-    window.show()
-    try:
-        messages = window.store.messages(cid)
+    killed = kill_mid_answer("Describe this picture at length.", str(made.model), str(pictures[3]),
+                             stream_s=STREAM_BEFORE_KILL_S)
+    with reopened_window(qtbot) as window:
+        messages = window.store.messages(killed.conversation_id)
         assert [m.role for m in messages] == ["user", "assistant"] and messages[1].content.strip()
         [ref] = messages[0].meta["media"]
         assert window.store.media_data(ref["digest"]) == pictures[3].read_bytes()
-        window.chat.open_conversation(cid)
+        window.chat.open_conversation(killed.conversation_id)
         qtbot.waitUntil(lambda: not window.chat.transcript.loading, timeout=10_000)
         assert f"hearth-media:{ref['digest']}" in window.chat.transcript.toHtml()
-    finally:
-        window.close()
