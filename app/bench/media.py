@@ -7,7 +7,8 @@ no side can reuse an encoding from the run before), and Hearth's engine starts e
 the command-line tool does. Runs alternate (Hearth, llama-mtmd-cli, Hearth, ...) so machine noise hits both;
 medians are reported, and each ratio is llama-mtmd-cli's time over Hearth's (above 1: Hearth is faster):
 
-- encode: the image through the projector (libmtmd's encode; llama-mtmd-cli logs "slice encoded in N ms");
+- encode: the image through the projector and its embeddings into the context (libmtmd's encode and decode;
+  for llama-mtmd-cli, from its "encoding mtmd batch" to its last "decoded (batch n/n)" line);
 - prompt: everything before the first token: the encode, the image's embeddings and the text evaluated;
 - generation: tokens per second after the first.
 
@@ -40,11 +41,17 @@ CTX = 2048
 QUESTION = "Describe this picture."
 SOUND_QUESTION = "What is this sound?"
 CLI_ENV = "HEARTH_LLAMA_MTMD_CLI"
+CLI_TRIES = 3
+# What llama-mtmd-cli logs (with -v: its timings are llama.cpp's own log lines): each log line starts with its
+# time, minutes.seconds.milliseconds.microseconds, which times the encode finer than its "done in N ms".
 CLI_FIGURES = {
-    "encode_ms": r"slice encoded in (\d+) ms",
     "prompt_ms": r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens",
     "eval": r"\beval time =\s+([\d.]+) ms /\s+(\d+) runs",
 }
+CLI_STAMP = r"^(\d+)\.(\d+)\.(\d+)\.(\d+) I "
+# From the encode's start to the last batch of the embeddings decoded: what Hearth's media_s times (libmtmd's
+# mtmd_helper_eval_chunk_single, the encode and the decode of its embeddings into the context).
+CLI_ENCODE = ("encoding mtmd batch", "mtmd batch encoding done", re.compile(r"decoded \(batch (\d+)/(\d+)\)"))
 
 
 @dataclass
@@ -84,20 +91,51 @@ def run_cli(cli: Path, model: str, mmproj: str, medium: Path, audio: bool, token
     cmd = [str(cli), "-m", model, "--mmproj", mmproj, "--audio" if audio else "--image", str(medium),
            "-p", SOUND_QUESTION if audio else QUESTION, "-n", str(tokens), "--temp", "0", "--ignore-eos",
            "-t", str(threads), "-tb", str(threads), "-c", str(CTX), "-dev", "none", "-ngl", "0",
-           *([] if repack else ["--no-repack"])]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, stdin=subprocess.DEVNULL)
-    out = proc.stdout + proc.stderr
-    if proc.returncode != 0:
-        raise HearthError(f"llama-mtmd-cli failed (exit {proc.returncode}): {out.strip().splitlines()[-1:]}")
-    found = {key: re.search(pattern, out) for key, pattern in CLI_FIGURES.items()}
-    missing = [key for key, m in found.items() if m is None]
-    if missing:
-        raise HearthError(f"llama-mtmd-cli printed no {', '.join(missing)}; its output ended: {out[-300:]!r}")
-    encode_ms = float(found["encode_ms"].group(1))
+           "-v", *([] if repack else ["--no-repack"])]
+    # Its log is written by a thread of its own, and at exit the last lines (the timings) are at times lost: a run
+    # that lost them is run again.
+    for _ in range(CLI_TRIES):
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=900, env=env,
+                              stdin=subprocess.DEVNULL)  # its answer may be any bytes (a random model's are)
+        out = proc.stdout + proc.stderr
+        if proc.returncode != 0:
+            raise HearthError(f"llama-mtmd-cli failed (exit {proc.returncode}): {out.strip().splitlines()[-1:]}")
+        found = {key: re.search(pattern, out) for key, pattern in CLI_FIGURES.items()}
+        missing = [key for key, m in found.items() if m is None]
+        if not missing:
+            break
+    else:
+        raise HearthError(f"llama-mtmd-cli printed no {', '.join(missing)} in {CLI_TRIES} runs; its output ended: "
+                          f"{out[-300:]!r}")
+    encode_ms, with_decode_ms = encode_time_ms(out)
     prompt_ms, eval_ms = float(found["prompt_ms"].group(1)), float(found["eval"].group(1))
     runs = int(found["eval"].group(2))
-    return {"encode_s": encode_ms / 1000, "prompt_s": (encode_ms + prompt_ms) / 1000,
+    # Its prompt eval time counts every decode before the first token, the image's embeddings' too.
+    return {"encode_s": with_decode_ms / 1000, "prompt_s": (encode_ms + prompt_ms) / 1000,
             "gen_tok_s": runs / (eval_ms / 1000) if eval_ms > 0 else 0.0}
+
+
+def encode_time_ms(out: str) -> tuple[float, float]:
+    """(the encode alone, the encode and the decode of its embeddings) in ms, from the stamps of the lines around
+    them (each batch of media, summed)."""
+    encode = both = 0.0
+    began = None
+    for line in out.splitlines():
+        stamp = re.match(CLI_STAMP, line)
+        if stamp is None:
+            continue
+        minutes, seconds, ms, us = (int(g) for g in stamp.groups())
+        at = minutes * 60_000 + seconds * 1000 + ms + us / 1000
+        last = CLI_ENCODE[2].search(line)
+        if CLI_ENCODE[0] in line:
+            began = at
+        elif CLI_ENCODE[1] in line and began is not None:
+            encode += at - began
+        elif last and last.group(1) == last.group(2) and began is not None:
+            both, began = both + at - began, None
+    if encode <= 0 or both <= 0:
+        raise HearthError("llama-mtmd-cli logged no encode of the image; its log format may have changed.")
+    return encode, both
 
 
 class HearthSide:
@@ -208,11 +246,11 @@ def table(r: dict) -> str:
     rows = [f"{r['model']} + {r['mmproj']}, {r['kind']}, {r['threads']} threads, {r['tokens']} tokens, "
             f"medians of {r['repeats']} runs (load average {', '.join(map(str, r['load_average']))})",
             f"{'':<22}{'Hearth':>12}{'llama-mtmd-cli':>16}{'ratio':>8}",
-            f"{'encode (ms)':<22}{h['encode_s'] * 1000:>12.0f}{c['encode_s'] * 1000:>16.0f}{x['encode']:>7.2f}x",
-            f"{'to first token (ms)':<22}{h['prompt_s'] * 1000:>12.0f}{c['prompt_s'] * 1000:>16.0f}{x['prompt']:>7.2f}x",
+            f"{'encode (ms)':<22}{h['encode_s'] * 1000:>12.1f}{c['encode_s'] * 1000:>16.1f}{x['encode']:>7.2f}x",
+            f"{'to first token (ms)':<22}{h['prompt_s'] * 1000:>12.1f}{c['prompt_s'] * 1000:>16.1f}{x['prompt']:>7.2f}x",
             f"{'generation (tok/s)':<22}{h['gen_tok_s']:>12.1f}{c['gen_tok_s']:>16.1f}{x['generation']:>7.2f}x",
             f"the same {r['kind']} asked about again: {r['repeat']['media_encoded']} encodes, "
-            f"{r['repeat']['prompt_s'] * 1000:.0f} ms to the first token",
+            f"{r['repeat']['prompt_s'] * 1000:.1f} ms to the first token",
             "ratio: llama-mtmd-cli's time over Hearth's (generation: Hearth's speed over its); above 1: Hearth is "
             "faster"]
     return "\n".join(rows)
