@@ -34,13 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.bench.model_options import ModelOptions
+from app.core import env
 from app.core.errors import HearthError
 from app.core.metrics import default_threads
 
 CTX = 2048
 QUESTION = "Describe this picture."
 SOUND_QUESTION = "What is this sound?"
-CLI_ENV = "HEARTH_LLAMA_MTMD_CLI"
+CLI_ENV = env.LLAMA_MTMD_CLI.name
 CLI_TRIES = 3
 # What llama-mtmd-cli logs (with -v: its timings are llama.cpp's own log lines): each log line starts with its
 # time, minutes.seconds.milliseconds.microseconds, which times the encode finer than its "done in N ms".
@@ -65,7 +66,7 @@ class MediaBenchOptions(ModelOptions):
 
 def find_cli() -> Path | None:
     """$HEARTH_LLAMA_MTMD_CLI, else the one built with an engine runtime (--tools), native before portable."""
-    given = os.environ.get(CLI_ENV)
+    given = env.LLAMA_MTMD_CLI.get()
     if given:
         return Path(given) if os.access(given, os.X_OK) else None
     from app.core.making.runtime_build import TOOLS, BuildSpec, cached, tool_path
@@ -79,7 +80,7 @@ def find_cli() -> Path | None:
 
 
 def medium_bytes(audio: bool, seed: int) -> bytes:
-    from app.devtools.tiny_media import png_bytes, wav_bytes
+    from app.bench.sample_media import png_bytes, wav_bytes
 
     return wav_bytes(2.0, seed) if audio else png_bytes(256, 256, seed)
 

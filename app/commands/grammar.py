@@ -34,6 +34,7 @@ EXAMPLES = {
     "bench contention": "hearth bench contention --tokens 100",
     "bench gui": "hearth bench gui --tokens 128",
     "bench docs": "hearth bench docs --topics 20 --no-vectors",
+    "bench media": "hearth bench media --model gemma-3-4b-it-Q4_K_M.gguf --tokens 64",
     "models": "hearth models list",
     "models list": "hearth models list --json",
     "models show": "hearth models show bundled --json",

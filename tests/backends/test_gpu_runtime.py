@@ -155,7 +155,7 @@ def media_chat(model, picture: Path, env: dict) -> subprocess.CompletedProcess:
 @pytest.mark.heavy  # lavapipe generation, as the tests above
 def test_a_model_that_sees_runs_on_the_device_with_its_projector(vulkan_runtime, tiny_media, tmp_path):
     """The runtime carries libmtmd beside libllama: a projector opens on it (CI's bundle died on import without it)."""
-    from app.devtools.tiny_media import png_bytes
+    from app.bench.sample_media import png_bytes
 
     picture = tmp_path / "picture.png"
     picture.write_bytes(png_bytes(64, 64, 1))
@@ -170,7 +170,7 @@ def test_a_model_that_sees_runs_on_the_device_with_its_projector(vulkan_runtime,
 def test_a_runtime_without_libmtmd_answers_text_and_refuses_an_image_in_one_sentence(vulkan_runtime, tiny_media,
                                                                                     tmp_path):
     """A runtime built before Hearth built libmtmd into it (or by hand): the engine still loads and answers text."""
-    from app.devtools.tiny_media import png_bytes
+    from app.bench.sample_media import png_bytes
 
     root = tmp_path / "runtimes"
     folder = root / vulkan_runtime.folder.name

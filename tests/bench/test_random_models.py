@@ -18,6 +18,7 @@ from tests.helpers.tiny_gguf import write_random_llama, write_tokenizer_only
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 def test_a_random_llama_has_the_shape_asked_for_and_the_bundled_tokenizer(tmp_path, bundled_model):
     vocab = write_tokenizer_only(tmp_path / "vocab.gguf", bundled_model)
     reader = gguf.GGUFReader(str(vocab))

@@ -9,6 +9,7 @@ from app.cli import main
 from app.protocol.messages import LoadOptions
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 def test_compare_scores_every_policy_at_the_budget_and_the_table_shows_them(bundled_model):
     base = LoadOptions(model_path=str(bundled_model), n_threads=1, extra_bufts=False)
     result = wp.compare(base, None, ["full", "window", "h2o"], budgets=(0.5,), n_ppl=256, n_probe=200,

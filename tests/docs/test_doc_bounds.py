@@ -178,6 +178,7 @@ except DocProblem as exc:
     assert out["cpu_s"] < 2 and out["s"] < 20 and out["peak_mb"] < 300, (case, out)
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 def test_a_long_real_table_and_many_paragraphs_still_read(tmp_path):
     """The bound is on one piece, not the document: 5,000 paragraphs and a table of 500 rows read whole."""
     rows = [["name", "value"]] + [[f"item {i}", str(i)] for i in range(500)]

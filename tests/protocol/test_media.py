@@ -11,7 +11,7 @@ import zlib
 
 import pytest
 
-from app.devtools.tiny_media import png_bytes, wav_bytes
+from app.bench.sample_media import png_bytes, wav_bytes
 from app.protocol.media import (MAX_AUDIO_SECONDS, MediaError, check_media, check_part, flatten, has_media,
                                 media_part, sniff)
 

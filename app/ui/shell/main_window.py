@@ -177,6 +177,7 @@ class MainWindow(QMainWindow):
         column.setFrameShape(QFrame.NoFrame)
         column.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # the graphs narrow with the dock instead
         column.setMinimumWidth(MONITOR_MIN_WIDTH)
+        column.setAccessibleName("Live monitor graphs")
         self.monitor_dock.setWidget(column)
         monitor.apply_theme(self._dark)
         return monitor

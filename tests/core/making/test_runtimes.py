@@ -187,7 +187,7 @@ def test_llama_cpp_s_tools_are_built_on_request_under_the_same_key(runtimes_root
     rt.write_manifest(folder, vulkan_manifest(flags=list(plain.flags()), llama_tools=list(rb.TOOLS)))
     assert rb.cached(with_tools) is not None and rb.cached(plain) is not None
     assert rb.tool_path(rb.cached(plain), "llama-perplexity") is None  # listed, but its file is not there
-    with pytest.raises(rb.RuntimeBuildError, match="makes the tools llama-perplexity, not llama-server"):
+    with pytest.raises(rb.RuntimeBuildError, match="makes the tools llama-perplexity, llama-mtmd-cli, not llama-server"):
         rb.BuildSpec("vulkan", tools=("llama-server",))
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from app.backends.client import EngineClient
 from app.core.errors import InvalidRequest
-from app.devtools.tiny_media import png_bytes
+from app.bench.sample_media import png_bytes
 from app.engine.decoding.runtime import Runtime
 from app.engine.media.projector import checked_in_child
 from app.engine.process.session import Session

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from app.devtools.tiny_media import png_bytes, wav_bytes
+from app.bench.sample_media import png_bytes, wav_bytes
 from app.engine.decoding.runtime import Runtime
 from app.engine.process.session import Session
 from app.protocol.media import media_part

@@ -39,6 +39,7 @@ def allow_all(home, tools) -> None:
         os.environ.pop("HEARTH_HOME") if old is None else os.environ.__setitem__("HEARTH_HOME", old)
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 def test_chat_completions_run_the_offered_mcp_tools_only_where_the_user_asked(tmp_path, model_name):
     env = add_time_server(tmp_path / "home")
     ask = dict(model=model_name, messages=[{"role": "user", "content": "What time is it in Tokyo?"}],

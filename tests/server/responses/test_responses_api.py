@@ -199,6 +199,7 @@ def test_two_clients_continuing_one_response_at_once_each_get_their_own(oai, mod
         assert r.previous_response_id == first.id and oai.responses.retrieve(r.id).id == r.id
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 def test_a_thousand_linked_responses_and_a_store_at_its_bound(tmp_path, model_name):
     """A chain of 1,000 stored responses is read back in one query and answered (its start cut to fit the context
     with truncation auto, refused with the context's 400 without); a store kept to 3 responses lets the oldest go,
@@ -275,6 +276,7 @@ def test_a_models_thinking_is_a_reasoning_item_apart_from_the_answer(oai, model_
     assert kinds.index("response.reasoning_text.done") < kinds.index("response.output_text.delta")
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 def test_hearths_own_mcp_tools_run_for_api_clients_only_where_the_user_allowed_them(tmp_path, model_name):
     """`hearth serve --tools time` offers the user's MCP server (mcp-server-time, a real one from PyPI): a request
     names it as an mcp tool, the server lists its tools, runs the calls the user allowed for good and gives the

@@ -11,6 +11,8 @@ The bundled 135M model cannot choose tools, so the call is forced (the chat's to
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import re
 import sys
@@ -40,6 +42,7 @@ def wait_for_approval(qtbot, chat) -> dict:
     return chat._waiting_call
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 def test_a_chat_calls_the_real_time_server_after_the_user_allows_it_and_keeps_the_call(qtbot, main_window, tmp_path):
     window, chat = main_window, main_window.chat
     info = window.bridge.info
