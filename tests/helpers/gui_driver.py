@@ -37,9 +37,14 @@ def _drive(message: str, model: str | None = None, image: str | None = None) -> 
         QTimer.singleShot(200, lambda: _drive(message, model, image))
         return
     chat = window.chat
+    if not chat.send_button.isEnabled():  # as a user waits for Send: the load's queued news can still be arriving
+        QTimer.singleShot(50, lambda: _drive(message, model, image))
+        return
     if image:
         chat.attach_bar.add_paths([image])
-    chat.sampling_overrides = {"ignore_eos": True}  # a long answer, whatever the tiny model thinks
+    # A long answer, whatever the model thinks: the tiny test models write some 4,000 tokens a second, so 4,000
+    # tokens were over before the first line said anything had streamed.
+    chat.sampling_overrides = {"ignore_eos": True, "max_tokens": 100_000}
     chat.sampling.temperature.setValue(0.0)
     chat.sampling.max_tokens.setValue(4000)
     chat.input.setPlainText(message)
