@@ -26,6 +26,7 @@ def test_each_family_is_a_small_text_model_beside_its_projector(tiny_media):
         assert _architecture(made.model) != "clip"
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 @pytest.mark.slow
 def test_making_again_gives_the_same_bytes(tiny_media, tmp_path):
     import importlib.util

@@ -65,6 +65,7 @@ def test_names_outside_the_library_are_a_404(server):
         assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 def test_an_idle_model_is_unloaded_after_the_ttl_and_comes_back_when_asked_for(server):
     base, _ = server
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=60) as http:

@@ -91,7 +91,8 @@ def chat_refusal(client: EngineClient) -> str:
 
 
 @pytest.mark.parametrize("kind, message", [
-    ("loops", "chat template took longer than"),
+    # It waits out the template's time budget: slow by design, in the heavy tier (CI runs it after the suite).
+    pytest.param("loops", "chat template took longer than", marks=pytest.mark.heavy),
     ("empty", "the prompt is empty"),
 ])
 def test_the_engine_refuses_a_hostile_template_and_keeps_serving(hostile_models, kind, message):

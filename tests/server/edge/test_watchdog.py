@@ -115,6 +115,7 @@ def test_a_wedged_step_is_ended_the_request_told_why_and_the_next_one_answered(s
     assert httpx.get(base.removesuffix("/v1") + "/health").json()["status"] == "ok"
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 def test_a_request_that_waited_behind_a_stalled_step_is_answered_not_failed(tmp_path):
     """--parallel 2: a plain request sent into the free slot while the other slot's step stalled waited 230 s and
     was failed with it."""

@@ -19,6 +19,10 @@ import pytest
 from tests.server.conftest import KEY, start_server, stop_server
 from tests.helpers.paths import MISBEHAVING_MCP
 
+# Every test here waits on a misbehaving MCP server (hangs, slow starts, crashes): slow by design, in the heavy
+# tier, which CI runs after the suite.
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+
 MISBEHAVING = MISBEHAVING_MCP
 MODEL = "SmolLM2-135M-Instruct.Q4_1"
 HEADERS = {"Authorization": f"Bearer {KEY}"}
@@ -77,7 +81,6 @@ def _abandon_plain(base: str, body: dict) -> None:
         pass
 
 
-@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 def test_hanging_tool_calls_of_departed_clients_never_hold_a_plain_request(served):
     """#56 B6: requests whose allowed tool sleeps, their clients gone once the call started: a plain chat request
     waited 56 s (the calls and the model's acquisition shared one executor), and the calls ran on to their 60 s
@@ -202,7 +205,6 @@ def test_restarts_are_bounded_and_said(tmp_path, monkeypatch):
         api.close()
 
 
-@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
 def test_a_server_slow_to_start_does_not_keep_serve_from_serving(tmp_path):
     """#56 E21: `hearth serve --tools a b` with one server slow to list its tools exited after 30 s. It serves, says
     which server is not ready, offers the ready one, and lists the slow one with the reason."""
