@@ -35,10 +35,11 @@ def test_an_already_quantized_source_is_said_before_quantizing_and_may_still_be_
     models.quant_type.setCurrentIndex(models.quant_type.findData("Q4_0"))  # smaller: no size sentence
     assert "Q4_0 file (about" not in models.requant_note.text()
     assert "quantizing it again to Q4_0" in models.requant_note.text()
-    qtbot.wait(50)  # the row's relayout for the button's new text
     # The pane is taller than the window: it scrolls, and the details keep the height their text needs (the
-    # layout squeezed them to their title once the settings grew).
-    assert models.details.height() >= models.details.heightForWidth(models.details.width())
+    # layout squeezed them to their title once the settings grew). Waited for: the row's relayout for the
+    # button's new text comes in a later event-loop turn (50 ms was short on a busy machine: 250 of 264 px).
+    qtbot.waitUntil(lambda: models.details.height() >= models.details.heightForWidth(models.details.width()),
+                    timeout=3_000)
     shot(w, "requantize-note", tmp_path)
 
     choose(qtbot, w, model_variant("F16"))  # the original: nothing to say
