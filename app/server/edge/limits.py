@@ -37,9 +37,9 @@ from typing import Awaitable, Callable
 # Light at import: `hearth serve`'s flags take their defaults from Limits before anything heavy loads.
 
 RETRY_AFTER_S = 2
-# The endpoints that take an engine slot (count_tokens evaluates its prompt); models and health answer at once.
-# Every path that starts work on a model: OpenAI's, Anthropic's and the Responses API's, each also without its /v1
-# (the endpoints answer there too), and Ollama's. A path left out here would be a way around the queue's bound.
+# The endpoints that take an engine slot (count_tokens evaluates its prompt; models and health answer at once):
+# OpenAI's, Anthropic's and the Responses API's, each also without its /v1 (the endpoints answer there too), and
+# Ollama's. A path left out here would be a way around the queue's bound.
 QUEUED_PATHS = frozenset(
     [prefix + path for path in ("/chat/completions", "/completions", "/messages", "/messages/count_tokens",
                                 "/embeddings", "/responses") for prefix in ("/v1", "")]

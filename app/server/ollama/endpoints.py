@@ -68,11 +68,6 @@ def routes(api) -> list[Route]:
             Route("/api/push", ollama.writes_library, methods=["POST"])]
 
 
-def error(exc: ApiError) -> JSONResponse:
-    """An error in Ollama's shape: {"error": sentence}, with the status the other dialects give it."""
-    return JSONResponse(exc.ollama_body(), status_code=exc.status, headers=exc.headers)
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
 
@@ -110,7 +105,7 @@ class OllamaApi:
         try:
             return await handler(await self.api.body_of(request) if request.method == "POST" else None)
         except ApiError as exc:
-            return error(exc)
+            return exc.response(request.url.path)
 
     async def _serving(self, name) -> tuple[str, object]:
         """The id and backend a request's `model` names: name:tag as Ollama clients write it, :latest being the
@@ -176,9 +171,9 @@ class OllamaApi:
         return await self._guarded(request, answer)
 
     async def writes_library(self, request: Request) -> Response:
-        return error(ApiError(400, f"{request.url.path} is not served by Hearth: a model in Hearth's library has one "
-                                   "name (its file's); pull one from Hugging Face with /api/pull "
-                                   "hf.co/OWNER/REPO:QUANT, or make one on the Models page."))
+        return ApiError(400, f"{request.url.path} is not served by Hearth: a model in Hearth's library has one "
+                             "name (its file's); pull one from Hugging Face with /api/pull hf.co/OWNER/REPO:QUANT, "
+                             "or make one on the Models page.").response(request.url.path)
 
     # --- answers -----------------------------------------------------------------------------------------------
     async def chat(self, request: Request) -> Response:

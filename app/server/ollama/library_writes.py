@@ -21,6 +21,7 @@ import asyncio
 import json
 import threading
 import time
+from dataclasses import dataclass
 from typing import AsyncIterator
 
 from starlette.requests import Request
@@ -49,12 +50,19 @@ def hf_name(name) -> tuple[str, str | None]:
     return repo, (None if quant.lower() in ("", "latest") else quant.upper())
 
 
+@dataclass
+class _Pull:
+    """One download under way: its progress lines (None once it ended), its cancel, its job."""
+    lines: asyncio.Queue
+    cancel: threading.Event
+    job: asyncio.Future | None = None
+
+
 class LibraryWrites:
-    def __init__(self, api, pull=None):
-        """api: the server's OpenAIApi (its model pool); pull: hub.pull's signature (a test may hand another)."""
+    def __init__(self, api):
+        """api: the server's OpenAIApi (its model pool)."""
         self.api = api
-        self._pull = pull
-        self._pulling = False
+        self._pulling = False  # a download is running: set when it starts, cleared when it ends
 
     # --- /api/pull -----------------------------------------------------------------------------------------
     async def pull(self, request: Request) -> Response:
@@ -70,55 +78,49 @@ class LibraryWrites:
                 raise ApiError(503, "A pull is under way on this server; try again when it is done.",
                                "unavailable_error", headers={"Retry-After": "5"})
         except ApiError as exc:
-            return JSONResponse(exc.ollama_body(), status_code=exc.status, headers=exc.headers)
-        self._pulling = True
-        lines = self._lines(repo, quant)
+            return exc.response(request.url.path)
+        lines = _lines(self._start(repo, quant))
         if stream:
             return StreamingResponse(_ndjson(lines), media_type="application/x-ndjson")
         last = {}
-        async for last in lines:
-            if "error" in last:
-                status = last.pop("_status", 500)
-                return JSONResponse(last, status_code=status)
+        try:
+            async for last in lines:
+                if "error" in last:
+                    status = last.pop("_status", 500)
+                    return JSONResponse(last, status_code=status)
+        finally:
+            await lines.aclose()  # a client that left cancels its download here too
         return JSONResponse(last)
 
-    async def _lines(self, repo: str, quant: str | None) -> AsyncIterator[dict]:
+    def _start(self, repo: str, quant: str | None) -> _Pull:
+        """The download, started now on a worker thread; the one-pull bound holds until it has ended (a client
+        that left stops it at its next block, but a pull whose stream never began still runs to its end)."""
+        from app.core.library import hub
+
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-        cancel = threading.Event()
+        pull = _Pull(asyncio.Queue(), threading.Event())
         shown = [0.0]
 
         def progress(done: int, total: int) -> None:
             now = time.monotonic()
             if now - shown[0] >= PROGRESS_EVERY_S or done >= total:
                 shown[0] = now
-                loop.call_soon_threadsafe(queue.put_nowait, {"status": f"pulling {repo}", "digest": repo,
-                                                             "total": total, "completed": done})
+                loop.call_soon_threadsafe(pull.lines.put_nowait, {"status": f"pulling {repo}", "digest": repo,
+                                                                  "total": total, "completed": done})
+
+        def ended() -> None:
+            self._pulling = False
+            pull.lines.put_nowait(None)
 
         def work():
-            from app.core.library import hub
-
             try:
-                return (self._pull or hub.pull)(repo, quant=quant, progress=progress, cancel=cancel)
+                return hub.pull(repo, quant=quant, progress=progress, cancel=pull.cancel)
             finally:
-                loop.call_soon_threadsafe(queue.put_nowait, None)
+                loop.call_soon_threadsafe(ended)
 
-        try:
-            yield {"status": "pulling manifest"}
-            job = loop.run_in_executor(None, work)
-            while (line := await queue.get()) is not None:
-                yield line
-            try:
-                result = await job
-            except HearthError as exc:
-                yield {"error": str(exc), "_status": 404 if type(exc).__name__ == "NotFoundError" else 400}
-                return
-            yield {"status": "verifying sha256 digest" if result.verified else "verifying size"}
-            yield {"status": "writing manifest"}  # the models folder is the library: nothing more to write
-            yield {"status": "success"}
-        finally:
-            cancel.set()  # the client left (or the pull ended): a download still running stops at its next block
-            self._pulling = False
+        self._pulling = True
+        pull.job = loop.run_in_executor(None, work)
+        return pull
 
     # --- /api/delete ---------------------------------------------------------------------------------------
     async def delete(self, request: Request) -> Response:
@@ -140,10 +142,31 @@ class LibraryWrites:
                 raise invalid(f"'{name}' is loaded: unload it first (keep_alive 0), then delete it.", "model")
             await loop.run_in_executor(None, carry_out, removal)
         except HearthError as exc:  # the bundled model, a file that cannot be deleted: one sentence
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            return invalid(str(exc)).response(request.url.path)
         except ApiError as exc:
-            return JSONResponse(exc.ollama_body(), status_code=exc.status, headers=exc.headers)
+            return exc.response(request.url.path)
         return Response(status_code=200)
+
+
+async def _lines(pull: _Pull) -> AsyncIterator[dict]:
+    """Ollama's progress lines for a download; a failure is a last {"error": ...} line (with the status a
+    stream: false answer takes, under "_status")."""
+    from app.core.library.hub import NotFoundError
+
+    try:
+        yield {"status": "pulling manifest"}
+        while (line := await pull.lines.get()) is not None:
+            yield line
+        try:
+            result = await pull.job
+        except HearthError as exc:
+            yield {"error": str(exc), "_status": 404 if isinstance(exc, NotFoundError) else 400}
+            return
+        yield {"status": "verifying sha256 digest" if result.verified else "verifying size"}
+        yield {"status": "writing manifest"}  # the models folder is the library: nothing more to write
+        yield {"status": "success"}
+    finally:
+        pull.cancel.set()  # the client left (or the pull ended): a download still running stops at its next block
 
 
 async def _ndjson(lines: AsyncIterator[dict]) -> AsyncIterator[bytes]:
