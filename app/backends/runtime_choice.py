@@ -184,10 +184,10 @@ def fit_on(path, n_ctx: int | None, kv_type: str, runtime: str = "auto", draft: 
     from app.core.library.fit import estimate_fit
 
     best = max(choose(runtime).devices, key=lambda d: d.memory_free_mb, default=None)
-    from app.core.library.projectors import paired_projector
+    from app.core.library.projectors import chosen_projector
 
-    paired = paired_projector(path)  # opened beside the model at load: its weights are held too
-    held = {"draft": draft, "n_parallel": n_parallel, "projector": paired.path if paired else None}
+    # The projector opened beside the model at load (the one paired in its folder): its weights are held too.
+    held = {"draft": draft, "n_parallel": n_parallel, "projector": chosen_projector(path, None)[0]}
     if best is None or not best.memory_free_mb:
         return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type, gpu_available_mb=None, **held)
     return estimate_fit(path, n_ctx=n_ctx, kv_type=kv_type, gpu_available_mb=float(best.memory_free_mb),

@@ -12,8 +12,7 @@ import argparse
 from pathlib import Path
 
 from app.core.errors import HearthError
-from app.core.store.bounded_read import Budget, read_file
-from app.protocol.media import MAX_FILE_BYTES, check_media, media_part, refusal
+from app.protocol.media import media_part, read_medium, refusal
 
 
 def add_media_args(p: argparse.ArgumentParser) -> None:
@@ -30,9 +29,7 @@ def read_part(kind: str, path: str, how: str = "--") -> dict:
     where = Path(path).expanduser()
     if not where.is_file():
         raise HearthError(f"{how}{kind} {path}: no such file.")
-    data = read_file(where, Budget(where.name, MAX_FILE_BYTES))
-    check_media(kind, data, where.name)
-    return media_part(kind, data, where.name)
+    return media_part(kind, read_medium(kind, where).data, where.name)
 
 
 def parts_from_args(args: argparse.Namespace) -> list[dict]:

@@ -30,8 +30,10 @@ import hashlib
 import struct
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 from app.core.errors import InvalidRequest
+from app.core.store.bounded_read import Budget, read_file
 
 KINDS = ("image", "audio")
 IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WebP")
@@ -78,10 +80,16 @@ def media_part(kind: str, data: bytes, name: str = "") -> dict:
     return part
 
 
-def refusal(model: str, media: dict, kind: str) -> str | None:
+# What a model loaded without a projector needs, as the CLI and the API say it (the window says it in its words).
+NO_PROJECTOR = ("it has no projector: load it with --mmproj PATH (its mmproj-*.gguf), or keep the mmproj file beside "
+                "the model so the library pairs them")
+
+
+def refusal(model: str, media: dict, kind: str, no_projector: str = NO_PROJECTOR) -> str | None:
     """Why a model cannot take a medium of `kind`, in one sentence, from its load description's `media` ({vision,
-    audio, mmproj, mmproj_error}); None when it can. Said before a request goes (the CLI, the API), so the user
-    learns it from one sentence that names the model, not from the engine's refusal of the whole prompt."""
+    audio, mmproj, mmproj_error}); None when it can. Said before a request goes (the CLI, the API, the window), so
+    the user learns it from one sentence that names the model, not from the engine's refusal of the whole prompt.
+    no_projector: what to do where the model was loaded without any projector."""
     able, verb = ("vision", "see images") if kind == "image" else ("audio", "hear sounds")
     if media.get(able):
         return None
@@ -89,8 +97,7 @@ def refusal(model: str, media: dict, kind: str) -> str | None:
         other = "sounds" if kind == "image" else "images"
         why = f"its projector {media['mmproj']} takes {other} only"
     else:
-        why = media.get("mmproj_error") or ("it has no projector: load it with --mmproj PATH (its mmproj-*.gguf), "
-                                            "or keep the mmproj file beside the model so the library pairs them")
+        why = media.get("mmproj_error") or no_projector
     return f"{model} cannot {verb}: {why}.".replace("..", ".")
 
 
@@ -194,6 +201,12 @@ def check_media(kind: str, data: bytes, name: str = "") -> Media:
         raise MediaError(f"{_cap(label)} is a damaged {fmt} file: {why}.") from None
     except (struct.error, IndexError, ValueError):
         raise MediaError(f"{_cap(label)} is a damaged {fmt} file: its header ends early.") from None
+
+
+def read_medium(kind: str, path: Path) -> Media:
+    """A file read (never more than MAX_FILE_BYTES: a bigger one is a sentence, not a read) and checked, as the
+    CLI's --image and the window's Attach take it; HearthError or MediaError in one sentence."""
+    return check_media(kind, read_file(path, Budget(path.name, MAX_FILE_BYTES)), path.name)
 
 
 def sniff(data: bytes) -> str | None:

@@ -58,6 +58,16 @@ def is_projector(path: str | Path) -> bool:
     return named_like_projector(path) and projector_info(path) is not None
 
 
+def chosen_projector(model_path: str | Path, named: str | None) -> tuple[str | None, bool]:
+    """(the projector a load opens beside the model, whether it was paired from the model's folder): the one named
+    (--mmproj; "none" for none), else the one paired beside the model. The engine's load and its preflight's fit
+    both ask here."""
+    if named:
+        return (None if named.strip().lower() == "none" else named), False
+    found = paired_projector(model_path)
+    return (str(found.path), True) if found else (None, False)
+
+
 def paired_projector(model_path: str | Path) -> ProjectorInfo | None:
     """The projector beside a model: same folder, `mmproj` in its name, a projector whose width is the model's.
     Of several, the one whose name shares the most of the model's name (a repo's F16 and Q8_0 projectors: the

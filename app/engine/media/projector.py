@@ -34,6 +34,7 @@ from app.core import paths
 from app.core.errors import HearthError, ModelFileError
 from app.core.gguf.info import read_gguf_info
 from app.core.proc import child_command, child_env, exit_reason, last_event
+from app.core.making.runtimes import MTMD_LIB_ENV
 from app.core.store.jsonstore import is_object, read_json, update_json
 from app.engine.process import llamalog
 from app.protocol.media import Media, MediaError
@@ -81,7 +82,7 @@ class Projector:
         if not self.path.is_file():
             raise ProjectorError(f"The projector {self.path} does not exist.")
         if mtmd is None:
-            folder = os.environ.get("MTMD_CPP_LIB") or "the binding's folder"
+            folder = os.environ.get(MTMD_LIB_ENV) or "the binding's folder"
             raise ProjectorError(f"the engine runtime in {folder} was built without libmtmd, so {name} answers text "
                                  "only; rebuild that runtime (`hearth runtimes build vulkan` or `cuda`) or run on "
                                  "the cpu runtime to send images and sounds.")

@@ -13,7 +13,7 @@ import contextlib
 import sys
 
 from app.core.errors import InvalidRequest
-from app.core.library.projectors import paired_projector
+from app.core.library.projectors import chosen_projector
 from app.engine.media.projector import Projector, ProjectorError
 from app.protocol.media import Media, flatten, has_media
 
@@ -28,14 +28,9 @@ class SessionMedia:
         self.projector: Projector | None = None
         self.error: str | None = None
         self.paired = False  # found beside the model, not named by --mmproj
-        chosen = rt.options.mmproj
-        if chosen and chosen.strip().lower() == "none":
+        chosen, self.paired = chosen_projector(rt.path, rt.options.mmproj)
+        if chosen is None:
             return
-        if not chosen:
-            found = paired_projector(rt.path)
-            if found is None:
-                return
-            chosen, self.paired = str(found.path), True
         try:
             self.projector = Projector(rt, chosen)
         except ProjectorError as exc:

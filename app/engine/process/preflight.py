@@ -24,6 +24,7 @@ def preflight(options: LoadOptions) -> None:
     if options.ignore_fit:
         return
     from app.core.library.fit import estimate_fit
+    from app.core.library.projectors import chosen_projector
     from app.engine.probes.gpu_memory import gpu_free_mb
 
     # Everything the load will hold: each parallel slot's context, and the draft model with its own KV cache.
@@ -32,17 +33,8 @@ def preflight(options: LoadOptions) -> None:
                             draft=options.draft_model if options.draft_max != 0 else None,  # 0: never loaded
                             # the device this engine's runtime offloads to, as ggml sees it (any vendor)
                             gpu_available_mb=gpu_free_mb() if options.n_gpu_layers else None,
-                            projector=projector_for(options))
+                            projector=chosen_projector(options.model_path, options.mmproj)[0])
     if not estimate.fits:
         raise ModelTooBig(f"{estimate.verdict} To try anyway, use “Load anyway” (Models page) or --ignore-fit; "
                           "it may be very slow.")
 
-
-def projector_for(options) -> str | None:
-    """The projector a load opens beside the model: the one named (--mmproj), else the one paired in its folder."""
-    if options.mmproj:
-        return None if options.mmproj.strip().lower() == "none" else options.mmproj
-    from app.core.library.projectors import paired_projector
-
-    found = paired_projector(options.model_path)
-    return str(found.path) if found else None

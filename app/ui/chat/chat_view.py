@@ -548,7 +548,9 @@ class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
             kept = (edited.meta.get(ATTACHMENTS) or []) if edited else []
             meta = self._attachments_meta(text, kept, self._editing)
             media = self._keep_media((edited.meta.get(MEDIA) or []) if edited else [])  # its images stay too
-            self.store.add_version(self._editing, text, {**meta, MEDIA: media} if media else meta)
+            if media:
+                meta[MEDIA] = media
+            self.store.add_version(self._editing, text, meta)
             self._editing = None
             self._render_conversation()
         else:

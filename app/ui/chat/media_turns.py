@@ -34,19 +34,20 @@ class MediaTurns:
         if self.bridge.remote:
             return ("Images and sounds go to a model on this computer; a server's model gets text from the window. "
                     "Load a local model that sees or hears.")
-        name = model_name(info)
-        media = info.get("media") or {}
+        name, media = model_name(info), info.get("media") or {}
         for kind in dict.fromkeys(kinds):
-            why = refusal(name, media, kind)
-            if why is None:
-                continue
-            if not media.get("mmproj") and not media.get("mmproj_error"):
-                verb = "see images" if kind == "image" else "hear sounds"
-                return (f"{name} cannot {verb}: it has no projector. Put its mmproj-*.gguf file (on the model's "
-                        "Hugging Face page) beside it and load it again, or choose a model that "
-                        + ("sees." if kind == "image" else "hears."))
-            return why
+            # In the window's words where no projector was loaded: no command-line flag, and where to get one.
+            why = refusal(name, media, kind, no_projector="it has no projector. Put its mmproj-*.gguf file (on the "
+                          "model's Hugging Face page) beside it and load it again, or choose a model that "
+                          + ("sees" if kind == "image" else "hears"))
+            if why is not None:
+                return why
         return None
+
+    def _pending_refusal(self) -> str | None:
+        """media_refusal for what is attached now (None with nothing attached)."""
+        pending = self.attach_bar.media
+        return self.media_refusal([m.kind for m in pending]) if pending else None
 
     def _on_media_added(self, medium) -> None:
         why = self.media_refusal([medium.kind])
@@ -55,14 +56,12 @@ class MediaTurns:
 
     def _recheck_pending_media(self) -> None:
         """Another model loaded: what is attached is said again for it, or the old sentence goes."""
-        pending = self.attach_bar.media
-        why = self.media_refusal([m.kind for m in pending]) if pending else None
+        why = self._pending_refusal()
         self.noticed.emit(Notice(why, WARNING, "chat.attach") if why else cleared("chat.attach"))
 
     def _refuse_pending_media(self) -> bool:
         """Before Send: media the model cannot take stay attached, the message stays in the box, and it is said."""
-        pending = self.attach_bar.media
-        why = self.media_refusal([m.kind for m in pending]) if pending else None
+        why = self._pending_refusal()
         if why:
             self.noticed.emit(Notice(f"{why} Your message was not sent; it is still in the box.", ERROR,
                                      "chat.attach"))

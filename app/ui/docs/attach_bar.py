@@ -12,9 +12,8 @@ from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QToolButton, QWidget
 
 from app.core.errors import HearthError
-from app.core.store.bounded_read import Budget, read_file
 from app.docs.conversation import ConversationDocs
-from app.protocol.media import IMAGE_FORMATS, MAX_FILE_BYTES, Media, MediaError, check_media, sniff
+from app.protocol.media import IMAGE_FORMATS, Media, MediaError, check_media, read_medium, sniff
 from app.ui.bridge.worker import Tasks
 
 FILTER = ("Documents, images and sounds (*.txt *.md *.markdown *.rst *.pdf *.docx *.html *.htm *.csv *.tsv *.py *.js "
@@ -89,11 +88,9 @@ class AttachBar(QWidget):
             kind = media_kind(path)
             if kind is not None:
                 try:
-                    data = read_file(Path(path), Budget(Path(path).name, MAX_FILE_BYTES))
-                except HearthError as exc:
+                    self._add_checked(read_medium(kind, Path(path)))
+                except HearthError as exc:  # a damaged or oversized file, or one that cannot be read
                     self.problem.emit(str(exc))
-                    continue
-                self.add_medium(kind, data, Path(path).name)
                 continue
             self.tasks.run(lambda path=path: self.docs.read(path, model), self._on_read, self.problem.emit,
                            name="attach")
@@ -105,11 +102,14 @@ class AttachBar(QWidget):
         except MediaError as exc:
             self.problem.emit(str(exc))
             return False
+        self._add_checked(medium)
+        return True
+
+    def _add_checked(self, medium: Media) -> None:
         if not any(m.digest == medium.digest for m in self.media):
             self.media.append(medium)
             self._show()
             self.media_added.emit(medium)
-        return True
 
     def add_image(self, image: QImage, name: str = "pasted image.png") -> bool:
         """An image from the clipboard, as a PNG."""

@@ -213,7 +213,7 @@ def test_a_models_projector_is_counted_in_its_fit_where_the_load_opens_it(tiny_m
     """#53: a load opens the paired mmproj beside the model (or the one named), so its weights are in the fit; the
     Models page and `hearth models fit` read fit_on, the engine's preflight its own load options."""
     from app.backends.runtime_choice import fit_on
-    from app.engine.process.preflight import projector_for
+    from app.core.library.projectors import chosen_projector
 
     made = tiny_media["gemma3"]
     alone = estimate_fit(made.model, n_ctx=512, ram_available_mb=8000)
@@ -222,8 +222,8 @@ def test_a_models_projector_is_counted_in_its_fit_where_the_load_opens_it(tiny_m
     assert both.projector_mb == pytest.approx(size_mb, abs=0.1) and both.projector == str(made.mmproj)
     assert both.total_mb == pytest.approx(alone.total_mb + size_mb, abs=0.2)
     assert fit_on(made.model, 512, "f16", runtime="cpu").projector_mb == both.projector_mb  # paired: beside it
-    assert projector_for(LoadOptions(model_path=str(made.model))) == str(made.mmproj)
-    assert projector_for(LoadOptions(model_path=str(made.model), mmproj="none")) is None
+    assert chosen_projector(made.model, None) == (str(made.mmproj), True)  # what the preflight counts
+    assert chosen_projector(made.model, "none") == (None, False)
     # A model with no projector beside it: nothing is added.
     lone = tmp_path / made.model.name
     lone.symlink_to(made.model)
