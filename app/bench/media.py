@@ -66,17 +66,9 @@ class MediaBenchOptions(ModelOptions):
 
 def find_cli() -> Path | None:
     """$HEARTH_LLAMA_MTMD_CLI, else the one built with an engine runtime (--tools), native before portable."""
-    given = env.LLAMA_MTMD_CLI.get()
-    if given:
-        return Path(given) if os.access(given, os.X_OK) else None
-    from app.core.making.runtime_build import TOOLS, BuildSpec, cached, tool_path
+    from app.core.making.runtime_build import find_tool
 
-    for portable in (False, True):
-        runtime = cached(BuildSpec("vulkan", portable=portable, tools=TOOLS))
-        found = tool_path(runtime, "llama-mtmd-cli") if runtime is not None else None
-        if found:
-            return found
-    return None
+    return find_tool("llama-mtmd-cli", env.LLAMA_MTMD_CLI.get())
 
 
 def medium_bytes(audio: bool, seed: int) -> bytes:
@@ -177,14 +169,14 @@ class HearthSide:
 
 def run(opts: MediaBenchOptions) -> int:
     from app.core.gguf.modelfile import check_model_file
-    from app.core.library.projectors import paired_projector
+    from app.core.library.projectors import chosen_projector
     from app.engine.probes.probe import extra_bufts_decision
 
     check_model_file(opts.model)
     if opts.gpu_layers:
         raise HearthError("hearth bench media measures on the CPU, both sides (Hearth's cpu runtime and "
                           "llama-mtmd-cli with no device): leave out --gpu-layers.")
-    mmproj = opts.mmproj or (str(paired_projector(opts.model).path) if paired_projector(opts.model) else None)
+    mmproj = chosen_projector(opts.model, opts.mmproj)[0]
     if not mmproj:
         raise HearthError(f"{Path(opts.model).name} has no projector beside it: name one with --mmproj.")
     cli = find_cli()

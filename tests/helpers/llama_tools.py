@@ -22,16 +22,9 @@ FIGURES = {
 def llama_perplexity() -> Path | None:
     """$HEARTH_LLAMA_PERPLEXITY, else the one built with a cached Vulkan runtime (--tools; portable or native),
     else None."""
-    given = os.environ.get("HEARTH_LLAMA_PERPLEXITY")
-    if given:
-        return Path(given) if os.access(given, os.X_OK) else None
-    from app.core.making.runtime_build import TOOLS, BuildSpec, cached, tool_path
+    from app.core.making.runtime_build import find_tool
 
-    for portable in (True, False):
-        runtime = cached(BuildSpec("vulkan", portable=portable, tools=TOOLS))
-        if runtime is not None and tool_path(runtime, TOOL):
-            return tool_path(runtime, TOOL)
-    return None
+    return find_tool(TOOL, os.environ.get("HEARTH_LLAMA_PERPLEXITY"), portable_first=True)
 
 
 def _run(tool: Path, args: list[str]) -> str:

@@ -402,7 +402,8 @@ class ChatStore:
         return int(self.db.execute("SELECT COUNT(*) FROM media").fetchone()[0])
 
     def _prune_media(self) -> None:
-        """Drop the media no message, version, version tail or answer draft refers to (inside a transaction)."""
+        """Drop the media no message, version or version tail refers to (inside a transaction; an answer draft is an
+        answer, which carries none)."""
         self.db.execute(
             "DELETE FROM media WHERE digest NOT IN ("
             " SELECT json_extract(j.value, '$.digest') FROM messages, json_each(messages.meta, '$.media') j"

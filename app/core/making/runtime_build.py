@@ -568,6 +568,19 @@ def tool_path(runtime: Runtime, tool: str) -> Path | None:
     return path if os.access(path, os.X_OK) else None
 
 
+def find_tool(tool: str, given: str | None = None, portable_first: bool = False) -> Path | None:
+    """A llama.cpp tool: `given` (a path a variable names: used if it runs, else None), else the one built beside a
+    cached Vulkan runtime with --tools, the native build first (the binding's own kernels) unless portable_first."""
+    if given:
+        return Path(given) if os.access(given, os.X_OK) else None
+    for portable in ((True, False) if portable_first else (False, True)):
+        runtime = cached(BuildSpec("vulkan", portable=portable, tools=TOOLS))
+        found = tool_path(runtime, tool) if runtime is not None else None
+        if found:
+            return found
+    return None
+
+
 def build_runtime(spec: BuildSpec, *, root: Path | None = None, sdist: Path | None = None, jobs: int | None = None,
                   vulkan_include: Path | None = None, fetch_headers: bool = True, rebuild: bool = False,
                   keep_build: bool = False, on_progress: Callable[[float | None, str], None] | None = None,

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from app.core.store.bounded_read import Budget, TooBig, load_json, read_file
 from app.core.chats.store import DEFAULT_TITLE, MEDIA, ChatStore, answer_model
+from app.protocol.media import KINDS
 from app.core.errors import HearthError
 from app.core.chats.reasoning import split
 
@@ -64,7 +65,8 @@ def _media_of(store: ChatStore, messages: list[dict]) -> dict:
 
     def walk(item) -> None:
         if isinstance(item, dict):
-            for ref in (item.get("meta") or {}).get(MEDIA) or [] if isinstance(item.get("meta"), dict) else []:
+            meta = item.get("meta")
+            for ref in (meta.get(MEDIA) if isinstance(meta, dict) else None) or []:
                 digest = ref.get("digest") if isinstance(ref, dict) else None
                 if digest and digest not in found and (data := store.media_data(digest)) is not None:
                     found[digest] = {"kind": ref.get("kind"), "name": ref.get("name", ""),
@@ -222,8 +224,7 @@ def _imported_media(media) -> list[tuple[str, str, bytes]]:
     question then shows that an image was there)."""
     out = []
     for digest, item in (media.items() if isinstance(media, dict) else ()):
-        if not isinstance(item, dict) or item.get("kind") not in ("image", "audio") or not isinstance(item.get("data"),
-                                                                                                     str):
+        if not isinstance(item, dict) or item.get("kind") not in KINDS or not isinstance(item.get("data"), str):
             continue
         try:
             data = base64.b64decode(item["data"], validate=True)

@@ -172,6 +172,7 @@ class Transcript(Following, QTextBrowser):
         self._stream_calls = []
         self._splitter = None
         self.clear()
+        self._media_images.clear()  # the document that showed them is gone
         self.jump_to_latest()  # a conversation opens at its end
 
     def show_welcome(self, welcome) -> None:
