@@ -46,6 +46,7 @@ from typing import Callable
 
 from app.core import env
 from app.core.errors import EngineBusy, EngineCrashed, HearthError
+from app.protocol import commands as C
 from app.protocol import messages as P
 from app.backends.backend import BackendListener, EngineState, Sink, StateNews
 from app.backends.in_flight import LAST_EVENTS, InFlight
@@ -236,22 +237,19 @@ class Supervisor(StateNews):
 
         truncate=False: a conversation longer than the context fails (ContextTooLong) instead of being
         cut by the context policy. tools: OpenAI's function descriptions, rendered into the prompt."""
-        command = {"cmd": P.CHAT, "messages": messages, "sampling": sampling.to_dict(),
-                   "stream_interval_ms": stream_interval_ms, "truncate": truncate}
-        if tools:
-            command["tools"] = tools
-        return self.submit(command, sink)
+        return self.submit(C.Chat(messages=messages, sampling=sampling, stream_interval_ms=stream_interval_ms,
+                                  truncate=truncate, tools=tools or None), sink)
 
     def embed(self, inputs: list, sink: Sink) -> int:
         """Embed texts (or token lists); one Done with "embeddings", "prompt_tokens" and "n_embd" goes to sink."""
-        return self.submit({"cmd": P.EMBED, "inputs": inputs}, sink)
+        return self.submit(C.Embed(inputs=inputs), sink)
 
     def complete(self, prompt: str, sampling: P.SamplingOptions, sink: Sink, stream_interval_ms: float = 0,
                  truncate: bool = True) -> int:
-        return self.submit({"cmd": P.COMPLETE, "prompt": prompt, "sampling": sampling.to_dict(),
-                            "stream_interval_ms": stream_interval_ms, "truncate": truncate}, sink)
+        return self.submit(C.Complete(prompt=prompt, sampling=sampling, stream_interval_ms=stream_interval_ms,
+                                      truncate=truncate), sink)
 
-    def submit(self, command: dict, sink: Sink) -> int:
+    def submit(self, command: C.Command, sink: Sink) -> int:
         """Send a command; its events go to sink until one ends it (Done, Ok or Failed).
 
         A command that cannot start (no engine, a model still loading) raises its HearthError here."""
@@ -259,8 +257,8 @@ class Supervisor(StateNews):
             if self.loading or self._starting:
                 raise EngineBusy("The model is still loading; try again in a moment.")
             rid = next(self._ids)
-            with self._requests.taking(rid, command["cmd"], sink):  # released if it cannot be sent
-                self._send({**command, "id": rid})
+            with self._requests.taking(rid, command.CMD, sink):  # released if it cannot be sent
+                self._send(command.with_id(rid))
             self._state_news()
         return rid
 
@@ -269,18 +267,18 @@ class Supervisor(StateNews):
         with self._lock:
             if self.alive:
                 try:
-                    self._send({"cmd": P.CANCEL, "target": request_id})
+                    self._send(C.Cancel(target=request_id))
                 except HearthError:
                     pass
 
     def reset(self, sink: Sink | None = None) -> int:
         """Forget the KV cache (the engine keeps it for the next turn of the same chat)."""
-        return self.submit({"cmd": P.RESET}, sink or (lambda event: None))
+        return self.submit(C.Reset(), sink or (lambda event: None))
 
     def unload(self, sink: Sink | None = None) -> int:
         """Let go of the model; the engine stays up, and nothing is reloaded after a crash."""
         with self._lock:
-            rid = self.submit({"cmd": P.UNLOAD}, sink or (lambda event: None))
+            rid = self.submit(C.Unload(), sink or (lambda event: None))
             self.options = self.info = None
             return rid
 
@@ -437,14 +435,14 @@ class Supervisor(StateNews):
     def _send_load(self, options: P.LoadOptions) -> None:
         self._load_id = next(self._ids)
         try:
-            self._send({"cmd": P.LOAD, "id": self._load_id, "options": options.to_dict()})
+            self._send(C.Load(id=self._load_id, options=options))
         except HearthError:
             pass  # the reader reports the dead process as a crash, which restarts and reloads
 
-    def _send(self, message: dict) -> None:
+    def _send(self, command: C.Command) -> None:
         if self.process is None:
             raise EngineCrashed("The engine is not running.")
-        self.process.send(message)
+        self.process.send(command.wire())
 
     # --- events (reader thread) -----------------------------------------
     def _on_event(self, generation: int, event: P.Event) -> None:

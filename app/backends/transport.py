@@ -24,6 +24,7 @@ from app.core import env
 from app.core import paths
 from app.core.errors import EngineCrashed, HearthError, InvalidRequest
 from app.core.proc import JsonChild, exit_reason
+from app.protocol import commands as C
 from app.protocol import messages as P
 
 KEEP_LOGS = 20
@@ -160,7 +161,7 @@ class EngineProcess:
         self._closing = True
         if child.alive:
             try:
-                self.send({"cmd": P.SHUTDOWN})
+                self.send(C.Shutdown().wire())
                 child.proc.stdin.close()
             except (HearthError, OSError):
                 pass

@@ -23,6 +23,7 @@ from app import __version__
 from app.core import env
 from app.core.library.bundled import bundled_model_path
 from app.core.errors import HearthError, ModelFileError
+from app.protocol import commands as C
 from app.protocol import messages as P
 from app.protocol import step_clock
 from app.protocol.coalesce import TokenCoalescer, coalescing
@@ -33,10 +34,9 @@ _LAST = (P.DONE, P.ERROR)  # a request's final events
 ORPHAN_GRACE_S = 5.0  # after stdin closes, the longest an engine takes to exit
 
 
-GENERATION = (P.CHAT, P.COMPLETE)
 # Commands that run beside others, a step at a time: answers (in parallel slots) and embeddings (EmbedJob). Any
 # other command (a load, a reset) waits for them.
-ALONGSIDE = (*GENERATION, P.EMBED)
+ALONGSIDE = (*C.ANSWERS, C.Embed)
 
 
 class Host:
@@ -71,22 +71,24 @@ class Host:
             if not line.strip():
                 continue
             try:
-                msg = P.decode(line)
+                command = C.read(P.decode(line))
             except ValueError:
                 self.emit(P.failed(P.ErrorKind.PROTOCOL, "The engine received a malformed command."))
                 continue
-            cmd = msg.get("cmd")
-            if cmd == P.CANCEL:
-                self.cancel(msg.get("target"))
+            except C.ProtocolError as exc:
+                self.emit(P.failed(P.ErrorKind.PROTOCOL, str(exc)))
                 continue
-            if cmd in ALONGSIDE or cmd == P.LOAD:
+            if isinstance(command, C.Cancel):
+                self.cancel(command.target)
+                continue
+            if isinstance(command, (*ALONGSIDE, C.Load)):
                 with self.cancels_lock:
-                    self.cancels[msg.get("id")] = threading.Event()
-            self.commands.put(msg)
+                    self.cancels[command.id] = threading.Event()
+            self.commands.put(command)
         # stdin closed: whoever started this engine has gone (or wants it gone). Stop the running work and
         # exit; if the main thread is stuck where a cancel cannot reach it, end the process anyway: an
         # engine must never outlive the program that started it.
-        self.commands.put({"cmd": P.SHUTDOWN})
+        self.commands.put(C.Shutdown())
         self.cancel(None)
         watchdog = threading.Timer(ORPHAN_GRACE_S, os._exit, args=(0,))
         watchdog.daemon = True
@@ -121,24 +123,24 @@ class Host:
                     waiting.append(self.commands.get_nowait())
                 except queue.Empty:
                     break
-            if answering and any(msg.get("cmd") == P.SHUTDOWN for msg in waiting):
+            if answering and any(isinstance(command, C.Shutdown) for command in waiting):
                 if slots is not None:
                     slots.cancel_all()  # nobody is left to read the answers
                 self.cancel(None)
             while waiting:
-                msg = waiting[0]
+                command = waiting[0]
                 slots = self.running_slots
                 if slots is not None or self.embedding:
                     # A new answer joins the running ones when a slot is free, an embeddings request the ones
                     # under way; anything else (load, reset, unload) waits for them, in order.
-                    if msg.get("cmd") not in ALONGSIDE or (msg.get("cmd") in GENERATION and slots is not None
-                                                           and not slots.has_free):
+                    if not isinstance(command, ALONGSIDE) or (isinstance(command, C.ANSWERS) and slots is not None
+                                                              and not slots.has_free):
                         break
                 waiting.popleft()
-                if msg.get("cmd") == P.SHUTDOWN:
+                if isinstance(command, C.Shutdown):
                     self._unload()
                     return 0
-                self.handle(msg)
+                self.handle(command)
             slots = self.running_slots
             if slots is not None:
                 self.step(slots)
@@ -151,21 +153,20 @@ class Host:
         slots = self.session.slots if self.session is not None else None
         return slots if slots is not None and slots.running else None
 
-    def handle(self, msg: dict) -> None:
-        cmd = msg.get("cmd")
-        rid = msg.get("id")
+    def handle(self, command: C.Command) -> None:
+        rid = command.id
         self.running = rid
         step_clock.idle()  # a load, or a request's template and tokenizing, are no step; its batches are
-        if cmd in ALONGSIDE and self.cancelled(rid).is_set():  # cancelled while it waited its turn
+        if isinstance(command, ALONGSIDE) and self.cancelled(rid).is_set():  # cancelled while it waited its turn
             self.emit({"ev": P.DONE, "id": rid, "text": "", "finish_reason": "cancelled",
                        "prompt_tokens": 0, "completion_tokens": 0})
             self._forget(rid)
             return
         try:
-            self.dispatch(cmd, msg)
+            self.dispatch(command)
         except HearthError as exc:
             event = P.failed(P.ErrorKind.of(exc), str(exc), rid)
-            if cmd == P.LOAD and self.session is not None:
+            if isinstance(command, C.Load) and self.session is not None:
                 event["kept"] = self.session.describe()  # refused before unloading: this model is still here
             self.emit(event)
             self._forget(rid)
@@ -175,7 +176,7 @@ class Host:
             self._forget(rid)
         finally:
             self.running = None
-            if cmd == P.LOAD:
+            if isinstance(command, C.Load):
                 self._forget(rid)
 
     def step(self, slots) -> None:
@@ -241,10 +242,10 @@ class Host:
 
         return emit_for_request
 
-    def dispatch(self, cmd: str, msg: dict) -> None:
-        rid = msg.get("id")
-        if cmd == P.LOAD:
-            options = P.LoadOptions.from_dict(msg.get("options"))
+    def dispatch(self, command: C.Command) -> None:
+        rid = command.id
+        if isinstance(command, C.Load):
+            options = command.options
             check_options(options)
             preflight(options)  # before the current model is let go: a refused file costs nothing
             self._unload()
@@ -253,47 +254,45 @@ class Host:
             self.session = Session.load(options, probe_model=_probe_model(options),
                                         progress=self._load_progress(rid))
             self.emit({"ev": P.LOADED, "id": rid, **self.session.describe(), "step_s": _measure_step(self.session)})
-        elif cmd in (P.CHAT, P.COMPLETE):
+        elif isinstance(command, C.ANSWERS):
             if self.session is None:
                 raise HearthError("No model is loaded.")
             if self.niceness:
                 _lower_priority(self.niceness)
                 self.niceness = None
-            sampling = P.SamplingOptions.from_dict(msg.get("sampling"))
+            sampling = command.sampling
             check_options(sampling)
-            interval = float(msg.get("stream_interval_ms") or 0)
-            emit = coalescing(self.tagged(rid), interval)
-            if interval > 0:
+            emit = coalescing(self.tagged(rid), command.stream_interval_ms)
+            if command.stream_interval_ms > 0:
                 # A client that draws (the window) also hears how far a long prompt's reading is (decode.begin's
                 # progress events). Others do not: an API stream begins with the prompt's figures.
                 emit.prompt_progress = True
             cancelled = self.cancelled(rid)
             try:
-                truncate = msg.get("truncate", True)
-                if cmd == P.CHAT:
-                    result = self.session.chat(msg.get("messages") or [], sampling, emit, cancelled, truncate,
-                                               tools=msg.get("tools"))
+                if isinstance(command, C.Chat):
+                    result = self.session.chat(command.messages, sampling, emit, cancelled, command.truncate,
+                                               tools=command.tools)
                 else:
-                    result = self.session.complete(msg.get("prompt") or "", sampling, emit, cancelled, truncate)
+                    result = self.session.complete(command.prompt, sampling, emit, cancelled, command.truncate)
             except Exception:
                 if isinstance(emit, TokenCoalescer):  # the tokens generated reach the client before the error
                     emit.flush()
                 raise
             if result is not None:  # None: a parallel slot answers from now on, step by step
                 emit(result)  # after the last merged tokens
-        elif cmd == P.EMBED:
+        elif isinstance(command, C.Embed):
             if self.session is None:
                 raise HearthError("No model is loaded.")
-            self.embedding.append((rid, self.session.embedding(msg.get("inputs") or []), self.tagged(rid)))
-        elif cmd == P.RESET:
+            self.embedding.append((rid, self.session.embedding(command.inputs), self.tagged(rid)))
+        elif isinstance(command, C.Reset):
             if self.session is not None:
                 self.session.reset()
-            self.emit({"ev": P.OK, "id": rid, "cmd": cmd})
-        elif cmd == P.UNLOAD:
+            self.emit({"ev": P.OK, "id": rid, "cmd": command.CMD})
+        elif isinstance(command, C.Unload):
             self._unload()
-            self.emit({"ev": P.OK, "id": rid, "cmd": cmd})
-        else:
-            raise HearthError(f"The engine does not know the command '{cmd}'.")
+            self.emit({"ev": P.OK, "id": rid, "cmd": command.CMD})
+        else:  # C.read knows no other; a new command without a branch here is said, not ignored
+            raise HearthError(f"The engine does not carry out the command '{command.CMD}'.")
 
     def _load_progress(self, request_id: int | None):
         """Progress events at most every 0.1 s; a cancel stops the load."""

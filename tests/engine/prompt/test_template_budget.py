@@ -13,6 +13,7 @@ import pytest
 from app.core import proc
 from app.core.errors import GenerationError, HearthError
 from app.devtools.gguf_edit import copy_with_template
+from app.protocol import commands as C
 from app.protocol import messages as P
 from app.engine.prompt import template_budget
 from app.backends.client import EngineClient
@@ -133,10 +134,10 @@ def test_an_engine_whose_parent_goes_away_exits(bundled_model):
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=proc.child_env())
     try:
         assert b'"ready"' in engine.stdout.readline()
-        load = P.encode({"cmd": P.LOAD, "id": 1, "options": P.LoadOptions(
-            model_path=str(bundled_model), n_ctx=512, n_threads=1).to_dict()})
-        chat = P.encode({"cmd": P.COMPLETE, "id": 2, "prompt": "Once upon a time",
-                         "sampling": P.SamplingOptions(max_tokens=100000, ignore_eos=True).to_dict()})
+        load = P.encode(C.Load(id=1, options=P.LoadOptions(model_path=str(bundled_model), n_ctx=512,
+                                                           n_threads=1)).wire())
+        chat = P.encode(C.Complete(id=2, prompt="Once upon a time",
+                                   sampling=P.SamplingOptions(max_tokens=100000, ignore_eos=True)).wire())
         engine.stdin.write(load + chat)
         engine.stdin.flush()
         for line in engine.stdout:
