@@ -5,16 +5,14 @@ Their API keys are never written here; app.core.api_keys keeps them in the syste
 
 from __future__ import annotations
 
+from app.ui.settings import shape
+
 SETTINGS_KEY = "connections"
 
 
 def saved_connections(settings: dict) -> list[dict]:
     """[{"url": ..., "model": ... or None}], the most recently used first."""
-    entries = settings.get(SETTINGS_KEY)
-    if not isinstance(entries, list):
-        return []
-    return [{"url": e["url"], "model": e.get("model") if isinstance(e.get("model"), str) else None}
-            for e in entries if isinstance(e, dict) and isinstance(e.get("url"), str)]
+    return [{"url": e["url"], "model": e.get("model")} for e in shape.value(settings, SETTINGS_KEY)]
 
 
 def remember_connection(settings: dict, url: str, model: str | None = None) -> None:

@@ -89,15 +89,14 @@ class ServerPage(QWidget):
         self.server = BackgroundServer(backend, self.request_logged.emit)
         self.tasks = Tasks(self)
         self.changing = ""  # "start" or "stop" while one runs on its thread
-        kept = self.settings.get(SETTINGS_KEY)
-        kept = kept if isinstance(kept, dict) else {}
+        kept = self.settings.get(SETTINGS_KEY) or {}  # as app/ui/settings/shape.py declares it
 
         self.host = QLineEdit(str(kept.get("host") or "127.0.0.1"))
         self.host.setAccessibleName("Address to listen on")
         self.host.setToolTip("127.0.0.1 serves this computer only; 0.0.0.0 serves the network (needs a key)")
         self.port = ClampingSpinBox("The port")
         self.port.setRange(1, 65535)
-        self.port.setValue(kept["port"] if isinstance(kept.get("port"), int) else DEFAULT_PORT)
+        self.port.setValue(kept.get("port", DEFAULT_PORT))
         self.api_key = QLineEdit()
         self.api_key.setAccessibleName("API key")
         self.api_key.setPlaceholderText("none (this computer only)")
@@ -119,7 +118,7 @@ class ServerPage(QWidget):
         self.tool_servers.setMaximumHeight(90)
         self.no_tool_servers = QLabel("No MCP servers yet: the Tools page adds them.")
         self.no_tool_servers.setObjectName("hint")
-        self._offered = [n for n in kept.get("tools") or [] if isinstance(n, str)]
+        self._offered = list(kept.get("tools") or [])
         self.start_button = QPushButton("Start server")
         self.stop_button = QPushButton("Stop")
         self.status = StatusLine()

@@ -36,6 +36,7 @@ from app.ui.models import manager
 from app.ui.models.convert_panel import ConvertPanel
 from app.ui.models.hub_panel import HubPanel
 from app.ui.models.load_settings import LoadSettings
+from app.ui.settings import shape
 from app.ui.models.quality_pane import QualityPane
 from app.ui.settings.settings_dialog import default_load_options
 from app.ui.models.missing_files import MissingFiles, with_last_known
@@ -59,7 +60,7 @@ class ModelsView(QWidget):
     def __init__(self, bridge: EngineBridge, settings: dict, parent=None):
         super().__init__(parent)
         self.bridge = bridge
-        self.imported: list[str] = [p for p in settings.get("imported_models", []) if isinstance(p, str)]
+        self.imported: list[str] = list(shape.value(settings, "imported_models"))
         self.tasks = Tasks(self)
         self.models: list[dict] = []
         self._select_after_refresh: str | None = None  # a job's new file, chosen once the table has it
@@ -157,15 +158,13 @@ class ModelsView(QWidget):
         self.runtime_rows: list[dict] = []  # the Runtime box's entries, as last read (Settings shows them too)
         self.load_settings = LoadSettings()
         self.defaults = default_load_options(settings)
-        kept = settings.get("model_load_options")
         # {model path: the options it was last loaded with}
-        self.per_model: dict[str, dict] = {k: v for k, v in kept.items() if isinstance(v, dict)} \
-            if isinstance(kept, dict) else {}
+        self.per_model: dict[str, dict] = dict(shape.value(settings, "model_load_options"))
         self._edited: dict[str, LoadOptions] = {}  # settings changed for a model this session, not loaded yet
         self._shown_for: str | None = None  # the model whose settings the pane shows
         self._described: str | None = None  # the model whose details were last asked for
         last = settings.get("load_options")
-        if isinstance(last, dict):
+        if last is not None:
             self.load_settings.set_options(LoadOptions.from_dict(last))
             if isinstance(last.get("model_path"), str):  # the last load, kept before per-model options were
                 self.per_model.setdefault(last["model_path"], last)

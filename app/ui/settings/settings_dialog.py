@@ -13,7 +13,8 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout
                                QLabel, QPushButton, QVBoxLayout, QWidget)
 
 from app.core import paths
-from app.ui.settings.store import THEMES
+from app.ui.settings import shape
+from app.ui.settings.shape import THEMES
 from app.protocol.messages import LoadOptions
 from app.ui.models.load_settings import DEFAULTABLE, LoadSettings, defaults_changed
 from app.ui.shell import window_mode
@@ -25,8 +26,7 @@ SEND_KEYS = {True: "Enter sends, Shift+Enter adds a line", False: "Ctrl+Enter se
 
 def default_load_options(settings: dict, problems: list[str] | None = None) -> LoadOptions:
     """The default load options kept in the settings (Hearth's own where none was set)."""
-    kept = settings.get("load_defaults")
-    chosen = {k: v for k, v in kept.items() if k in DEFAULTABLE} if isinstance(kept, dict) else {}
+    chosen = {k: v for k, v in shape.value(settings, "load_defaults").items() if k in DEFAULTABLE}
     return LoadOptions.from_dict(chosen, problems)
 
 
@@ -37,7 +37,7 @@ class SettingsDialog(QDialog):
         self.theme = QComboBox()
         for theme in THEMES:
             self.theme.addItem({"system": "Follow the system"}.get(theme, theme.capitalize()), theme)
-        self.theme.setCurrentIndex(max(0, self.theme.findData(settings.get("theme", "system"))))
+        self.theme.setCurrentIndex(max(0, self.theme.findData(shape.value(settings, "theme"))))
         self.window_mode = QComboBox()  # simple or full (app/ui/shell/window_mode.py)
         for mode, label in window_mode.MODES.items():
             self.window_mode.addItem(label, mode)
@@ -47,7 +47,7 @@ class SettingsDialog(QDialog):
         self.send_key = QComboBox()
         for enter_sends, text in SEND_KEYS.items():
             self.send_key.addItem(text, enter_sends)
-        self.send_key.setCurrentIndex(self.send_key.findData(settings.get("enter_sends", True)))
+        self.send_key.setCurrentIndex(self.send_key.findData(shape.value(settings, "enter_sends")))
         folder = paths.data_dir()
         where = QLabel(str(folder))
         where.setWordWrap(True)

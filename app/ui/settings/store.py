@@ -1,7 +1,8 @@
 """User settings in one JSON file under the config folder.
 
-The file is the user's to edit, so it is read with suspicion: a value of the wrong type is left out (that
-setting falls back to its default) instead of stopping the window, and a file that had to be corrected is
+The file is the user's to edit, so it is read with suspicion: a value that does not fit its declaration
+(app/ui/settings/shape.py, which also brings an older file to this format) is left out (that setting falls back
+to its default) instead of stopping the window, and a file that had to be corrected is
 kept beside it first, as settings.json.bad-<time>, so nothing the user wrote is lost. What was wrong is in
 `problems()` for the window to say. Writes follow every store's rule (app/core/store/jsonstore.py): locked, only
 the keys that changed, into the file as it is now, and a failed write is an error with a sentence.
@@ -21,14 +22,7 @@ from app.core.store.jsonstore import (
     update_json,
     write_json,
 )
-
-# The settings the app itself keeps, and the JSON type each must have. Others pass through unchecked.
-# load_options: the last load (the model started with); model_load_options: {model path: its last load};
-# load_defaults: the default load options the user set that differ from Hearth's (Settings).
-TYPES: dict[str, type] = {"load_options": dict, "sampling": dict, "window_geometry": str, "window_state": str,
-                          "imported_models": list, "enter_sends": bool, "theme": str, "load_defaults": dict,
-                          "model_load_options": dict, "reuse_answer_drafts": bool, "window_mode": str}
-THEMES = ("system", "light", "dark")
+from app.ui.settings import shape
 
 _problems: list[str] = []
 
@@ -39,11 +33,14 @@ def problems() -> list[str]:
 
 
 def load_settings() -> dict[str, Any]:
+    """The settings as the file holds them, brought to this format (app/ui/settings/shape.py): a key whose value
+    does not fit its declaration is left out (that setting takes its default), and the file as it was is kept
+    beside it first, so nothing the user wrote is lost."""
     _problems.clear()
     path = paths.settings_file()
     # A file that is not a settings object at all is moved aside and said by the store (app/core/store/jsonstore.py).
-    data = read_json(path, {}, valid=lambda d: isinstance(d, dict))
-    wrong = _wrong_keys(data)
+    data = shape.migrated(read_json(path, {}, valid=lambda d: isinstance(d, dict)))
+    wrong = shape.wrong_keys(data)
     if wrong:
         kept = _reset(path)
         _problems.append(f"{', '.join(wrong)} in {path.name} had values of the wrong type and were reset "
@@ -51,14 +48,12 @@ def load_settings() -> dict[str, Any]:
                             "(the file could not be copied aside, so it is left as it is)"))
         for key in wrong:
             data.pop(key, None)
+    if shape.version_of(data) > shape.VERSION:
+        _problems.append(f"{path.name} was written by a newer Hearth (settings format {shape.version_of(data)}; "
+                         f"this one reads format {shape.VERSION}): the settings it knows are used, and the rest "
+                         "of the file is left as it is")
+    data.pop(shape.VERSION_KEY, None)  # the file's business, not the window's
     return data
-
-
-def _wrong_keys(data: dict) -> list[str]:
-    wrong = [key for key, kind in TYPES.items() if key in data and not isinstance(data[key], kind)]
-    if isinstance(data.get("imported_models"), list) and not all(isinstance(p, str) for p in data["imported_models"]):
-        wrong.append("imported_models")
-    return wrong
 
 
 def _reset(path):
@@ -68,7 +63,7 @@ def _reset(path):
     try:
         with locked(path):
             current = read_json(path, {}, valid=lambda d: isinstance(d, dict))
-            wrong = _wrong_keys(current)
+            wrong = shape.wrong_keys(current)
             if not wrong:
                 return None
             kept = keep_aside(path, copy=True)
@@ -86,8 +81,10 @@ def save_settings(settings: dict[str, Any]) -> dict[str, Any]:
 
 def update_settings(**changes: Any) -> dict[str, Any]:
     """Set these keys, under the lock, in the file as it is now; the settings as they then are."""
-    return update_json(paths.settings_file(), lambda data: {**data, **changes}, {},
-                       valid=lambda d: isinstance(d, dict))
+    # Every write brings the file to this format first, so a file never carries a version its content is not in.
+    written = update_json(paths.settings_file(), lambda data: {**shape.migrated(data), **changes}, {},
+                          valid=lambda d: isinstance(d, dict))
+    return {k: v for k, v in written.items() if k != shape.VERSION_KEY}
 
 
 def changed_keys(saved: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:

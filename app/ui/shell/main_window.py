@@ -31,7 +31,8 @@ from app.ui.chat.chat_export import file_name, import_chat, write_export
 from app.core.chats.store import ChatStore
 from app.core.errors import HearthError
 from app.core.store import jsonstore
-from app.ui.settings.store import THEMES, changed_keys, load_settings, problems, save_settings
+from app.ui.settings import shape
+from app.ui.settings.store import changed_keys, load_settings, problems, save_settings
 from app.ui.widgets.notices import ERROR, INFO, WARNING, Notice
 from app.protocol.messages import LoadOptions, SamplingOptions
 from app.backends.supervisor import Supervisor
@@ -492,28 +493,29 @@ class MainWindow(QMainWindow):
                           "computer, with llama.cpp.")
 
     def _restore(self) -> None:
+        # Each value as app/ui/settings/shape.py declares it: the store left out one that did not fit.
         geometry = self.settings.get("window_geometry")
-        if isinstance(geometry, str):
+        if geometry is not None:
             self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
         else:
             screen = QGuiApplication.primaryScreen()
             free = screen.availableGeometry() if screen is not None else None
             self.resize(*(default_size(free.width(), free.height()) if free is not None else DEFAULT_SIZE))
         state = self.settings.get("window_state")
-        if isinstance(state, str):
+        if state is not None:
             self.restoreState(QByteArray.fromBase64(state.encode()))
             if self.monitor_dock.width() < MONITOR_MIN_WIDTH:  # saved by a version without a minimum
                 self.resizeDocks([self.monitor_dock], [MONITOR_WIDTH], Qt.Horizontal)
         sampling = self.settings.get("sampling")
-        if isinstance(sampling, dict):
+        if sampling is not None:
             self.chat.sampling.set_options(SamplingOptions.from_dict(sampling))
-        self.chat.input.set_enter_sends(self.settings.get("enter_sends", True))
-        reuse = self.settings.get("reuse_answer_drafts", True) is not False
+        self.chat.input.set_enter_sends(shape.value(self.settings, "enter_sends"))
+        reuse = shape.value(self.settings, "reuse_answer_drafts")
         self.chat.reuse_answer_drafts = reuse
         self.models.load_settings.reuse_answers.blockSignals(True)
         self.models.load_settings.reuse_answers.setChecked(reuse)
         self.models.load_settings.reuse_answers.blockSignals(False)
-        theme.chosen = self.settings.get("theme") if self.settings.get("theme") in THEMES else None
+        theme.chosen = self.settings.get("theme")
 
     def open_settings(self) -> SettingsDialog:
         """The Settings dialog (returned for tests, which accept it without a modal loop)."""
