@@ -33,7 +33,10 @@ Opening a conversation (`show_messages`) renders its messages a few at a time
 between events (RENDER_BUDGET_MS of work per turn), always appending at the end
 (which keeps Qt's layout incremental; inserting above costs a relayout of all
 below), so a 50,000-token chat opens without freezing the window. Whatever
-arrives meanwhile (a new message, the answer's tokens) queues behind it.
+arrives meanwhile (a new message, the answer's tokens) queues behind it. While a
+long one fills in, its last messages are shown at once in an opening view laid
+over the transcript (#55 F: the view, following the end as messages were added
+oldest first, raced through the whole chat for 1-2 s before it settled).
 """
 
 from __future__ import annotations
@@ -59,6 +62,10 @@ from app.ui.chat.following import Following
 # 1% more than at 60 (hearth bench gui).
 FENCE_LINE = re.compile(r"^```", re.M)
 RENDER_BUDGET_MS = 12  # rendering work per event-loop turn while a long conversation fills in
+# The opening view shows the conversation's last messages up to about this many characters (a screen or two),
+# and at most OPENING_MOST messages: rendered twice, so kept small.
+OPENING_CHARS = 4000
+OPENING_MOST = 40
 STREAM = object()  # the place of the answer in progress in the backlog
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System", "error": "Error"}
 THOUGHT_GREY = "#9ca3af"
@@ -153,11 +160,19 @@ class Transcript(Following, QTextBrowser):
         self.full_renders = 0  # times the whole transcript was (re)built: opening a conversation, never per token
         self.welcoming = False  # an empty chat's welcome is shown (show_welcome)
         self._kept_view: int | None = None  # where the view goes once a re-shown conversation is all there
+        # Laid over the transcript while a long conversation fills in: its last messages, at their end.
+        self.opening_view: Transcript | None = None
         self.examples: list[str] = []  # its example prompts, by the number their links carry
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        if self.opening_view is not None:
+            self.opening_view.setGeometry(self.rect())
 
     # --- whole messages -------------------------------------------------
     def clear_all(self) -> None:
         self.welcoming = False
+        self._close_opening_view()
         self._backlog_timer.stop()
         self._backlog.clear()
         self._pending.clear()
@@ -205,8 +220,41 @@ class Transcript(Following, QTextBrowser):
         if kept is not None:
             self._set_following(False)
         self._backlog = list(messages)
+        if kept is None:
+            self._open_at_end(self._backlog)
         # From the next event-loop turn on: the turn that opens the conversation does enough already.
         self._backlog_timer.start()
+
+    def _open_at_end(self, messages: list) -> None:
+        """A conversation longer than a screen or two: its last messages, shown now in a view of their own laid
+        over this one, which fills in beneath it unseen (and unpainted) and is shown when it is all there."""
+        tail, chars = [], 0
+        for item in reversed(messages):
+            if chars >= OPENING_CHARS or len(tail) >= OPENING_MOST or item is STREAM:
+                break
+            tail.append(item)
+            chars += len(item[1])
+        if len(tail) == len(messages):
+            return  # short enough to fill in at once: nothing would race
+        view = self.opening_view = Transcript(self)
+        view.setFocusPolicy(Qt.NoFocus)  # a picture of what comes: the keyboard stays with the transcript
+        view.setAccessibleName("Opening the chat")
+        view.media_source = self.media_source
+        view.setGeometry(self.rect())
+        with view._moving_text():
+            for item in reversed(tail):
+                view._append(*item)
+        view.show()
+        view.raise_()
+        self.jump_button.raise_()
+        self.viewport().setUpdatesEnabled(False)  # nobody sees it fill in: spare the paints
+
+    def _close_opening_view(self) -> None:
+        if self.opening_view is not None:
+            self.viewport().setUpdatesEnabled(True)
+            self.opening_view.hide()
+            self.opening_view.deleteLater()
+            self.opening_view = None
 
     @property
     def loading(self) -> bool:
@@ -227,7 +275,15 @@ class Transcript(Following, QTextBrowser):
         del self._backlog[:done]
         if self._backlog:
             self._backlog_timer.start()
-        elif self._pending:
+            return
+        if self.opening_view is not None:  # all there: at its end, the same last messages in the same place
+            # Laid out to its end now (Qt lays a long document out in steps after an insert), so that the end
+            # shown is the end, and not followed again in the next steps' jumps.
+            layout = self.document().documentLayout()
+            layout.blockBoundingRect(self.document().lastBlock())
+            self._close_opening_view()
+            self._scroll_to_end()
+        if self._pending:
             self.flush()
         if not self._backlog and self._kept_view is not None:  # all there: back where the user was
             self.verticalScrollBar().setValue(self._kept_view)
