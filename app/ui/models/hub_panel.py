@@ -22,11 +22,12 @@ FILE_ROLE = Qt.UserRole  # (repo_id, filename or None)
 class HubPanel(QWidget):
     download_requested = Signal(str, object)  # repo_id, filename (None: the default choice)
     results_shown = Signal(int)  # rows at the top level
-    error_reported = Signal(str)
+    error_reported = Signal(str)  # a search that failed: said by the page, as its other failures are
 
     def __init__(self, tasks: Tasks, parent=None):
         super().__init__(parent)
         self.tasks = tasks
+        self._asked = ""  # the search last asked for ("" for the recommended list)
         self.query = QLineEdit(placeholderText="Search Hugging Face (e.g. qwen 0.5b), empty for recommendations")
         self.query.setClearButtonEnabled(True)
         self.search_button = QPushButton("Search")
@@ -67,6 +68,7 @@ class HubPanel(QWidget):
     # --- searching -------------------------------------------------------------------
     def search(self) -> None:
         text = self.query.text().strip()
+        self._asked = text
         self.search_button.setEnabled(False)
         if text:
             self.note.setText(f"Searching for “{text}”…")
@@ -77,8 +79,13 @@ class HubPanel(QWidget):
             self.tasks.run(manager.recommended, self._on_recommended, self._on_failed, "search", latest=True)
 
     def _on_failed(self, message: str) -> None:
+        """The sentence is the page's to say (its red line and the status bar, where a failed download says the
+        same): the note only tells what the list shows. It said the sentence too, so an offline Hugging Face
+        was said in three places at once (#55 F)."""
         self.search_button.setEnabled(True)
-        self.note.setText(message)
+        asked = f"The search for “{self._asked}”" if self._asked else "Loading the recommended models"
+        self.note.setText(f"{asked} did not finish" + ("; the list is the one shown before." if
+                                                         self.tree.topLevelItemCount() else "."))
         self.error_reported.emit(message)
 
     def _on_found(self, repos: list[dict]) -> None:

@@ -129,6 +129,8 @@ class ModelsView(QWidget):
         self.making_scroll.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Preferred)
         lib_layout.addWidget(self.making_scroll)
         self.hub = HubPanel(self.tasks)
+        # A search's failure is said as a download's is: on the page's line (the latest there) and the status bar.
+        self.hub.error_reported.connect(lambda message: self.show_error(message, "models.hub"))
         self.converter = ConvertPanel()
         self.jobs = JobBar(self.tasks)
         self.sources = QTabWidget()

@@ -191,3 +191,37 @@ def test_a_slow_older_fit_never_replaces_the_verdict_for_the_settings_now_chosen
     qtbot.waitUntil(lambda: not w.models.tasks.busy(), timeout=20_000)
     assert needs in w.models.fit_label.text()
     assert real_fit(str(bundled_model), older, kv)["verdict"].split(",")[0] not in w.models.fit_label.text()
+
+
+def test_an_unreachable_hugging_face_is_said_once_on_the_page_and_once_on_the_status_bar(qtbot, hearth_home,
+                                                                                           monkeypatch):
+    """#55 F: offline, a failed search and then a failed download said "Cannot reach Hugging Face" in three places
+    at once: the search's note, the page's red line and the status bar."""
+    import socket
+
+    from tests.ui.conftest import opened_window
+
+    with socket.socket() as probe:  # a port nothing listens on: what an offline machine meets
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{dead}")
+    with opened_window(qtbot, load=False) as w:
+        open_download_tab(qtbot, w)  # the recommended list is Hearth's own: no network needed
+        hub = w.models.hub
+        hub.query.setText("qwen")
+        with qtbot.waitSignal(hub.error_reported, timeout=20_000) as failed:
+            hub.search_button.click()
+        said = failed.args[0]
+        assert "Cannot reach Hugging Face" in said and "Traceback" not in said
+        assert "qwen" in hub.note.text() and said not in hub.note.text()
+
+        def places() -> list[str]:
+            shown = [label.text() for label in w.findChildren(QLabel) if label.isVisible()]
+            return [text for text in shown if "Cannot reach Hugging Face" in text]
+
+        assert len(places()) == 2 and said in w.statusBar().currentMessage()
+        hub.tree.setCurrentItem(hub.tree.topLevelItem(0))
+        with qtbot.waitSignal(w.models.jobs.job_failed, timeout=JOB_TIMEOUT_MS) as failed:
+            hub.download_button.click()
+        assert "Cannot reach Hugging Face" in failed.args[0]
+        assert len(places()) == 2, places()
