@@ -18,6 +18,7 @@ from typing import Any
 
 from app.core import paths
 from app.core.errors import DependencyMissing, HearthError
+from app.tools import stdio_lines
 from app.tools.servers import ServerEntry
 
 CONNECT_TIMEOUT_S = 30.0
@@ -111,6 +112,26 @@ class _SdkLog(logging.Handler):
                 self.errlog.flush()
             except (OSError, ValueError):
                 pass
+
+
+class _Watch:
+    """What the server's stdout reader tells one connection (app/tools/stdio_lines.py's Watcher)."""
+
+    def __init__(self, conn: McpConnection, errlog):
+        self.conn, self.errlog = conn, errlog
+
+    def output_ended(self) -> None:
+        # Before the session is up, the start's own error says it; after, the connection is taken down at once,
+        # not at the next call's "Connection closed" (its tools were listed meanwhile).
+        if self.conn._ready.is_set():
+            self.conn._connection_ended()
+
+    def note(self, text: str) -> None:
+        try:
+            self.errlog.write(f"{_SdkLog.PREFIX}{text}\n")
+            self.errlog.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def _sdk_logger() -> logging.Logger:
@@ -232,6 +253,9 @@ class McpConnection:
         with open(self.log_path, "a", encoding="utf-8", errors="replace") as errlog:
             sdk_log = _SdkLog(threading.current_thread().name, errlog)
             _sdk_logger().addHandler(sdk_log)
+            # The server's stdout reader (the SDK's task, started inside Client) inherits this: it tells this
+            # connection when the server's output ends, and logs what it would not read (app/tools/stdio_lines.py).
+            stdio_lines.watching.set(_Watch(self, errlog))
             try:
                 async with Client(self._transport(errlog), cache=None, mode="legacy",
                                   message_handler=self._on_message) as client:
@@ -265,6 +289,7 @@ class McpConnection:
             from mcp import StdioServerParameters
             from mcp.client.stdio import stdio_client
 
+            stdio_lines.install()  # each line bounded, and the end of the output said (app/tools/stdio_lines.py)
             return stdio_client(StdioServerParameters(command=entry.command, args=entry.args, env=entry.env or None),
                                 errlog=errlog)
         from mcp.client.streamable_http import streamable_http_client

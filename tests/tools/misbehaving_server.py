@@ -1,6 +1,6 @@
 """A small stdio MCP server, written with the mcp SDK's server side, whose tools fail the ways real servers do:
 `crash` kills the server's process in the middle of the call, `hang` never answers (and holds the server), `sleep`
-never answers while the server answers other calls, `long_text` and `sized` answer with far more text than a
+never answers while the server answers other calls, `long_text`, `sized` and `huge` answer with far more text than a
 model's context holds; `env` says what an environment variable was set to when it started (how a secret kept in
 the keyring reaches a server); `tick` counts its calls in the file $MISBEHAVING_TICKS (what the server received, as
 its user would check it).
@@ -57,6 +57,12 @@ def env(name: str) -> str:
 def sized(size: int = 1_000_000) -> str:
     """A result of `size` bytes of words."""
     return ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
+
+
+@server.tool()
+def huge() -> str:
+    """A result of 50 MB."""
+    return "lorem ipsum dolor sit amet " * (50_000_000 // 27)
 
 
 @server.tool()
