@@ -14,7 +14,7 @@ import sys
 from app import __version__
 from app.core import paths
 from app.core.store.crashlog import write_crash_log
-from app.core.errors import HearthError
+from app.core.errors import BadArgument, HearthError
 from app.core.terminal_text import guard, one_line
 from app.commands.grammar import Parser, add_examples
 
@@ -88,6 +88,9 @@ def _main(argv: list[str] | None) -> int:
 
             return run_default()
         return int(args.func(args) or 0)
+    except BadArgument as exc:  # a value argparse took but the command cannot use: argparse's own exit status
+        print(f"hearth: {one_line(exc)}", file=sys.stderr)
+        return 2
     except HearthError as exc:
         print(f"hearth: {one_line(exc)}", file=sys.stderr)  # a sentence, on its line, whatever names it holds
         return 1

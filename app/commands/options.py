@@ -11,7 +11,8 @@ from dataclasses import fields
 from pathlib import Path
 
 from app.core.library.bundled import bundled_model_path
-from app.protocol.option_fields import LOAD_FIELDS, SAMPLING_FIELDS, OptionField, check_options
+from app.core.errors import BadArgument
+from app.protocol.option_fields import LOAD_FIELDS, SAMPLING_FIELDS, OptionError, OptionField, check_options
 from app.protocol.messages import LoadOptions, SamplingOptions
 
 _TYPES = {"int": int, "float": float, "str": str}
@@ -90,7 +91,7 @@ def _values(args: argparse.Namespace, table: tuple[OptionField, ...]) -> dict:
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
     options = LoadOptions(model_path=model_path(args), **_values(args, LOAD_FIELDS))
-    check_options(options)  # before any engine starts: the sentence comes at once
+    _checked(options)  # before any engine starts: the sentence comes at once
     if options.n_gpu_layers or options.runtime not in ("auto", "cpu"):
         _say_runtime(options)
     if options.draft_model:
@@ -136,5 +137,14 @@ def sampling_options(args: argparse.Namespace) -> SamplingOptions:
     given = getattr(args, "given_settings", set())
     options = SamplingOptions(**_values(args, SAMPLING_FIELDS),
                               given=[f.name for f in SAMPLING_FIELDS if f.arg in given])
-    check_options(options)
+    _checked(options)
     return options
+
+
+def _checked(options) -> None:
+    """The option tables' checks, whose sentences name the flags: on the command line a value out of range is a
+    bad argument (exit status 2, as argparse's own), not a failure of the command."""
+    try:
+        check_options(options)
+    except OptionError as exc:
+        raise BadArgument(str(exc)) from None

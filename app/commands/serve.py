@@ -8,7 +8,7 @@ import os
 
 from app.commands.options import add_load_args, load_options
 from app.core import env
-from app.core.errors import HearthError
+from app.core.errors import BadArgument
 from app.core.gguf.modelfile import check_model_file
 
 API_KEY_ENV = env.API_KEY.name
@@ -90,8 +90,6 @@ def run(args: argparse.Namespace) -> int:
     from app.server.api_tools import check_tools
     from app.server.run import ServeOptions, serve
 
-    if not 1 <= args.parallel <= 64:
-        raise HearthError(f"--parallel takes 1 to 64 requests at once, not {args.parallel}.")
     check_serve_flags(args)  # before the model loads: a wrong flag costs a sentence, not a load
     options = replace(load_options(args), n_parallel=args.parallel)
     check_model_file(options.model_path)
@@ -108,25 +106,47 @@ def run(args: argparse.Namespace) -> int:
                                        strict_fields=args.strict_fields, strict_models=args.strict_models))
 
 
-def _positive(value: float | None) -> bool:
-    """A finite number above 0 (nan and inf are neither: `nan <= 0` is False, so a plain comparison let them in)."""
-    return value is not None and math.isfinite(value) and value > 0
+# Every number serve takes beyond the load options (those are option_fields' to check), with its range: (dest, flag,
+# lowest, highest or None, whether the lowest itself is refused, what the flag takes). Issue 56 E17, E20: --port
+# 70000 was an OverflowError after the load; --keep-responses-days nan, --ttl nan and --head-timeout inf were taken;
+# --keep-responses 1e20 and --keep-responses-mb 1e300 were taken and made every stored response a 500 (past SQLite's
+# 64-bit integers), hence the highest values, far beyond any real need.
+SERVE_NUMBERS = (
+    ("port", "--port", 0, 65535, False, "a port from 0 to 65535 (0 picks a free one)"),
+    ("ollama_port", "--ollama-port", 0, 65535, False, "a port from 0 to 65535"),
+    ("parallel", "--parallel", 1, 64, False, "1 to 64 requests at once"),
+    ("max_models", "--max-models", 1, None, False, "1 or more models"),
+    ("ttl", "--ttl", 0, None, True, "a number of seconds more than 0"),
+    ("head_timeout", "--head-timeout", 0, None, True, "a number of seconds more than 0"),
+    ("body_timeout", "--body-timeout", 0, None, True, "a number of seconds more than 0"),
+    ("send_timeout", "--send-timeout", 0, None, True, "a number of seconds more than 0"),
+    ("max_body_mb", "--max-body-mb", 0, None, True, "a number of megabytes more than 0"),
+    ("max_connections", "--max-connections", 1, None, False, "1 or more connections"),
+    ("max_queue", "--max-queue", 0, None, False, "0 or more waiting requests"),
+    ("keep_responses", "--keep-responses", 0, 10**9, False, "0 to 1,000,000,000 responses"),
+    ("keep_responses_days", "--keep-responses-days", 0, 36_500, True,
+     "a number of days more than 0 and at most 36,500 (a hundred years)"),
+    ("keep_responses_mb", "--keep-responses-mb", 0, 10**9, True,
+     "a number of megabytes more than 0 and at most 1,000,000,000"),
+)
+
+
+def _in_range(value: float, lowest: float, highest: float | None, above: bool) -> bool:
+    """Whether a flag's value is in its range; nan and inf never are (`nan <= 0` is False: a plain comparison
+    let nan in)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return (value > lowest if above else value >= lowest) and (highest is None or value <= highest)
 
 
 def check_serve_flags(args: argparse.Namespace) -> None:
-    """The serve flags no load option checks, each refused with one sentence."""
-    if not 0 <= args.port <= 65535:
-        raise HearthError(f"--port takes a port from 0 to 65535 (0 picks a free one), not {args.port}.")
-    if args.ollama_port is not None and not 0 <= args.ollama_port <= 65535:
-        raise HearthError(f"--ollama-port takes a port from 0 to 65535, not {args.ollama_port}.")
-    if args.max_models < 1 or (args.ttl is not None and not _positive(args.ttl)):
-        raise HearthError("--max-models must be at least 1 and --ttl a number of seconds more than 0.")
-    if args.keep_responses < 0:
-        raise HearthError(f"--keep-responses must be 0 or more, not {args.keep_responses}.")
-    if not _positive(args.keep_responses_days):
-        raise HearthError(f"--keep-responses-days must be a number of days more than 0, not {args.keep_responses_days}.")
-    if args.keep_responses_mb is not None and not _positive(args.keep_responses_mb):
-        raise HearthError(f"--keep-responses-mb must be a number of megabytes more than 0, not {args.keep_responses_mb}.")
+    """The serve flags no load option checks, each refused with one sentence naming it and the value given: a bad
+    argument, exit status 2 as argparse's own (app/cli.py)."""
+    for dest, flag, lowest, highest, above, takes in SERVE_NUMBERS:
+        value = getattr(args, dest)
+        if value is not None and not _in_range(value, lowest, highest, above):
+            raise BadArgument(f"{flag} takes {takes}, not {value:g}." if isinstance(value, float)
+                              else f"{flag} takes {takes}, not {value}.")
 
 
 def _kept_bytes(args: argparse.Namespace) -> dict:
@@ -135,18 +155,11 @@ def _kept_bytes(args: argparse.Namespace) -> dict:
 
 
 def _limits(args: argparse.Namespace):
+    """The API's limits from their flags (check_serve_flags has checked them); a flag not given takes its default."""
     from app.server.edge.limits import Limits
 
-    body_mb = args.max_body_mb
-    if body_mb is not None and not _positive(body_mb):  # int() of nan or inf would raise past the sentence below
-        body_mb = 0
     given = {"head_timeout_s": args.head_timeout, "body_timeout_s": args.body_timeout,
              "send_timeout_s": args.send_timeout,
-             "max_body_bytes": None if body_mb is None else int(body_mb * 2**20),
+             "max_body_bytes": None if args.max_body_mb is None else max(1, int(args.max_body_mb * 2**20)),
              "max_connections": args.max_connections, "max_queue": args.max_queue}
-    limits = Limits(**{name: value for name, value in given.items() if value is not None})
-    if not (_positive(limits.head_timeout_s) and _positive(limits.body_timeout_s) and _positive(limits.send_timeout_s)
-            and limits.max_body_bytes > 0 and limits.max_connections >= 1 and limits.max_queue >= 0):
-        raise HearthError("--head-timeout, --body-timeout and --send-timeout must be more than 0 seconds, "
-                          "--max-body-mb more than 0, --max-connections at least 1 and --max-queue at least 0.")
-    return limits
+    return Limits(**{name: value for name, value in given.items() if value is not None})

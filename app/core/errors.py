@@ -9,6 +9,11 @@ class HearthError(Exception):
     """An error with a user-facing sentence as its message."""
 
 
+class BadArgument(HearthError):
+    """A command-line value the command cannot use (a port past 65535, a number of days that is nan): the CLI says
+    it in one sentence and exits with 2, as argparse does for the arguments it refuses itself."""
+
+
 class ModelFileError(HearthError):
     """A model file is missing, empty, not GGUF, truncated or unsupported."""
 

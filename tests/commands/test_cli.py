@@ -176,7 +176,7 @@ def test_a_model_too_big_gets_the_fit_verdict_in_one_sentence(tmp_path):
 ])
 def test_out_of_range_options_are_refused_in_one_sentence(flags, sentence):
     proc = hearth("chat", "--prompt", "Hello", *flags, timeout=60)
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr  # a bad argument, as argparse's own (issue 56 E17)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"hearth: {sentence}"), proc.stderr
     assert proc.stdout == ""
