@@ -10,8 +10,10 @@ allow it; the model gets that sentence as the call's error and answers from it.
 
 The calls are the user's programs, which may hang: they run on a pool of their own (MAX_CALLS_AT_ONCE threads),
 never on the event loop's default executor, where a model is acquired, and a call whose client left is stopped.
-Each server is started in the background, so a slow one does not hold `hearth serve` up, and a server that
-stops is started again when it is next needed, at most MAX_RESTARTS times in RESTART_WINDOW_S; while it is not
+Each server is started in the background, so a slow one does not hold `hearth serve` up: it has START_TIMEOUT_S to
+answer, not the connect timeout a caller waits (a first `npx` or `uvx` start downloads the server; one slower
+than the caller's wait was stopped at that wait and started again, for ever). A server that stops, or whose start
+failed, is started again when it is next needed, at most MAX_RESTARTS times in RESTART_WINDOW_S; while it is not
 running, its tools are not offered and the listing says why.
 """
 
@@ -33,6 +35,8 @@ from app.tools.tool_chat import cut_result
 MAX_CALLS_AT_ONCE = 8
 MAX_RESTARTS = 3  # starts again of one server after it stopped, within RESTART_WINDOW_S
 RESTART_WINDOW_S = 600.0
+# How long a server started in the background may take to answer; a call waits CONNECT_TIMEOUT_S of it at most.
+START_TIMEOUT_S = 300.0
 # How long `hearth serve` waits for its servers' first start before it serves without the ones not ready yet.
 STARTUP_WAIT_S = 10.0
 DISCONNECT_CHECK_S = 0.5  # how often a running call looks whether its client is still there
@@ -45,11 +49,12 @@ class _Offered:
     """One offered server: its connection, started in the background, and started again (within the bound)
     when it has stopped. Its state is read by the event loop without waiting."""
 
-    def __init__(self, name: str, connect_timeout: float):
-        self.name, self.connect_timeout = name, connect_timeout
+    def __init__(self, name: str, start_timeout: float):
+        self.name, self.start_timeout = name, start_timeout
         self.conn: McpConnection | None = None
         self.problem: str | None = None  # why it is not serving, as a sentence
         self.failed_at_start = False  # its first start ended in an error (not a slow start)
+        self.failure: str | None = None  # why its last start failed, while it has not started since
         self._starts: list[float] = []
         self._starting: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -64,14 +69,18 @@ class _Offered:
             now = time.monotonic()
             self._starts = [t for t in self._starts if now - t < RESTART_WINDOW_S]
             if len(self._starts) > MAX_RESTARTS:
-                self.problem = (f"The MCP server '{self.name}' stopped {len(self._starts)} times within "
-                                f"{RESTART_WINDOW_S / 60:g} minutes, so Hearth does not start it again for now; its "
-                                f"log is {self._log_path()}.")
+                self.problem = (f"The MCP server '{self.name}' {'could not be started' if self.failure else 'stopped'} "
+                                f"{len(self._starts)} times within {RESTART_WINDOW_S / 60:g} minutes, so Hearth does "
+                                f"not start it again for now; its log is {self._log_path()}.")
                 return
             first = not self._starts
             self._starts.append(now)
-            self.problem = (f"The MCP server '{self.name}' is not ready yet: it is still starting." if first else
-                            f"The MCP server '{self.name}' stopped{self._last_words()}; Hearth is starting it again.")
+            if first:
+                self.problem = f"The MCP server '{self.name}' is not ready yet: it is still starting."
+            elif self.failure:  # the reason its last start failed stays in what the listing says
+                self.problem = f"{self.failure.rstrip('.')}; Hearth is starting it again."
+            else:
+                self.problem = f"The MCP server '{self.name}' stopped{self._last_words()}; Hearth is starting it again."
             self._starting = threading.Thread(target=self._open, args=(first,), name=f"mcp-start-{self.name}",
                                               daemon=True)
             self._starting.start()
@@ -80,16 +89,16 @@ class _Offered:
         if self.conn is not None:  # the stopped one: its thread and process are let go first
             self.conn.close()
         try:
-            conn = McpConnection(get_server(self.name), self.connect_timeout).open()
-        except HearthError as exc:  # it cannot start (or mcp.json changed): one sentence
+            conn = McpConnection(get_server(self.name), self.start_timeout).open()
+        except HearthError as exc:  # it cannot start, in time or at all (or mcp.json changed): one sentence
             with self._lock:
-                self.conn, self.problem, self.failed_at_start = None, str(exc), first
+                self.conn, self.problem, self.failure, self.failed_at_start = None, str(exc), str(exc), first
             return
         with self._lock:
             if self._closed:
                 conn.close()
                 return
-            self.conn, self.problem = conn, None
+            self.conn, self.problem, self.failure = conn, None, None
 
     def ready(self) -> McpConnection | None:
         """The running connection, or None (a stopped one is started again in the background); never waits."""
@@ -131,12 +140,12 @@ class _Offered:
 class ApiTools:
     """The offered servers, started in the background when the server starts, and the pool their calls run on."""
 
-    def __init__(self, names: list[str], connect_timeout: float | None = None, in_chat: bool = False):
+    def __init__(self, names: list[str], start_timeout: float = START_TIMEOUT_S, in_chat: bool = False):
         """in_chat: offered through /v1/chat/completions too (app/server/openai/chat_mcp.py), not only /v1/responses."""
         for name in names:
             get_server(name)  # one that is not configured is a sentence before anything starts
         self.in_chat = in_chat
-        self._servers = {name: _Offered(name, connect_timeout or CONNECT_TIMEOUT_S) for name in names}
+        self._servers = {name: _Offered(name, start_timeout) for name in names}
         self._calls = ThreadPoolExecutor(MAX_CALLS_AT_ONCE, thread_name_prefix="hearth-mcp-call")
         self._stops: set[threading.Event] = set()  # the calls under way: closing stops them (their threads end)
         for server in self._servers.values():
@@ -146,16 +155,19 @@ class ApiTools:
     def labels(self) -> list[str]:
         return list(self._servers)
 
-    def wait_started(self, timeout: float = STARTUP_WAIT_S) -> None:
+    def wait_started(self, timeout: float = STARTUP_WAIT_S, all_of_them: bool = False) -> None:
         """Wait up to timeout for the servers' first starts. Raises the sentence of one that could not start (as
         a server that fails is said before the server serves); one still starting is left to start (not_ready()
-        says so)."""
+        says so), unless all_of_them: then it is a sentence too."""
         deadline = time.monotonic() + timeout
         for server in self._servers.values():
             server.wait_ready(max(0.0, deadline - time.monotonic()))
         failed = next((s for s in self._servers.values() if s.failed_at_start), None)
         if failed is not None:
             raise HearthError(failed.problem)
+        late = next((s for s in self._servers.values() if all_of_them and s.ready() is None), None)
+        if late is not None:
+            raise HearthError(f"The MCP server '{late.name}' did not answer within {timeout:g} s.")
 
     def not_ready(self) -> list[str]:
         """A sentence for each server that is not serving now."""
@@ -227,7 +239,7 @@ class ApiTools:
                           "programs that call its API, so it did not run. They can allow it for good in the "
                           "window's Tools page or when `hearth chat --tools` asks (Always).")
         server = self._servers[label]
-        conn = server.wait_ready(server.connect_timeout)
+        conn = server.wait_ready(CONNECT_TIMEOUT_S)  # of a start under way, which may go on longer
         if conn is None:
             return None, server.problem or f"The MCP server '{label}' is not running."
         result = conn.call(tool, arguments, timeout, stop)
@@ -247,7 +259,7 @@ def open_api_tools(names: list[str], in_chat: bool = False, wait: float | None =
     tools = ApiTools(names, in_chat=in_chat)
     if wait is not None:
         try:
-            tools.wait_started(wait)
+            tools.wait_started(wait, all_of_them=True)
         except BaseException:
             tools.close()
             raise
