@@ -84,15 +84,35 @@ def _result_text(result) -> str:
     return "\n".join(parts)
 
 
-def _not_mcp(exc: BaseException) -> str:
-    """What a server wrote that is not an MCP message, as a phrase (the SDK's error is a pydantic report)."""
+def _bad_line(exc: BaseException):
+    """The line a server wrote that the SDK could not read as MCP (its error is a pydantic report), or None."""
     errors = getattr(exc, "errors", None)
     try:
-        line = errors()[0].get("input") if callable(errors) else None
+        return errors()[0].get("input") if callable(errors) else None
     except (IndexError, TypeError, ValueError):
-        line = None
+        return None
+
+
+def _not_mcp(exc: BaseException) -> str:
+    """What a server wrote that is not an MCP message, as a phrase."""
+    line = _bad_line(exc)
     shown = f" ({str(line)[:80]!r})" if line is not None else ""
     return f"it answered with something that is not an MCP message{shown}"
+
+
+def _broken_json(exc: BaseException) -> bool:
+    """Whether the line begins as JSON but is not JSON: a broken answer, never a banner before the real one (a
+    JSON log line a server prints by mistake parses, and still gets the grace)."""
+    line = _bad_line(exc)
+    if not isinstance(line, str) or not line.lstrip().startswith(("{", "[")):
+        return False
+    import json
+
+    try:
+        json.loads(line)
+    except ValueError:
+        return True
+    return False
 
 
 class _SdkLog(logging.Handler):
@@ -275,10 +295,12 @@ class McpConnection:
 
     async def _on_message(self, message) -> None:
         """The SDK's news: a line that is not MCP before the first answer ends the start once no answer follows
-        within NOT_MCP_GRACE_S (the SDK would drop it and wait for the answer until the connect timeout)."""
+        within NOT_MCP_GRACE_S (the SDK would drop it and wait for the answer until the connect timeout); a line
+        of broken JSON ends it at once, since it was the answer."""
         if not isinstance(message, Exception) or self._ready.is_set():
             return
-        await asyncio.sleep(NOT_MCP_GRACE_S)
+        if not _broken_json(message):
+            await asyncio.sleep(NOT_MCP_GRACE_S)
         if not self._ready.is_set() and self._task is not None:
             self._error = ToolServerError(_not_mcp(message))
             self._task.cancel()

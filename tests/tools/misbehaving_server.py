@@ -6,7 +6,8 @@ the keyring reaches a server); `tick` counts its calls in the file $MISBEHAVING_
 its user would check it).
 
 Started with `--start-after SECONDS` it answers nothing until then (a server slow to start); with `--not-mcp` it
-answers the client's first message with a line that is not JSON, then waits."""
+answers the client's first message with a line that is not JSON, then waits; with `--broken-json`, with a line that
+begins as JSON and breaks off."""
 
 import os
 import sys
@@ -79,5 +80,9 @@ if __name__ == "__main__":
     if "--not-mcp" in sys.argv:
         sys.stdin.readline()
         print("this is not an MCP message", flush=True)
+        time.sleep(3600)
+    if "--broken-json" in sys.argv:
+        sys.stdin.readline()
+        print('{"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": ', flush=True)
         time.sleep(3600)
     server.run("stdio")
