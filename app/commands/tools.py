@@ -31,7 +31,10 @@ def register(sub) -> None:
                          "Bearer ...'`. " + RUNS_AS_USER)
     add.add_argument("name")
     # Not REMAINDER, which took every word after NAME as the program, a mistyped option (--command) too.
-    add.add_argument("command", nargs="*", metavar="-- COMMAND", help="the program to start and its arguments, after --")
+    # default=[]: without a default argparse counts a nargs="*" positional as required, and `tools add --url URL`
+    # (no name) was told that "name, -- COMMAND" were missing, though a remote server has no command.
+    add.add_argument("command", nargs="*", default=[], metavar="-- COMMAND",
+                     help="the program to start and its arguments, after --")
     add.program = ("command", "the server's command")  # grammar.Parser: an unknown option says so
     add.add_argument("--url", help="a streamable-HTTP MCP server's address")
     add.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="an HTTP header (repeatable)")

@@ -205,6 +205,11 @@ def test_tools_add_without_a_name_says_the_name_is_missing(hearth_home, capsys):
         err = capsys.readouterr().err
         assert "give the name before --, as in `hearth tools add NAME -- " in err, (words, err)
         assert "Give either a command" not in err and "Traceback" not in err
+    # A remote server without a name: only the name is missing (its command was said to be missing too).
+    with pytest.raises(SystemExit):
+        main(["tools", "add", "--url", "https://example.com/mcp"])
+    err = capsys.readouterr().err
+    assert "required: name\n" in err and "COMMAND" not in err.splitlines()[-1], err
     assert not paths.mcp_config_file().exists()
     # With the name given, as before: the program after --, options before or after the name.
     assert main(["tools", "add", "cat", "--", "/bin/cat"]) == 0
