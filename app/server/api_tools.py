@@ -57,6 +57,7 @@ class _Offered:
         self.failure: str | None = None  # why its last start failed, while it has not started since
         self._starts: list[float] = []
         self._starting: threading.Thread | None = None
+        self._opening: McpConnection | None = None  # the connection being started
         self._lock = threading.Lock()
         self._closed = False
 
@@ -89,7 +90,9 @@ class _Offered:
         if self.conn is not None:  # the stopped one: its thread and process are let go first
             self.conn.close()
         try:
-            conn = McpConnection(get_server(self.name), self.start_timeout).open()
+            # Kept while it starts, so that closing stops a start under way (it may take START_TIMEOUT_S).
+            self._opening = McpConnection(get_server(self.name), self.start_timeout)
+            conn = self._opening.open()
         except HearthError as exc:  # it cannot start, in time or at all (or mcp.json changed): one sentence
             with self._lock:
                 self.conn, self.problem, self.failure, self.failed_at_start = None, str(exc), str(exc), first
@@ -108,12 +111,17 @@ class _Offered:
         self.start()
         return None
 
-    def wait_ready(self, timeout: float) -> McpConnection | None:
-        """The running connection, waiting up to timeout for a start under way (one is begun if needed)."""
+    def wait_ready(self, timeout: float, stop: threading.Event | None = None) -> McpConnection | None:
+        """The running connection, waiting up to timeout for a start under way (one is begun if needed); a call
+        stops waiting when its client leaves (stop set), so that it gives its thread back."""
         conn = self.ready()
         starting = self._starting
+        deadline = time.monotonic() + timeout
+        while conn is None and starting is not None and starting.is_alive() and time.monotonic() < deadline:
+            if stop is not None and stop.is_set():
+                return None
+            starting.join(min(DISCONNECT_CHECK_S, max(0.0, deadline - time.monotonic())))
         if conn is None and starting is not None:
-            starting.join(timeout)
             conn = self.conn if self.conn is not None and self.conn.alive else None
         return conn
 
@@ -124,7 +132,9 @@ class _Offered:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            conn = self.conn
+            conn, opening = self.conn, self._opening
+        if opening is not None and opening is not conn:
+            opening.close()
         if conn is not None:
             conn.close()
 
@@ -239,7 +249,9 @@ class ApiTools:
                           "programs that call its API, so it did not run. They can allow it for good in the "
                           "window's Tools page or when `hearth chat --tools` asks (Always).")
         server = self._servers[label]
-        conn = server.wait_ready(CONNECT_TIMEOUT_S)  # of a start under way, which may go on longer
+        conn = server.wait_ready(CONNECT_TIMEOUT_S, stop)  # of a start under way, which may go on longer
+        if stop.is_set():
+            return None, "The client left before this call ran."
         if conn is None:
             return None, server.problem or f"The MCP server '{label}' is not running."
         result = conn.call(tool, arguments, timeout, stop)

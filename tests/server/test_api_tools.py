@@ -81,3 +81,32 @@ def test_a_start_that_failed_says_why_when_it_is_tried_again():
             tools.problem("slow") and "stopped" not in tools.problem("slow")
     finally:
         tools.close()
+
+
+def test_a_call_whose_client_left_while_its_server_was_starting_gives_its_thread_back(monkeypatch):
+    """#56 B6's sibling: a call stopped with its request while it waited for its server's start held its thread of
+    the tools' pool for the whole wait (CONNECT_TIMEOUT_S, 30 s): departed clients of a slow server could starve
+    every other call. The pool is made one thread here, so that the next call must find it free."""
+    monkeypatch.setattr(api_tools, "MAX_CALLS_AT_ONCE", 1)
+    monkeypatch.setattr(api_tools, "CONNECT_TIMEOUT_S", 20.0)
+    offer("slow", "--start-after", "60", allow=("env",))
+    offer("quick", allow=("env",))
+    tools = ApiTools(["slow", "quick"])
+    try:
+        asyncio.run(tools.settle(["quick"]))
+
+        async def departed_then_present():
+            async def gone() -> bool:
+                return True
+
+            left = await tools.call("slow", "env", {"name": "HOME"}, 2048, None, gone)
+            started = time.monotonic()
+            output, error = await tools.call("quick", "env", {"name": "HOME"}, 2048, None)
+            return left, output, error, time.monotonic() - started
+
+        left, output, error, seconds = asyncio.run(departed_then_present())
+        assert left is None and error is None and output
+        print(f"a call after one whose client left while its server started: {seconds:.1f} s")
+        assert seconds < 8, seconds
+    finally:
+        tools.close()
