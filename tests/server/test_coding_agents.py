@@ -32,8 +32,10 @@ RECORDED = Path(__file__).parent / "recorded"
 CLAUDE_CODE_VERSION = "2.1.332"
 OPENCODE_VERSION = "1.18.33"
 CODEX_VERSION = "0.171.0"
-# The Codex CLI's config for a Hearth server: the Responses API, and neither of the tools it would send by default
-# that Hearth does not have (OpenAI's hosted web_search; sub-agent tools grouped in a "namespace" tool).
+# The Codex CLI's config for a Hearth server: the Responses API, without the one tool it would send by default that
+# Hearth does not have (OpenAI's hosted web_search). Its sub-agent tools (a "namespace" tool, served since #54) are
+# turned off too, for room: they take the first request from 5,851 prompt tokens to 7,780 of the bundled model's
+# 8,192, and Codex then stops, saying it ran out of room in the context window.
 CODEX_CONFIG = """model = "{model}"
 model_provider = "hearth"
 web_search = "disabled"

@@ -53,12 +53,15 @@ class OutputItems:
     """An answer's pieces as Responses output items, and the stream events that build them. Fed the same way
     streamed or not, so a request gets the same items either way."""
 
-    def __init__(self, thinking: bool | None, calls: CallReader | None, mcp: dict[str, str] | None = None):
-        """mcp: the MCP tools' names and the server each belongs to; a call to one is an mcp_call item."""
+    def __init__(self, thinking: bool | None, calls: CallReader | None, mcp: dict[str, str] | None = None,
+                 namespaces: dict[str, str] | None = None):
+        """mcp: the MCP tools' names and the server each belongs to; a call to one is an mcp_call item.
+        namespaces: the functions a namespace tool gave, by name; a call to one says its namespace."""
         self.opened = thinking
         self.splitter = ReasoningSplitter(thinking) if thinking is not None else None
         self.calls = calls
         self.mcp = mcp or {}
+        self.namespaces = namespaces or {}
         self.pending: list[dict] = []  # mcp_call items to run after this round
         self.said = ""  # this round's text: what the model wrote before its calls
         self.items: list[dict] = []
@@ -135,7 +138,8 @@ class OutputItems:
                              "output_index": index, "arguments": arguments},
                             {"type": "response.mcp_call.in_progress", "item_id": item["id"], "output_index": index}]
             return
-        item = {"id": new_id("fc"), "type": "function_call", "call_id": new_id("call"), "name": name,
+        item = {"id": new_id("fc"), "type": "function_call", "call_id": new_id("call"),
+                **({"namespace": self.namespaces[name]} if name in self.namespaces else {}), "name": name,
                 "arguments": "", "status": "in_progress"}
         index = self._add(item)
         item["arguments"], item["status"] = arguments, "completed"
@@ -360,7 +364,7 @@ class ResponsesApi:
         req.echo["reasoning"] = reasoning_for(body, thinks) or req.echo["reasoning"]
         output = OutputItems(self.api.thinking(req.gen, backend), CallReader() if req.gen.tools else None,
                              {f["function"]["name"]: label for label, (_, functions) in mcp.items()
-                              for f in functions})
+                              for f in functions}, req.namespaces)
         for label, (tools, _) in mcp.items():
             output.listed(label, tools, self.api_tools.problem(label))
         response = self._response_object(req, model)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from app.server.edge import field_policy
@@ -62,13 +62,15 @@ class ResponsesRequest:
     store: bool
     echo: dict  # instructions, tools, tool_choice, text, reasoning, ... as the response object repeats them
     truncate: bool = False
+    # The functions given inside a namespace tool, by name: its calls say their namespace (output items).
+    namespaces: dict[str, str] = field(default_factory=dict)
 
 
 # The fields OpenAI's API defines for each input item and each content part: all that a stored item keeps, so that
 # a client's own keys (of any size) are neither stored nor sent back.
 ITEM_FIELDS = {
     "message": ("type", "id", "role", "content", "status"),
-    "function_call": ("type", "id", "call_id", "name", "arguments", "status"),
+    "function_call": ("type", "id", "call_id", "namespace", "name", "arguments", "status"),
     "function_call_output": ("type", "id", "call_id", "output", "status"),
     "reasoning": ("type", "id", "summary", "content", "encrypted_content", "status"),
     "mcp_call": ("type", "id", "server_label", "name", "arguments", "output", "error", "status",
@@ -231,37 +233,66 @@ def mcp_entry(tool: dict, where: str, labels: dict[str, list[str] | None]) -> No
     labels[label] = only
 
 
-def _tools(body: dict) -> tuple[list[dict], list[dict], dict[str, list[str] | None]]:
+def _function(tool: dict) -> tuple[dict, dict]:
+    """A function tool as the chat request takes it, and as the response object echoes it."""
+    function = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
+    if "parameters" in function and function["parameters"] is None:
+        del function["parameters"]
+    return ({"type": "function", "function": function},
+            {"type": "function", "name": tool.get("name"), "description": tool.get("description"),
+             "parameters": tool.get("parameters"), "strict": tool.get("strict", True)})
+
+
+def _namespace(tool: dict, where: str, namespaces: dict[str, str]) -> list[dict]:
+    """A {"type": "namespace", "name", "tools": [function tools]} tool (the Codex CLI groups its sub-agent tools
+    in one): its functions offered by their own names, each call then saying its namespace."""
+    name, inner = tool.get("name"), tool.get("tools")
+    if not isinstance(name, str) or not name or not isinstance(inner, list):
+        raise invalid(f"{where} must have a 'name' and a list of 'tools'.", where)
+    chat = []
+    for j, member in enumerate(inner):
+        if not isinstance(member, dict) or member.get("type") != "function":
+            raise invalid(f"{where}.tools[{j}].type must be 'function' here.", f"{where}.tools[{j}].type",
+                          code="unsupported_tool")
+        if member.get("name") in namespaces:
+            raise invalid(f"{where}.tools[{j}]: the function '{member.get('name')}' is in two namespaces; this "
+                          "server tells calls apart by their names.", f"{where}.tools[{j}].name")
+        namespaces[member.get("name")] = name
+        chat.append(_function(member)[0])
+    return chat
+
+
+def _tools(body: dict) -> tuple[list[dict], list[dict], dict[str, list[str] | None], dict[str, str]]:
     """(chat tools for the function tools, the tools as the response echoes them, the MCP servers asked for with
     the tools each is narrowed to)."""
     tools = body.get("tools")
     if tools is None:
-        return [], [], {}
+        return [], [], {}, {}
     if not isinstance(tools, list):
         raise invalid("'tools' must be a list of tools.", "tools")
-    chat, echo, labels = [], [], {}
+    chat, echo, labels, namespaces = [], [], {}, {}
     for i, tool in enumerate(tools):
         kind = tool.get("type") if isinstance(tool, dict) else None
         where = f"tools[{i}]"
         if kind == "function":
-            function = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
-            if "parameters" in function and function["parameters"] is None:
-                del function["parameters"]
-            chat.append({"type": "function", "function": function})
-            echo.append({"type": "function", "name": tool.get("name"), "description": tool.get("description"),
-                         "parameters": tool.get("parameters"), "strict": tool.get("strict", True)})
+            offered, echoed = _function(tool)
+            chat.append(offered)
+            echo.append(echoed)
+        elif kind == "namespace":
+            chat += _namespace(tool, where, namespaces)
+            echo.append(dict(tool))
         elif kind == "mcp":
             mcp_entry(tool, where, labels)
             echo.append(dict(tool))
-        elif kind in HOSTED_TOOLS:
+        elif kind in HOSTED_TOOLS:  # it would change what the model may do: refused (docs/api.md's field policy)
             raise invalid(f"{where}: the hosted tool '{kind}' is OpenAI's; this server does not have it. Send "
                           "function tools, or an MCP server this server offers (the Codex CLI: web_search = "
                           "\"disabled\" in its config.toml).", f"{where}.type",
                           code="unsupported_tool")
         else:
-            raise invalid(f"{where}.type must be 'function' or 'mcp'; got {kind!r}.", f"{where}.type",
+            raise invalid(f"{where}.type must be 'function', 'namespace' or 'mcp'; got {kind!r}.", f"{where}.type",
                           code="unsupported_tool")
-    return chat, echo, labels
+    return chat, echo, labels, namespaces
 
 
 def _tool_choice(body: dict) -> Any:
@@ -391,7 +422,7 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict],
     previous = body.get("previous_response_id")
     if previous is not None and not isinstance(previous, str):
         raise invalid("'previous_response_id' must be the id of a stored response.", "previous_response_id")
-    chat_tools, echo_tools, labels = _tools(body)
+    chat_tools, echo_tools, labels, namespaces = _tools(body)
     if labels:
         chat_tools += mcp_functions(labels)
     messages = chat_messages(history + items, stored=len(history))
@@ -430,7 +461,7 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict],
             "truncation": body.get("truncation") or "disabled", "metadata": body.get("metadata") or {},
             "store": store, "max_tool_calls": body.get("max_tool_calls"), "user": body.get("user")}
     return ResponsesRequest(gen=gen, input_items=items, previous_response_id=previous, store=store, echo=echo,
-                            truncate=body.get("truncation") == "auto")
+                            truncate=body.get("truncation") == "auto", namespaces=namespaces)
 
 
 def _renamed(exc: ApiError) -> ApiError:

@@ -75,6 +75,33 @@ def test_function_calls_and_their_outputs_going_back(oai, model_name):
     assert answer.usage.input_tokens_details.cached_tokens > 0  # the call's turn was still in the slot
 
 
+def test_functions_in_a_namespace_are_offered_and_their_calls_say_it(oai, model_name):
+    """The Codex CLI (0.171.0, its default config) groups its sub-agent tools in a namespace tool; Hearth refused
+    the type, so Codex needed `[agents] enabled = false`. A namespaced function is offered by its name, and its
+    call says its namespace, going out and coming back."""
+    agents = {"type": "namespace", "name": "multi_agent_v1", "description": "Tools for sub-agents.",
+              "tools": [{**WEATHER, "strict": False}]}
+    r = oai.responses.create(model=model_name, input="What is the weather in Paris?", tools=[agents],
+                             tool_choice="required", parallel_tool_calls=False, temperature=0, max_output_tokens=200)
+    calls = [item.to_dict() for item in r.output if item.type == "function_call"]
+    assert len(calls) == 1 and calls[0]["name"] == "get_weather" and calls[0]["namespace"] == "multi_agent_v1"
+    assert r.to_dict()["tools"][0]["type"] == "namespace"
+    answer = oai.responses.create(model=model_name, tools=[agents], tool_choice="none", temperature=0,
+                                  max_output_tokens=40, input=[
+                                      {"role": "user", "content": "What is the weather in Paris?"}, calls[0],
+                                      {"type": "function_call_output", "call_id": calls[0]["call_id"],
+                                       "output": "Sunny, 21 C."}])
+    assert answer.output_text
+    listed = [i.to_dict(warnings=False) for i in oai.responses.input_items.list(answer.id, order="asc").data]
+    assert listed[1]["type"] == "function_call" and listed[1]["namespace"] == "multi_agent_v1"
+    for tools, param in (([{**agents, "tools": [{"type": "web_search"}]}], "tools[0].tools[0].type"),
+                         ([{**agents, "tools": "get_weather"}], "tools[0]"),
+                         ([agents, {**agents, "name": "other"}], "tools[1].tools[0].name")):
+        with pytest.raises(openai.BadRequestError) as err:
+            oai.responses.create(model=model_name, input="Hi", tools=tools)
+        assert err.value.body["param"] == param, err.value.body
+
+
 def test_a_named_function_streams_its_arguments(oai, model_name):
     with oai.responses.stream(model=model_name, input="Weather in Oslo?", tools=[WEATHER], temperature=0,
                               tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=200,
