@@ -71,6 +71,24 @@ def sse_events(raw: str) -> list[tuple[str, dict]]:
     return events
 
 
+def test_codexs_default_tools_are_served_but_its_hosted_web_search(agent_server):
+    """Codex's default config adds two tools to its first request: its sub-agent tools in a namespace tool, which
+    are served (a 400 before), and OpenAI's hosted web_search, which stays a 400 that says the config line."""
+    first = recorded("codex_first_request.json")
+    extra = recorded("codex_default_tools.json")
+    assert extra["recorded"]["version"] == CODEX_VERSION
+    namespace, web_search = extra["tools"]
+    body = {**first["body"], "stream": False, "max_output_tokens": 16,
+            "tools": first["body"]["tools"] + [namespace]}
+    r = httpx.post(agent_server + first["recorded"]["path"], json=body, headers=first["headers"], timeout=300)
+    assert r.status_code == 200, r.text
+    assert "hearth-ignored-fields" not in r.headers and r.json()["tools"][-1]["name"] == "multi_agent_v1"
+    body["tools"] = body["tools"] + [web_search]
+    r = httpx.post(agent_server + first["recorded"]["path"], json=body, headers=first["headers"], timeout=300)
+    assert r.status_code == 400 and r.json()["error"]["param"] == f"tools[{len(body['tools']) - 1}].type"
+    assert 'web_search = "disabled"' in r.json()["error"]["message"]
+
+
 def test_claude_codes_first_request_is_answered(agent_server):
     first = recorded("claude_code_first_request.json")
     assert first["recorded"]["version"] == CLAUDE_CODE_VERSION
