@@ -50,6 +50,13 @@ _RANGES = {f.name: (f, *(f.valid or (f.low, f.high))) for f in (*LOAD_FIELDS, *S
 _RANGES.update({name: (None, *spec.valid) for name, spec in _INTERNAL.items() if spec.valid is not None})
 
 
+def accepted(name: str) -> tuple[float, float]:
+    """The lowest and highest values the engine accepts for an option, as its field declares them: what an API
+    request's field of the same meaning is checked against, so that the bound is written once."""
+    _, low, high = _RANGES[name]
+    return low, high
+
+
 class OptionError(InvalidRequest):
     """An option out of its range: the asker's to fix (an API client gets a 400)."""
 

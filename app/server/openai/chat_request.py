@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.protocol.messages import SamplingOptions
+from app.protocol.option_fields import accepted
 from app.server.edge import field_policy
 from app.server.edge.errors import invalid
 from app.server.media_parts import openai_part
@@ -212,14 +213,16 @@ def _sampling(body: dict, default_max_tokens: int) -> SamplingOptions:
     max_tokens = number(body, "max_completion_tokens", 1, MAX_TOKENS_CAP, integer=True)
     if max_tokens is None:
         max_tokens = number(body, "max_tokens", 1, MAX_TOKENS_CAP, integer=True)
-    temperature = number(body, "temperature", 0.0, 2.0)
-    top_p = number(body, "top_p", 0.0, 1.0)
-    top_k = number(body, "top_k", 0, 1 << 20, integer=True)
-    min_p = number(body, "min_p", 0.0, 1.0)
+    # The engine's ranges, as SamplingOptions declares them (OpenAI's own bounds are the same: temperature 0-2,
+    # penalties -2-2); max_tokens and seed keep the API's own (below the engine's, and int64 taken modulo 2^31).
+    temperature = number(body, "temperature", *accepted("temperature"))
+    top_p = number(body, "top_p", *accepted("top_p"))
+    top_k = number(body, "top_k", *accepted("top_k"), integer=True)
+    min_p = number(body, "min_p", *accepted("min_p"))
     seed = number(body, "seed", -(1 << 63), (1 << 63) - 1, integer=True)
-    frequency = number(body, "frequency_penalty", -2.0, 2.0)
-    presence = number(body, "presence_penalty", -2.0, 2.0)
-    repeat = number(body, "repeat_penalty", 0.0, 10.0)  # llama.cpp's own, as llama-server takes it
+    frequency = number(body, "frequency_penalty", *accepted("frequency_penalty"))
+    presence = number(body, "presence_penalty", *accepted("presence_penalty"))
+    repeat = number(body, "repeat_penalty", *accepted("repeat_penalty"))  # llama.cpp's own, as llama-server takes
     # llama-server's and vLLM's extension: answers of a fixed length, for benchmarks (hearth bench serve).
     ignore_eos = body.get("ignore_eos", False)
     if not isinstance(ignore_eos, bool):
