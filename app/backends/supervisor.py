@@ -551,7 +551,11 @@ class Supervisor(StateNews):
         crash of the model's (a request's grammar, most often), so it does not count towards MAX_CRASHES."""
         stalled = self._stalled
         self.info = None
-        self._requests.end_all(lambda rid: P.failed(P.ErrorKind.ENGINE_CRASHED, stalled, rid, log=event.get("log")))
+        # beside: how many other requests the engine was running. A plain answer without a grammar that ran beside
+        # others is sent again by the API server (app/server/answers.py); one that ran alone was what stalled.
+        beside = max(len(self._requests) - 1, 0)
+        self._requests.end_all(lambda rid: P.failed(P.ErrorKind.ENGINE_CRASHED, stalled, rid, log=event.get("log"),
+                                                    beside=beside))
         self._cancelling_load = False
         self._restarting = True
         if self.process is not None:

@@ -2,7 +2,8 @@
 
 An engine error that comes before the first event gets its own status (even for a streaming request, whose
 status line is not sent yet); a client that leaves before then cancels the request in the engine. A request that
-only waited behind a step the watchdog ended (it has no grammar to have stalled it) is sent again, not failed.
+only waited behind a step the watchdog ended (it has no grammar to have stalled it) is sent again, not failed; so
+is a plain (not streamed) one whose answer was under way, since none of it has reached its client.
 """
 
 from __future__ import annotations
@@ -42,8 +43,16 @@ def finish_reason(done: P.Done | dict, called: bool, cut: bool) -> str:
 
 
 async def open_answer(request: Request, stream: EngineStream, streaming: bool) -> AsyncIterator[P.Event] | None:
-    """The request's events from the first on; None when the client left before the first came."""
+    """The request's events from the first on; None when the client left before the first came (for a plain answer:
+    before its end)."""
     stream.disconnected = request.is_disconnected
+    if not streaming:
+        whole = await _whole(stream)
+        if whole is None:
+            return None
+        if isinstance(whole[0], P.Failed):
+            raise from_engine(whole[0].kind, whole[0].message)
+        return _replay(whole)
     events = stream.events()
     first = await anext(events, None)
     if isinstance(first, P.Failed) and stream.again and stalled(first.kind, first.message):
@@ -61,6 +70,28 @@ async def open_answer(request: Request, stream: EngineStream, streaming: bool) -
         # From here the streaming response listens for the disconnect itself (see EngineStream).
         stream.disconnected = None
     return chain(first, events)
+
+
+async def _whole(stream: EngineStream) -> list[P.Event] | None:
+    """Every event of a plain answer, up to its Done or Failed; None when the client left first. Its client sees
+    nothing before the end, so a request the watchdog ended that cannot have stalled the engine itself (stream.again:
+    it has no grammar) is sent again from its start if it only waited or if its answer ran beside others' (the
+    Supervisor's `beside`): on --parallel 2 an answer under way beside another slot's stalled step was failed with
+    that step's 422, told not to retry (issue 56 B5). One that ran alone is what stalled: it is told so."""
+    while True:
+        got = [event async for event in stream.events()]  # the events end at a Done, a Failed or the client's leaving
+        last = got[-1] if got else None
+        if (isinstance(last, P.Failed) and stream.again and stalled(last.kind, last.message)
+                and (len(got) == 1 or last.get("beside"))):
+            if not await stream.restart():  # the client left meanwhile, or the engine did not come back
+                return None
+            continue
+        return got if isinstance(last, (P.Done, P.Failed)) else None
+
+
+async def _replay(events: list[P.Event]) -> AsyncIterator[P.Event]:
+    for event in events:
+        yield event
 
 
 async def chain(first: P.Event, rest: AsyncIterator[P.Event]) -> AsyncIterator[P.Event]:

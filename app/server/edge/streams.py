@@ -33,8 +33,9 @@ from app.protocol import messages as P
 from app.backends.backend import Backend
 
 DISCONNECT_CHECK_S = 0.25
-# A request the engine's watchdog ended before it started (it waited behind the step that stalled) is sent again
-# once the engine is back with its model: within this long, looking this often.
+# A request the engine's watchdog ended before it started (it waited behind the step that stalled), or a plain one
+# whose answer had not reached its client, is sent again once the engine is back with its model: within this long,
+# looking this often.
 RESTART_WAIT_S = 120.0
 RESTART_LOOK_S = 0.2
 _PLAIN_TOKEN = {"ev", "text", "id"}  # a token event with nothing else (no logprobs, no draft figures) merges
@@ -73,8 +74,9 @@ def close_with_request(thing) -> bool:
 class EngineStream:
     def __init__(self, backend: Backend, start: Callable[[Callable[[P.Event], None]], int], again: bool = False):
         """start(sink) sends the request and returns its id (raising its HearthError if it cannot start).
-        again: the request may be sent once more if the engine's watchdog ended it before its first event (one
-        that cannot be what stalled the engine: it has no grammar)."""
+        again: the request may be sent once more if the engine's watchdog ended it before its first event, or
+        before its end where its client waits for the whole answer (app/server/answers.py), for it cannot be what
+        stalled the engine: it has no grammar."""
         self.backend = backend
         self._start = start
         self.again = again

@@ -145,6 +145,40 @@ def test_a_request_that_waited_behind_a_stalled_step_is_answered_not_failed(tmp_
         stop_server(proc)
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
+def test_a_plain_answer_under_way_beside_the_stalled_step_is_answered_not_failed(tmp_path):
+    """--parallel 2: a plain (not streamed) answer already under way in one slot when the other slot's step stalled
+    was failed with the stall's 422 and told not to retry, though it could not have stalled the engine (it has no
+    grammar) and none of its answer had reached its client: it is sent again once the engine is back."""
+    proc, base = start_server("--step-timeout", str(BUDGET_S), "--parallel", "2", env={"HEARTH_HOME": str(tmp_path)})
+    try:
+        results: dict = {}
+
+        def ask(name: str, body: dict) -> None:
+            results[name] = httpx.post(base + "/chat/completions", json=body, timeout=120)
+
+        under_way = threading.Thread(target=ask, args=("plain", {**LONG, "max_tokens": 200}))
+        under_way.start()
+        deadline = time.monotonic() + 30
+        while not httpx.get(base.removesuffix("/v1") + "/health", timeout=10).json().get("busy"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)  # its answer has begun (its 200 tokens take seconds on --parallel 2 here)
+        stalls = threading.Thread(target=ask, args=("grammar", {**LONG, "grammar": 'root ::= [a-z ]*'}))
+        stalls.start()
+        time.sleep(0.3)
+        os.kill(engine_pid(proc), signal.SIGSTOP)
+        stalls.join(120)
+        under_way.join(120)
+        failed = results["grammar"]
+        assert failed.status_code == 422 and failed.json()["error"]["code"] == "engine_step_timeout", failed.text
+        answered = results["plain"]
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["usage"]["completion_tokens"] == 200  # the whole answer, once, from its start
+    finally:
+        stop_server(proc)
+
+
 @pytest.mark.parametrize("grammar", [
     WEDGE,
     "root ::= " + " ".join(["x"] * 300) + '\nx ::= "a" | "a"?',  # issue 56: raw GBNF, side by side
