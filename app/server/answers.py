@@ -3,7 +3,8 @@
 An engine error that comes before the first event gets its own status (even for a streaming request, whose
 status line is not sent yet); a client that leaves before then cancels the request in the engine. A request that
 only waited behind a step the watchdog ended (it has no grammar to have stalled it) is sent again, not failed; so
-is a plain (not streamed) one whose answer was under way, since none of it has reached its client.
+is a plain (not streamed) one whose answer was under way, since none of it has reached its client, and a streamed
+one under way goes on from the text its client already has.
 """
 
 from __future__ import annotations
@@ -69,7 +70,47 @@ async def open_answer(request: Request, stream: EngineStream, streaming: bool) -
     if streaming:
         # From here the streaming response listens for the disconnect itself (see EngineStream).
         stream.disconnected = None
+    if stream.again and stream.resumable:
+        return _going_on(stream, first, events)
     return chain(first, events)
+
+
+async def _going_on(stream: EngineStream, event: P.Event, events: AsyncIterator[P.Event]) -> AsyncIterator[P.Event]:
+    """A streamed answer without a grammar, whose engine the watchdog ended for another slot's stalled step while
+    it ran beside it (the Supervisor's `beside`): it could not have stalled the step, and its client has part of
+    it, so once the engine is back it goes on from that text (EngineStream.restart(so_far)) instead of failing
+    (issue 56 B5: the plain answer was sent again; the streamed one still got the stall's error). Its client sees
+    one answer: the tokens before and after, and a Done whose counts are the whole answer's. Its token budget goes
+    on from the last figures (Stats, every 0.2 s), so the answer may run a few tokens past max_tokens."""
+    text: list[str] = []
+    used = prompt = 0
+    while event is not None:
+        if (isinstance(event, P.Failed) and stream.again and event.get("beside")
+                and stalled(event.kind, event.message)):
+            await events.aclose()
+            if not await stream.restart("".join(text), used):
+                yield event  # the engine did not come back in time: the error stands
+                return
+            events = stream.events()
+            event = await anext(events, None)
+            continue
+        if isinstance(event, P.Token) and stream.again:
+            text.append(event.text)
+        elif isinstance(event, P.Stats):
+            if stream.again:  # the figures of its first life: how far it got
+                used, prompt = int(event.get("completion_tokens") or used), int(event.get("prompt_tokens") or prompt)
+            else:
+                event = P.Stats({**event, "completion_tokens": used + int(event.get("completion_tokens") or 0)})
+        elif isinstance(event, P.Done) and not stream.again:  # the end of its second life: the whole answer's counts
+            # What the first life wrote is now part of the prompt: its tokens are the prompt's growth.
+            before = max(used, int(event.get("prompt_tokens") or 0) - prompt) if prompt else used
+            event = P.Done({**event, "text": "".join(text) + str(event.get("text") or ""),
+                            "completion_tokens": before + int(event.get("completion_tokens") or 0),
+                            **({"prompt_tokens": prompt} if prompt else {})})
+        yield event
+        if isinstance(event, (P.Done, P.Failed)):
+            return
+        event = await anext(events, None)
 
 
 async def _whole(stream: EngineStream) -> list[P.Event] | None:

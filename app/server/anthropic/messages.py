@@ -38,8 +38,7 @@ class AnthropicMessages:
         model, backend = await self.api.serving(gen.model)
         refuse_unless_takes(gen.messages, model, backend.info)
         tools = gen.tools.tools if gen.tools else None
-        stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
-                                                                   tools=tools), again=not gen.sampling.grammar)
+        stream = self.api.chat_stream(backend, gen.messages, gen.sampling, tools)
         events = await open_answer(request, stream, gen.stream)
         if events is None:
             return Response(status_code=499)

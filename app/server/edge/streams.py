@@ -80,6 +80,7 @@ class EngineStream:
         self.backend = backend
         self._start = start
         self.again = again
+        self.resumable = False  # start(sink, so_far, used) goes on from an answer's text: a streamed answer can be
         self._loop = asyncio.get_running_loop()
         self._pending: deque = deque()  # appended on the backend's thread, taken on the loop's
         self._signalled = False  # a wake-up is scheduled and has not run yet
@@ -95,10 +96,15 @@ class EngineStream:
         if streams is not None:
             streams.append(self)
 
-    async def restart(self) -> bool:
+    async def restart(self, so_far: str = "", used: int = 0) -> bool:
         """Send the request again once the engine is back from a watchdog's restart (once: `again` goes off);
-        False when the client left meanwhile or the engine did not come back within RESTART_WAIT_S."""
+        False when the client left meanwhile or the engine did not come back within RESTART_WAIT_S.
+        so_far: the answer its client has already had (used: its tokens), which the request goes on from; only
+        where start takes them (a chat or completion stream, `resumable`)."""
         self.again = False
+        if so_far:
+            original = self._start
+            self._start = lambda sink: original(sink, so_far, used)
         start = self._start
         deadline = time.monotonic() + RESTART_WAIT_S
         while time.monotonic() < deadline:

@@ -186,9 +186,7 @@ class OllamaApi:
             model, backend = await self._serving(body.get("model"))
             refuse_unless_takes(gen.messages, model, backend.info)
             tools = gen.tools.tools if gen.tools else None
-            stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink,
-                                                                       truncate=False, tools=tools),
-                                    again=not gen.sampling.grammar)
+            stream = self.api.chat_stream(backend, gen.messages, gen.sampling, tools)
             shape = _Shape(tag(model), chat=True, calls=gen.tools is not None,
                            thinking=self.api.thinking(gen, backend), think=body.get("think"))
             return await self._respond(request, stream, shape, gen.stream)
@@ -206,9 +204,7 @@ class OllamaApi:
                               "the request without raw.", "images")
             if body.get("raw"):  # the prompt as it is, no template
                 gen = completion_request(_openai_completion(body), self.api.default_max_tokens)
-                stream = self.api.start(backend, lambda sink: backend.complete(gen.prompt, gen.sampling, sink,
-                                                                               truncate=False),
-                                        again=not gen.sampling.grammar)
+                stream = self.api.completion_stream(backend, gen.prompt, gen.sampling)
                 thinking = None
             else:
                 chat = _openai_chat({**body, "messages": ([{"role": "system", "content": body["system"]}]
@@ -216,9 +212,7 @@ class OllamaApi:
                                      + [{"role": "user", "content": _with(images, body.get("prompt") or "")}]})
                 gen = chat_request(chat, self.api.default_max_tokens)
                 refuse_unless_takes(gen.messages, model, backend.info)
-                stream = self.api.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink,
-                                                                           truncate=False),
-                                        again=not gen.sampling.grammar)
+                stream = self.api.chat_stream(backend, gen.messages, gen.sampling)
                 thinking = self.api.thinking(gen, backend)
             return await self._respond(request, stream, _Shape(tag(model), chat=False, thinking=thinking,
                                                                think=body.get("think")), gen.stream)

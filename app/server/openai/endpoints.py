@@ -20,7 +20,7 @@ import os
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
@@ -273,6 +273,36 @@ class OpenAIApi:
         except HearthError as exc:
             raise from_engine(P.ErrorKind.of(exc), str(exc)) from None
 
+    def chat_stream(self, backend: Backend, messages: list[dict], sampling, tools: list[dict] | None = None,
+                    truncate: bool = False) -> EngineStream:
+        """A chat request's stream. One without a grammar may go on from the text its client already has, where the
+        watchdog ended the engine under it for another slot's stalled step (app/server/answers.py): the answer so
+        far becomes the start of the assistant's turn (a prefill, which the engine continues), with what is left
+        of its token budget."""
+        def start(sink, so_far: str = "", used: int = 0) -> int:
+            if not so_far:
+                return backend.chat(messages, sampling, sink, truncate=truncate, tools=tools)
+            last = messages[-1] if messages else {}
+            if last.get("role") == "assistant" and isinstance(last.get("content"), str):  # a prefill already
+                going_on = [*messages[:-1], {**last, "content": last["content"] + so_far}]
+            else:
+                going_on = [*messages, {"role": "assistant", "content": so_far}]
+            return backend.chat(going_on, _budget_left(sampling, used), sink, truncate=truncate, tools=tools)
+
+        stream = self.start(backend, start, again=not sampling.grammar)
+        stream.resumable = True
+        return stream
+
+    def completion_stream(self, backend: Backend, prompt: str, sampling) -> EngineStream:
+        """A completion's stream, which may go on as chat_stream's does: the prompt followed by the answer so far."""
+        def start(sink, so_far: str = "", used: int = 0) -> int:
+            return backend.complete(prompt + so_far, _budget_left(sampling, used) if so_far else sampling, sink,
+                                    truncate=False)
+
+        stream = self.start(backend, start, again=not sampling.grammar)
+        stream.resumable = True
+        return stream
+
     # --- endpoints -------------------------------------------------------
     async def health(self, request: Request) -> Response:
         """200 when a request would be answered, 503 while the model loads. Without the key (on a server that
@@ -332,15 +362,13 @@ class OpenAIApi:
         model, backend = await self.serving(gen.model)
         refuse_unless_takes(gen.messages, model, backend.info)
         tools = gen.tools.tools if gen.tools else None
-        stream = self.start(backend, lambda sink: backend.chat(gen.messages, gen.sampling, sink, truncate=False,
-                                                               tools=tools), again=not gen.sampling.grammar)
+        stream = self.chat_stream(backend, gen.messages, gen.sampling, tools)
         return await self._respond(request, stream, gen, model, chat=True, thinking=self.thinking(gen, backend))
 
     async def completions(self, request: Request) -> Response:
         gen = completion_request(await self.body_of(request), self.default_max_tokens)
         model, backend = await self.serving(gen.model)
-        stream = self.start(backend, lambda sink: backend.complete(gen.prompt, gen.sampling, sink, truncate=False),
-                            again=not gen.sampling.grammar)
+        stream = self.completion_stream(backend, gen.prompt, gen.sampling)
         return await self._respond(request, stream, gen, model, chat=False)
 
     async def embeddings(self, request: Request) -> Response:
@@ -383,14 +411,19 @@ class OpenAIApi:
 
 def _counting(start, record: RequestRecord):
     """start, with a sink that notes the answer's token counts in record."""
-    def counted(sink):
+    def counted(sink, *going_on):
         def note(event: P.Event) -> None:
             if isinstance(event, P.Done):
                 record.prompt_tokens = event.get("prompt_tokens")
                 record.completion_tokens = event.get("completion_tokens")
             sink(event)
-        return start(note)
+        return start(note, *going_on)
     return counted
+
+
+def _budget_left(sampling, used: int):
+    """The sampling of an answer that goes on after `used` tokens: what is left of its max_tokens."""
+    return replace(sampling, max_tokens=max(1, sampling.max_tokens - used))
 
 
 def _model_entry(entry, meta: dict) -> dict:

@@ -223,9 +223,7 @@ class AnswerRounds:
         """Starts a round; False when the client left before its first event. An engine error before then is the
         request's status (ApiError)."""
         tools = self.use.tools if self.use else None
-        stream = self.api.api.start(self.backend, lambda sink: self.backend.chat(
-            self.messages, self.sampling, sink, truncate=self.req.truncate, tools=tools),
-            again=not self.sampling.grammar)
+        stream = self.api.api.chat_stream(self.backend, self.messages, self.sampling, tools, self.req.truncate)
         self.events = await open_answer(self.request, stream, self.req.gen.stream)
         return self.events is not None
 

@@ -179,6 +179,60 @@ def test_a_plain_answer_under_way_beside_the_stalled_step_is_answered_not_failed
         stop_server(proc)
 
 
+@pytest.mark.heavy  # slow by design (its waits, or a benchmark's own run): the heavy tier, which CI runs after the suite
+def test_a_streamed_answer_under_way_beside_the_stalled_step_goes_on(tmp_path):
+    """--parallel 2, as above, with the answer under way streamed: part of it has reached its client, so it cannot be
+    sent again from its start; it was failed with the stall's error. It goes on from the text its client has, and the
+    client reads one answer to its end (the official client, as an app would)."""
+    from openai import OpenAI
+
+    proc, base = start_server("--step-timeout", str(BUDGET_S), "--parallel", "2", env={"HEARTH_HOME": str(tmp_path)})
+    try:
+        results: dict = {}
+        client = OpenAI(base_url=base, api_key="none", max_retries=0, timeout=120)
+        model = httpx.get(base + "/models", timeout=30).json()["data"][0]["id"]
+
+        def stream() -> None:
+            pieces, finish, usage = [], None, None
+            try:
+                for chunk in client.chat.completions.create(messages=LONG["messages"], model=model, max_tokens=200,
+                                                            stream=True, stream_options={"include_usage": True},
+                                                            extra_body={"ignore_eos": True}):
+                    if chunk.choices:
+                        pieces.append(chunk.choices[0].delta.content or "")
+                        finish = chunk.choices[0].finish_reason or finish
+                    usage = chunk.usage or usage
+                results["stream"] = ("".join(pieces), finish, usage)
+            except Exception as exc:  # noqa: BLE001 (what the client raised is the finding)
+                results["stream"] = exc
+
+        def stall() -> None:
+            results["grammar"] = httpx.post(base + "/chat/completions", json={**LONG, "grammar": 'root ::= [a-z ]*'},
+                                            timeout=120)
+
+        under_way = threading.Thread(target=stream)
+        under_way.start()
+        deadline = time.monotonic() + 30
+        while not httpx.get(base.removesuffix("/v1") + "/health", timeout=10).json().get("busy"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)  # its first tokens have gone out
+        stalls = threading.Thread(target=stall)
+        stalls.start()
+        time.sleep(0.3)
+        os.kill(engine_pid(proc), signal.SIGSTOP)
+        stalls.join(120)
+        under_way.join(120)
+        assert results["grammar"].status_code == 422, results["grammar"].text
+        got = results["stream"]
+        assert not isinstance(got, Exception), repr(got)
+        text, finish, usage = got
+        assert finish == "length" and text.strip()
+        assert 200 <= usage.completion_tokens <= 220, usage  # the whole answer (a few past: see _going_on)
+    finally:
+        stop_server(proc)
+
+
 @pytest.mark.parametrize("grammar", [
     WEDGE,
     "root ::= " + " ".join(["x"] * 300) + '\nx ::= "a" | "a"?',  # issue 56: raw GBNF, side by side
