@@ -177,8 +177,10 @@ def _reason(exc: BaseException) -> str:
     """The innermost cause of an SDK failure (anyio wraps them in exception groups), as a phrase."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    from app.tools.http_bounded import plain_reason  # (httpx2 only once a call fails)
+
     text = str(exc).strip().rstrip(".") or type(exc).__name__
-    return text.splitlines()[0][:300]
+    return plain_reason(text.splitlines()[0][:300])
 
 
 class McpConnection:
@@ -315,9 +317,10 @@ class McpConnection:
             return stdio_client(StdioServerParameters(command=entry.command, args=entry.args, env=entry.env or None),
                                 errlog=errlog)
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
-        return streamable_http_client(entry.url, http_client=create_mcp_http_client(headers=entry.headers or None))
+        from app.tools.http_bounded import bounded_client  # each JSON answer bounded, as a stdio line is
+
+        return streamable_http_client(entry.url, http_client=bounded_client(headers=entry.headers or None))
 
     def last_words(self) -> str:
         """" (its last words: ...)": the last line the server wrote to its log, or ""."""

@@ -7,7 +7,8 @@ its user would check it).
 
 Started with `--start-after SECONDS` it answers nothing until then (a server slow to start); with `--not-mcp` it
 answers the client's first message with a line that is not JSON, then waits; with `--broken-json`, with a line that
-begins as JSON and breaks off."""
+begins as JSON and breaks off. With `--http PORT` it serves the same tools over streamable HTTP, each answer one JSON
+body (the SDK's json_response)."""
 
 import os
 import sys
@@ -85,4 +86,8 @@ if __name__ == "__main__":
         sys.stdin.readline()
         print('{"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": ', flush=True)
         time.sleep(3600)
-    server.run("stdio")
+    if "--http" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        anyio.run(lambda: server.run_streamable_http_async(port=port, json_response=True))
+    else:
+        server.run("stdio")
