@@ -38,6 +38,7 @@ import httpx
 from app.core.errors import EngineBusy, HearthError, ModelLoadError
 from app.core.gguf.sampling import RECOMMENDABLE
 from app.protocol import messages as P
+from app.protocol.media import openai_part
 from app.backends.backend import BackendListener, EngineState, Sink, StateNews
 from app.protocol.coalesce import coalescing
 
@@ -270,7 +271,22 @@ class RemoteEndpoint(StateNews):
             "n_layer": None, "n_ctx": n_ctx, "n_ctx_train": _first_int(meta.get("n_ctx_train")),
             "n_threads": None, "n_gpu_layers": None, "extra_bufts": None, "can_shift": None, "load_s": None,
             "rss_mb": None, "chat_template": None, "chat_format": None, "window": None, "drafter": None,
+            "media": self._media(meta),
         })
+
+    def _media(self, meta: dict) -> dict | None:
+        """What the server's model sees and hears, where the server says (Hearth's model list: its modalities;
+        llama-server's /props); None where it does not, and then the server answers a medium for itself."""
+        said = meta.get("modalities")
+        if isinstance(said, list):
+            return {"vision": "image" in said, "audio": "audio" in said, "mmproj": None,
+                    "mmproj_error": "the server's model takes text only"}
+        props = self._server_json("/props")
+        said = props.get("modalities") if isinstance(props, dict) else None
+        if isinstance(said, dict):
+            return {"vision": bool(said.get("vision")), "audio": bool(said.get("audio")), "mmproj": None,
+                    "mmproj_error": "the server's model takes text only"}
+        return None
 
     def _props_n_ctx(self) -> int | None:
         """llama-server tells its context size at /props (beside /v1), not in the model list."""
@@ -349,7 +365,10 @@ class RemoteEndpoint(StateNews):
         truncate is the server's business: an OpenAI server refuses a prompt longer than its context."""
         if tools:
             raise HearthError("Tool calls through a remote server are not supported yet; call its API directly.")
-        body = {"messages": [{"role": m["role"], "content": m["content"]} for m in messages]}
+        # Images and sounds go in OpenAI's own parts (image_url data URLs, input_audio), as llama-server, vLLM and
+        # Hearth take them; whether the server's model takes them is the server's to say.
+        body = {"messages": [{"role": m["role"], "content": [openai_part(p) for p in m["content"]]
+                              if isinstance(m["content"], list) else m["content"]} for m in messages]}
         return self._start("/chat/completions", body, sampling, sink, stream_interval_ms, chat=True)
 
     def complete(self, prompt: str, sampling: P.SamplingOptions, sink: Sink, stream_interval_ms: float = 0,

@@ -37,12 +37,10 @@ def parts_from_args(args: argparse.Namespace) -> list[dict]:
 
 
 def refuse_unless_supported(args: argparse.Namespace) -> None:
-    """Media go to a local model, alone: the documents and tools paths read text messages."""
+    """Media go alone: the documents and tools paths read text messages (a server's model is sent them as
+    OpenAI's image_url and input_audio parts, app/backends/remote.py)."""
     if not (args.image or args.audio):
         return
-    if args.endpoint:
-        raise HearthError("--image and --audio work with a local model; a server's own API takes images in its "
-                          "own message shapes.")
     if getattr(args, "docs", None) or getattr(args, "tools", None):
         raise HearthError("--image and --audio cannot yet go with documents or tools in one chat; ask about the "
                           "image in a chat of its own.")
@@ -50,6 +48,8 @@ def refuse_unless_supported(args: argparse.Namespace) -> None:
 
 def check_model_takes(info: dict, parts: list[dict]) -> None:
     """A sentence, before the question goes, when the loaded model cannot see or hear what is attached."""
+    if info.get("remote") and info.get("media") is None:
+        return  # a server that does not say what its model takes answers for itself
     for kind in ("image", "audio"):
         if any(p.get("type") == kind for p in parts):
             why = refusal(info.get("model") or "This model", info.get("media") or {}, kind)

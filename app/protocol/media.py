@@ -209,6 +209,19 @@ def read_medium(kind: str, path: Path) -> Media:
     return check_media(kind, read_file(path, Budget(path.name, MAX_FILE_BYTES)), path.name)
 
 
+def openai_part(part: dict) -> dict:
+    """A seam part in OpenAI's chat shape, for a server that speaks it (the remote backend): text as text, an image
+    as an image_url data URL, a sound as input_audio (its format in OpenAI's lower-case name)."""
+    kind = part.get("type")
+    if kind not in KINDS:
+        return {"type": "text", "text": str(part.get("text", ""))}
+    head = base64.b64decode(str(part.get("data", ""))[:32] + "==", validate=False)
+    found = (sniff(head) or ("PNG" if kind == "image" else "WAV")).lower()
+    if kind == "image":
+        return {"type": "image_url", "image_url": {"url": f"data:image/{found};base64,{part['data']}"}}
+    return {"type": "input_audio", "input_audio": {"data": part["data"], "format": found}}
+
+
 def sniff(data: bytes) -> str | None:
     """The format the first bytes say, or None."""
     head = data[:16]

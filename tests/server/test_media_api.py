@@ -324,3 +324,28 @@ def test_bad_images_in_ollamas_api_are_its_error_within_a_second(served, bomb):
                 (name, path, error)
             assert took < 1.0, (name, path, took)
             print(f"ollama {path}, {name}: {took * 1000:.0f} ms")
+
+
+def test_a_remote_backend_sends_images_and_sounds_in_openais_parts(served):
+    """A Hearth whose model runs on another machine (the remote backend: the window's Connections, `hearth chat
+    --endpoint`) sends a medium as OpenAI's image_url or input_audio part, and reads what the server's model takes
+    from its model list: the answers are the engine's own, at temperature 0."""
+    from app.backends.client import EngineClient
+    from app.backends.remote import RemoteEndpoint
+    from app.protocol import messages as P
+
+    base, expected = served
+    greedy = SamplingOptions(temperature=0.0, max_tokens=N)
+    for family, kind, parts, question in (
+            ("gemma3", "image", [png(s) for s in IMAGES], QUESTION),
+            ("qwen2audio", "audio", [wav_bytes(2.0, s) for s in SOUNDS], SOUND_QUESTION)):
+        with EngineClient(RemoteEndpoint(base, api_key=KEY, model=family)) as remote:
+            info = remote.load(P.LoadOptions())
+            assert info["media"]["vision" if kind == "image" else "audio"] is True, info["media"]
+            answers = [list(remote.chat([{"role": "user", "content": [media_part(kind, data),
+                                                                      {"type": "text", "text": question}]}],
+                                        greedy))[-1]["text"] for data in parts]
+        assert answers == expected[family]
+    with EngineClient(RemoteEndpoint(base, api_key=KEY, model=TEXT_ONLY)) as remote:
+        media = remote.load(P.LoadOptions())["media"]
+    assert media["vision"] is False and media["audio"] is False  # the window and the CLI say so before sending

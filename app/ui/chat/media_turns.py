@@ -31,9 +31,8 @@ class MediaTurns:
         info = self.bridge.info if self.bridge.ready else None
         if not info:
             return None
-        if self.bridge.remote:
-            return ("Images and sounds go to a model on this computer; a server's model gets text from the window. "
-                    "Load a local model that sees or hears.")
+        if self.bridge.remote and info.get("media") is None:
+            return None  # a server that does not say what its model takes answers a medium for itself
         name, media = model_name(info), info.get("media") or {}
         for kind in dict.fromkeys(kinds):
             # In the window's words where no projector was loaded: no command-line flag, and where to get one.
