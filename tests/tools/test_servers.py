@@ -62,20 +62,24 @@ def test_a_missing_program_is_one_sentence(capsys):
     assert "there is no program 'no-such-mcp-server-here'" in err and "Traceback" not in err
 
 
+def _tools_test(capsys, name: str, mode: str) -> tuple[float, str]:
+    """`hearth tools test` on the misbehaving server started with `mode`: its seconds and what it printed."""
+    import sys
+    import time
+
+    from tests.helpers.paths import MISBEHAVING_MCP
+
+    assert main(["tools", "add", name, "--", sys.executable, str(MISBEHAVING_MCP), mode]) == 0
+    capsys.readouterr()
+    started = time.monotonic()
+    assert main(["tools", "test", name]) == 1
+    return time.monotonic() - started, capsys.readouterr().err
+
+
 def test_a_server_that_answers_with_what_is_not_mcp_is_one_sentence_within_seconds(capsys):
     """#56 E19: a server answering `initialize` with a line that is not JSON: `hearth tools test` printed the MCP SDK's
     whole traceback, then waited its 30 s. Now one sentence, in a few seconds."""
-    import sys
-    import time
-    from pathlib import Path
-
-    server = Path(__file__).with_name("misbehaving_server.py")
-    assert main(["tools", "add", "garbled", "--", sys.executable, str(server), "--not-mcp"]) == 0
-    capsys.readouterr()
-    started = time.monotonic()
-    assert main(["tools", "test", "garbled"]) == 1
-    seconds = time.monotonic() - started
-    err = capsys.readouterr().err
+    seconds, err = _tools_test(capsys, "garbled", "--not-mcp")
     assert seconds < 10, seconds
     assert "Traceback" not in err and err.count("\n") == 1, err
     assert "MCP server 'garbled'" in err and "not an MCP message ('this is not an MCP message')" in err
@@ -85,20 +89,10 @@ def test_a_server_that_answers_with_broken_json_is_said_at_once(capsys, monkeypa
     """#56 E19: a server answering `initialize` with a line of broken JSON waited out the grace a banner line gets
     (a line before the real answer) before `hearth tools test` said so. Broken JSON was the answer: it is said at
     once (the grace is made 30 s here, so that only a start that skips it passes)."""
-    import sys
-    import time
-    from pathlib import Path
-
     from app.tools import mcp_client
 
     monkeypatch.setattr(mcp_client, "NOT_MCP_GRACE_S", 30.0)
-    server = Path(__file__).with_name("misbehaving_server.py")
-    assert main(["tools", "add", "broken", "--", sys.executable, str(server), "--broken-json"]) == 0
-    capsys.readouterr()
-    started = time.monotonic()
-    assert main(["tools", "test", "broken"]) == 1
-    seconds = time.monotonic() - started
-    err = capsys.readouterr().err
+    seconds, err = _tools_test(capsys, "broken", "--broken-json")
     assert "Traceback" not in err and err.count("\n") == 1, err
     assert "MCP server 'broken'" in err and """not an MCP message ('{"jsonrpc": "2.0", "id": 0""" in err, err
     assert seconds < 10, seconds
