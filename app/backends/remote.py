@@ -279,13 +279,12 @@ class RemoteEndpoint(StateNews):
         llama-server's /props); None where it does not, and then the server answers a medium for itself."""
         said = meta.get("modalities")
         if isinstance(said, list):
-            return {"vision": "image" in said, "audio": "audio" in said, "mmproj": None,
-                    "mmproj_error": "the server's model takes text only"}
+            return {"vision": "image" in said, "audio": "audio" in said, "mmproj": None, "mmproj_error": None}
         props = self._server_json("/props")
         said = props.get("modalities") if isinstance(props, dict) else None
         if isinstance(said, dict):
             return {"vision": bool(said.get("vision")), "audio": bool(said.get("audio")), "mmproj": None,
-                    "mmproj_error": "the server's model takes text only"}
+                    "mmproj_error": None}
         return None
 
     def _props_n_ctx(self) -> int | None:

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from app.core.errors import HearthError
-from app.protocol.media import media_part, read_medium, refusal
+from app.protocol.media import REMOTE_TEXT_ONLY, media_part, read_medium, refusal
 
 
 def add_media_args(p: argparse.ArgumentParser) -> None:
@@ -52,7 +52,8 @@ def check_model_takes(info: dict, parts: list[dict]) -> None:
         return  # a server that does not say what its model takes answers for itself
     for kind in ("image", "audio"):
         if any(p.get("type") == kind for p in parts):
-            why = refusal(info.get("model") or "This model", info.get("media") or {}, kind)
+            why = refusal(info.get("model") or "This model", info.get("media") or {}, kind,
+                          **({"no_projector": REMOTE_TEXT_ONLY} if info.get("remote") else {}))
             if why:
                 raise HearthError(why)
 

@@ -81,6 +81,7 @@ def media_part(kind: str, data: bytes, name: str = "") -> dict:
 
 
 # What a model loaded without a projector needs, as the CLI and the API say it (the window says it in its words).
+REMOTE_TEXT_ONLY = "the server's model takes text only"  # refusal()'s no_projector for a remote backend's model
 NO_PROJECTOR = ("it has no projector: load it with --mmproj PATH (its mmproj-*.gguf), or keep the mmproj file beside "
                 "the model so the library pairs them")
 

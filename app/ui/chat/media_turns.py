@@ -10,7 +10,7 @@ from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import QDialog, QLabel, QScrollArea, QVBoxLayout
 
 from app.core.chats.store import MEDIA
-from app.protocol.media import media_part, refusal
+from app.protocol.media import REMOTE_TEXT_ONLY, media_part, refusal
 from app.ui.widgets.notices import ERROR, WARNING, Notice, cleared
 
 LARGE = 900  # an image opened from the transcript fits this many pixels on its longer side
@@ -36,9 +36,9 @@ class MediaTurns:
         name, media = model_name(info), info.get("media") or {}
         for kind in dict.fromkeys(kinds):
             # In the window's words where no projector was loaded: no command-line flag, and where to get one.
-            why = refusal(name, media, kind, no_projector="it has no projector. Put its mmproj-*.gguf file (on the "
-                          "model's Hugging Face page) beside it and load it again, or choose a model that "
-                          + ("sees" if kind == "image" else "hears"))
+            why = refusal(name, media, kind, no_projector=REMOTE_TEXT_ONLY if self.bridge.remote else
+                          "it has no projector. Put its mmproj-*.gguf file (on the model's Hugging Face page) beside "
+                          "it and load it again, or choose a model that " + ("sees" if kind == "image" else "hears"))
             if why is not None:
                 return why
         return None
