@@ -10,9 +10,10 @@ Keys this Hearth does not know pass through untouched (a newer Hearth's, or the 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from typing import Annotated, Any, Callable, Literal
 
 # The format of settings.json. 0: written before the file had a version (Hearth before 2026-12).
 VERSION = 1
@@ -20,57 +21,103 @@ VERSION_KEY = "version"
 THEMES = ("system", "light", "dark")
 
 
-class _Part(BaseModel):
-    # strict: "true" is not a bool, 1 is not a str; a user's hand edit is kept aside, never guessed at.
-    model_config = ConfigDict(strict=True, extra="allow")
+@dataclass(frozen=True)
+class Range:
+    """Annotated[int, Range(low, high)]: the values a number may take."""
+    low: float
+    high: float
 
 
-class Connection(_Part):
+# Each part of the file is a dataclass whose fields are its keys: their types say what fits, strictly ("true" is no
+# bool, 1 no str), and their defaults are what the window uses where the file has none. A part's keys this Hearth
+# does not know are left as they are. (Declared without pydantic: the bundle and the .deb leave it out.)
+@dataclass
+class Connection:
     """A server the user connected to (its key lives in the keyring, never here)."""
 
     url: str
     model: str | None = None
 
 
-class ServerSettings(_Part):
+@dataclass
+class ServerSettings:
     """The Server page's last start that worked."""
 
     host: str = "127.0.0.1"
-    port: int = Field(8080, ge=1, le=65535)
-    cors: list[str] = []
+    port: Annotated[int, Range(1, 65535)] = 8080
+    cors: list[str] = field(default_factory=list)
     offer_tools: bool = False
     tools_in_chat: bool = False
-    tools: list[str] = []
+    tools: list[str] = field(default_factory=list)
 
 
-class Settings(_Part):
-    version: int = Field(VERSION, ge=0)
+@dataclass
+class Settings:
+    version: Annotated[int, Range(0, 1 << 31)] = VERSION
     # The last load (the model started with), and each model's last load by its path.
     load_options: dict[str, Any] | None = None
-    model_load_options: dict[str, dict[str, Any]] = {}
+    model_load_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The default load options the user set that differ from Hearth's (Settings).
-    load_defaults: dict[str, Any] = {}
+    load_defaults: dict[str, Any] = field(default_factory=dict)
     sampling: dict[str, Any] | None = None
     window_geometry: str | None = None  # Qt's saveGeometry/saveState, base64
     window_state: str | None = None
-    imported_models: list[str] = []
+    imported_models: list[str] = field(default_factory=list)
     enter_sends: bool = True
     theme: Literal["system", "light", "dark"] = "system"
     reuse_answer_drafts: bool = True
     # Simple or full (app/ui/shell/window_mode.py); none: not chosen yet, so the first start offers it.
     window_mode: Literal["simple", "full"] | None = None
-    connections: list[Connection] = []
+    connections: list[Connection] = field(default_factory=list)
     server: ServerSettings | None = None
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
+    return _HINTS[cls]
+
+
+def fits(kind: Any, value: Any) -> bool:
+    """Whether a value read from JSON fits a declared type, strictly."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is Annotated:
+        bounds = [a for a in args[1:] if isinstance(a, Range)]
+        return fits(args[0], value) and all(b.low <= value <= b.high for b in bounds)
+    if origin in (typing.Union, types.UnionType):
+        return any(fits(part, value) for part in args)
+    if origin is Literal:
+        return any(type(value) is type(choice) and value == choice for choice in args)
+    if kind is Any:
+        return True
+    if kind is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(fits(args[0], item) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) and fits(args[1], v) for k, v in value.items())
+    if is_dataclass(kind):
+        if not isinstance(value, dict):
+            return False
+        hints = _hints(kind)
+        return all(fits(hints[f.name], value[f.name]) if f.name in value else
+                   (f.default is not MISSING or f.default_factory is not MISSING) for f in fields(kind))
+    if kind is bool:
+        return type(value) is bool
+    if kind is int:
+        return type(value) is int
+    if kind is float:
+        return type(value) in (int, float)
+    return isinstance(value, kind)
 
 
 def wrong_keys(data: dict) -> list[str]:
     """The keys of data whose values do not fit their declaration, in the file's order."""
-    try:
-        Settings.model_validate(data)
-    except ValidationError as exc:
-        wrong = {error["loc"][0] for error in exc.errors() if error["loc"]}
-        return [key for key in data if key in wrong]
-    return []
+    hints = _hints(Settings)
+    return [key for key, value in data.items() if key in hints and not fits(hints[key], value)]
 
 
 def _from_unversioned(data: dict) -> dict:
@@ -105,4 +152,5 @@ def value(settings: dict, key: str) -> Any:
     """A setting as the window uses it: the file's value (checked on load), else its declared default."""
     if key in settings:
         return settings[key]
-    return Settings.model_fields[key].get_default(call_default_factory=True)
+    declared = next(f for f in fields(Settings) if f.name == key)
+    return declared.default_factory() if declared.default_factory is not MISSING else declared.default
