@@ -71,6 +71,7 @@ def sse_events(raw: str) -> list[tuple[str, dict]]:
     return events
 
 
+@pytest.mark.heavy  # 27 s of prompt reading; the namespace itself is tested in the suite (test_responses_api.py)
 def test_codexs_default_tools_are_served_but_its_hosted_web_search(agent_server):
     """Codex's default config adds two tools to its first request: its sub-agent tools in a namespace tool, which
     are served (a 400 before), and OpenAI's hosted web_search, which stays a 400 that says the config line."""
