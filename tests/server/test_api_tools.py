@@ -4,6 +4,8 @@ server with a model is in tests/server/responses/test_mcp_faults.py."""
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import sys
 import time
@@ -53,6 +55,7 @@ def test_a_server_that_dies_between_calls_is_not_listed_and_is_started_again():
         tools.close()
 
 
+@pytest.mark.heavy  # slow by design (it waits out a slow server's start): the heavy tier, which CI runs after the suite
 def test_a_server_slower_to_start_than_a_call_waits_still_comes_up(monkeypatch):
     """#56 E21: a server started in the background had the connect timeout a caller waits (30 s) to answer; one
     slower was stopped then and started again at the next request, for ever, said to have "stopped". It has

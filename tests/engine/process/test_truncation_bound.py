@@ -46,6 +46,7 @@ def ask(engine, how: str, text: str) -> tuple[dict, float]:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the peak memory from /proc")
+@pytest.mark.heavy  # slow by design (two 9 MB prompts and their reference): the heavy tier, which CI runs after the suite
 @pytest.mark.parametrize("how", ["chat", "complete"])
 def test_a_prompt_cut_to_fit_costs_what_is_kept_not_what_is_sent(engine, bundled_model, how):
     engine.load(LoadOptions(model_path=str(bundled_model), n_ctx=CTX, n_threads=1))
