@@ -4,13 +4,12 @@ server with a model is in tests/server/responses/test_mcp_faults.py."""
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import sys
 import time
 
 import psutil
+import pytest
 
 from app.server import api_tools
 from app.server.api_tools import ApiTools
