@@ -13,11 +13,13 @@ Options travel as their dataclasses' plain dicts; a value of the wrong type in t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar
+import math
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Annotated, Any, ClassVar
 
 from app.core.errors import HearthError
 from app.protocol import messages as P
+from app.protocol.option_spec import Range, fits, hints
 
 
 class ProtocolError(HearthError):
@@ -54,7 +56,7 @@ class Load(Command):
 class _Answer(Command):
     sampling: P.SamplingOptions = field(default_factory=P.SamplingOptions)
     # A client that draws (the window) asks for tokens merged into one event per this many ms; 0: each token.
-    stream_interval_ms: float = 0.0
+    stream_interval_ms: Annotated[float, Range(0, math.inf)] = 0.0
     # False: a prompt longer than the context fails (ContextTooLong) instead of being cut by the context policy.
     truncate: bool = True
 
@@ -105,7 +107,8 @@ ANSWERS = (Chat, Complete)  # the commands that generate, in parallel slots
 
 
 def read(data: Any) -> Command:
-    """The command a decoded line carries; ProtocolError names what is wrong with it."""
+    """The command a decoded line carries, each field checked against its declaration; ProtocolError names what
+    is wrong with it."""
     if not isinstance(data, dict):
         raise ProtocolError("The engine received a command that is not a JSON object.")
     name = data.get("cmd")
@@ -115,64 +118,17 @@ def read(data: Any) -> Command:
     kept: dict[str, Any] = {}
     for f in fields(cls):
         if f.name not in data:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise ProtocolError(f"The '{name}' command came without its '{f.name}'.")
             continue
         value = data[f.name]
-        reader = _READERS[f.name]
-        try:
-            kept[f.name] = reader(value)
-        except (TypeError, ValueError):
-            raise ProtocolError(f"The engine cannot read the '{f.name}' of the '{name}' command.") from None
-    try:
-        return cls(**kept)
-    except TypeError:  # a required field is missing
-        missing = [f.name for f in fields(cls) if f.name not in kept and f.name in _REQUIRED]
-        raise ProtocolError(f"The '{name}' command came without its '{', '.join(missing) or '?'}'.") from None
-
-
-def _typed(*kinds: type):
-    def check(value: Any) -> Any:
-        # bool is an int in Python; a field that wants a number must not take true.
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            raise TypeError(value)
-        return value
-    return check
-
-
-def _optional(check):
-    return lambda value: None if value is None else check(value)
-
-
-def _list_of_dicts(value: Any) -> list[dict]:
-    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        raise TypeError(value)
-    return value
-
-
-def _options(cls):
-    def read_options(value: Any):
-        if not isinstance(value, dict):
-            raise TypeError(value)
-        return cls.from_dict(value)
-    return read_options
-
-
-def _interval(value: Any) -> float:
-    value = float(_typed(int, float)(value))
-    if not value >= 0:  # NaN too
-        raise ValueError(value)
-    return value
-
-
-_READERS = {
-    "id": _optional(_typed(int)),
-    "options": _options(P.LoadOptions),
-    "sampling": _options(P.SamplingOptions),
-    "stream_interval_ms": _interval,
-    "truncate": _typed(bool),
-    "messages": _list_of_dicts,
-    "tools": _optional(_list_of_dicts),
-    "prompt": _typed(str),
-    "inputs": _typed(list),
-    "target": _optional(_typed(int)),
-}
-_REQUIRED = ("options", "messages", "prompt", "inputs")
+        kind = hints(cls)[f.name]
+        if isinstance(kind, type) and issubclass(kind, P._Options):
+            ok = isinstance(value, dict)  # its fields keep their defaults where they do not fit (from_dict)
+            value = kind.from_dict(value) if ok else value
+        else:
+            ok = fits(kind, value)
+        if not ok:
+            raise ProtocolError(f"The engine cannot read the '{f.name}' of the '{name}' command.")
+        kept[f.name] = value
+    return cls(**kept)

@@ -65,7 +65,7 @@ class _Options:
         for key, value in (data or {}).items() if isinstance(data, dict) else ():
             if key not in declared or key.startswith("_"):
                 continue
-            if fits(declared[key], value):
+            if fits(declared[key], value, deep=False):
                 kept[key] = value
             elif problems is not None:
                 problems.append(f"{key} = {json.dumps(value)[:40]} (not a {_type_name(declared[key])})")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import types
 import typing
-from dataclasses import MISSING, dataclass, field, fields, replace
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
+from typing import Annotated, Any, Literal
 
 OPTION = "option"  # the metadata key of a field a user sets
 INTERNAL = "internal"  # the metadata key of a field no user sets: why not
@@ -75,17 +75,50 @@ def internals(cls) -> dict[str, Internal]:
     return {f.name: f.metadata[INTERNAL] for f in fields(cls) if INTERNAL in f.metadata}
 
 
-def fits(kind: Any, value: Any) -> bool:
-    """Whether a value read from JSON fits a field's declared type (int | None, list[str], dict[int, float], ...)."""
-    origin = typing.get_origin(kind)
+@dataclass(frozen=True)
+class Range:
+    """Annotated[int, Range(low, high)]: the values a number may take."""
+    low: float
+    high: float
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def hints(cls: type) -> dict[str, Any]:
+    """A dataclass's field types, resolved once (the modules declare them as strings)."""
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
+    return _HINTS[cls]
+
+
+def fits(kind: Any, value: Any, deep: bool = True) -> bool:
+    """Whether a value read from JSON fits a declared type, strictly (true is no int, 1 no str): int | None,
+    list[str], dict[str, X], Literal[...], Annotated[int, Range(...)], a dataclass (an object whose keys fit its
+    fields; its other keys are left alone), Any. deep=False: a list or a dict is judged by its own type, its items
+    not looked at (an options dict's fields: app/protocol/messages.py's from_dict)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is Annotated:
+        bounds = [a for a in args[1:] if isinstance(a, Range)]
+        return fits(args[0], value, deep) and all(b.low <= value <= b.high for b in bounds)
     if origin in (typing.Union, types.UnionType):
-        return any(fits(part, value) for part in typing.get_args(kind))
+        return any(fits(part, value, deep) for part in args)
+    if origin is Literal:
+        return any(type(value) is type(choice) and value == choice for choice in args)
+    if kind is Any:
+        return True
     if kind is type(None):
         return value is None
     if isinstance(value, bool):
         return kind is bool
     if kind is float:
         return isinstance(value, (int, float))
-    if kind is int:
-        return isinstance(value, int)
+    if origin is list and deep and args:
+        return isinstance(value, list) and all(fits(args[0], item) for item in value)
+    if origin is dict and deep and args:  # JSON's keys are strings
+        return isinstance(value, dict) and all(isinstance(k, str) and fits(args[1], v) for k, v in value.items())
+    if is_dataclass(kind):
+        return isinstance(value, dict) and all(
+            fits(hints(kind)[f.name], value[f.name], deep) if f.name in value else
+            (f.default is not MISSING or f.default_factory is not MISSING) for f in fields(kind))
     return isinstance(value, origin or kind) if isinstance(origin or kind, type) else False

@@ -10,22 +10,17 @@ Keys this Hearth does not know pass through untouched (a newer Hearth's, or the 
 
 from __future__ import annotations
 
-import types
-import typing
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Annotated, Any, Callable, Literal
+
+from app.protocol.option_spec import Range, fits, hints
+from app.ui.shell import window_mode
 
 # The format of settings.json. 0: written before the file had a version (Hearth before 2026-12).
 VERSION = 1
 VERSION_KEY = "version"
 THEMES = ("system", "light", "dark")
-
-
-@dataclass(frozen=True)
-class Range:
-    """Annotated[int, Range(low, high)]: the values a number may take."""
-    low: float
-    high: float
+WINDOW_MODES = tuple(window_mode.MODES)
 
 
 # Each part of the file is a dataclass whose fields are its keys: their types say what fits, strictly ("true" is no
@@ -64,60 +59,18 @@ class Settings:
     window_state: str | None = None
     imported_models: list[str] = field(default_factory=list)
     enter_sends: bool = True
-    theme: Literal["system", "light", "dark"] = "system"
+    theme: Literal[THEMES] = "system"
     reuse_answer_drafts: bool = True
     # Simple or full (app/ui/shell/window_mode.py); none: not chosen yet, so the first start offers it.
-    window_mode: Literal["simple", "full"] | None = None
+    window_mode: Literal[WINDOW_MODES] | None = None
     connections: list[Connection] = field(default_factory=list)
     server: ServerSettings | None = None
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
-    return _HINTS[cls]
-
-
-def fits(kind: Any, value: Any) -> bool:
-    """Whether a value read from JSON fits a declared type, strictly."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin is Annotated:
-        bounds = [a for a in args[1:] if isinstance(a, Range)]
-        return fits(args[0], value) and all(b.low <= value <= b.high for b in bounds)
-    if origin in (typing.Union, types.UnionType):
-        return any(fits(part, value) for part in args)
-    if origin is Literal:
-        return any(type(value) is type(choice) and value == choice for choice in args)
-    if kind is Any:
-        return True
-    if kind is type(None):
-        return value is None
-    if origin is list:
-        return isinstance(value, list) and all(fits(args[0], item) for item in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(isinstance(k, str) and fits(args[1], v) for k, v in value.items())
-    if is_dataclass(kind):
-        if not isinstance(value, dict):
-            return False
-        hints = _hints(kind)
-        return all(fits(hints[f.name], value[f.name]) if f.name in value else
-                   (f.default is not MISSING or f.default_factory is not MISSING) for f in fields(kind))
-    if kind is bool:
-        return type(value) is bool
-    if kind is int:
-        return type(value) is int
-    if kind is float:
-        return type(value) in (int, float)
-    return isinstance(value, kind)
-
-
 def wrong_keys(data: dict) -> list[str]:
     """The keys of data whose values do not fit their declaration, in the file's order."""
-    hints = _hints(Settings)
-    return [key for key, value in data.items() if key in hints and not fits(hints[key], value)]
+    declared = hints(Settings)
+    return [key for key, value in data.items() if key in declared and not fits(declared[key], value)]
 
 
 def _from_unversioned(data: dict) -> dict:
@@ -134,8 +87,9 @@ assert sorted(MIGRATIONS) == list(range(VERSION)), "one migration per format bef
 
 
 def version_of(data: dict) -> int:
+    """The file's format: 0 where it says none (or says it wrongly, which the load then says)."""
     value = data.get(VERSION_KEY, 0)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    return value if fits(hints(Settings)[VERSION_KEY], value) else 0
 
 
 def migrated(data: dict) -> dict:
