@@ -262,8 +262,10 @@ class RemoteEndpoint(StateNews):
         meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
         n_ctx = _first_int(meta.get("n_ctx"), entry.get("max_model_len"), entry.get("context_length"),
                            entry.get("max_context_length"))
+        # llama-server's /props says what its model list does not: asked once, and only then.
+        props = self._server_json("/props") if n_ctx is None or "modalities" not in meta else None
         if n_ctx is None:
-            n_ctx = self._props_n_ctx()
+            n_ctx = _props_n_ctx(props)
         return P.Loaded({
             "ev": P.LOADED, "id": None, "model": entry["id"], "name": _stem(entry["id"]), "path": self.base_url,
             "remote": True, "endpoint": self.base_url, "owned_by": entry.get("owned_by"), "desc": None,
@@ -271,27 +273,8 @@ class RemoteEndpoint(StateNews):
             "n_layer": None, "n_ctx": n_ctx, "n_ctx_train": _first_int(meta.get("n_ctx_train")),
             "n_threads": None, "n_gpu_layers": None, "extra_bufts": None, "can_shift": None, "load_s": None,
             "rss_mb": None, "chat_template": None, "chat_format": None, "window": None, "drafter": None,
-            "media": self._media(meta),
+            "media": _media(meta, props),
         })
-
-    def _media(self, meta: dict) -> dict | None:
-        """What the server's model sees and hears, where the server says (Hearth's model list: its modalities;
-        llama-server's /props); None where it does not, and then the server answers a medium for itself."""
-        said = meta.get("modalities")
-        if isinstance(said, list):
-            return {"vision": "image" in said, "audio": "audio" in said, "mmproj": None, "mmproj_error": None}
-        props = self._server_json("/props")
-        said = props.get("modalities") if isinstance(props, dict) else None
-        if isinstance(said, dict):
-            return {"vision": bool(said.get("vision")), "audio": bool(said.get("audio")), "mmproj": None,
-                    "mmproj_error": None}
-        return None
-
-    def _props_n_ctx(self) -> int | None:
-        """llama-server tells its context size at /props (beside /v1), not in the model list."""
-        props = self._server_json("/props")
-        settings = props.get("default_generation_settings") if isinstance(props, dict) else None
-        return _first_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
 
     def _server_json(self, path: str) -> Any:
         """GET one of llama-server's own endpoints (beside /v1); None from a server without it."""
@@ -730,6 +713,25 @@ def _file_name(model_id: str) -> str:
 def _stem(model_id: str) -> str:
     name = _file_name(model_id)
     return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
+
+
+def _media(meta: dict, props: Any) -> dict | None:
+    """What the server's model sees and hears, where the server says (Hearth's model list: its modalities;
+    llama-server's /props); None where it does not, and then the server answers a medium for itself."""
+    said = meta.get("modalities")
+    if isinstance(said, list):
+        return {"vision": "image" in said, "audio": "audio" in said, "mmproj": None, "mmproj_error": None}
+    said = props.get("modalities") if isinstance(props, dict) else None
+    if isinstance(said, dict):
+        return {"vision": bool(said.get("vision")), "audio": bool(said.get("audio")), "mmproj": None,
+                "mmproj_error": None}
+    return None
+
+
+def _props_n_ctx(props: Any) -> int | None:
+    """llama-server tells its context size at /props (beside /v1), not in the model list."""
+    settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+    return _first_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
 
 
 def _first_int(*values: Any) -> int | None:
