@@ -72,15 +72,16 @@ def close_with_request(thing) -> bool:
 
 
 class EngineStream:
-    def __init__(self, backend: Backend, start: Callable[[Callable[[P.Event], None]], int], again: bool = False):
+    def __init__(self, backend: Backend, start: Callable[..., int], again: bool = False, resumable: bool = False):
         """start(sink) sends the request and returns its id (raising its HearthError if it cannot start).
         again: the request may be sent once more if the engine's watchdog ended it before its first event, or
         before its end where its client waits for the whole answer (app/server/answers.py), for it cannot be what
-        stalled the engine: it has no grammar."""
+        stalled the engine: it has no grammar. resumable: start(sink, so_far, used) goes on from the answer's text
+        its client already has (a streamed answer's second life)."""
         self.backend = backend
         self._start = start
         self.again = again
-        self.resumable = False  # start(sink, so_far, used) goes on from an answer's text: a streamed answer can be
+        self.resumable = resumable
         self._loop = asyncio.get_running_loop()
         self._pending: deque = deque()  # appended on the backend's thread, taken on the loop's
         self._signalled = False  # a wake-up is scheduled and has not run yet

@@ -262,14 +262,15 @@ class OpenAIApi:
         return model, backend
 
     @staticmethod
-    def start(backend: Backend, start, again: bool = False) -> EngineStream:
+    def start(backend: Backend, start, again: bool = False, resumable: bool = False) -> EngineStream:
         """again: the request has no grammar, so it cannot be what stalls a step: where the watchdog ends the
-        engine before its first event, it is sent again (app/server/edge/streams.py)."""
+        engine before its first event, it is sent again (app/server/edge/streams.py); resumable: start takes the
+        answer so far to go on from (chat_stream, completion_stream)."""
         record = _RECORD.get()
         if record is not None:
             start = _counting(start, record)
         try:
-            return EngineStream(backend, start, again)
+            return EngineStream(backend, start, again, resumable)
         except HearthError as exc:
             raise from_engine(P.ErrorKind.of(exc), str(exc)) from None
 
@@ -289,9 +290,7 @@ class OpenAIApi:
                 going_on = [*messages, {"role": "assistant", "content": so_far}]
             return backend.chat(going_on, _budget_left(sampling, used), sink, truncate=truncate, tools=tools)
 
-        stream = self.start(backend, start, again=not sampling.grammar)
-        stream.resumable = True
-        return stream
+        return self.start(backend, start, again=not sampling.grammar, resumable=True)
 
     def completion_stream(self, backend: Backend, prompt: str, sampling) -> EngineStream:
         """A completion's stream, which may go on as chat_stream's does: the prompt followed by the answer so far."""
@@ -299,9 +298,7 @@ class OpenAIApi:
             return backend.complete(prompt + so_far, _budget_left(sampling, used) if so_far else sampling, sink,
                                     truncate=False)
 
-        stream = self.start(backend, start, again=not sampling.grammar)
-        stream.resumable = True
-        return stream
+        return self.start(backend, start, again=not sampling.grammar, resumable=True)
 
     # --- endpoints -------------------------------------------------------
     async def health(self, request: Request) -> Response:
