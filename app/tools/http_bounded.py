@@ -32,7 +32,7 @@ class _Bounded(httpx2.AsyncByteStream):
         async for chunk in self._stream:
             seen += len(chunk)
             if seen > MAX_MESSAGE_BYTES:
-                raise AnswerTooLarge(too_long(seen).replace(f"{seen:,} bytes", f"more than {seen:,} bytes", 1))
+                raise AnswerTooLarge(too_long(None))
             yield chunk
 
     async def aclose(self) -> None:
@@ -58,4 +58,4 @@ def bounded_client(headers: dict[str, str] | None = None) -> httpx2.AsyncClient:
 
 def plain_reason(text: str) -> str:
     """A call's error as Hearth says it: a bounded answer's phrase without the SDK's words before it."""
-    return text.removeprefix(SDK_PREFIX) if "Hearth did not read it" in text else text
+    return text.removeprefix(SDK_PREFIX) if text.startswith(SDK_PREFIX + "its answer was") else text

@@ -55,10 +55,11 @@ class Watcher(Protocol):
 watching: ContextVar[Watcher | None] = ContextVar("hearth_mcp_stdio_watcher", default=None)
 
 
-def too_long(size: int) -> str:
-    """Why a message was not read, as a phrase (the error the call gets ends "failed: <this>")."""
-    return (f"its answer was {size:,} bytes, more than the {MAX_MESSAGE_BYTES // 2**20} MB Hearth reads of one "
-            "message, so Hearth did not read it")
+def too_long(size: int | None) -> str:
+    """Why a message was not read, as a phrase (the error the call gets ends "failed: <this>"); size None: not
+    known (an answer cut off at the bound as it arrived)."""
+    return (f"its answer was {f'{size:,} bytes, ' if size is not None else ''}more than the "
+            f"{MAX_MESSAGE_BYTES // 2**20} MB Hearth reads of one message, so Hearth did not read it")
 
 
 def _answer_id(head: bytes, tail: bytes) -> bytes | None:
