@@ -10,6 +10,7 @@ from app.commands.options import add_load_args, load_options
 from app.core import env
 from app.core.errors import BadArgument
 from app.core.gguf.modelfile import check_model_file
+from app.protocol.option_fields import accepted
 
 API_KEY_ENV = env.API_KEY.name
 
@@ -106,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
                                        strict_fields=args.strict_fields, strict_models=args.strict_models))
 
 
+PARALLEL = tuple(int(n) for n in accepted("n_parallel"))  # as LoadOptions.n_parallel declares it
 # Every number serve takes beyond the load options (those are option_fields' to check), with its range: (dest, flag,
 # lowest, highest or None, whether the lowest itself is refused, what the flag takes). Issue 56 E17, E20: --port
 # 70000 was an OverflowError after the load; --keep-responses-days nan, --ttl nan and --head-timeout inf were taken;
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 SERVE_NUMBERS = (
     ("port", "--port", 0, 65535, False, "a port from 0 to 65535 (0 picks a free one)"),
     ("ollama_port", "--ollama-port", 0, 65535, False, "a port from 0 to 65535"),
-    ("parallel", "--parallel", 1, 64, False, "1 to 64 requests at once"),
+    ("parallel", "--parallel", *PARALLEL, False, "{} to {} requests at once".format(*PARALLEL)),
     ("max_models", "--max-models", 1, None, False, "1 or more models"),
     ("ttl", "--ttl", 0, None, True, "a number of seconds more than 0"),
     ("head_timeout", "--head-timeout", 0, None, True, "a number of seconds more than 0"),
