@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any, AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated, Any, AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.protocol import messages as P
-from app.server.edge import field_policy
+from app.protocol.option_spec import Range
 from app.server.answers import (TextFrame, chain, compact_json, event_stream, limit_cut, open_answer, token_counts,
                                 whole_answer)
 from app.server.edge.errors import from_engine, invalid
 from app.server.media_parts import anthropic_image, refuse_unless_takes
-from app.server.openai.chat_request import MAX_TOKENS_CAP, Generation, model_of, number, stop_list, streaming
+from app.server.edge.request_shape import read, said
+from app.server.openai.chat_request import MAX_TOKENS_CAP, STOPS, Generation, stop_list
 from app.server.structured import schema_grammar
 from app.server.tools import CallReader, ToolCall, answer_piece, tool_grammar, tool_use
 
@@ -75,42 +77,62 @@ class AnthropicMessages:
 
 
 # --- requests -------------------------------------------------------------
-def messages_request(body: Any, counting: bool = False) -> Generation:
+@dataclass(kw_only=True)
+class MessagesBody:
+    """The fields of a Messages request (Anthropic's current ones): its own ranges, narrower than OpenAI's."""
+
+    model: str | None = None
+    messages: Any = said(must="a non-empty list of messages", required=True)
+    system: Any = None
+    max_tokens: Annotated[int, Range(1, MAX_TOKENS_CAP)] = said(required=True)
+    temperature: Annotated[float, Range(0, 1)] | None = None
+    top_p: Annotated[float, Range(0, 1)] | None = None
+    top_k: Annotated[int, Range(0, 1 << 20)] | None = None
+    stop_sequences: str | list[str] | None = said(must=STOPS)
+    stream: bool = False
+    tools: Any = None
+    tool_choice: Any = None
+    thinking: Any = None
+    output_config: Any = None
+    mcp_servers: Any = None
+    # Metadata, and what Claude Code sends that changes nothing here (a container, its context management's
+    # hints, the betas it uses)
+    metadata: Any = None
+    service_tier: Any = None
+    container: Any = None
+    context_management: Any = None
+    betas: Any = None
+
+
+def messages_request(raw: Any, counting: bool = False) -> Generation:
     """The Generation a Messages request asks for; counting: only its prompt (count_tokens), so no max_tokens
     and no grammar."""
-    model = model_of(body)
-    field_policy.check(body, field_policy.KNOWN_MESSAGES)
-    if counting:
-        body = {**body, "max_tokens": 1, "stream": False}
-    if body.get("max_tokens") is None:
-        raise invalid("'max_tokens' is required.", "max_tokens")
-    stream = streaming(body)
-    temperature = number(body, "temperature", 0.0, 1.0)
-    top_p = number(body, "top_p", 0.0, 1.0)
-    top_k = number(body, "top_k", 0, 1 << 20, integer=True)
+    if counting and isinstance(raw, dict):
+        raw = {**raw, "max_tokens": 1, "stream": False}
+    body = read(MessagesBody, raw)
     d = P.SamplingOptions()  # what the request leaves out: Hearth's defaults, as on every surface
     sampling = P.SamplingOptions(
-        max_tokens=number(body, "max_tokens", 1, MAX_TOKENS_CAP, integer=True),
-        temperature=d.temperature if temperature is None else float(temperature),
-        top_p=d.top_p if top_p is None else float(top_p), top_k=d.top_k if top_k is None else top_k,
-        stop=stop_list(body, "stop_sequences"),
+        max_tokens=body.max_tokens,
+        temperature=d.temperature if body.temperature is None else float(body.temperature),
+        top_p=d.top_p if body.top_p is None else float(body.top_p), top_k=d.top_k if body.top_k is None else body.top_k,
+        stop=stop_list(body.stop_sequences, "stop_sequences"),
         # What the request leaves out takes the model's recommendation where its file has one.
-        given=[name for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k))
-               if value is not None])
-    _thinking(body.get("thinking"), None if counting else sampling.max_tokens)
-    if body.get("mcp_servers"):
+        given=[name for name in ("temperature", "top_p", "top_k") if getattr(body, name) is not None])
+    _thinking(body.thinking, None if counting else sampling.max_tokens)
+    if body.mcp_servers:
         raise invalid("'mcp_servers' is not supported: this server does not connect to MCP servers; send their "
                       "tools as 'tools' and run them yourself.", "mcp_servers")
-    gen = Generation(model=model, sampling=sampling, stream=stream, messages=_conversation(body))
-    deferred = _deferred(body)
-    use = tool_use(_openai_tools(body))
+    gen = Generation(model=body.model, sampling=sampling, stream=body.stream,
+                     messages=_conversation(body.system, body.messages))
+    deferred = _deferred(body.tools)
+    use = tool_use(_openai_tools(body.tools, body.tool_choice))
     if use is not None and use.active:
         gen.tools = use
         gen.sampling.grammar = "" if counting else tool_grammar(use)
         # A tool with defer_loading is callable but not described until the client's tool search shows it (as
         # on Anthropic's API): its schema stays in the grammar, its description out of the prompt.
         use.tools = [t for t in use.tools if t["function"]["name"] not in deferred]
-    output = _output_grammar(body, counting)
+    output = _output_grammar(body.output_config, counting)
     if output:
         if gen.tools:
             raise invalid("'output_config.format' cannot be combined with 'tools' here; describe the answer's format "
@@ -146,10 +168,9 @@ def _thinking(thinking: Any, max_tokens: int | None) -> None:
                       "thinking.budget_tokens")
 
 
-def _output_grammar(body: dict, counting: bool) -> str:
+def _output_grammar(config: Any, counting: bool) -> str:
     """Anthropic's structured output, output_config.format {"type": "json_schema", "schema": ...}, as a grammar
     (the same converter and bounds as OpenAI's response_format); "" without one."""
-    config = body.get("output_config")
     if config is None:
         return ""
     if not isinstance(config, dict):
@@ -165,14 +186,13 @@ def _output_grammar(body: dict, counting: bool) -> str:
     return schema_grammar(fmt["schema"], "output_config.format.schema")
 
 
-def _conversation(body: dict) -> list[dict]:
+def _conversation(system: Any, messages: Any) -> list[dict]:
     """The request's system text and messages as OpenAI-style messages. System messages inside `messages` (the
     newer shape Claude Code sends under its beta header, its environment after the first user turn) join the
     system text in their order: every chat template takes one leading system message, and several refuse one
     later in the conversation."""
-    system = body.get("system")
     texts = [] if system is None or system == "" else [system if isinstance(system, str) else _texts(system, "system")]
-    messages = _messages(body.get("messages"), texts)
+    messages = _messages(messages, texts)
     text = "\n\n".join(t for t in texts if t)
     return ([{"role": "system", "content": text}] if text else []) + messages
 
@@ -243,9 +263,8 @@ def _blocks(role: str, blocks: list, where: str) -> list[dict]:
     return results + ([message] if parts or calls or not results else [])
 
 
-def _openai_tools(body: dict) -> dict:
+def _openai_tools(tools: Any, choice: Any) -> dict:
     """Anthropic's tools and tool_choice in OpenAI's terms, for tool_use() to check."""
-    tools = body.get("tools")
     if tools is None:
         return {}
     if not isinstance(tools, list):
@@ -263,7 +282,7 @@ def _openai_tools(body: dict) -> dict:
         functions.append({"type": "function", "function": {
             "name": tool.get("name"), "description": tool.get("description", ""),
             "parameters": tool.get("input_schema", {"type": "object", "properties": {}})}})
-    choice = body.get("tool_choice") or {"type": "auto"}
+    choice = choice or {"type": "auto"}
     if not isinstance(choice, dict):
         raise invalid("'tool_choice' must be an object such as {\"type\": \"auto\"}.", "tool_choice")
     kind = choice.get("type")
@@ -276,9 +295,8 @@ def _openai_tools(body: dict) -> dict:
             "parallel_tool_calls": not choice.get("disable_parallel_tool_use", False)}
 
 
-def _deferred(body: dict) -> set[str]:
+def _deferred(tools: Any) -> set[str]:
     """The names of the tools sent with defer_loading (Anthropic's tool search beta)."""
-    tools = body.get("tools")
     return {t.get("name") for t in tools if isinstance(t, dict) and t.get("defer_loading") is True} \
         if isinstance(tools, list) else set()
 

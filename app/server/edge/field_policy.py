@@ -9,7 +9,8 @@
   `client_metadata` with every request; refusing it failed its first request). `hearth serve --strict-fields`
   makes such a field a 400 instead, for those who want to know at once.
 
-The readers call `check(body, KNOWN_...)`; the server sets the request's strictness and sends the header.
+What an endpoint knows is what its request shape declares (edge/request_shape.py, which calls `check`); the server
+sets the request's strictness and sends the header.
 """
 
 from __future__ import annotations
@@ -26,25 +27,6 @@ MODEL_HEADER = "Hearth-Model"  # which model answered a fixed name a client cann
 # OpenAI's and Anthropic's own model names, which clients send fixed (LangChain's OpenAIEmbeddings, `llm embed -m
 # 3-small`, Claude Code): the loaded model answers them, unless the server runs with --strict-models.
 FIXED_MODEL_PREFIXES = ("gpt-", "chatgpt-", "o1", "o3", "o4", "text-embedding-", "davinci", "babbage", "claude-")
-
-# The fields each endpoint reads or takes as metadata (OpenAI's and Anthropic's current ones, llama-server's and
-# Hearth's own extras): anything else is a field Hearth has never heard of.
-METADATA = {"metadata", "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier",
-            "client_metadata", "store", "stream_options"}
-LLAMA_SERVER = {"top_k", "min_p", "repeat_penalty", "repeat_last_n", "ignore_eos", "grammar", "reasoning_format",
-                "cache_prompt", "n_predict", "typical_p", "id_slot", "chat_template_kwargs", "json_schema"}
-KNOWN_CHAT = METADATA | LLAMA_SERVER | {
-    "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream", "stop",
-    "seed", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs", "top_logprobs", "response_format",
-    "tools", "tool_choice", "parallel_tool_calls", "prediction", "functions", "function_call", "modalities",
-    "audio", "web_search_options", "reasoning_effort", "verbosity"}
-KNOWN_COMPLETIONS = METADATA | LLAMA_SERVER | {
-    "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stop", "seed", "frequency_penalty",
-    "presence_penalty", "logit_bias", "logprobs", "echo", "best_of", "suffix", "response_format"}
-KNOWN_EMBEDDINGS = METADATA | {"model", "input", "encoding_format", "dimensions"}
-KNOWN_MESSAGES = {"model", "messages", "system", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences",
-                  "stream", "tools", "tool_choice", "thinking", "metadata", "output_config", "mcp_servers",
-                  "service_tier", "container", "context_management", "betas"}
 
 _strict: contextvars.ContextVar[bool] = contextvars.ContextVar("hearth_strict_fields", default=False)
 _ignored: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("hearth_ignored_fields", default=None)

@@ -1,30 +1,117 @@
-"""OpenAI request bodies, checked field by field, into the engine's options.
+"""OpenAI request bodies, declared field by field (ChatBody, CompletionBody, EmbeddingBody), read into the engine's
+options.
 
-Every field a client may send is checked for its type and range here, once, so that a wrong value is a
-400 that names the field (never a 500, never a silently ignored value). A field that asks for something
-this server cannot do (best_of, suffix, audio output, web search, the old functions API) is a 400 that says
-so, unless it has its neutral value (best_of 1, an empty suffix, text-only modalities). Fields that change
-nothing in the answer (store, metadata, user, service_tier, ...) are accepted and ignored, as other local
-servers do.
+Each endpoint's fields are declared once, below, with their types and ranges (the engine's own, where a field is one
+of its sampling options), and read against that declaration (app/server/edge/request_shape.py), so that a wrong value
+is a 400 that names the field (never a 500, never a silently ignored value). A field that asks for something this
+server cannot do (best_of, suffix, audio output, web search, the old functions API) is a 400 that says so, unless it
+has its neutral value (best_of 1, an empty suffix, text-only modalities). Fields that change nothing in the answer
+(store, metadata, user, service_tier, ...) are accepted and ignored, as other local servers do.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from app.protocol.messages import SamplingOptions
 from app.protocol.option_fields import accepted
-from app.server.edge import field_policy
+from app.protocol.option_spec import Range
 from app.server.edge.errors import invalid
+from app.server.edge.request_shape import Taken, read, said
 from app.server.media_parts import openai_part
 from app.server.structured import format_grammar
 from app.server.tools import ToolUse, tool_grammar, tool_use
 
 MAX_TOKENS_CAP = 1 << 20
 MAX_LOGIT_BIAS = 1024
+MAX_STOPS = 16
 ROLES = ("system", "developer", "user", "assistant", "tool")
+REASONING_FORMATS = ("auto", "deepseek", "none")  # llama-server's names; "deepseek" is its name for the split
+STOPS = f"a string or a list of at most {MAX_STOPS} strings"
+INT64 = Range(-(1 << 63), (1 << 63) - 1)  # a seed: the API's int64, taken modulo 2^31
+
+
+# The ranges of the engine's sampling options, as SamplingOptions declares them (OpenAI's own bounds are the same:
+# temperature 0-2, penalties -2-2); max_tokens and seed keep the API's own (below the engine's).
+@dataclass(kw_only=True)
+class Sampled(Taken):
+    """What /v1/chat/completions, /v1/completions and /v1/responses read alike: OpenAI's sampling fields, and
+    llama-server's, which its clients send to every local server."""
+
+    model: str | None = None
+    stream: bool = False
+    temperature: Annotated[float, Range(*accepted("temperature"))] | None = None
+    top_p: Annotated[float, Range(*accepted("top_p"))] | None = None
+    top_k: Annotated[int, Range(*accepted("top_k"))] | None = None
+    min_p: Annotated[float, Range(*accepted("min_p"))] | None = None
+    seed: Annotated[int, INT64] | None = None
+    frequency_penalty: Annotated[float, Range(*accepted("frequency_penalty"))] | None = None
+    presence_penalty: Annotated[float, Range(*accepted("presence_penalty"))] | None = None
+    repeat_penalty: Annotated[float, Range(*accepted("repeat_penalty"))] | None = None  # llama.cpp's own
+    stop: str | list[str] | None = said(must=STOPS)
+    # llama-server's and vLLM's extension: answers of a fixed length, for benchmarks (hearth bench serve).
+    ignore_eos: bool = False
+    grammar: Any = None  # GBNF text: app/server/structured.py
+    # llama-server's: "none" keeps a reasoning model's <think>…</think> in `content`; "auto" (or "deepseek")
+    # returns it as `reasoning_content`.
+    reasoning_format: Literal[REASONING_FORMATS] | None = None
+
+
+@dataclass(kw_only=True)
+class OpenAIGeneration(Sampled):
+    """What chat completions and completions read alike."""
+
+    max_tokens: Annotated[int, Range(1, MAX_TOKENS_CAP)] | None = None
+    n: Annotated[int, Range(1, 128)] | None = None
+    logit_bias: Any = None
+    logprobs: Any = None
+    response_format: Any = None
+    stream_options: dict | None = None
+    # llama-server's fields that change nothing here, taken as its clients send them
+    repeat_last_n: Any = None
+    cache_prompt: Any = None
+    n_predict: Any = None
+    typical_p: Any = None
+    id_slot: Any = None
+    chat_template_kwargs: Any = None
+    json_schema: Any = None
+
+
+@dataclass(kw_only=True)
+class ChatBody(OpenAIGeneration):
+    messages: Any = said(must="a non-empty list of messages", required=True)
+    max_completion_tokens: Annotated[int, Range(1, MAX_TOKENS_CAP)] | None = None
+    top_logprobs: Any = None
+    tools: Any = None  # these three: app/server/tools.py
+    tool_choice: Any = None
+    parallel_tool_calls: Any = None
+    prediction: Any = None
+    # What this server cannot do (_cannot_do), refused unless neutral
+    functions: Any = None
+    function_call: Any = None
+    modalities: Any = None
+    audio: Any = None
+    web_search_options: Any = None
+    # Hints for OpenAI's reasoning models, which a local model has no setting for
+    reasoning_effort: Any = None
+    verbosity: Any = None
+
+
+@dataclass(kw_only=True)
+class CompletionBody(OpenAIGeneration):
+    prompt: Any = said(must="a string, or a list of one string", required=True)
+    echo: bool = False
+    best_of: Any = None
+    suffix: Any = None
+
+
+@dataclass(kw_only=True)
+class EmbeddingBody(Taken):
+    model: str | None = None
+    input: Any = said(required=True, must="a text, a list of token ids, or a list of those")
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: Any = None
 
 
 @dataclass
@@ -40,32 +127,6 @@ class Generation:
     prompt: str | None = None  # completions
     echo: bool = False
     reasoning_format: str | None = None  # chat: "none" keeps <think>… inline, "auto" splits it; None: the server's
-
-
-REASONING_FORMATS = ("auto", "deepseek", "none")  # llama-server's names; "deepseek" is its name for the split
-
-
-def reasoning_format(body: dict) -> str | None:
-    """llama-server's `reasoning_format`: "none" keeps a reasoning model's <think>…</think> in `content`;
-    "auto" (or "deepseek") returns it as `reasoning_content`."""
-    value = body.get("reasoning_format")
-    if value is None:
-        return None
-    if value not in REASONING_FORMATS:
-        raise invalid(f"'reasoning_format' must be one of {', '.join(REASONING_FORMATS)}; got {value!r}.",
-                      "reasoning_format")
-    return "auto" if value == "deepseek" else value
-
-
-def number(body: dict, name: str, low: float, high: float, integer: bool = False) -> float | int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        raise invalid(f"'{name}' must be {'an integer' if integer else 'a number'}.", name)
-    if (isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
-        raise invalid(f"'{name}' must be between {low:g} and {high:g}; got {value}.", name)
-    return value
 
 
 def _text_content(content: Any, where: str) -> str:
@@ -108,8 +169,7 @@ def _content(content: Any, where: str, role: Any) -> str | list[dict]:
     return parts if media else "".join(p["text"] for p in parts)
 
 
-def _messages(body: dict) -> list[dict]:
-    messages = body.get("messages")
+def _messages(messages: Any) -> list[dict]:
     if not isinstance(messages, list) or not messages:
         raise invalid("'messages' must be a non-empty list of messages.", "messages")
     out = []
@@ -156,22 +216,19 @@ def _tool_calls(calls: Any, where: str) -> list[dict]:
     return out
 
 
-def stop_list(body: dict, name: str = "stop") -> list[str]:
-    stop = body.get(name)
-    if stop is None:
-        return []
-    if isinstance(stop, str):
-        stop = [stop]
-    if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > 16:
-        raise invalid(f"'{name}' must be a string or a list of at most 16 strings.", name)
-    return [s for s in stop if s]
+def stop_list(stop: str | list[str] | None, name: str = "stop") -> list[str]:
+    """A request's stop strings, of a type its shape checked: at most MAX_STOPS, the empty ones left out."""
+    stops = [stop] if isinstance(stop, str) else stop or []
+    if len(stops) > MAX_STOPS:
+        raise invalid(f"'{name}' must be {STOPS}.", name)
+    return [s for s in stops if s]
 
 
-def _no_logprobs(body: dict, chat: bool) -> None:
+def _no_logprobs(body: OpenAIGeneration) -> None:
     """Log probabilities are refused, never silently left out: the engine does not report them."""
-    given = body.get("logprobs")
-    if chat:
-        top = body.get("top_logprobs")
+    given = body.logprobs
+    if isinstance(body, ChatBody):
+        top = body.top_logprobs
         if given not in (None, False) or top not in (None, 0):
             name = "logprobs" if given not in (None, False) else "top_logprobs"
             raise invalid("This server does not return log probabilities: send the request without 'logprobs' and "
@@ -181,79 +238,62 @@ def _no_logprobs(body: dict, chat: bool) -> None:
                       "logprobs", code="logprobs_not_supported")
 
 
-def _cannot_do(body: dict, chat: bool) -> None:
+def _cannot_do(body: OpenAIGeneration) -> None:
     """What would change the answer but cannot be done here: a 400 naming the field, never ignored."""
-    if chat:
+    if isinstance(body, ChatBody):
         for name, neutral in (("functions", (None, [])), ("function_call", (None, "none", "auto"))):
-            if body.get(name) not in neutral:
+            if getattr(body, name) not in neutral:
                 raise invalid(f"'{name}' (OpenAI's deprecated functions API) is not supported: send the functions "
                               "as 'tools' (and 'function_call' as 'tool_choice').", name)
-        modalities = body.get("modalities")
+        modalities = body.modalities
         if modalities is not None and (not isinstance(modalities, list) or set(modalities) - {"text"}):
             raise invalid("'modalities' may only be [\"text\"]: this server answers in text.", "modalities")
         for name, what in (("audio", "audio output"), ("web_search_options", "web search")):
-            if body.get(name) is not None:
+            if getattr(body, name) is not None:
                 raise invalid(f"'{name}' is not supported: this server has no {what}; send the request without "
                               "it.", name)
         return
-    best_of = body.get("best_of")
+    best_of = body.best_of
     if best_of is not None and (isinstance(best_of, bool) or best_of != 1):
         raise invalid("'best_of' other than 1 is not supported: ask again for another answer.", "best_of")
-    suffix = body.get("suffix")
+    suffix = body.suffix
     if suffix not in (None, ""):
         raise invalid("'suffix' is not supported: this server completes a prompt at its end only (no "
                       "fill-in-the-middle); send the request without it.", "suffix")
 
 
-def _sampling(body: dict, default_max_tokens: int) -> SamplingOptions:
+def _sampling(body: OpenAIGeneration, raw: dict, default_max_tokens: int) -> SamplingOptions:
+    """raw: the request as sent, for the readers of its structured fields (response_format, grammar)."""
     d = SamplingOptions()
-    n = number(body, "n", 1, 128, integer=True)
-    if n not in (None, 1):
+    if body.n not in (None, 1):
         raise invalid("Only n=1 is supported: ask again for another answer.", "n")
-    max_tokens = number(body, "max_completion_tokens", 1, MAX_TOKENS_CAP, integer=True)
-    if max_tokens is None:
-        max_tokens = number(body, "max_tokens", 1, MAX_TOKENS_CAP, integer=True)
-    # The engine's ranges, as SamplingOptions declares them (OpenAI's own bounds are the same: temperature 0-2,
-    # penalties -2-2); max_tokens and seed keep the API's own (below the engine's, and int64 taken modulo 2^31).
-    temperature = number(body, "temperature", *accepted("temperature"))
-    top_p = number(body, "top_p", *accepted("top_p"))
-    top_k = number(body, "top_k", *accepted("top_k"), integer=True)
-    min_p = number(body, "min_p", *accepted("min_p"))
-    seed = number(body, "seed", -(1 << 63), (1 << 63) - 1, integer=True)
-    frequency = number(body, "frequency_penalty", *accepted("frequency_penalty"))
-    presence = number(body, "presence_penalty", *accepted("presence_penalty"))
-    repeat = number(body, "repeat_penalty", *accepted("repeat_penalty"))  # llama.cpp's own, as llama-server takes
-    # llama-server's and vLLM's extension: answers of a fixed length, for benchmarks (hearth bench serve).
-    ignore_eos = body.get("ignore_eos", False)
-    if not isinstance(ignore_eos, bool):
-        raise invalid("'ignore_eos' must be true or false.", "ignore_eos")
+    max_tokens = getattr(body, "max_completion_tokens", None) or body.max_tokens
     return SamplingOptions(
         max_tokens=max_tokens or default_max_tokens,
         # What a request leaves out takes Hearth's defaults, the same on every surface (CLI, window, both APIs,
         # remote), as llama-server does with its own; the README lists them.
-        temperature=d.temperature if temperature is None else float(temperature),
-        top_p=d.top_p if top_p is None else float(top_p),
-        top_k=d.top_k if top_k is None else top_k,
-        min_p=d.min_p if min_p is None else float(min_p),
-        repeat_penalty=d.repeat_penalty if repeat is None else float(repeat),
-        frequency_penalty=float(frequency or 0.0),
-        presence_penalty=float(presence or 0.0),
-        seed=-1 if seed is None else seed % (1 << 31),
-        stop=stop_list(body),
+        temperature=d.temperature if body.temperature is None else float(body.temperature),
+        top_p=d.top_p if body.top_p is None else float(body.top_p),
+        top_k=d.top_k if body.top_k is None else body.top_k,
+        min_p=d.min_p if body.min_p is None else float(body.min_p),
+        repeat_penalty=d.repeat_penalty if body.repeat_penalty is None else float(body.repeat_penalty),
+        frequency_penalty=float(body.frequency_penalty or 0.0),
+        presence_penalty=float(body.presence_penalty or 0.0),
+        seed=-1 if body.seed is None else body.seed % (1 << 31),
+        stop=stop_list(body.stop),
         repeat_last_n=d.repeat_last_n,
-        logit_bias=_logit_bias(body),
-        ignore_eos=ignore_eos,
-        grammar=format_grammar(body),
-        prediction=_prediction(body),
+        logit_bias=_logit_bias(body.logit_bias),
+        ignore_eos=body.ignore_eos,
+        grammar=format_grammar(raw),
+        prediction=_prediction(body.prediction) if isinstance(body, ChatBody) else "",
         # The settings this request leaves out take the model's recommendation where its file has one.
-        given=[name for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k),
-                                        ("min_p", min_p), ("repeat_penalty", repeat)) if value is not None],
+        given=[name for name in ("temperature", "top_p", "top_k", "min_p", "repeat_penalty")
+               if getattr(body, name) is not None],
     )
 
 
-def _prediction(body: dict) -> str:
+def _prediction(prediction: Any) -> str:
     """OpenAI's predicted outputs: {"type": "content", "content": text or text parts}; "" for none."""
-    prediction = body.get("prediction")
     if prediction is None:
         return ""
     if not isinstance(prediction, dict) or prediction.get("type") != "content":
@@ -262,8 +302,7 @@ def _prediction(body: dict) -> str:
     return _text_content(prediction.get("content"), "prediction.content")
 
 
-def _logit_bias(body: dict) -> dict[int, float]:
-    bias = body.get("logit_bias")
+def _logit_bias(bias: Any) -> dict[int, float]:
     if bias is None:
         return {}
     if not isinstance(bias, dict):
@@ -285,41 +324,19 @@ def _logit_bias(body: dict) -> dict[int, float]:
     return out
 
 
-def model_of(body: Any) -> str | None:
-    """The model a request body names, once the body is known to be an object; the check every endpoint starts with."""
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.")
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise invalid("'model' must be a string.", "model")
-    return model
+def _common(shape: type[OpenAIGeneration], raw: Any, default_max_tokens: int) -> tuple[Generation, Any]:
+    body = read(shape, raw)
+    _no_logprobs(body)
+    _cannot_do(body)
+    return Generation(model=body.model, sampling=_sampling(body, raw, default_max_tokens), stream=body.stream,
+                      include_usage=bool((body.stream_options or {}).get("include_usage"))), body
 
 
-def streaming(body: dict) -> bool:
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise invalid("'stream' must be true or false.", "stream")
-    return stream
-
-
-def _common(body: Any, default_max_tokens: int, chat: bool) -> Generation:
-    model = model_of(body)
-    field_policy.check(body, field_policy.KNOWN_CHAT if chat else field_policy.KNOWN_COMPLETIONS)
-    _no_logprobs(body, chat)
-    _cannot_do(body, chat)
-    stream = streaming(body)
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise invalid("'stream_options' must be an object.", "stream_options")
-    return Generation(model=model, sampling=_sampling(body, default_max_tokens), stream=stream,
-                      include_usage=bool(options.get("include_usage")))
-
-
-def chat_request(body: Any, default_max_tokens: int) -> Generation:
-    request = _common(body, default_max_tokens, chat=True)
-    request.messages = _messages(body)
-    request.reasoning_format = reasoning_format(body)
-    use = tool_use(body)
+def chat_request(raw: Any, default_max_tokens: int) -> Generation:
+    request, body = _common(ChatBody, raw, default_max_tokens)
+    request.messages = _messages(body.messages)
+    request.reasoning_format = "auto" if body.reasoning_format == "deepseek" else body.reasoning_format
+    use = tool_use(raw)
     if use is not None and use.active:
         if request.sampling.grammar:
             raise invalid("'tools' cannot be combined with 'response_format' or 'grammar' here; "
@@ -329,9 +346,9 @@ def chat_request(body: Any, default_max_tokens: int) -> Generation:
     return request
 
 
-def completion_request(body: Any, default_max_tokens: int) -> Generation:
-    request = _common(body, default_max_tokens, chat=False)
-    prompt = body.get("prompt")
+def completion_request(raw: Any, default_max_tokens: int) -> Generation:
+    request, body = _common(CompletionBody, raw, default_max_tokens)
+    prompt = body.prompt
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if isinstance(prompt, list) and len(prompt) > 1 and all(isinstance(p, str) for p in prompt):
@@ -341,10 +358,7 @@ def completion_request(body: Any, default_max_tokens: int) -> Generation:
     if not isinstance(prompt, str):
         raise invalid("'prompt' must be a string, or a list of one string (one prompt per request; token arrays "
                       "are not taken).", "prompt")
-    echo = body.get("echo", False)
-    if not isinstance(echo, bool):
-        raise invalid("'echo' must be true or false.", "echo")
-    request.prompt, request.echo = prompt, echo
+    request.prompt, request.echo = prompt, body.echo
     return request
 
 
@@ -358,15 +372,11 @@ class EmbeddingRequest:
     encoding_format: str = "float"
 
 
-def embedding_request(body: Any) -> EmbeddingRequest:
-    model = model_of(body)
-    field_policy.check(body, field_policy.KNOWN_EMBEDDINGS)
-    fmt = body.get("encoding_format", "float")
-    if fmt not in ("float", "base64"):
-        raise invalid("'encoding_format' must be 'float' or 'base64'.", "encoding_format")
-    if body.get("dimensions") is not None:
+def embedding_request(raw: Any) -> EmbeddingRequest:
+    body = read(EmbeddingBody, raw)
+    if body.dimensions is not None:
         raise invalid("'dimensions' is not supported: this model's embeddings have a fixed size.", "dimensions")
-    given = body.get("input")
+    given = body.input
     # One text, one token list, or a list of either.
     if isinstance(given, str) or (isinstance(given, list) and given and _is_token(given[0])):
         given = [given]
@@ -379,7 +389,7 @@ def embedding_request(body: Any) -> EmbeddingRequest:
                 raise invalid(f"input[{i}] is empty; an embedding needs some text.", "input")
         elif not (isinstance(item, list) and item and all(_is_token(t) for t in item)):
             raise invalid(f"input[{i}] must be a non-empty text or a non-empty list of token ids.", "input")
-    return EmbeddingRequest(model=model, inputs=given, encoding_format=fmt)
+    return EmbeddingRequest(model=body.model, inputs=given, encoding_format=body.encoding_format)
 
 
 TOKEN_IDS = 1 << 31  # llama.cpp's token ids are int32

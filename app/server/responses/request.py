@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Annotated, Any, Callable, Literal
 
-from app.server.edge import field_policy
+from app.protocol.option_spec import Range
 from app.server.edge.errors import ApiError, invalid
+from app.server.edge.request_shape import Taken, known, read, said
 from app.server.media_parts import responses_part
-from app.server.openai.chat_request import Generation, chat_request
+from app.server.openai.chat_request import MAX_TOKENS_CAP, Generation, Sampled, chat_request
 
 # What the Responses API calls a field, for the chat request's errors that name it.
 _CHAT_NAMES = {"messages": "input", "max_tokens": "max_output_tokens", "response_format.json_schema.schema":
@@ -35,17 +36,33 @@ INPUT_ROLES = ("user", "system", "developer", "assistant")
 MAX_METADATA = 16  # OpenAI's bound: 16 pairs, keys of 64 characters, values of 512
 TRUNCATIONS = ("disabled", "auto")
 
-# Fields the endpoint reads. OpenAI's fields that change nothing here (prompt_cache_key, safety_identifier,
-# user, service_tier auto/default, stream_options, client_metadata) are taken and left aside; any other is left out
-# and named in a header, or a 400 under --strict-fields (app/server/edge/field_policy.py).
-KNOWN = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "store",
-         "previous_response_id", "metadata", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning",
-         "truncation", "include", "top_logprobs", "background", "conversation", "prompt", "max_tool_calls",
-         "prompt_cache_key", "prompt_cache_retention", "safety_identifier", "user", "service_tier",
-         "stream_options", "client_metadata",
-         # llama-server's and Hearth's own, as /v1/chat/completions takes them
-         "stop", "seed", "top_k", "min_p", "repeat_penalty", "frequency_penalty", "presence_penalty",
-         "ignore_eos", "reasoning_format", "grammar"}
+@dataclass(kw_only=True)
+class ResponsesBody(Sampled):
+    """The fields of a Responses request: OpenAI's, and the sampling fields chat completions reads (Sampled), which
+    go to the chat request as they are (PASSED)."""
+
+    input: Any = said(must="a text or a list of input items", required=True)
+    instructions: str | None = None
+    max_output_tokens: Annotated[int, Range(1, MAX_TOKENS_CAP)] | None = None
+    store: bool = True
+    previous_response_id: str | None = said(must="the id of a stored response")
+    tools: Any = None
+    tool_choice: Any = None
+    parallel_tool_calls: Any = None
+    text: Any = None
+    reasoning: Any = None  # checked against the model once it is known (reasoning_for)
+    truncation: Literal[TRUNCATIONS] | None = None
+    max_tool_calls: Any = None  # max_tool_calls(), shared with chat completions' MCP tools
+    # What this server cannot do, refused unless neutral (_refuse_unsupported)
+    include: Any = None
+    top_logprobs: Any = None
+    background: Any = None
+    conversation: Any = None
+    prompt: Any = None
+
+
+# The fields that go to the chat request as they are: the sampling fields both read (their names the same there).
+PASSED = tuple(sorted(known(Sampled) - known(Taken))) + ("parallel_tool_calls",)
 
 
 def new_id(prefix: str) -> str:
@@ -360,7 +377,6 @@ def reasoning_for(body: dict, thinks: bool | None) -> dict | None:
 
 
 def _refuse_unsupported(body: dict) -> None:
-    field_policy.check(body, KNOWN)  # one policy for every dialect (app/server/edge/field_policy.py)
     if body.get("background"):
         raise invalid("Background responses are not supported here: send the request without 'background' (and "
                       "stream it to see it as it comes).", "background", code="unsupported_parameter")
@@ -381,9 +397,6 @@ def _refuse_unsupported(body: dict) -> None:
                       "tool outputs); leave it out.", "include", code="unsupported_parameter")
     if body.get("service_tier") not in (None, "auto", "default"):
         raise invalid("'service_tier' must be 'auto' or 'default' here.", "service_tier")
-    truncation = body.get("truncation")
-    if truncation is not None and truncation not in TRUNCATIONS:
-        raise invalid("'truncation' must be 'disabled' or 'auto'.", "truncation")
     metadata = body.get("metadata")
     if metadata is not None and (not isinstance(metadata, dict) or len(metadata) > MAX_METADATA or not all(
             isinstance(k, str) and len(k) <= 64 and isinstance(v, str) and len(v) <= 512
@@ -407,21 +420,10 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict],
     mcp_functions: the tools of the MCP servers it names ({label: the tools it narrows them to}), as function
     tools beside its own (app/server/api_tools.py); it refuses a server that is not offered.
     The reasoning effort is checked against the model once it is known (reasoning_for)."""
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.")
+    shape = read(ResponsesBody, body)
     _refuse_unsupported(body)
-    if "input" not in body:
-        raise invalid("'input' is required: a text or a list of input items.", "input")
-    items = _ids(_input_items(body["input"]))
-    instructions = body.get("instructions")
-    if instructions is not None and not isinstance(instructions, str):
-        raise invalid("'instructions' must be a string.", "instructions")
-    store = body.get("store", True)
-    if not isinstance(store, bool):
-        raise invalid("'store' must be true or false.", "store")
-    previous = body.get("previous_response_id")
-    if previous is not None and not isinstance(previous, str):
-        raise invalid("'previous_response_id' must be the id of a stored response.", "previous_response_id")
+    items = _ids(_input_items(shape.input))
+    instructions, store = shape.instructions, shape.store
     chat_tools, echo_tools, labels, namespaces = _tools(body)
     if labels:
         chat_tools += mcp_functions(labels)
@@ -429,13 +431,9 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict],
     if instructions:  # only this request's: instructions are not carried over from the previous response
         messages.insert(0, {"role": "system", "content": instructions})
     chat: dict[str, Any] = {"messages": messages}
-    for name in ("model", "temperature", "top_p", "stream", "stop", "seed", "top_k", "min_p", "repeat_penalty",
-                 "frequency_penalty", "presence_penalty", "ignore_eos", "parallel_tool_calls", "reasoning_format",
-                 "grammar"):
-        if name in body:
-            chat[name] = body[name]
-    if body.get("max_output_tokens") is not None:
-        chat["max_tokens"] = body["max_output_tokens"]
+    chat.update((name, body[name]) for name in PASSED if name in body)
+    if shape.max_output_tokens is not None:
+        chat["max_tokens"] = shape.max_output_tokens
     if chat_tools:
         chat["tools"] = chat_tools
     choice = _tool_choice(body)
@@ -460,8 +458,8 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict],
             "reasoning": reasoning or {"effort": None, "summary": None},
             "truncation": body.get("truncation") or "disabled", "metadata": body.get("metadata") or {},
             "store": store, "max_tool_calls": body.get("max_tool_calls"), "user": body.get("user")}
-    return ResponsesRequest(gen=gen, input_items=items, previous_response_id=previous, store=store, echo=echo,
-                            truncate=body.get("truncation") == "auto", namespaces=namespaces)
+    return ResponsesRequest(gen=gen, input_items=items, previous_response_id=shape.previous_response_id, store=store,
+                            echo=echo, truncate=shape.truncation == "auto", namespaces=namespaces)
 
 
 def _renamed(exc: ApiError) -> ApiError:
