@@ -34,6 +34,16 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v chromium 
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
     >/dev/null 2>&1 || echo "run.sh: could not install Chromium; the browser test skips" >&2
 fi
+# The heavy tier drives Open WebUI with Hearth as its Ollama server (tests/server/ollama/test_open_webui.py). It goes
+# into a virtual environment of its own: its dependencies (chromadb, transformers, ...) must not change Hearth's. The
+# CPU torch first, as above: without it pip takes a CUDA one (7.4 GB instead of 2.9). 2 min 19 s on the 2-core machine
+# the first time, then found in the cache.
+export OPEN_WEBUI_VENV="${OPEN_WEBUI_VENV:-$HOME/.cache/hearth-open-webui}"
+if [ "${HEARTH_TEST_HEAVY:-}" = 1 ] \
+    && ! "$OPEN_WEBUI_VENV/bin/pip" show open-webui 2>/dev/null | grep -qx "Version: 0.12.4"; then
+  { python3 -m venv "$OPEN_WEBUI_VENV" && "$OPEN_WEBUI_VENV/bin/pip" install -q torch==2.13.0 open-webui==0.12.4; } \
+    >/dev/null 2>&1 || echo "run.sh: could not install Open WebUI; its test skips" >&2
+fi
 # GPU offload is tested on Mesa's lavapipe, a Vulkan device on the CPU, with the Vulkan engine runtime built from
 # the pinned sdist's llama.cpp (app/core/making/runtime_build.py). The build needs cmake, a compiler, glslc, spirv-headers
 # and the Vulkan loader's development files; Debian 12's Vulkan headers are too old, so the build fetches
