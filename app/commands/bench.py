@@ -15,7 +15,8 @@ from dataclasses import fields
 from app.core import env
 from app.bench import compare, contention, matrix, matrix_plan, serve, spec, window
 from app.bench.basic import BasicOptions
-from app.commands.options import add_model_args, model_path
+from app.commands.options import SECONDS, add_model_args, at_least, model_path, within
+from app.protocol.option_fields import accepted
 
 
 def register(sub) -> None:
@@ -24,7 +25,8 @@ def register(sub) -> None:
                        "(128 tokens) as llama-bench defines them, the decode loop's overhead per token, "
                        "and the ratio against llama-cpp-python's Llama.generate() on the same model.")
     add_model_args(p)
-    p.add_argument("--repeats", type=int, default=5, metavar="N", help="runs per figure; medians are reported")
+    p.add_argument("--repeats", type=int, default=5, metavar="N", help="runs per figure; medians are reported",
+                   **at_least(1, "runs"))
     p.add_argument("--json", action="store_true")
     p.add_argument("--endpoint", metavar="URL", help="measure a remote OpenAI-compatible server instead (its /v1 "
                    "base URL): time to first token and generation speed; --model names its model")
@@ -39,10 +41,17 @@ def register(sub) -> None:
         parser.set_defaults(func=_errors_only(parser.get_default("func")))
 
 
+CONTEXT, SLOTS = accepted("n_ctx"), accepted("n_parallel")  # as LoadOptions declares them
+CONTEXT_TAKES = f"a context of {CONTEXT[0]:g} to {CONTEXT[1]:,.0f} tokens"
+# Each benchmark's numbers have their ranges on their flags (options.within): 0 or -5 tokens ran a benchmark of one
+# token; 0 repeats printed medians of none.
+
+
 def _errors_only(run):
     """Benchmarks run llama.cpp in this process, in the user's terminal: only its errors are printed there."""
     def quiet_run(args) -> int:
         from app.engine.process import llamalog
+
 
         llamalog.errors_only()
         return run(args)
@@ -78,10 +87,12 @@ def _add_spec(kinds) -> None:
     p.add_argument("--quants", default=",".join(spec.QUANTS), help="target quantizations (comma-separated)")
     p.add_argument("--draft-model", "--draft", dest="draft", metavar="PATH",
                    help="draft model (default: the bundled model in Q4_0)")
-    p.add_argument("--max-tokens", type=int, default=300, metavar="N")
+    p.add_argument("--max-tokens", type=int, default=300, metavar="N", **at_least(1, "tokens"))
     p.add_argument("--llama-tokens", type=int, default=spec.LLAMA_TOKENS, metavar="N",
-                   help="tokens per llama-cpp-python lookup run (it is slow; its rate is per token all the same)")
-    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure; medians are reported")
+                   help="tokens per llama-cpp-python lookup run (it is slow; its rate is per token all the same)",
+                   **at_least(1, "tokens"))
+    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure; medians are reported",
+                   **at_least(1, "runs"))
     p.add_argument("--no-llama", action="store_true", help="skip llama-cpp-python's prompt lookup")
     p.add_argument("--recalibrate", action="store_true",
                    help="measure the kept speculation costs of each model again (hearth doctor shows them)")
@@ -98,20 +109,27 @@ def _add_window(kinds) -> None:
     for action in p._actions:  # also accepted before `window`; don't let the defaults here undo those
         if action.dest in ("model", "threads", "gpu_layers"):
             action.default = argparse.SUPPRESS
-    p.add_argument("--tokens", type=int, default=20000, metavar="N", help="tokens to generate (default 20000)")
-    p.add_argument("--ctx", type=int, default=1024, metavar="N", help="context size (default 1024)")
+    p.add_argument("--tokens", type=int, default=20000, metavar="N", help="tokens to generate (default 20000)",
+                   **at_least(1, "tokens"))
+    p.add_argument("--ctx", type=int, default=1024, metavar="N", help="context size (default 1024)",
+                   **within(*CONTEXT, takes=CONTEXT_TAKES))
     p.add_argument("--compare-tokens", type=int, metavar="N",
-                   help="tokens for the truncate-middle run (default: --tokens; 0 skips it)")
-    p.add_argument("--ppl-tokens", type=int, default=3000, metavar="N", help="text length for perplexity (default 3000)")
-    p.add_argument("--ppl-window", type=int, default=256, metavar="W", help="window for perplexity (default 256)")
-    p.add_argument("--sinks", type=int, default=4, metavar="N", help="attention sinks (default 4)")
+                   help="tokens for the truncate-middle run (default: --tokens; 0 skips it)", **at_least(0, "tokens"))
+    p.add_argument("--ppl-tokens", type=int, default=3000, metavar="N",
+                   help="text length for perplexity (default 3000)",
+                   **at_least(2, "tokens"))
+    p.add_argument("--ppl-window", type=int, default=256, metavar="W", help="window for perplexity (default 256)",
+                   **within(2, takes="a window of 2 or more tokens"))
+    p.add_argument("--sinks", type=int, default=4, metavar="N", help="attention sinks (default 4)",
+                   **at_least(0, "sink tokens"))
     p.add_argument("--policies", metavar="LIST",
                    help="compare context policies instead (full,window,h2o): perplexity, retrieval, speed and memory "
                         "at the same KV budgets")
     p.add_argument("--budgets", default="0.25,0.5,0.7", metavar="LIST",
                    help="with --policies: KV budgets as shares of the text (default 0.25,0.5,0.7)")
     p.add_argument("--speed-tokens", type=int, default=600, metavar="N",
-                   help="with --policies: tokens per speed run (default 600; 0 skips the speed runs)")
+                   help="with --policies: tokens per speed run (default 600; 0 skips the speed runs)",
+                   **at_least(0, "tokens"))
     p.add_argument("--plot", metavar="PATH", help="save the tok/s and RSS series as a PNG")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_run_window)
@@ -135,7 +153,8 @@ def _add_matrix(kinds) -> None:
                    help="GGUF file or library name (default: the bundled model)")
     p.add_argument("--threads", type=int, metavar="N", default=argparse.SUPPRESS,
                    help="CPU threads (default: physical cores)")
-    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure (default 3)")
+    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure (default 3)",
+                   **at_least(1, "runs"))
     p.add_argument("--quick", action="store_true", help="short answers and one run each: a first look")
     p.add_argument("--draft-model", metavar="PATH|NAME", help="also try this draft model in the speculative rows")
     p.add_argument("--rows", metavar="ID,...",
@@ -143,7 +162,7 @@ def _add_matrix(kinds) -> None:
     p.add_argument("--set", action="append", default=[], metavar="ROW.KEY=VALUE", dest="settings",
                    help="change a configuration, e.g. combined.kv_type=q4_0 (keys: qtype, kv_type, flash_attn)")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
-                   help="stop a configuration after S seconds and mark it failed (default 600)")
+                   help="stop a configuration after S seconds and mark it failed (default 600)", **SECONDS)
     p.add_argument("--no-interleave", dest="interleave", action="store_false",
                    help="run each configuration's repeats in one process instead of in rounds over all of them "
                    "(fewer model loads, for big models; less fair when other programs run)")
@@ -180,7 +199,8 @@ def _add_quality(kinds) -> None:
     p.add_argument("--quants", metavar="TYPE,...", default=",".join(quality.DEFAULT_QUANTS),
                    type=lambda value: [q.strip().upper() for q in value.split(",") if q.strip()],
                    help=f"the types to measure (default {','.join(quality.DEFAULT_QUANTS)})")
-    p.add_argument("--ctx", type=int, default=256, metavar="N", help="tokens per scored chunk (default 256)")
+    p.add_argument("--ctx", type=int, default=256, metavar="N", help="tokens per scored chunk (default 256)",
+                   **within(*CONTEXT, takes=CONTEXT_TAKES))
     p.add_argument("--imatrix", metavar="FILE", default=None,
                    help="an importance matrix (hearth models imatrix): each type measured without and with it")
     p.add_argument("--kv-types", metavar="TYPE,...", default=[],
@@ -189,8 +209,10 @@ def _add_quality(kinds) -> None:
                    "with an F16 cache, on a long context, beside the weights' rows (--quants \"\" for the cache alone)")
     p.add_argument("--kv-ctx", type=int, metavar="N", default=None,
                    help=f"the context for the KV rows (default: the longest of "
-                   f"{', '.join(map(str, quality.KV_CONTEXTS))} that the text fills)")
-    p.add_argument("--threads", type=int, metavar="N", default=None, help="CPU threads (default: physical cores)")
+                   f"{', '.join(map(str, quality.KV_CONTEXTS))} that the text fills)",
+                   **within(*CONTEXT, takes=CONTEXT_TAKES))
+    p.add_argument("--threads", type=int, metavar="N", default=None, help="CPU threads (default: physical cores)",
+                   **at_least(1, "threads"))
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.add_argument("--plot", metavar="PATH", help="also write a chart PNG: file size against mean KLD (log scale), "
                    "one point per quant, without and with the matrix")
@@ -227,12 +249,17 @@ def _add_serve(kinds) -> None:
                          "side by side with other servers",
                          description=serve.__doc__.split("\n\n", 1)[1])
     add_model_args(p)
-    p.add_argument("--parallel", type=int, default=4, metavar="N", help="concurrent streams and Hearth's slots (default 4)")
-    p.add_argument("--requests", type=int, default=3, metavar="R", help="answers per stream in each phase (default 3)")
-    p.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)")
-    p.add_argument("--ctx", type=int, default=2048, metavar="N", help="Hearth's context per slot (default 2048)")
+    p.add_argument("--parallel", type=int, default=4, metavar="N",
+                   help="concurrent streams and Hearth's slots (default 4)",
+                   **within(*SLOTS, takes=f"a number of slots from {SLOTS[0]:g} to {SLOTS[1]:g}"))
+    p.add_argument("--requests", type=int, default=3, metavar="R", help="answers per stream in each phase (default 3)",
+                   **at_least(1, "requests"))
+    p.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)",
+                   **at_least(1, "tokens"))
+    p.add_argument("--ctx", type=int, default=2048, metavar="N", help="Hearth's context per slot (default 2048)",
+                   **within(*CONTEXT, takes=CONTEXT_TAKES))
     p.add_argument("--rounds", type=int, default=1, metavar="R",
-                   help="the servers take turns R times; the table shows medians (default 1)")
+                   help="the servers take turns R times; the table shows medians (default 1)", **at_least(1, "rounds"))
     p.add_argument("--against", action="append", default=[], metavar="URL",
                    help="also load another OpenAI-compatible server (its /v1 base URL; repeatable)")
     p.add_argument("--api-key", metavar="KEY", help="the --against servers' API key")
@@ -247,8 +274,10 @@ def _add_contention(kinds) -> None:
     p = kinds.add_parser("contention", help="generation speed while other programs use the CPU: fixed thread "
                          "counts against adaptive threads", description=contention.__doc__.split("\n\n", 1)[1])
     add_model_args(p)
-    p.add_argument("--tokens", type=int, default=200, metavar="N", help="tokens per answer (default 200)")
-    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure; medians are reported")
+    p.add_argument("--tokens", type=int, default=200, metavar="N", help="tokens per answer (default 200)",
+                   **at_least(1, "tokens"))
+    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure; medians are reported",
+                   **at_least(1, "runs"))
     p.add_argument("--json", action="store_true", help="the report as JSON on stdout (rows go to stderr)")
     p.set_defaults(func=lambda args: contention.run(_options(contention.ContentionOptions, args,
                                                                   model=model_path(args))))
@@ -260,9 +289,10 @@ def _add_gui(kinds) -> None:
     p = kinds.add_parser("gui", help="generation speed with the window and graphs open vs headless",
                          description=gui_bench.__doc__.split("\n\n")[0])
     add_model_args(p)
-    p.add_argument("--tokens", type=int, default=256, metavar="N", help="tokens generated per run (default 256)")
+    p.add_argument("--tokens", type=int, default=256, metavar="N", help="tokens generated per run (default 256)",
+                   **at_least(1, "tokens"))
     p.add_argument("--repeats", type=int, default=7, metavar="N",
-                   help="pairs of runs (default 7); medians are reported")
+                   help="pairs of runs (default 7); medians are reported", **at_least(1, "runs"))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: gui_bench.run(_options(gui_bench.GuiBenchOptions, args, model=model_path(args))))
 
@@ -273,13 +303,16 @@ def _add_docs(kinds) -> None:
 
     p = kinds.add_parser("docs", help="documents: indexing rate, query latency and recall@5 (BM25, vectors, fused)",
                          description=docs.__doc__.split("\n\n")[1])
-    p.add_argument("--topics", type=int, default=0, metavar="N", help="index only N pydoc topics (default: all 79)")
+    p.add_argument("--topics", type=int, default=0, metavar="N", help="index only N pydoc topics (default: all 79)",
+                   **at_least(0, "topics"))
     p.add_argument("--copies", type=int, default=1, metavar="N",
-                   help="index the corpus N times over, each copy a folder of its own (43: about 20 MB)")
+                   help="index the corpus N times over, each copy a folder of its own (43: about 20 MB)",
+                   **at_least(1, "copies"))
     p.add_argument("--no-vectors", dest="vectors", action="store_false", help="BM25 only: no embedding model")
     p.add_argument("--embed-model", metavar="GGUF", help="an embedding GGUF instead of all-MiniLM-L6-v2")
     p.add_argument("--scale-chunks", type=int, default=0, metavar="N",
-                   help="also measure latency with the index padded to N chunks (the goal: 100,000 under 100 ms)")
+                   help="also measure latency with the index padded to N chunks (the goal: 100,000 under 100 ms)",
+                   **at_least(0, "chunks"))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: docs.run(_options(docs.DocsBenchOptions, args)))
 
@@ -293,7 +326,9 @@ def _add_media(kinds) -> None:
     add_model_args(p)
     p.add_argument("--mmproj", metavar="PATH", help="the projector (default: the mmproj file beside the model)")
     p.add_argument("--audio", action="store_true", help="a sound instead of an image (a model that hears)")
-    p.add_argument("--tokens", type=int, default=64, metavar="N", help="tokens generated per run (default 64)")
-    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per side; medians are reported")
+    p.add_argument("--tokens", type=int, default=64, metavar="N", help="tokens generated per run (default 64)",
+                   **at_least(1, "tokens"))
+    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per side; medians are reported",
+                   **at_least(1, "runs"))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: media.run(_options(media.MediaBenchOptions, args, model=model_path(args))))

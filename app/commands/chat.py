@@ -13,7 +13,7 @@ from pathlib import Path
 from app.core import env
 from app.commands import chat_media
 from app.commands.chat_docs import add_docs_args, open_docs
-from app.commands.chat_tools import add_tools_args, open_tools
+from app.commands.chat_tools import add_tools_args, check_tool_flags, open_tools
 from app.commands.options import add_load_args, add_sampling_args, load_options, sampling_options
 from app.commands.serve import API_KEY_ENV
 from app.core.errors import EngineCrashed, HearthError
@@ -93,6 +93,7 @@ def _remote(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    check_tool_flags(args)
     sampling = sampling_options(args)
     if args.predict:
         sampling.prediction = _read_prediction(args.predict)

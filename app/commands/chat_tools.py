@@ -10,7 +10,8 @@ import signal
 import sys
 import threading
 
-from app.core.errors import HearthError
+from app.commands.options import SECONDS, at_least
+from app.core.errors import BadArgument, HearthError
 
 PREVIEW_CHARS = 400
 
@@ -26,9 +27,11 @@ def add_tools_args(p) -> None:
     p.add_argument("--tool-arg", action="append", default=[], metavar="TOOL.ARG=VALUE",
                    help="fix an argument of a tool (VALUE as JSON, or as text); the model cannot change it")
     p.add_argument("--tool-timeout", type=float, default=60.0, metavar="S",
-                   help="seconds a tool call may take before it is stopped with an error result (default 60)")
+                   help="seconds a tool call may take before it is stopped with an error result (default 60)",
+                   **SECONDS)
     p.add_argument("--max-tool-rounds", type=int, default=4, metavar="N",
-                   help="rounds of tool calls in one answer before the model must answer in words (default 4)")
+                   help="rounds of tool calls in one answer before the model must answer in words (default 4)",
+                   **at_least(1, "rounds"))
 
 
 def _pins(items: list[str]) -> dict[str, dict]:
@@ -53,10 +56,6 @@ class ChatTools:
         from app.tools.tool_chat import open_tool_set
 
         names = [n.strip() for item in args.tools for n in item.split(",") if n.strip()]
-        if args.max_tool_rounds < 1:
-            raise HearthError("--max-tool-rounds must be 1 or more.")
-        if args.tool_timeout <= 0:
-            raise HearthError("--tool-timeout must be a positive number of seconds.")
         self.args = args
         self.tools = open_tool_set(names, _pins(args.tool_arg))
         if args.tool_choice in ("auto", "required", "none"):
@@ -136,11 +135,13 @@ class ChatTools:
                     return decision
 
 
+def check_tool_flags(args: argparse.Namespace) -> None:
+    """The tool flags that need --tools, or a local model: said before the model loads."""
+    if not args.tools and (args.allow_tools or args.tool_arg or args.tool_choice != "auto"):
+        raise BadArgument("--allow-tools, --tool-arg and --tool-choice need --tools SERVER.")
+    if args.tools and args.endpoint:
+        raise BadArgument("--tools works with a local model for now, not with --endpoint.")
+
+
 def open_tools(args: argparse.Namespace, info: dict, model_path: str | None) -> ChatTools | None:
-    if not args.tools:
-        if args.allow_tools or args.tool_arg or args.tool_choice != "auto":
-            raise HearthError("--allow-tools, --tool-arg and --tool-choice need --tools SERVER.")
-        return None
-    if args.endpoint:
-        raise HearthError("--tools works with a local model for now, not with --endpoint.")
-    return ChatTools(args, info, model_path)
+    return ChatTools(args, info, model_path) if args.tools else None

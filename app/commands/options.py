@@ -7,7 +7,8 @@ and every flag reaches its field.
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
+import math
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from app.core.library.bundled import bundled_model_path
@@ -148,3 +149,47 @@ def _checked(options) -> None:
         check_options(options)
     except OptionError as exc:
         raise BadArgument(str(exc)) from None
+
+
+# A number flag beyond the load and sampling options (those are option_fields' to check) declares its range where
+# it is declared: `p.add_argument("--repeats", type=int, ..., **within(1, takes="1 or more runs"))`. A value outside
+# is one sentence naming the flag and the value as the command line is read, before any model loads (a bad argument:
+# exit status 2, as argparse's own refusals; app/cli.py).
+@dataclass(frozen=True)
+class Bound:
+    lowest: float
+    highest: float | None = None
+    above: bool = False  # the lowest itself is refused
+    takes: str = ""  # what the flag takes, in words
+
+    def holds(self, value: float) -> bool:
+        """nan and inf never do (`nan <= 0` is False: a plain comparison let nan in)."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        return (value > self.lowest if self.above else value >= self.lowest) and \
+            (self.highest is None or value <= self.highest)
+
+
+class _Bounded(argparse.Action):
+    def __init__(self, option_strings, dest, bound: Bound, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.bound = bound
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        if not self.bound.holds(value):
+            shown = f"{value:g}" if isinstance(value, float) else value
+            raise BadArgument(f"{option_string} takes {self.bound.takes}, not {shown}.")
+        setattr(namespace, self.dest, value)
+
+
+def within(lowest: float, highest: float | None = None, *, above: bool = False, takes: str) -> dict:
+    """add_argument's keywords for a number flag with its range."""
+    return {"action": _Bounded, "bound": Bound(lowest, highest, above, takes)}
+
+
+def at_least(lowest: int, what: str) -> dict:
+    """A count: `**at_least(1, "runs")` takes 1 or more runs."""
+    return within(lowest, takes=f"{lowest} or more {what}")
+
+
+SECONDS = within(0, above=True, takes="a number of seconds more than 0")

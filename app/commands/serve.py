@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 
-from app.commands.options import add_load_args, load_options
+from app.commands.options import SECONDS, add_load_args, at_least, load_options, within
 from app.core import env
-from app.core.errors import BadArgument
 from app.core.gguf.modelfile import check_model_file
 from app.protocol.option_fields import accepted
 
 API_KEY_ENV = env.API_KEY.name
+
+
+PARALLEL = tuple(int(n) for n in accepted("n_parallel"))  # as LoadOptions.n_parallel declares it
+# Each number serve takes beyond the load options has its range on its flag (options.within). Issue 56 E17, E20: --port
+# 70000 was an OverflowError after the load; --keep-responses-days nan, --ttl nan and --head-timeout inf were taken;
+# --keep-responses 1e20 and --keep-responses-mb 1e300 were taken and made every stored response a 500 (past SQLite's
+# 64-bit integers), hence the highest values, far beyond any real need.
 
 
 def register(sub) -> None:
@@ -22,10 +27,12 @@ def register(sub) -> None:
                        "address needs an API key.")
     add_load_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer only)")
-    p.add_argument("--port", type=int, default=8080, help="port, 0 to 65535 (default 8080; 0 picks a free one)")
+    p.add_argument("--port", type=int, default=8080, help="port, 0 to 65535 (default 8080; 0 picks a free one)",
+                   **within(0, 65535, takes="a port from 0 to 65535 (0 picks a free one)"))
     p.add_argument("--ollama-port", type=int, default=None, metavar="PORT",
                    help="also listen on PORT (Ollama's is 11434), where apps that speak only Ollama's API look for "
-                        "it; every port serves every API (OpenAI, Anthropic, Ollama)")
+                        "it; every port serves every API (OpenAI, Anthropic, Ollama)",
+                   **within(0, 65535, takes="a port from 0 to 65535"))
     p.add_argument("--api-key", metavar="KEY", default=env.API_KEY.get(),
                    help=f"require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (default: ${API_KEY_ENV})")
     p.add_argument("--strict-fields", action="store_true",
@@ -35,7 +42,8 @@ def register(sub) -> None:
                    help="answer OpenAI's fixed model names (gpt-4o-mini, text-embedding-3-small, ...) with a 404 "
                         "(default: the loaded model of that kind answers, and the response's model says which)")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
-                   help="answer up to N requests at once, decoded together in one batch (default 1)")
+                   help="answer up to N requests at once, decoded together in one batch (default 1)",
+                   **within(*PARALLEL, takes="{} to {} requests at once".format(*PARALLEL)))
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="allow browser pages from ORIGIN to call the API (repeatable; * for any)")
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
@@ -43,25 +51,32 @@ def register(sub) -> None:
                         "localhost, 127.0.0.1 and [::1] are answered, so that no web page can reach the API "
                         "through DNS rebinding; with a key or another --host, any name unless this limits it")
     p.add_argument("--max-models", type=int, default=1, metavar="N",
-                   help="models loaded at once; a request naming another library model loads it (default 1)")
+                   help="models loaded at once; a request naming another library model loads it (default 1)",
+                   **at_least(1, "models"))
     p.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
-                   help="unload a model no request has used for this long (default: keep it)")
+                   help="unload a model no request has used for this long (default: keep it)",
+                   **SECONDS)
     # The API's limits (app/server/edge/limits.py's Limits, not imported here: no CLI start may import the server);
     # None takes its default, which the help says (tests/server/edge/test_limits_cli.py holds the two together).
     p.add_argument("--head-timeout", type=float, default=None, metavar="SECONDS",
-                   help="close a connection whose request line and headers take longer than this; 408 (default 10)")
+                   help="close a connection whose request line and headers take longer than this; 408 (default 10)",
+                   **SECONDS)
     p.add_argument("--body-timeout", type=float, default=None, metavar="SECONDS",
-                   help="refuse a request whose body takes longer than this to arrive; 408 (default 60)")
+                   help="refuse a request whose body takes longer than this to arrive; 408 (default 60)",
+                   **SECONDS)
     p.add_argument("--send-timeout", type=float, default=None, metavar="SECONDS",
                    help="drop a client that takes none of its answer for this long (a stream left unread with "
-                        "its connection open), freeing its slot (default 15)")
+                        "its connection open), freeing its slot (default 15)",
+                   **SECONDS)
     p.add_argument("--max-body-mb", type=float, default=None, metavar="MB",
-                   help="refuse a request body larger than this; 413 (default 10)")
+                   help="refuse a request body larger than this; 413 (default 10)",
+                   **within(0, above=True, takes="a number of megabytes more than 0"))
     p.add_argument("--max-connections", type=int, default=None, metavar="N",
-                   help="open connections at most; beyond, a 503 with Retry-After (default 256)")
+                   help="open connections at most; beyond, a 503 with Retry-After (default 256)",
+                   **at_least(1, "connections"))
     p.add_argument("--max-queue", type=int, default=None, metavar="N",
                    help="requests waiting for a slot at most, beyond the --parallel answering; beyond, a 503 with "
-                        "Retry-After (default 128)")
+                        "Retry-After (default 128)", **at_least(0, "waiting requests"))
     p.add_argument("--reasoning-format", choices=("auto", "none"), default="auto",
                    help="auto: a reasoning model's <think>...</think> comes back as reasoning_content, apart from "
                         "content; none: it stays in content (a request's own reasoning_format wins; default auto)")
@@ -74,14 +89,17 @@ def register(sub) -> None:
                         "tools; the calls the server ran come back under the message's mcp_calls")
     p.add_argument("--keep-responses", type=int, default=10_000, metavar="N",
                    help="stored responses kept for previous_response_id and GET /v1/responses/ID, oldest let go "
-                        "first (default 10000; 0 keeps none)")
+                        "first (default 10000; 0 keeps none)", **within(0, 10**9, takes="0 to 1,000,000,000 responses"))
     p.add_argument("--keep-responses-days", type=float, default=30.0, metavar="DAYS",
-                   help="how long a stored response is kept (default 30, as OpenAI keeps them)")
+                   help="how long a stored response is kept (default 30, as OpenAI keeps them)",
+                   **within(0, 36_500, above=True,
+                            takes="a number of days more than 0 and at most 36,500 (a hundred years)"))
     # Its default is app/server/responses/store.py's DEFAULT_MAX_BYTES (tests/server/edge/test_limits_cli.py holds
     # the two together): no CLI start may import the server.
     p.add_argument("--keep-responses-mb", type=float, default=None, metavar="MB",
                    help="disk the stored responses of this server may take, oldest let go first; each server on "
-                        "the same data folder keeps its own (default 256)")
+                        "the same data folder keeps its own (default 256)",
+                   **within(0, 10**9, above=True, takes="a number of megabytes more than 0 and at most 1,000,000,000"))
     p.set_defaults(func=run)
 
 
@@ -91,7 +109,6 @@ def run(args: argparse.Namespace) -> int:
     from app.server.api_tools import check_tools
     from app.server.run import ServeOptions, serve
 
-    check_serve_flags(args)  # before the model loads: a wrong flag costs a sentence, not a load
     options = replace(load_options(args), n_parallel=args.parallel)
     check_model_file(options.model_path)
     limits = _limits(args)
@@ -107,48 +124,6 @@ def run(args: argparse.Namespace) -> int:
                                        strict_fields=args.strict_fields, strict_models=args.strict_models))
 
 
-PARALLEL = tuple(int(n) for n in accepted("n_parallel"))  # as LoadOptions.n_parallel declares it
-# Every number serve takes beyond the load options (those are option_fields' to check), with its range: (dest, flag,
-# lowest, highest or None, whether the lowest itself is refused, what the flag takes). Issue 56 E17, E20: --port
-# 70000 was an OverflowError after the load; --keep-responses-days nan, --ttl nan and --head-timeout inf were taken;
-# --keep-responses 1e20 and --keep-responses-mb 1e300 were taken and made every stored response a 500 (past SQLite's
-# 64-bit integers), hence the highest values, far beyond any real need.
-SERVE_NUMBERS = (
-    ("port", "--port", 0, 65535, False, "a port from 0 to 65535 (0 picks a free one)"),
-    ("ollama_port", "--ollama-port", 0, 65535, False, "a port from 0 to 65535"),
-    ("parallel", "--parallel", *PARALLEL, False, "{} to {} requests at once".format(*PARALLEL)),
-    ("max_models", "--max-models", 1, None, False, "1 or more models"),
-    ("ttl", "--ttl", 0, None, True, "a number of seconds more than 0"),
-    ("head_timeout", "--head-timeout", 0, None, True, "a number of seconds more than 0"),
-    ("body_timeout", "--body-timeout", 0, None, True, "a number of seconds more than 0"),
-    ("send_timeout", "--send-timeout", 0, None, True, "a number of seconds more than 0"),
-    ("max_body_mb", "--max-body-mb", 0, None, True, "a number of megabytes more than 0"),
-    ("max_connections", "--max-connections", 1, None, False, "1 or more connections"),
-    ("max_queue", "--max-queue", 0, None, False, "0 or more waiting requests"),
-    ("keep_responses", "--keep-responses", 0, 10**9, False, "0 to 1,000,000,000 responses"),
-    ("keep_responses_days", "--keep-responses-days", 0, 36_500, True,
-     "a number of days more than 0 and at most 36,500 (a hundred years)"),
-    ("keep_responses_mb", "--keep-responses-mb", 0, 10**9, True,
-     "a number of megabytes more than 0 and at most 1,000,000,000"),
-)
-
-
-def _in_range(value: float, lowest: float, highest: float | None, above: bool) -> bool:
-    """Whether a flag's value is in its range; nan and inf never are (`nan <= 0` is False: a plain comparison
-    let nan in)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return False
-    return (value > lowest if above else value >= lowest) and (highest is None or value <= highest)
-
-
-def check_serve_flags(args: argparse.Namespace) -> None:
-    """The serve flags no load option checks, each refused with one sentence naming it and the value given: a bad
-    argument, exit status 2 as argparse's own (app/cli.py)."""
-    for dest, flag, lowest, highest, above, takes in SERVE_NUMBERS:
-        value = getattr(args, dest)
-        if value is not None and not _in_range(value, lowest, highest, above):
-            raise BadArgument(f"{flag} takes {takes}, not {value:g}." if isinstance(value, float)
-                              else f"{flag} takes {takes}, not {value}.")
 
 
 def _kept_bytes(args: argparse.Namespace) -> dict:
@@ -157,7 +132,7 @@ def _kept_bytes(args: argparse.Namespace) -> dict:
 
 
 def _limits(args: argparse.Namespace):
-    """The API's limits from their flags (check_serve_flags has checked them); a flag not given takes its default."""
+    """The API's limits from their flags (their flags have checked them); a flag not given takes its default."""
     from app.server.edge.limits import Limits
 
     given = {"head_timeout_s": args.head_timeout, "body_timeout_s": args.body_timeout,

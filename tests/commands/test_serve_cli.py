@@ -43,7 +43,30 @@ import pytest
     (["--h2o-recent", "nan"], "--h2o-recent"),
 ])
 def test_a_flag_serve_cannot_use_is_one_sentence_before_any_load(tmp_path, flags, said):
-    proc = subprocess.run([sys.executable, "-m", "app", "serve", *flags], capture_output=True, text=True, timeout=60,
+    refused_before_any_load(tmp_path, ["serve", *flags], said)
+
+
+# The same rule for the other commands' numbers (app/commands/options.py, within): 0 or -5 tokens ran a
+# benchmark of one token, 0 repeats printed medians of nothing, and the tool flags were a status-1 sentence after the
+# model had loaded.
+@pytest.mark.parametrize("argv, said", [
+    (["bench", "--repeats", "0"], "--repeats takes 1 or more runs, not 0."),
+    (["bench", "window", "--tokens", "-5"], "--tokens takes 1 or more tokens, not -5."),
+    (["bench", "window", "--ppl-window", "0"], "--ppl-window takes a window of 2 or more tokens, not 0."),
+    (["bench", "window", "--sinks", "-1"], "--sinks"),
+    (["bench", "serve", "--parallel", "65"], "--parallel takes a number of slots from 1 to 64, not 65."),
+    (["bench", "matrix", "--timeout", "nan"], "--timeout takes a number of seconds more than 0, not nan."),
+    (["bench", "quality", "--text", "x", "--ctx", "10"], "--ctx takes a context of 64 to"),
+    (["chat", "--prompt", "hi", "--max-tool-rounds", "0"], "--max-tool-rounds takes 1 or more rounds, not 0."),
+    (["chat", "--prompt", "hi", "--tool-timeout", "-1"], "--tool-timeout takes a number of seconds more than 0"),
+    (["chat", "--prompt", "hi", "--allow-tools"], "need --tools SERVER."),
+])
+def test_a_number_another_command_cannot_use_is_one_sentence_before_any_load(tmp_path, argv, said):
+    refused_before_any_load(tmp_path, argv, said)
+
+
+def refused_before_any_load(tmp_path, argv: list[str], said: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "app", *argv], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "HEARTH_HOME": str(tmp_path), "HEARTH_NO_DISCOVERY": "1"})
     out = proc.stderr.strip()
     assert proc.returncode == 2 and out.startswith("hearth: ") and said in out, (proc.returncode, out)
@@ -62,5 +85,4 @@ def test_the_largest_values_each_flag_takes_are_taken():
     serve.register(p.add_subparsers())
     args = p.parse_args(["serve", "--port", "65535", "--keep-responses", "1000000000", "--keep-responses-days", "36500",
                          "--keep-responses-mb", "1e9", "--ttl", "1e300", "--max-body-mb", "1e-9", "--parallel", "64"])
-    serve.check_serve_flags(args)
     assert serve._limits(args).max_body_bytes == 1  # a tiny limit is at least a byte, never 0

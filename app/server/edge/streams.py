@@ -111,7 +111,7 @@ class EngineStream:
         while time.monotonic() < deadline:
             if self.disconnected is not None and await self.disconnected():
                 return False
-            if getattr(self.backend, "ready", True):
+            if self.backend.ready:
                 try:
                     self._pending.clear()
                     self.finished = False

@@ -40,7 +40,7 @@ def test_the_help_says_the_defaults_the_server_applies():
                                          ("--max-body-mb", "0"), ("--send-timeout", "0")])
 def test_a_wrong_limit_is_one_sentence(flag, value):
     with pytest.raises(HearthError, match=f"^{flag} takes .*, not {value}\\.$"):
-        serve.check_serve_flags(parser().parse_args(["serve", flag, value]))
+        parser().parse_args(["serve", flag, value])
 
 
 def test_the_stored_responses_bound_in_bytes_says_the_servers_default():
