@@ -40,10 +40,6 @@ class BasicOptions(ModelOptions):
     json: bool = False
 
 
-def _median_spread(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": values}
-
-
 def _emitter():
     """Tag and serialize each event exactly as the engine host does (app/engine/process/host.py), into /dev/null."""
     fd = os.open(os.devnull, os.O_WRONLY)

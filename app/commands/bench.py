@@ -251,7 +251,8 @@ def _add_serve(kinds) -> None:
     add_model_args(p)
     p.add_argument("--parallel", type=int, default=4, metavar="N",
                    help="concurrent streams and Hearth's slots (default 4)",
-                   **within(*SLOTS, takes=f"a number of slots from {SLOTS[0]:g} to {SLOTS[1]:g}"))
+                   **within(2, SLOTS[1],
+                            takes=f"2 to {SLOTS[1]:g} streams (the benchmark compares N streams with one)"))
     p.add_argument("--requests", type=int, default=3, metavar="R", help="answers per stream in each phase (default 3)",
                    **at_least(1, "requests"))
     p.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)",

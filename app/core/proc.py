@@ -170,10 +170,6 @@ class JsonChild:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def join_reader(self, timeout: float = 2.0) -> None:
-        if self._reader is not threading.current_thread():
-            self._reader.join(timeout=timeout)
-
     def events(self, on_tick: Callable[[], None] | None = None, tick_s: float = 0.1) -> Iterator[dict]:
         """Each decoded event until the child closes its stdout. on_tick() runs before every wait of at most
         tick_s: it may poll progress, or raise to stop (cancel, time-out); the caller's `with` then kills it."""

@@ -100,11 +100,6 @@ def bm25_ids(store: Store, question: str, collection_ids: list[int], limit: int 
     return store.bm25(fts_query(words), collection_ids, limit)
 
 
-def vector_ids(store: Store, query_vector: np.ndarray, collection_ids: list[int], model: str,
-               limit: int = CANDIDATES) -> list[int]:
-    return nearest(*store.vector_matrix(collection_ids, model), query_vector, limit)
-
-
 def nearest(ids: np.ndarray, matrix: np.ndarray, query_vector: np.ndarray, limit: int = CANDIDATES) -> list[int]:
     """Chunk ids by cosine to the query, best first, above MIN_COSINE. A scan of every row (11 ms at 100,000
     chunks of 384 floats here: it reads 150 MB), which numpy does without holding the GIL.

@@ -56,12 +56,7 @@ class ToolResult:
 def _sdk():
     try:
         import mcp
-    except ImportError:
-        from app.core.proc import is_frozen
-
-        if is_frozen():  # the bundle and the .deb leave out pydantic, which the SDK needs (packaging/hearth.spec)
-            raise DependencyMissing("This build of Hearth does not include the MCP SDK, so it cannot use tools yet; "
-                                    "Hearth installed with pip can (pip install hearth, then hearth tools).") from None
+    except ImportError:  # a source install without its dependencies (the bundle and the .deb carry the SDK)
         raise DependencyMissing("Tools need the MCP SDK: pip install mcp") from None
     return mcp
 

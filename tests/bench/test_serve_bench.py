@@ -55,7 +55,7 @@ def test_bench_serve_takes_turns_and_reports_medians(tmp_path):
 def test_bench_serve_refuses_zero_rounds():
     proc = subprocess.run([sys.executable, "-m", "app", "bench", "serve", "--rounds", "0"], capture_output=True,
                           text=True, timeout=120, stdin=subprocess.DEVNULL)
-    assert proc.returncode != 0 and "--rounds must be at least 1." in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and proc.stderr == "hearth: --rounds takes 1 or more rounds, not 0.\n"
 
 
 @pytest.mark.slow

@@ -447,13 +447,6 @@ class ChatStore:
         self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
         return int(cur.lastrowid)
 
-    def update_message(self, message_id: int, content: str, meta: dict | None = None) -> None:
-        if meta is None:
-            self._write("UPDATE messages SET content = ? WHERE id = ?", (content, message_id))
-        else:
-            self._write("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
-                        (content, json.dumps(meta), message_id))
-
     def messages(self, conversation_id: int) -> list[Message]:
         rows = self.db.execute(
             "SELECT id, role, content, meta, (SELECT COUNT(*) FROM message_versions v WHERE v.message_id = m.id) "
@@ -638,6 +631,3 @@ class ChatStore:
             else:
                 return None
         return self.message(saved)
-
-    def drop_draft(self, draft_id: int) -> None:
-        self._write("DELETE FROM answer_drafts WHERE id = ?", (draft_id,))

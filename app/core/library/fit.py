@@ -23,7 +23,6 @@ Measured against the real engine in tests/core/library/test_fit.py.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -280,12 +279,3 @@ def _hints(est: FitEstimate, info: GGUFInfo, room: float) -> list[str]:
         hints.append(f"A Q4_K_M version of this model would need about {mib_as_mb(smaller)} for its weights "
                      "(hearth models quantize ... --type Q4_K_M).")
     return hints
-
-
-def max_context(info: GGUFInfo, ram_mb: float, kv_type: str = "f16") -> int:
-    """Largest context (multiple of 256) whose estimate fits in ram_mb, 0 when even the weights do not."""
-    per_token = kv_cache_bytes(info, 1, kv_type) / MB
-    fixed = ENGINE_OVERHEAD_MB + (info.weights_bytes + repacked_bytes(info)) / MB + compute_bytes(info, 0)[0] / MB
-    if per_token <= 0 or fixed >= ram_mb:
-        return 0
-    return int(math.floor((ram_mb - fixed) / per_token / 256) * 256)

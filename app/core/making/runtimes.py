@@ -284,20 +284,6 @@ def find_runtime(name: str, compatible_only: bool = True) -> Runtime | None:
     return None
 
 
-def require_runtime(name: str) -> Runtime:
-    """find_runtime, or a one-sentence error that says how to get it."""
-    if name not in NAMES and not any(name == r.key for r in list_runtimes()):
-        raise RuntimeUnavailable(f"there is no runtime called {name!r}; the runtimes are {', '.join(NAMES)}.")
-    runtime = find_runtime(name)
-    if runtime is not None:
-        return runtime
-    stale = find_runtime(name, compatible_only=False)
-    if stale is not None:
-        raise RuntimeUnavailable(f"the {name} runtime in {stale.folder} was {stale.incompatible_reason()}; "
-                                 f"rebuild it with `hearth runtimes build {stale.name}`.")
-    raise RuntimeUnavailable(f"the {name} runtime is not built; build it with `hearth runtimes build {name}`.")
-
-
 def remove_runtime(name: str) -> list[Runtime]:
     """Delete the runtimes built here with this name (all versions and flags) or this key; returns them.
     The cpu runtime and shipped ones cannot be removed (they belong to the installation)."""
@@ -443,31 +429,3 @@ def probe_runtime(runtime: Runtime, visible_devices: str | None = None,
                         binding_version=answer.get("binding_version"),
                         vulkan_devices=tuple(answer.get("vulkan_devices") or ()), probe_s=elapsed,
                         media=bool(answer.get("media")))
-
-
-def choose_runtime(probes: list[RuntimeProbe] | None = None,
-                   allow_software: bool = False) -> tuple[Runtime, RuntimeProbe | None]:
-    """The runtime an engine should start on by default: the first (CUDA before Vulkan) that loads and sees
-    a real GPU; else cpu. Start the engine with runtime.env(probe.visible_devices) in its environment.
-
-    allow_software: a software device (lavapipe) counts as a GPU (tests, or a user who asks); the probe
-    returned then ran with the device variable that shows it. probes: answers already collected
-    (probe_runtime); missing ones are probed here (about a second each)."""
-    known = {p.key: p for p in probes or ()}
-    for name in PREFERENCE[:-1]:
-        runtime = find_runtime(name)
-        if runtime is None:
-            continue
-        probe = known.get(runtime.key) or probe_runtime(runtime)
-        if probe.usable:
-            return runtime, probe
-        if allow_software and probe.ok:
-            if probe.gpu_offload and probe.software_devices:
-                return runtime, probe
-            # ggml lists lavapipe only when GGML_VK_VISIBLE_DEVICES names it (and offloads nothing without it)
-            hidden = probe.hidden_software_vulkan()
-            if hidden:
-                shown = probe_runtime(runtime, visible_devices=",".join(str(d["index"]) for d in hidden))
-                if shown.ok and shown.gpu_offload and shown.software_devices:
-                    return runtime, shown
-    return cpu_runtime(), known.get("cpu")

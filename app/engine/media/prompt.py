@@ -32,10 +32,6 @@ from app.protocol.media import Media, MediaError
 PLACEHOLDER_SPAN = 2_000_000_000
 
 
-def is_placeholder(token: int) -> bool:
-    return token < 0
-
-
 @dataclass
 class Piece:
     start: int  # first position

@@ -13,7 +13,6 @@ turn that continues it (previous_response_id) reads back the same conversation.
 
 from __future__ import annotations
 
-import json
 import secrets
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Literal
@@ -470,7 +469,3 @@ def _renamed(exc: ApiError) -> ApiError:
         if param and (param == chat_name or param.startswith(chat_name + ".") or param.startswith(chat_name + "[")):
             param = name + param[len(chat_name):]
     return ApiError(exc.status, message, exc.type, param=param, code=exc.code, headers=exc.headers)
-
-
-def arguments_text(arguments: Any) -> str:
-    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

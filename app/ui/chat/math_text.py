@@ -434,7 +434,3 @@ def latex_html(latex: str, display: bool = False, point_size: float | None = Non
     if not display:  # an inline formula is not broken across lines ("Δ <" at a line's end, "0" on the next)
         body = re.sub(r" (?![^<]*>)", "&nbsp;", body)
     return f"<span style=\"{font}\">{body}</span>"
-
-
-def has_math(text: str) -> bool:
-    return ("$" in text or "\\(" in text or "\\[" in text) and bool(find_math(text))

@@ -25,7 +25,8 @@ WINDOW_MODES = tuple(window_mode.MODES)
 
 # Each part of the file is a dataclass whose fields are its keys: their types say what fits, strictly ("true" is no
 # bool, 1 no str), and their defaults are what the window uses where the file has none. A part's keys this Hearth
-# does not know are left as they are. (Declared without pydantic: the bundle and the .deb leave it out.)
+# does not know are left as they are. (Declared without pydantic: the settings are read at every start, and the
+# bundle carries pydantic only for the MCP SDK, which loads it once tools are used.)
 @dataclass
 class Connection:
     """A server the user connected to (its key lives in the keyring, never here)."""
