@@ -9,8 +9,16 @@ and fit that tool's parameter schema:
 - "required" and a named function: the answer is one call or more (one with parallel_tool_calls false);
 - "auto": the answer is either calls, or text that does not start with "<" (a model starts a call with
   "<tool_call>"; from its first character on, the grammar holds it to a well-formed call). A call a
-  model writes after some text is read too, but was not constrained;
+  model writes after some text is read too, but was not constrained. A call opening the answer as a JSON object,
+  bare or in a ```json fence, is held to the tools the same way (see below);
 - "none": no tools reach the prompt and no grammar applies.
+
+A model that learned tools in another dress writes its call as a JSON object, bare or in a ```json fence, where
+this format wants the tags (Qwen 2.5's small models do so nearly always: asked to make a file, Qwen2.5-Coder 0.5B
+wrote ```json {"name": "exec_command", "arguments": {"cmd": ...}} ``` and no call came back). llama.cpp's server
+and Ollama read such an object as a call, and so does CallReader, where it opens the answer and names one of the
+request's tools. Under "auto" the grammar holds such an opening to a call of one of the tools (an answer of text
+starts with anything else: prose, a ```python block, a JSON array); written after some text it is text.
 """
 
 from __future__ import annotations
@@ -105,8 +113,14 @@ def tool_grammar(use: ToolUse) -> str:
     converter._add_rule("call", call)
     converter._add_rule("calls", f"call{more}")
     if use.choice == "auto":
-        converter._add_rule("text", f"[^<] {ANY_CHAR}*")
-        converter._add_rule("root", "calls | text")
+        # A call in a model's habitual dress (a JSON object, bare or in a ```json fence) is held to the tools from
+        # its first character too; text is anything that starts otherwise (a ```python block, prose, ...).
+        converter._add_rule("fenced", '"```" "json"? "\\n" call-json "\\n"? "```"')
+        rest = f"{ANY_CHAR}*"
+        converter._add_rule("fence-text", f'[^j\\n] {rest} | "\\n" ([^{{] {rest})? | "j" ([^s] {rest} | "s" ([^o] {rest} | '
+                                          f'"o" ([^n] {rest} | "n" ([^\\n] {rest} | "\\n" ([^{{] {rest})?)?)?)?)?')
+        converter._add_rule("text", f'[^<{{`] {rest} | "`" ([^`] {rest})? | "``" ([^`] {rest})? | "```" fence-text?')
+        converter._add_rule("root", "calls | call-json | fenced | text")
     else:
         converter._add_rule("root", "calls")
     grammar = converter.format_grammar()
@@ -136,18 +150,91 @@ class CallReader:
     The text before the first call is the answer's content; text that might be the start of a call is held
     back until it is clearly not one. No markup reaches the user, and an answer is never left empty: a call
     cut off (by max_tokens, a stop sequence) before any call was complete, and one that does not parse, come
-    back as text without their <tool_call> tags."""
+    back as text without their <tool_call> tags.
 
-    def __init__(self):
+    names: the request's tools, whose calls written as a leading JSON object are read too (the module's
+    docstring); without them only the tagged format is."""
+
+    def __init__(self, names: list[str] | tuple[str, ...] = ()):
         self.text = ""
         self.shown = 0  # characters of content handed out
         self.calls: list[ToolCall] = []
         self._scanned = 0  # where the next call is looked for
         self._loose: list[str] = []  # calls that did not parse, as content
+        self.names = tuple(names)
+        self._names = set(names)
+        self._opening = bool(names)  # the answer's start may still be a call written as JSON
+        self._fence_open = False  # such a call was read from a ```json fence whose close is still to come
 
     def feed(self, piece: str) -> tuple[str, list[ToolCall]]:
         """Content to show now, and the calls this piece completed."""
         self.text += piece
+        before = len(self.calls)
+        held = self._json_opening()
+        opened = self.calls[before:]  # a call the answer opened with, read just now
+        if held:
+            return "", opened
+        content, tagged = self._tagged()
+        return content, opened + tagged
+
+    def _json_opening(self) -> bool:
+        """Whether the text must be held back: the answer may still open with a call written as JSON. When
+        that call is complete it joins self.calls and leaves self.text; when the text is clearly something
+        else, the reader goes on as for any answer."""
+        if self._fence_open:  # the close of the fence a call came in, swallowed when it comes
+            rest = self.text.lstrip()
+            if rest and not rest.startswith("```") and not "```".startswith(rest):
+                self._fence_open = False
+            elif rest.startswith("```"):
+                self.text, self._fence_open = rest[3:].lstrip("\n"), False
+            else:
+                return True
+        if not self._opening:
+            return False
+        text = self.text.lstrip()
+        fence = FENCE.match(text)
+        if fence is None and any(f.startswith(text) for f in ("```json\n", "```JSON\n", "```\n")):
+            return True  # the start of a fence
+        body = text[fence.end():].lstrip() if fence else text
+        if not body:
+            return True
+        if not self._may_call(body):
+            self._opening = False
+            return False
+        try:
+            data, end = json.JSONDecoder().raw_decode(body)
+        except ValueError:
+            return True  # an object still being written (or one that never parses: said at the end, as text)
+        call = _parse_call(json.dumps(data)) if isinstance(data, dict) and data.get("name") in self._names else None
+        self._opening = False
+        if call is None:
+            return False
+        self.calls.append(call)
+        self.text, self._fence_open = body[end:], fence is not None
+        return self._json_opening()
+
+    def _may_call(self, body: str) -> bool:
+        """Whether an answer's opening can still be {"name": "<one of the tools>", ...}, as llama.cpp's reader
+        asks (so that an answer of other JSON, or prose in braces, is held back no longer than its first words)."""
+        if body[0] != "{" or len(body) > MAX_JSON_OPENING:
+            return False
+        head = body[1:].lstrip()
+        if not head.startswith('"name"'):
+            return '"name"'.startswith(head)  # the key still being written
+        rest = head[len('"name"'):].lstrip()
+        if rest[:1] == ":":
+            rest = rest[1:].lstrip()
+        elif rest:
+            return False
+        if not rest:
+            return True
+        name = re.match(r'"([^"\\]*)("?)', rest)
+        if name is None:
+            return False
+        written, closed = name.groups()
+        return written in self._names if closed else any(n.startswith(written) for n in self._names)
+
+    def _tagged(self) -> tuple[str, list[ToolCall]]:
         start = self.text.find(CALL_OPEN)
         end = start if start >= 0 else len(self.text) - _held_back(self.text, CALL_OPEN)
         content = self.text[self.shown:end] if end > self.shown else ""
@@ -172,6 +259,9 @@ class CallReader:
     def finish(self) -> str:
         """Content held back to the end: text that only looked like the start of a call, or the unfinished
         call the answer ended in, as text."""
+        if self._fence_open and "```".startswith(self.text.strip()):
+            self.text = ""  # the fence a call came in, closed or cut short: markup, not content
+        self._opening = self._fence_open = False  # what is still held is text, as it stands
         if CALL_OPEN in self.text:
             return self._unfinished()
         rest, self.shown = self.text[self.shown:], len(self.text)
@@ -207,6 +297,10 @@ def answer_piece(reader: CallReader | None, text: str) -> tuple[str, list[ToolCa
     if reader is None:
         return text, []
     return reader.feed(text) if text else (reader.finish(), [])
+
+
+FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n")
+MAX_JSON_OPENING = 1 << 20  # held back at most this much while it may still be a call written as JSON
 
 
 def _held_back(text: str, marker: str) -> int:

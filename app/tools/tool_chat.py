@@ -139,7 +139,7 @@ def answer_with_tools(client, messages: list[dict], sampling: SamplingOptions, t
         use = ToolUse(tools=functions, choice=choice if functions else "none", forced=forced, parallel=False,
                       names=[f["function"]["name"] for f in functions])
         grammar = tool_grammar(use) if use.active else ""
-        reader = CallReader()
+        reader = CallReader(use.names)
         done: dict = {}
         for event in client.chat(messages, replace(sampling, grammar=grammar), tools=functions or None):
             if isinstance(event, Token):

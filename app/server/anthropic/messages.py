@@ -311,7 +311,7 @@ class _Message:
     def __init__(self, model: str, gen: Generation):
         self.model, self.gen = model, gen
         self.id = "msg_" + secrets.token_hex(12)
-        self.calls = CallReader() if gen.tools else None
+        self.calls = CallReader(gen.tools.names) if gen.tools else None
 
     def _stop(self, done: P.Done) -> tuple[str, str | None]:
         if limit_cut(done, self.calls):  # one rule for every endpoint: complete calls delivered, the cut said

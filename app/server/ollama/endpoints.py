@@ -33,7 +33,7 @@ from app.server.edge.errors import ApiError, invalid
 from app.server.media_parts import ollama_images, refuse_unless_takes
 from app.server.openai.chat_request import chat_request, completion_request, embedding_request
 from app.server.ollama.library_writes import LibraryWrites
-from app.server.tools import CallReader, answer_piece
+from app.server.tools import CallReader, ToolUse, answer_piece
 
 # What /api/version answers: the Ollama API this dialect follows (clients check a minimum version).
 OLLAMA_VERSION = "0.12.6"
@@ -187,7 +187,7 @@ class OllamaApi:
             refuse_unless_takes(gen.messages, model, backend.info)
             tools = gen.tools.tools if gen.tools else None
             stream = self.api.chat_stream(backend, gen.messages, gen.sampling, tools)
-            shape = _Shape(tag(model), chat=True, calls=gen.tools is not None,
+            shape = _Shape(tag(model), chat=True, tools=gen.tools,
                            thinking=self.api.thinking(gen, backend), think=body.get("think"))
             return await self._respond(request, stream, shape, gen.stream)
         return await self._guarded(request, answer)
@@ -347,10 +347,11 @@ def _digest(path: str) -> str:
 class _Shape:
     """Ollama's response objects for one answer: NDJSON lines while it streams, one object when it does not."""
 
-    def __init__(self, model: str, chat: bool, calls: bool = False, thinking: bool | None = None, think=None):
+    def __init__(self, model: str, chat: bool, tools: ToolUse | None = None, thinking: bool | None = None,
+                 think=None):
         self.model, self.chat = model, chat
         self.started = time.perf_counter()
-        self.calls = CallReader() if calls else None
+        self.calls = CallReader(tools.names) if tools else None
         # A thinking model's thinking: its own field where the request said think, else dropped from the answer
         # (Ollama answers without it unless asked); None (reasoning_format none) leaves it in the text.
         self.think = think is True

@@ -78,7 +78,7 @@ class ChatWithMcp:
                            api.default_max_tokens)
         model, backend = await api.serving(gen.model)
         refuse_unless_takes(gen.messages, model, backend.info)
-        output = OutputItems(api.thinking(gen, backend), CallReader(),
+        output = OutputItems(api.thinking(gen, backend), CallReader(gen.tools.names if gen.tools else ()),
                              {f["function"]["name"]: label for label, (_, functions) in mcp.items() for f in functions})
         req = ResponsesRequest(gen=gen, input_items=[], previous_response_id=None, store=False,
                                echo={"max_tool_calls": limit})

@@ -446,7 +446,7 @@ class _Shape:
         self.id = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
         self.created = int(time.time())
         self.object = "chat.completion" if chat else "text_completion"
-        self.calls = CallReader() if chat and gen.tools else None
+        self.calls = CallReader(gen.tools.names) if chat and gen.tools else None
         # Each token's chunk from one encoded template (answers.TextFrame): the same bytes, a fraction of the work.
         slot = TextFrame.SLOT
         self._text_frame = TextFrame(self._chunk({"content": slot}) if chat else self._chunk(text=slot))

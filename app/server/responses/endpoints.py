@@ -195,7 +195,7 @@ class OutputItems:
         """The model answers again after its MCP calls: its text is a new message (read_calls False: the last
         round, whose text is all words)."""
         self.splitter = ReasoningSplitter(self.opened) if self.opened is not None else None
-        self.calls = CallReader() if self.calls is not None and read_calls else None
+        self.calls = CallReader(self.calls.names) if self.calls is not None and read_calls else None
         self.pending, self.said = [], ""
 
     def take_events(self) -> list[dict]:
@@ -360,7 +360,7 @@ class ResponsesApi:
         # A reasoning model: its template opens the thinking, or writes <think> blocks of its own.
         thinks = bool(info.get("opens_thinking")) or "<think>" in (info.get("chat_template") or "")
         req.echo["reasoning"] = reasoning_for(body, thinks) or req.echo["reasoning"]
-        output = OutputItems(self.api.thinking(req.gen, backend), CallReader() if req.gen.tools else None,
+        output = OutputItems(self.api.thinking(req.gen, backend), CallReader(req.gen.tools.names) if req.gen.tools else None,
                              {f["function"]["name"]: label for label, (_, functions) in mcp.items()
                               for f in functions}, req.namespaces)
         for label, (tools, _) in mcp.items():

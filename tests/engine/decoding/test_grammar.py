@@ -121,3 +121,44 @@ def test_a_forced_call_to_a_tool_with_pydantic_style_refs_fits_its_schema(sessio
     assert all(set(point) == {"x", "y"} and all(isinstance(v, int) for v in point.values())
                for point in call.input.values())
     assert tools[0]["function"]["parameters"]["properties"]["start"] == {"$ref": "#/$defs/Point"}  # untouched
+
+
+def follows(session, grammar: str, text: str) -> bool:
+    """Whether llama.cpp's own grammar sampler takes text, as this model tokenizes it, and lets it end there."""
+    import llama_cpp
+
+    from app.engine.decoding.grammar import GrammarSampling
+
+    rt = session.rt
+    sampling = GrammarSampling(rt.vocab, grammar, rt.n_vocab)
+    try:
+        for token in rt.tokenize(text, add_special=False, parse_special=False):
+            if not sampling._allows(token):
+                return False
+            sampling.accept(token)
+        return sampling._allows(llama_cpp.llama_vocab_eos(rt.vocab))
+    finally:
+        sampling.close()
+
+
+ADD = {"type": "function", "function": {"name": "add", "parameters": {
+    "type": "object", "additionalProperties": False, "required": ["a", "b"],
+    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}
+CALL = '{"name": "add", "arguments": {"a": 1, "b": 2}}'
+
+
+@pytest.mark.parametrize("text, taken", [
+    (f"<tool_call>\n{CALL}\n</tool_call>", True), ("Sure, 1 + 2 = 3.", True),
+    # A model's habitual call, bare or fenced, is a call held to the tools from its first character ...
+    (f"```json\n{CALL}\n```", True), (f"```\n{CALL}\n```", True), (CALL, True),
+    (f"```json\n{CALL.replace('add', 'subtract')}\n```", False), (CALL.replace("1", '"one"'), False),
+    ('{"title": "x"}', False), ('```json\n{"title": "x"}\n```', False),
+    # ... and an answer of text starts with anything else.
+    ("```python\nprint(1 + 2)\n```", True), ("```\nplain text\n```", True), ("[1, 2]", True),
+    ("```json\n[1, 2]\n```", True), ("```javascript\n1 + 2\n```", True), ("<b>bold</b>", False),
+])
+def test_under_auto_a_call_in_any_dress_fits_its_tool(session, text, taken):
+    from app.protocol.tool_calls import tool_grammar, tool_use
+
+    grammar = tool_grammar(tool_use({"tools": [ADD], "tool_choice": "auto"}))
+    assert follows(session, grammar, text) is taken

@@ -78,3 +78,54 @@ def test_a_parameter_schema_the_converter_cannot_enforce_is_a_400():
     with pytest.raises(ApiError) as err:
         tool_grammar(tool_use({"tools": [bad]}))
     assert err.value.status == 400 and err.value.param == "tools"
+
+
+# A call in a model's habitual dress (Qwen 2.5's small models: a JSON object, bare or in a ```json fence), read as
+# a call when it opens the answer and names one of the request's tools, in any size of streamed pieces.
+FENCED = '```json\n{\n  "name": "add",\n  "arguments": {"a": 1, "b": 2}\n}\n```'
+
+
+def feed_pieces(reader: CallReader, text: str, size: int) -> tuple[str, list]:
+    shown, calls = "", []
+    for i in range(0, len(text), size):
+        content, new = reader.feed(text[i:i + size])
+        shown += content
+        calls += new
+    return shown + reader.finish(), calls
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 1000])
+@pytest.mark.parametrize("text, after", [(FENCED, ""), (FENCED + "\nDone.", "Done."),
+                                          ('{"name": "add", "arguments": {"a": 1, "b": 2}}', ""),
+                                          ("\n" + FENCED.replace("```json", "```"), ""),
+                                          (FENCED[:-2], "")])  # a fence cut short: its end is markup too
+def test_a_call_written_as_json_opening_the_answer_is_a_call(text, after, size):
+    reader = CallReader(["add"])
+    shown, calls = feed_pieces(reader, text, size)
+    assert [(c.name, c.input) for c in calls] == [("add", {"a": 1, "b": 2})] and reader.calls == calls
+    assert shown.strip() == after and reader.content.strip() == after
+
+
+@pytest.mark.parametrize("text", [
+    '{"name": "subtract", "arguments": {"a": 1}}',  # not one of the request's tools
+    '{"title": "a JSON answer"}', '[1, 2]', '```python\nprint(1)\n```', '{ not json at all }',
+    'The call would be ```json\n{"name": "add", "arguments": {}}\n```',  # after text: only the tags count there
+    '```json\n{"name": "add", "arguments": {"a": 1',  # cut before it closed
+])
+def test_json_that_is_not_such_a_call_is_text_as_written(text):
+    for size in (1, 5, 1000):
+        reader = CallReader(["add"])
+        assert feed_pieces(reader, text, size) == (text, []) and reader.content == text
+
+
+def test_other_json_is_held_back_no_longer_than_its_first_words():
+    reader = CallReader(["add"])
+    assert reader.feed('{"na') == ("", [])  # may still be {"name": "add"...
+    assert reader.feed('me": "sub') == ('{"name": "sub', [])  # no tool's name starts so: shown at once
+    reader = CallReader(["add"])
+    assert reader.feed('{"title": ') == ('{"title": ', [])
+
+
+def test_without_the_tools_names_json_is_text():
+    text = '{"name": "add", "arguments": {"a": 1, "b": 2}}'
+    assert feed_chars(CallReader(), text) == (text, [])
