@@ -193,6 +193,10 @@ class McpConnection:
         self._ended = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        # A keeper may close a connection while another thread is opening it: the thread is started, or the
+        # connection marked closed, under this lock, so that close() never joins a thread not yet started.
+        self._starting = threading.Lock()
+        self._closed = False
         self._broken = False  # its server's side ended while the session was open
         self._started = entry
 
@@ -206,8 +210,11 @@ class McpConnection:
         from app.tools.server_secrets import resolved
 
         self._started = resolved(self.entry)  # its keyring references as their values, for this start only
-        self._thread = threading.Thread(target=self._run, name=f"mcp-{self.entry.name}", daemon=True)
-        self._thread.start()
+        with self._starting:
+            if self._closed:
+                raise ToolServerError(f"MCP server '{self.entry.name}' was closed while it started.")
+            self._thread = threading.Thread(target=self._run, name=f"mcp-{self.entry.name}", daemon=True)
+            self._thread.start()
         if not self._ready.wait(self.connect_timeout):
             self.close()
             raise ToolServerError(f"MCP server '{self.entry.name}' did not answer within {self.connect_timeout:g} s"
@@ -220,14 +227,17 @@ class McpConnection:
         return self
 
     def close(self) -> None:
+        with self._starting:
+            self._closed = True
+            thread = self._thread
         loop, task = self._loop, self._task
         if loop is not None and not self._ended.is_set():
             try:
                 loop.call_soon_threadsafe(self._closing.set if self._client is not None else task.cancel)
             except RuntimeError:  # the loop has ended already
                 pass
-        if self._thread is not None:
-            self._thread.join(10)
+        if thread is not None:
+            thread.join(10)
 
     def __enter__(self) -> McpConnection:
         return self.open()
