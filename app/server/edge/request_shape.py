@@ -61,17 +61,17 @@ def read(shape: type[Shape], body: Any) -> Shape:
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.")
     field_policy.check(body, known(shape))
-    types = hints(shape)
+    declared = hints(shape)
     given = {}
     for f in fields(shape):
         if f.name not in body:
             if f.default is MISSING and f.default_factory is MISSING:
-                must = f.metadata.get(MUST) or described(types[f.name])
+                must = f.metadata.get(MUST) or described(declared[f.name])
                 raise invalid(f"'{f.name}' is required: {must}.", f.name)
             continue
         value = body[f.name]
-        if not fits(types[f.name], value):
-            must = f.metadata.get(MUST) or described(types[f.name])
+        if not fits(declared[f.name], value):
+            must = f.metadata.get(MUST) or described(declared[f.name])
             raise invalid(f"'{f.name}' must be {must}; got {shown(value)}.", f.name)
         given[f.name] = value
     return shape(**given)
