@@ -315,7 +315,7 @@ def test_codex_exec_runs_a_task(tmp_path_factory, agent_model_or_why):
     # (an escalation, a negative wait) and, some runs, writes its call after a stray ">" as text: it made the file
     # in 3 of 7 runs here, so a run without it is said, not failed, once the server's side has held.
     print("Codex with", server.run(client, "exec_command", "", "Incomplete response returned, reason: "
-                                   "max_output_tokens", task=SHELL_TASK, tries=3, model_may_fail=True), why)
+                                   "max_output_tokens", task=SHELL_TASK, model_may_fail=True), why)
 
 
 @pytest.mark.heavy
