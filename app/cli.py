@@ -69,11 +69,6 @@ def _main(argv: list[str] | None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     parser = build_parser(argv)
-    try:
-        args = parser.parse_args(argv)
-    except BadArgument as exc:  # a number flag out of its range (options.within): said as the command's own are
-        print(f"hearth: {one_line(exc)}", file=sys.stderr)
-        return 2
     from app.core.store import jsonstore
 
     # A damaged store (library.json, settings...) kept aside is said on stderr once, when it is found; for this
@@ -83,6 +78,7 @@ def _main(argv: list[str] | None) -> int:
 
     jsonstore.add_listener(say)
     try:
+        args = parser.parse_args(argv)  # a number flag out of its range is a BadArgument already (options.within)
         if args.selftest:
             from app.selftest import run_selftest
 

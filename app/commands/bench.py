@@ -19,6 +19,12 @@ from app.commands.options import SECONDS, add_model_args, at_least, model_path, 
 from app.protocol.option_fields import accepted
 
 
+CONTEXT, SLOTS = accepted("n_ctx"), accepted("n_parallel")  # as LoadOptions declares them
+CONTEXT_TAKES = f"a context of {CONTEXT[0]:g} to {CONTEXT[1]:,.0f} tokens"
+# Each benchmark's numbers have their ranges on their flags (options.within): 0 or -5 tokens ran a benchmark of one
+# token; 0 repeats printed medians of none.
+
+
 def register(sub) -> None:
     p = sub.add_parser("bench", help="measure speed: pp512, tg128, Python overhead, ratio vs Llama.generate()",
                        description="Without a subcommand: prompt processing (512 tokens) and generation "
@@ -41,17 +47,10 @@ def register(sub) -> None:
         parser.set_defaults(func=_errors_only(parser.get_default("func")))
 
 
-CONTEXT, SLOTS = accepted("n_ctx"), accepted("n_parallel")  # as LoadOptions declares them
-CONTEXT_TAKES = f"a context of {CONTEXT[0]:g} to {CONTEXT[1]:,.0f} tokens"
-# Each benchmark's numbers have their ranges on their flags (options.within): 0 or -5 tokens ran a benchmark of one
-# token; 0 repeats printed medians of none.
-
-
 def _errors_only(run):
     """Benchmarks run llama.cpp in this process, in the user's terminal: only its errors are printed there."""
     def quiet_run(args) -> int:
         from app.engine.process import llamalog
-
 
         llamalog.errors_only()
         return run(args)

@@ -14,12 +14,12 @@ Options travel as their dataclasses' plain dicts; a value of the wrong type in t
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Annotated, Any, ClassVar
 
 from app.core.errors import HearthError
 from app.protocol import messages as P
-from app.protocol.option_spec import Range, fits, hints
+from app.protocol.option_spec import Range, fits, hints, required
 
 
 class ProtocolError(HearthError):
@@ -118,7 +118,7 @@ def read(data: Any) -> Command:
     kept: dict[str, Any] = {}
     for f in fields(cls):
         if f.name not in data:
-            if f.default is MISSING and f.default_factory is MISSING:
+            if required(f):
                 raise ProtocolError(f"The '{name}' command came without its '{f.name}'.")
             continue
         value = data[f.name]

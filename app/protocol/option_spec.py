@@ -82,6 +82,11 @@ class Range:
     high: float
 
 
+def required(f) -> bool:
+    """Whether a dataclass field has no default: a value that leaves it out is incomplete."""
+    return f.default is MISSING and f.default_factory is MISSING
+
+
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
@@ -119,6 +124,6 @@ def fits(kind: Any, value: Any, deep: bool = True) -> bool:
         return isinstance(value, dict) and all(isinstance(k, str) and fits(args[1], v) for k, v in value.items())
     if is_dataclass(kind):
         return isinstance(value, dict) and all(
-            fits(hints(kind)[f.name], value[f.name], deep) if f.name in value else
-            (f.default is not MISSING or f.default_factory is not MISSING) for f in fields(kind))
+            fits(hints(kind)[f.name], value[f.name], deep) if f.name in value else not required(f)
+            for f in fields(kind))
     return isinstance(value, origin or kind) if isinstance(origin or kind, type) else False

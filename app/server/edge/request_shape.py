@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import types
 import typing
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal, TypeVar
 
-from app.protocol.option_spec import Range, fits, hints
+from app.protocol.option_spec import Range, fits, hints, required
 from app.server.edge import field_policy
 from app.server.edge.errors import invalid
 
@@ -65,7 +65,7 @@ def read(shape: type[Shape], body: Any) -> Shape:
     given = {}
     for f in fields(shape):
         if f.name not in body:
-            if f.default is MISSING and f.default_factory is MISSING:
+            if required(f):
                 must = f.metadata.get(MUST) or described(declared[f.name])
                 raise invalid(f"'{f.name}' is required: {must}.", f.name)
             continue
