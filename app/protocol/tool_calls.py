@@ -165,22 +165,25 @@ class CallReader:
         self._names = set(names)
         self._opening = bool(names)  # the answer's start may still be a call written as JSON
         self._fence_open = False  # such a call was read from a ```json fence whose close is still to come
+        self._named = False  # the opening is an object that names one of the tools: only its end is awaited
 
     def feed(self, piece: str) -> tuple[str, list[ToolCall]]:
         """Content to show now, and the calls this piece completed."""
         self.text += piece
         before = len(self.calls)
-        held = self._json_opening()
+        held = self._json_opening(piece)
         opened = self.calls[before:]  # a call the answer opened with, read just now
         if held:
             return "", opened
         content, tagged = self._tagged()
         return content, opened + tagged
 
-    def _json_opening(self) -> bool:
+    def _json_opening(self, piece: str) -> bool:
         """Whether the text must be held back: the answer may still open with a call written as JSON. When
         that call is complete it joins self.calls and leaves self.text; when the text is clearly something
-        else, the reader goes on as for any answer."""
+        else, the reader goes on as for any answer. piece: what just came; the object is parsed again only when
+        it brings a "}" (an object can end nowhere else), so that a call's long arguments (a file an agent
+        writes) are not looked at again with every token."""
         if self._fence_open:  # the close of the fence a call came in, swallowed when it comes
             rest = self.text.lstrip()
             if rest and not rest.startswith("```") and not "```".startswith(rest):
@@ -191,6 +194,8 @@ class CallReader:
                 return True
         if not self._opening:
             return False
+        if self._named and "}" not in piece:
+            return True  # nothing to look at again before a "}" comes
         text = self.text.lstrip()
         fence = FENCE.match(text)
         if fence is None and any(f.startswith(text) for f in ("```json\n", "```JSON\n", "```\n")):
@@ -201,6 +206,8 @@ class CallReader:
         if not self._may_call(body):
             self._opening = False
             return False
+        if "}" not in piece:
+            return True
         try:
             data, end = json.JSONDecoder().raw_decode(body)
         except ValueError:
@@ -211,7 +218,7 @@ class CallReader:
             return False
         self.calls.append(call)
         self.text, self._fence_open = body[end:], fence is not None
-        return self._json_opening()
+        return self._json_opening("")
 
     def _may_call(self, body: str) -> bool:
         """Whether an answer's opening can still be {"name": "<one of the tools>", ...}, as llama.cpp's reader
@@ -232,7 +239,10 @@ class CallReader:
         if name is None:
             return False
         written, closed = name.groups()
-        return written in self._names if closed else any(n.startswith(written) for n in self._names)
+        if closed:
+            self._named = written in self._names
+            return self._named
+        return any(n.startswith(written) for n in self._names)
 
     def _tagged(self) -> tuple[str, list[ToolCall]]:
         start = self.text.find(CALL_OPEN)
