@@ -60,11 +60,24 @@ class BackendListener:
 
 
 class StateNews:
-    """A backend's `state_changed` news: told to its listeners when the state it says has changed since it last
-    told them. Backends call it wherever their state may have changed (each news it tells, each request's start
-    and end)."""
+    """A backend's listeners and what it tells them; its `state_changed` news is told when the state it says has
+    changed since it last told them. Backends call it wherever their state may have changed (each news it tells,
+    each request's start and end). A backend sets `listeners` to a list of its own."""
 
     _said_state: EngineState | None = None
+    listeners: list[BackendListener]
+
+    def add_listener(self, listener: BackendListener) -> None:
+        self.listeners.append(listener)
+
+    def remove_listener(self, listener: BackendListener) -> None:
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+
+    def _tell(self, call: Callable[[BackendListener], None]) -> None:
+        for listener in list(self.listeners):
+            call(listener)
+        self._state_news()
 
     def _state_news(self) -> None:
         state = self.state

@@ -200,17 +200,6 @@ class RemoteEndpoint(StateNews):
                     "busy": self.busy, "model": dict(self.info) if self.info else None, "pid": None, "log": None,
                     "state": self.state.value}
 
-    def add_listener(self, listener: BackendListener) -> None:
-        self.listeners.append(listener)
-
-    def remove_listener(self, listener: BackendListener) -> None:
-        if listener in self.listeners:
-            self.listeners.remove(listener)
-
-    def _tell(self, call: Callable[[BackendListener], None]) -> None:
-        for listener in list(self.listeners):
-            call(listener)
-        self._state_news()
 
     # --- the server's models ------------------------------------------------
     def models(self) -> list[dict]:

@@ -117,13 +117,6 @@ class Supervisor(StateNews):
         self._stalled: str | None = None  # the watchdog's sentence, from when it ends an engine to its restart
 
     # --- the Backend seam ------------------------------------------------
-    def add_listener(self, listener: BackendListener) -> None:
-        self.listeners.append(listener)
-
-    def remove_listener(self, listener: BackendListener) -> None:
-        if listener in self.listeners:
-            self.listeners.remove(listener)
-
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.alive
@@ -591,8 +584,3 @@ class Supervisor(StateNews):
         runtime_choice.remember_failure(runtime, event.message)
         self._fallback = runtime_choice.Chosen(runtime_choice.runtimes.cpu_runtime(), None, note.strip())
         return note
-
-    def _tell(self, call: Callable[[BackendListener], None]) -> None:
-        for listener in list(self.listeners):
-            call(listener)
-        self._state_news()
