@@ -140,7 +140,7 @@ def gemma3_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_media():
     """{"gemma3" | "qwen2vl" | "qwen2audio": TinyModel(model, mmproj)}: random-weight models that see and hear,
-    made by app/devtools/tiny_media.py (about 10 s, once; cached under HEARTH_TINY_MEDIA_DIR or
+    made by tests/helpers/tiny_media.py (about 10 s, once; cached under HEARTH_TINY_MEDIA_DIR or
     ~/.cache/hearth-tiny-media). Skips where transformers or torch are missing."""
     from tests.helpers.tiny_media import tiny_media_models
 

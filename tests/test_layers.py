@@ -37,10 +37,9 @@ LLAMA_ALLOWED = ("app.engine", "app.bench", "app.core.making.quantize_worker", "
                  "app.commands.doctor", "app.commands.bench")
 
 # Entry points sit above every layer and may import anything: `python -m app` / the frozen executable
-# (__main__), the argparse front (cli), the self-test that exercises every layer at once (selftest), and
-# developer tools that are not part of the product (devtools). The package root (`app`, for __version__)
-# is below every layer.
-ENTRY_POINTS = ("app.__main__", "app.cli", "app.selftest", "app.devtools")
+# (__main__), the argparse front (cli) and the self-test that exercises every layer at once (selftest). The
+# package root (`app`, for __version__) is below every layer.
+ENTRY_POINTS = ("app.__main__", "app.cli", "app.selftest")
 
 def _module_name(path: Path) -> str:
     parts = path.relative_to(APP.parent).with_suffix("").parts

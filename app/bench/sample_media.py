@@ -1,5 +1,5 @@
 """Seeded images and sounds that models tell apart: what `hearth bench media` feeds a model, and what the tests feed
-the tiny ones (app/devtools/tiny_media.py)."""
+the tiny ones (tests/helpers/tiny_media.py)."""
 
 from __future__ import annotations
 

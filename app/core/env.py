@@ -59,8 +59,6 @@ VULKAN_INCLUDE = Var("HEARTH_VULKAN_INCLUDE", "newer Vulkan headers for building
 LLAMA_SDIST = Var("HEARTH_LLAMA_SDIST", "a llama-cpp-python sdist already on disk, for building runtimes and tools")
 LLAMA_MTMD_CLI = Var("HEARTH_LLAMA_MTMD_CLI", "llama.cpp's llama-mtmd-cli for `hearth bench media` to compare "
                      "against, where it is not built beside a runtime")
-TINY_MEDIA_DIR = Var("HEARTH_TINY_MEDIA_DIR", "where the tests keep the tiny image and audio models they make "
-                     "(app/devtools/tiny_media.py; default ~/.cache/hearth-tiny-media)")
 
 ALL = (HOME, API_KEY, THEME, EMBED_MODEL, RUNTIMES_DIR, DISCOVERY_HOME, NO_DISCOVERY, BUNDLED_MODEL, ENGINE_NICE,
-       STEP_CLOCK, STEP_TIMEOUT, LLAMA_VERBOSE, VULKAN_INCLUDE, LLAMA_SDIST, LLAMA_MTMD_CLI, TINY_MEDIA_DIR)
+       STEP_CLOCK, STEP_TIMEOUT, LLAMA_VERBOSE, VULKAN_INCLUDE, LLAMA_SDIST, LLAMA_MTMD_CLI)

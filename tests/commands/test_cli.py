@@ -198,7 +198,7 @@ def test_text_that_is_not_utf8_is_replaced_and_said_once(tmp_path):
 
 def test_an_interactive_chat_survives_a_refused_message(tmp_path, bundled_model):
     """The engine refusing a message (here a chat template that renders nothing) ends that turn, not the chat."""
-    from app.devtools.gguf_edit import copy_with_template
+    from tests.helpers.gguf_edit import copy_with_template
 
     model = copy_with_template(bundled_model, tmp_path / "empty-template.gguf", "{{ '' }}")
     proc = subprocess.run([sys.executable, "-m", "app", "chat", "--model", str(model), "--max-tokens", "2"],

@@ -13,7 +13,7 @@ from app.backends.remote import _sampling_body
 from app.cli import main
 from app.commands.options import add_sampling_args, sampling_options
 from app.core.gguf.sampling import recommended_sampling, unapplied_keys
-from app.devtools.gguf_edit import copy_with_fields
+from tests.helpers.gguf_edit import copy_with_fields
 from app.protocol.messages import LoadOptions, SamplingOptions
 from app.engine.process.session import Session
 from app.server.anthropic import messages as anthropic_api

@@ -11,7 +11,7 @@ from app.core import paths
 from app.core.errors import HearthError
 from app.core.library import import_model, list_models, remove_model, resolve
 from app.core.library.projectors import is_projector, paired_projector
-from app.devtools.gguf_edit import copy_with_field
+from tests.helpers.gguf_edit import copy_with_field
 from tests.commands.test_cli import hearth
 
 

@@ -1,6 +1,6 @@
 """A model without a chat template of its own (#29): which format it gets and why, no template marker in an
 answer, an answer that stops, one BOS, and the user's own choice. The models are the bundled SmolLM2 with its
-metadata edited (app/devtools/gguf_edit): no template; no template and no ChatML tokens in the vocabulary; a
+metadata edited (tests/helpers/gguf_edit.py): no template; no template and no ChatML tokens in the vocabulary; a
 template that writes bos_token into a vocabulary that adds one."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from app.core.gguf.chat_formats import BUILTIN_NAMES, ChatFormatError, choose_format
-from app.devtools.gguf_edit import DROP, TEMPLATE_KEY, TOKENS_KEY, copy_with_fields, copy_without
+from tests.helpers.gguf_edit import DROP, TEMPLATE_KEY, TOKENS_KEY, copy_with_fields, copy_without
 from app.protocol.messages import LoadOptions, SamplingOptions
 from app.engine.process.session import Session
 from app.engine.prompt.template import BuiltinTemplate, ChatTemplate, turn_stops

@@ -12,7 +12,7 @@ import pytest
 
 from app.core import proc
 from app.core.errors import GenerationError, HearthError
-from app.devtools.gguf_edit import copy_with_template
+from tests.helpers.gguf_edit import copy_with_template
 from app.protocol import commands as C
 from app.protocol import messages as P
 from app.engine.prompt import template_budget

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.errors import ModelLoadError
-from app.devtools.gguf_edit import swap_tokens
+from tests.helpers.gguf_edit import swap_tokens
 from app.engine.decoding.decode import Decoder, common_prefix
 from app.engine.speculation.draft_model import DraftModelDrafter
 from app.engine.speculation.lookup import LookupDrafter

@@ -1,13 +1,13 @@
 """A reasoning model's <think>…</think> through the official OpenAI client against a real `hearth serve`:
 `reasoning_content` apart from `content`, streamed and not, as llama-server returns it; `reasoning_format:
-none` keeps it inline; a model whose template opens <think> in the prompt (made with app/devtools/gguf_edit)
+none` keeps it inline; a model whose template opens <think> in the prompt (made with tests/helpers/gguf_edit.py)
 answers from inside its thinking; `--reasoning-format none` keeps it inline unless a request asks. A grammar makes the bundled SmolLM2 write the tags every time."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.devtools.gguf_edit import copy_with_template
+from tests.helpers.gguf_edit import copy_with_template
 from tests.server.conftest import KEY, start_server, stop_server
 
 pytestmark = pytest.mark.slow

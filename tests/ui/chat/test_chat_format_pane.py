@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFileDialog
 
-from app.devtools.gguf_edit import TEMPLATE_KEY, copy_without
+from tests.helpers.gguf_edit import TEMPLATE_KEY, copy_without
 from tests.helpers.templates import CHATML
 from tests.ui.conftest import shot
 from tests.ui.bridge.test_load_states import select_in_library

@@ -1,4 +1,4 @@
-"""The tiny media models the tests make for themselves (app/devtools/tiny_media.py): small, projectors as projectors,
+"""The tiny media models the tests make for themselves (tests/helpers/tiny_media.py): small, projectors as projectors,
 and the same bytes every time."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_making_again_gives_the_same_bytes(tiny_media, tmp_path):
 
     if any(importlib.util.find_spec(name) is None for name in MAKERS):
         pytest.skip("needs the makers")
-    from app.devtools.tiny_media import make
+    from tests.helpers.tiny_media import make
 
     again = make(tmp_path, ["gemma3"])["gemma3"]
     assert filecmp.cmp(again.model, tiny_media["gemma3"].model, shallow=False)
