@@ -157,14 +157,14 @@ def check_part(part: dict) -> Media:
     name = part.get("name") if isinstance(part.get("name"), str) else ""
     label = f"'{name[:80]}'" if name else f"the {_noun(kind)}"
     if not isinstance(data, str) or not data:
-        raise MediaError(f"{_cap(label)} has no data: send the file's bytes in base64 as 'data'.")
+        raise MediaError(f"{_cap(label)} has no data: send the file's bytes in base64.")
     if len(data) * 3 // 4 > MAX_FILE_BYTES:
         raise MediaError(f"{_cap(label)} is {_mb(len(data) * 3 // 4)}; {_a(kind)} may be at most "
                          f"{_mb(MAX_FILE_BYTES)}.")
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise MediaError(f"{_cap(label)}'s data is not base64.") from None
+        raise MediaError(f"The data of {label} is not base64.") from None
     return check_media(kind, raw, name)
 
 

@@ -108,6 +108,9 @@ def test_a_marker_typed_in_the_text_and_bad_parts_are_refused():
                                               media_part("image", png_bytes(8, 8, 1))]}], MARKER)
     with pytest.raises(MediaError, match="not base64"):
         check_part({"type": "image", "data": "@@@@"})
+    # A part named by where it stands in a request reads as a sentence (it said "'messages[0]''s data").
+    with pytest.raises(MediaError, match=r"^The data of 'messages\[0\]' is not base64\.$"):
+        check_part({"type": "image", "data": "@@@@", "name": "messages[0]"})
     with pytest.raises(MediaError, match="type must be text, image or audio"):
         flatten([{"role": "user", "content": [{"type": "video", "data": "AAAA"}]}], MARKER)
     with pytest.raises(MediaError, match="has no data"):
