@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QFrame, QGroupBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QPushButton,
-                               QSizePolicy, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QHBoxLayout, QMessageBox, QPlainTextEdit, QPushButton, QSizePolicy, QSplitter,
+                               QWidget)
 
 from app.ui.widgets.notices import ERROR, INFO, WARNING, Notice
 from app.core.chats.answer_saving import SAVE_INTERVAL_S, recover_interrupted
@@ -57,7 +57,7 @@ from app.ui.docs.collections_panel import CollectionsPanel
 from app.ui.bridge.engine_bridge import EngineBridge
 from app.ui.models.titles import model_title
 from app.ui.models.titles import path_title
-from app.ui.widgets import VerticalScroll
+from app.ui.widgets import STRETCH, VerticalScroll, group, hbox, vbox, wrapped
 from app.ui.bridge.worker import Tasks
 
 WAITING_TURN = ("Waiting its turn: the engine is answering API requests first (Server page); this answer starts "
@@ -146,70 +146,39 @@ class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
         self.edit_button = QPushButton("Edit last")
         self.edit_button.setToolTip("Put your last message back in the box; the old one stays as a version "
                                     "(every message has Edit in its header)")
-        self.hint = QLabel()
-        self.hint.setObjectName("chatHint")
-        self.hint.setWordWrap(True)  # a long hint (editing a message) must not widen the window past the screen
+        # A long hint (editing a message) must not widen the window past the screen.
+        self.hint = wrapped(name="chatHint")
         self.sampling = SamplingPanel()
         self.prompt_presets = PromptPresets()
         # The conversation's own model, when another one answers now: said above the transcript, with Load.
         self.model_banner = QWidget()
         self.model_banner.setObjectName("modelBanner")
-        banner_row = QHBoxLayout(self.model_banner)
-        banner_row.setContentsMargins(0, 0, 0, 0)
-        self.model_note = QLabel()
-        self.model_note.setObjectName("hint")
-        self.model_note.setWordWrap(True)  # a long model name or path must not widen the page
+        self.model_note = wrapped(name="hint")  # a long model name or path must not widen the page
         self.model_load_button = QPushButton("Load it")
-        banner_row.addWidget(self.model_note, 1)
-        banner_row.addWidget(self.model_load_button)
+        hbox((self.model_note, 1), self.model_load_button, parent=self.model_banner, margin=0)
         self.model_banner.hide()
 
+        # A message longer than the context leaves room for, said before sending.
+        self.too_long = wrapped(color="#d97706")
         center = QWidget()
-        col = QVBoxLayout(center)
-        col.setContentsMargins(0, 0, 0, 0)
-        col.addWidget(self.picker)
-        col.addWidget(self.system_prompt)
-        col.addWidget(self.model_banner)
-        col.addWidget(self.transcript, 1)
-        col.addWidget(self.approval)
-        col.addWidget(self.hint)
-        col.addWidget(self.attach_bar)
-        col.addWidget(self.input)
-        self.too_long = QLabel()  # a message longer than the context leaves room for, said before sending
-        self.too_long.setWordWrap(True)
-        self.too_long.setStyleSheet("color: #d97706")
-        col.addWidget(self.too_long)
-        row = QHBoxLayout()
-        row.addWidget(self.edit_button)
-        row.addWidget(self.regen_button)
-        row.addStretch(1)
-        row.addWidget(self.stop_button)
-        row.addWidget(self.send_button)
-        col.addLayout(row)
+        vbox(self.picker, self.system_prompt, self.model_banner, (self.transcript, 1), self.approval, self.hint,
+               self.attach_bar, self.input, self.too_long,
+               hbox(self.edit_button, self.regen_button, STRETCH, self.stop_button, self.send_button),
+               parent=center, margin=0)
 
-        side = QWidget()
-        side_layout = QVBoxLayout(side)
-        side_layout.setContentsMargins(0, 0, 0, 0)
-        prompts = QGroupBox("System prompt")
-        QVBoxLayout(prompts).addWidget(self.prompt_presets)
-        sampling = QGroupBox("Sampling")
-        QVBoxLayout(sampling).addWidget(self.sampling)
-        documents = QGroupBox("Documents")
-        QVBoxLayout(documents).addWidget(self.collections_panel)
-        tools = QGroupBox("Tools")
-        QVBoxLayout(tools).addWidget(self.tools_panel)
+        prompts = group("System prompt", self.prompt_presets)
+        sampling = group("Sampling", self.sampling)
+        documents = group("Documents", self.collections_panel)
+        tools = group("Tools", self.tools_panel)
         self._full_only = (self.system_prompt, prompts, documents, tools)  # what the simple window leaves out
         self._sampling_box = sampling
         for box in (prompts, sampling, documents, tools):
             # Each box keeps the height its controls need; where the page is shorter, the column scrolls (at
             # 1024x600 the sampling boxes were crushed to half a line, their numbers cut through, #49.16).
             box.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Minimum)
-            side_layout.addWidget(box)
-        side_layout.addStretch(1)
-        self.side_scroll = VerticalScroll(side)
-        self.side_scroll.setAccessibleName("Chat settings")
-        self.side_scroll.setFrameShape(QFrame.NoFrame)
-        self.side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        side = QWidget()
+        vbox(prompts, sampling, documents, tools, STRETCH, parent=side, margin=0)
+        self.side_scroll = VerticalScroll(side, name="Chat settings", flat=True)
 
         splitter = QSplitter()
         splitter.addWidget(self.conversations)
@@ -248,16 +217,12 @@ class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
         bridge.generation_finished.connect(self._on_generation_finished)
         bridge.generation_failed.connect(self._on_generation_failed)
         bridge.engine_crashed.connect(self._on_generation_failed)
-        bridge.model_loaded.connect(self._update_buttons)
         # The settings the user has not set show the loaded model's own recommendation (general.sampling.*).
         bridge.model_loaded.connect(lambda *_: self.sampling.show_recommended(
             (self.bridge.info or {}).get("recommended_sampling") or {}))
-        bridge.model_loading.connect(self._update_buttons)
-        bridge.load_failed.connect(self._update_buttons)
-        bridge.backend_changed.connect(self._update_buttons)
-        bridge.model_unloaded.connect(self._update_buttons)
         for signal in (bridge.model_loaded, bridge.model_loading, bridge.load_failed, bridge.backend_changed,
                        bridge.model_unloaded):
+            signal.connect(self._update_buttons)
             signal.connect(self._update_model_banner)
         for signal in (bridge.model_loaded, bridge.model_unloaded, bridge.backend_changed):
             signal.connect(self._welcome_if_empty)

@@ -15,7 +15,7 @@ import time
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QPushButton, QSplitter, QTreeWidget, QTreeWidgetItem,
-                               QVBoxLayout, QWidget)
+                               QWidget)
 
 from app.ui.widgets.notices import ERROR, Notice, cleared
 from app.core.api_keys import KeyStore
@@ -26,7 +26,7 @@ from app.ui.connections.saved import forget_connection, remember_connection, sav
 from app.ui.connections.server_figures import ServerFigures
 from app.ui.bridge.engine_bridge import EngineBridge
 from app.ui.models.titles import model_title
-from app.ui.widgets import StatusLine
+from app.ui.widgets import STRETCH, StatusLine, group, hbox, vbox, wrapped
 from app.ui.bridge.worker import Tasks
 
 URL_HINT = "http://127.0.0.1:8080/v1"
@@ -89,12 +89,8 @@ class ConnectionsPage(QWidget):
         self.use_button = QPushButton("Chat with this model")
         self.local_button = QPushButton("Use this computer's model")
         self.local_button.setToolTip("Chat with the model loaded on this computer again")
-        self.current = QLabel()
-        self.current.setWordWrap(True)
-        self.current.setObjectName("connectionCurrent")
-        help_label = QLabel(HELP)
-        help_label.setWordWrap(True)
-        help_label.setObjectName("connectionsHelp")
+        self.current = wrapped(name="connectionCurrent")
+        help_label = wrapped(HELP, "connectionsHelp")
 
         self._lay_out(help_label)
         self.saved.currentItemChanged.connect(self._on_saved_chosen)
@@ -117,44 +113,21 @@ class ConnectionsPage(QWidget):
         self._update_buttons()
 
     def _lay_out(self, help_label: QLabel) -> None:
-        side = QGroupBox("Servers")
-        side_col = QVBoxLayout(side)
-        side_col.addWidget(self.saved, 1)
-        side_row = QHBoxLayout()
-        side_row.addWidget(self.new_button)
-        side_row.addWidget(self.remove_button)
-        side_col.addLayout(side_row)
+        side = group("Servers", (self.saved, 1), hbox(self.new_button, self.remove_button))
 
         server = QGroupBox("Server")
         form = QFormLayout(server)
         form.addRow("OpenAI base URL", self.url)
-        key_row = QHBoxLayout()
-        key_row.addWidget(self.api_key, 1)
-        key_row.addWidget(self.show_key)
-        form.addRow("API key", key_row)
+        form.addRow("API key", hbox((self.api_key, 1), self.show_key))
         form.addRow("", self.remember_key)
-        test_row = QHBoxLayout()
-        test_row.addWidget(self.test_button)
-        test_row.addStretch(1)
-        form.addRow("", test_row)
+        form.addRow("", hbox(self.test_button, STRETCH))
         form.addRow("", self.status)
 
-        models = QGroupBox("Models on this server")
-        models_col = QVBoxLayout(models)
-        models_col.addWidget(self.models, 1)
-        use_row = QHBoxLayout()
-        use_row.addWidget(self.use_button)
-        use_row.addStretch(1)
-        use_row.addWidget(self.local_button)
-        models_col.addLayout(use_row)
-        models_col.addWidget(self.current)
+        models = group("Models on this server", (self.models, 1),
+                       hbox(self.use_button, STRETCH, self.local_button), self.current)
 
         main = QWidget()
-        col = QVBoxLayout(main)
-        col.setContentsMargins(0, 0, 0, 0)
-        col.addWidget(server)
-        col.addWidget(models, 1)
-        col.addWidget(help_label)
+        vbox(server, (models, 1), help_label, parent=main, margin=0)
         splitter = QSplitter(Qt.Horizontal)
         splitter.addWidget(side)
         splitter.addWidget(main)

@@ -24,9 +24,9 @@ import secrets
 import time
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView,
-                               QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit, QPushButton,
-                               QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFormLayout, QGroupBox, QHeaderView, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QPlainTextEdit, QPushButton,
+                               QTableWidgetItem, QTabWidget, QWidget)
 
 from app.ui.widgets.notices import ERROR, Notice, cleared
 from app.core import paths
@@ -38,7 +38,7 @@ from app.server.run import ServeOptions
 from app.ui.widgets.clamped_spin import ClampingSpinBox
 from app.ui.bridge.background_server import BackgroundServer, base_url
 from app.ui.chat.transcript import Transcript
-from app.ui.widgets import StatusLine, copy_button, table
+from app.ui.widgets import STRETCH, StatusLine, copy_button, group, hbox, table, vbox
 from app.ui.bridge.worker import Tasks
 
 DEFAULT_PORT = 8080
@@ -166,50 +166,23 @@ class ServerPage(QWidget):
     def _lay_out(self) -> None:
         form_box = QGroupBox("OpenAI-compatible server")
         form = QFormLayout(form_box)
-        address = QHBoxLayout()
-        address.addWidget(self.host, 1)
-        address.addWidget(self.port)
-        form.addRow("Address and port", address)
-        key_row = QHBoxLayout()
-        key_row.addWidget(self.api_key, 1)
-        key_row.addWidget(self.new_key_button)
-        key_row.addWidget(self.copy_key_button)
-        form.addRow("API key", key_row)
+        form.addRow("Address and port", hbox((self.host, 1), self.port))
+        form.addRow("API key", hbox((self.api_key, 1), self.new_key_button, self.copy_key_button))
         form.addRow("CORS origins", self.cors)
         form.addRow("", self.offer_tools)
         form.addRow("", self.tools_in_chat)
         form.addRow("", self.tool_servers)
         form.addRow("", self.no_tool_servers)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.start_button)
-        buttons.addWidget(self.stop_button)
-        buttons.addStretch(1)
-        form.addRow("", buttons)
+        form.addRow("", hbox(self.start_button, self.stop_button, STRETCH))
         form.addRow("", self.status)
 
         snippets = QTabWidget()
         for title, box in (("curl", self.curl), ("Python (openai)", self.python)):
             page = QWidget()
-            col = QVBoxLayout(page)
-            col.setContentsMargins(4, 4, 4, 4)
-            col.addWidget(box, 1)
-            row = QHBoxLayout()
-            row.addStretch(1)
-            row.addWidget(copy_button(box.toPlainText))
-            col.addLayout(row)
+            vbox((box, 1), hbox(STRETCH, copy_button(box.toPlainText)), parent=page, margin=4)
             snippets.addTab(page, title)
-        examples = QGroupBox("Try it")
-        QVBoxLayout(examples).addWidget(snippets)
-
-        top = QHBoxLayout()
-        top.addWidget(form_box, 1)
-        top.addWidget(examples, 1)
-        log_box = QGroupBox("Requests")
-        QVBoxLayout(log_box).addWidget(self.log)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(top)
-        layout.addWidget(log_box, 1)
+        top = hbox((form_box, 1), (group("Try it", snippets), 1))
+        vbox(top, (group("Requests", self.log), 1), parent=self, margin=6)
 
     # --- settings ------------------------------------------------------------
     def refresh_tool_servers(self) -> None:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxLayout, QHeaderView, QInputDialog,
-                               QLabel, QMessageBox, QProgressBar, QPushButton, QTableWidget, QTableWidgetItem,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QFileDialog, QHeaderView, QInputDialog, QLabel, QMessageBox, QProgressBar,
+                               QPushButton, QTableWidgetItem, QWidget)
 
 from app.ui.widgets.notices import ERROR, UNTIL_CLEARED, WARNING, Notice, cleared
 from app.ui.docs.index_runner import IndexRunner
-from app.ui.widgets import table
+from app.ui.widgets import STRETCH, chosen_row_text, hbox, picking_table, vbox, wrapped
 
 
 def progress_text(p) -> str:
@@ -84,13 +83,8 @@ class DocumentsPage(QWidget):
         self.interrupted: list[str] = []  # collections whose last run a crash or a kill ended
         self._interrupted_said = False
         self._run_listed = False  # the running collection has been shown in the table (and the chat's box)
-        self.table = table(5, "Collections")
-        self.table.setHorizontalHeaderLabels(["Collection", "Files", "Chunks", "With vectors", "Folders"])
-        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.table = picking_table(["Collection", "Files", "Chunks", "With vectors", "Folders"], "Collections")
         self.table.horizontalHeader().setSectionResizeMode(4, QHeaderView.Stretch)
-        self.table.verticalHeader().hide()
         self.add_button = QPushButton("Add folder…")
         self.add_button.setToolTip("Index a folder into a collection (new or existing); only what changed is read "
                                    "again later")
@@ -114,27 +108,14 @@ class DocumentsPage(QWidget):
             self.vectors.setToolTip(embed_model.NO_VECTORS_PLAIN)
         self.progress = QProgressBar()
         self.progress.setTextVisible(False)
-        self.status = QLabel("")
-        self.status.setWordWrap(True)
+        self.status = wrapped()
         self.index_size = QLabel("")
         self.index_size.setObjectName("hint")
-        buttons = QHBoxLayout()
-        for w in (self.add_button, self.update_button, self.remove_button, self.vectors):
-            buttons.addWidget(w)
-        buttons.addStretch(1)
-        working = QHBoxLayout()
-        working.addWidget(self.progress, 1)
-        working.addWidget(self.cancel_button)
-        layout = QVBoxLayout(self)
-        intro = QLabel("Collections of documents the chat can answer from, indexed on this machine. "
-                       "Choose them per chat in the chat page's Documents box.")
-        intro.setWordWrap(True)  # a narrow window wraps it instead of growing past the screen
-        layout.addWidget(intro)
-        layout.addLayout(buttons)
-        layout.addWidget(self.table, 1)
-        layout.addLayout(working)
-        layout.addWidget(self.status)
-        layout.addWidget(self.index_size)
+        # A narrow window wraps it instead of growing past the screen.
+        intro = wrapped("Collections of documents the chat can answer from, indexed on this machine. "
+                        "Choose them per chat in the chat page's Documents box.")
+        vbox(intro, hbox(self.add_button, self.update_button, self.remove_button, self.vectors, STRETCH),
+             (self.table, 1), hbox((self.progress, 1), self.cancel_button), self.status, self.index_size, parent=self)
 
         self.add_button.clicked.connect(self._on_add_clicked)
         self.update_button.clicked.connect(self._on_update_clicked)
@@ -188,11 +169,7 @@ class DocumentsPage(QWidget):
         self._update_buttons()
 
     def selected(self) -> str | None:
-        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
-        if not rows:
-            return None
-        item = self.table.item(rows[0].row(), 0)
-        return item.data(Qt.UserRole) or item.text()  # the name, without an "(interrupted)" mark
+        return chosen_row_text(self.table)  # the name, without an "(interrupted)" mark
 
     def _update_buttons(self) -> None:
         busy = self.runner.running

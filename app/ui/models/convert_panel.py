@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QComboBox, QFileDialog, QFormLayout, QLineEdit, QPushButton, QWidget
 
 from app.core.gguf import quant_types as qt
+from app.ui.widgets import STRETCH, hbox, vbox, wrapped
 
 # The page offers fewer choices than the command line: no f32 output, and only the quantizations it offers
 # everywhere (`hearth models convert --quantize` also takes Q5_0 and Q4_1).
@@ -27,32 +27,16 @@ class ConvertPanel(QWidget):
         for q in QUANTIZE_CHOICES:
             self.quantize_to.addItem(qt.label(q) if q else "no, keep the output type", q or None)
         self.convert_button = QPushButton("Convert")
-        self.note = QLabel("Turns a Hugging Face checkpoint (config, tokenizer and safetensors) into a GGUF file "
-                           "that joins the library. For a repository only the files the converter reads are "
-                           "downloaded.")
-        self.note.setWordWrap(True)
-        self.note.setObjectName("hint")
-        self.missing = QLabel()
-        self.missing.setWordWrap(True)
-        self.missing.setStyleSheet("color: #f59e0b")
+        self.note = wrapped("Turns a Hugging Face checkpoint (config, tokenizer and safetensors) into a GGUF file "
+                            "that joins the library. For a repository only the files the converter reads are "
+                            "downloaded.", "hint")
+        self.missing = wrapped(color="#f59e0b")
 
-        row = QHBoxLayout()
-        row.addWidget(self.source, 1)
-        row.addWidget(self.browse)
         form = QFormLayout()
-        form.addRow("Source", row)
+        form.addRow("Source", hbox((self.source, 1), self.browse))
         form.addRow("Output type", self.outtype)
         form.addRow("Then quantize", self.quantize_to)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addWidget(self.note)
-        layout.addLayout(form)
-        layout.addWidget(self.missing)
-        buttons = QHBoxLayout()
-        buttons.addStretch(1)
-        buttons.addWidget(self.convert_button)
-        layout.addLayout(buttons)
-        layout.addStretch(1)
+        vbox(self.note, form, self.missing, hbox(STRETCH, self.convert_button), STRETCH, parent=self, margin=6)
 
         self.browse.clicked.connect(self._on_browse)
         self.convert_button.clicked.connect(self._on_convert_clicked)

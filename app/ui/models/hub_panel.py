@@ -8,12 +8,13 @@ started is dropped, so typing fast never shows stale results.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton,
-                               QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLineEdit, QPushButton, QTreeWidget, QTreeWidgetItem,
+                               QWidget)
 
 from app.core.units import human_size
 from app.ui.models import manager
 from app.ui.bridge.worker import Tasks
+from app.ui.widgets import hbox, vbox, wrapped
 
 COLUMNS = ["Model / file", "Type", "Size", "Downloads"]
 FILE_ROLE = Qt.UserRole  # (repo_id, filename or None)
@@ -41,23 +42,11 @@ class HubPanel(QWidget):
         header.setSectionResizeMode(0, QHeaderView.Stretch)
         for col in (1, 2, 3):
             header.setSectionResizeMode(col, QHeaderView.ResizeToContents)
-        self.note = QLabel()
-        self.note.setWordWrap(True)
-        self.note.setObjectName("hint")
+        self.note = wrapped(name="hint")
         self.download_button = QPushButton("Download")
         self.download_button.setEnabled(False)
-
-        top = QHBoxLayout()
-        top.addWidget(self.query, 1)
-        top.addWidget(self.search_button)
-        bottom = QHBoxLayout()
-        bottom.addWidget(self.note, 1)
-        bottom.addWidget(self.download_button)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(top)
-        layout.addWidget(self.tree, 1)
-        layout.addLayout(bottom)
+        vbox(hbox((self.query, 1), self.search_button), (self.tree, 1), hbox((self.note, 1), self.download_button),
+             parent=self, margin=6)
 
         self.query.returnPressed.connect(self.search)
         self.search_button.clicked.connect(self.search)

@@ -21,10 +21,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QFrame, QGroupBox, QHBoxLayout, QHeaderView,
-                               QLabel, QMessageBox, QPushButton, QSizePolicy, QSplitter, QTableWidget,
-                               QTableWidgetItem,
-                               QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QPushButton,
+                               QSizePolicy, QSplitter, QTableWidgetItem, QTabWidget, QWidget)
 
 from app.ui.widgets.notices import ERROR, INFO, Notice
 from app.core.units import human_size
@@ -44,7 +42,7 @@ from app.ui.models.titles import info_title, path_title
 from app.ui.models.runtime_text import format_text, placement_text
 from app.ui.models.speculation_text import loaded_text
 from app.ui.bridge.worker import Tasks
-from app.ui.widgets import JobBar, VerticalScroll, table
+from app.ui.widgets import STRETCH, JobBar, VerticalScroll, group, hbox, picking_table, vbox, wrapped
 
 COLUMNS = ["Name", "Type", "Size", "Source"]
 
@@ -69,12 +67,7 @@ class ModelsView(QWidget):
         self.relocated: dict[str, str] = {}  # {a file's old path: where Locate… found it} (#49.8)
         self._failure: tuple[str, str] | None = None  # (path, sentence) of the latest failed load, kept on screen
 
-        self.table = table(len(COLUMNS), "Model library")
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
-        self.table.verticalHeader().hide()
+        self.table = picking_table(COLUMNS, "Model library")
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
         self.import_button = QPushButton("Import…")
         self.refresh_button = QPushButton("Refresh")
@@ -88,46 +81,26 @@ class ModelsView(QWidget):
         self.quantize_button = QPushButton("Quantize")
         self.quantize_button.setToolTip("Make a smaller copy of the chosen model with llama.cpp's quantizer")
         # Said before the user starts: a source that is already quantized loses twice (they may still go on).
-        self.requant_note = QLabel()
-        self.requant_note.setWordWrap(True)
-        self.requant_note.setStyleSheet("color: #f59e0b")
+        self.requant_note = wrapped(color="#f59e0b")
         self.requant_note.hide()
         self._inspected: tuple[str, dict] | None = None  # (path, its header) of the model described
-        lib_page = QWidget()
-        lib_layout = QVBoxLayout(lib_page)
-        lib_layout.setContentsMargins(6, 6, 6, 6)
-        lib_layout.addWidget(self.table, 1)
-        row = QHBoxLayout()
-        row.addWidget(self.import_button)
-        row.addWidget(self.refresh_button)
-        row.addStretch(1)
         self.missing = MissingFiles(self)  # rows whose file went away: Locate… or Remove from library
-        row.addWidget(self.missing.locate_button)
-        row.addWidget(self.delete_button)
-        lib_layout.addLayout(row)
         # Quantizing and its quality: details a simple window shows only when asked (set_simple).
         self.making = QWidget()
-        making = QVBoxLayout(self.making)
-        making.setContentsMargins(0, 0, 0, 0)
-        qrow = QHBoxLayout()
-        qrow.addWidget(QLabel("Quantize to"))
-        qrow.addWidget(self.quant_type, 1)
-        qrow.addWidget(self.quantize_button)
-        making.addLayout(qrow)
-        making.addWidget(self.requant_note)
         self.quality = QualityPane()  # each type's measured quality on the user's text, and the recommendation
-        making.addWidget(self.quality)
+        vbox(hbox(QLabel("Quantize to"), (self.quant_type, 1), self.quantize_button), self.requant_note,
+               self.quality, parent=self.making, margin=0)
         # On a short screen the library keeps its rows and these details scroll (#55 C: at 1024x600 the library
         # shrank to a row and a half under the advice and the quality table).
         self.table.setMinimumHeight(self.table.horizontalHeader().sizeHint().height()
                                     + LIBRARY_ROWS_KEPT * self.table.verticalHeader().defaultSectionSize()
                                     + 2 * self.table.frameWidth())
-        self.making_scroll = VerticalScroll(self.making)
-        self.making_scroll.setAccessibleName("Quantizing and quality")
-        self.making_scroll.setFrameShape(QFrame.NoFrame)
-        self.making_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.making_scroll = VerticalScroll(self.making, name="Quantizing and quality", flat=True)
         self.making_scroll.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Preferred)
-        lib_layout.addWidget(self.making_scroll)
+        lib_page = QWidget()
+        vbox((self.table, 1), hbox(self.import_button, self.refresh_button, STRETCH, self.missing.locate_button,
+                                    self.delete_button),
+               self.making_scroll, parent=lib_page, margin=6)
         self.hub = HubPanel(self.tasks)
         # A search's failure is said as a download's is: on the page's line (the latest there) and the status bar.
         self.hub.error_reported.connect(lambda message: self.show_error(message, "models.hub"))
@@ -138,24 +111,18 @@ class ModelsView(QWidget):
         self.sources.addTab(self.hub, "Download")
         self.sources.addTab(self.converter, "Convert")
 
-        self.details = QLabel("Choose a model to see its details.")
-        self.details.setWordWrap(True)
+        self.details = wrapped("Choose a model to see its details.")
         self.details.setTextFormat(Qt.RichText)
         self.details.setAlignment(Qt.AlignTop | Qt.AlignLeft)
         self.details.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.fit_label = QLabel()
-        self.fit_label.setWordWrap(True)
-        self.status = QLabel()
-        self.status.setWordWrap(True)
-        self.speculation = QLabel()  # the engine's decision about speculative decoding for the loaded model
-        self.speculation.setWordWrap(True)
-        self.speculation.setObjectName("hint")
+        self.fit_label = wrapped()
+        self.status = wrapped()
+        # The engine's decision about speculative decoding for the loaded model.
+        self.speculation = wrapped(name="hint")
         self.speculation.hide()
         # Which chat format the loaded model got and why, a base model said as such, and where it runs (with the
         # sentence when that is not the runtime asked for): under the details while the loaded model is chosen.
-        self.loaded_note = QLabel()
-        self.loaded_note.setWordWrap(True)
-        self.loaded_note.setObjectName("hint")
+        self.loaded_note = wrapped(name="hint")
         self.loaded_note.hide()
         self.runtime_rows: list[dict] = []  # the Runtime box's entries, as last read (Settings shows them too)
         self.load_settings = LoadSettings()
@@ -181,38 +148,18 @@ class ModelsView(QWidget):
         self.cancel_button.setEnabled(False)
 
         left = QWidget()
-        left_layout = QVBoxLayout(left)
-        left_layout.setContentsMargins(0, 0, 0, 0)
-        left_layout.addWidget(self.sources, 1)
-        left_layout.addWidget(self.jobs)
-        right = QWidget()
-        right_layout = QVBoxLayout(right)
-        details_box = QGroupBox("Details")
-        QVBoxLayout(details_box).addWidget(self.details)
-        settings_box = QGroupBox("Load settings")
-        sl = QVBoxLayout(settings_box)
-        sl.addWidget(self.load_settings)
-        sl.addWidget(self.speculation)
-        right_layout.addWidget(details_box)
-        right_layout.addWidget(self.fit_label)
+        vbox((self.sources, 1), self.jobs, parent=left, margin=0)
         # How it loads and runs: the simple window shows it behind "Show details" (set_simple).
         self.load_details = QWidget()
-        load_details = QVBoxLayout(self.load_details)
-        load_details.setContentsMargins(0, 0, 0, 0)
-        load_details.addWidget(self.loaded_note)
-        load_details.addWidget(settings_box)
-        right_layout.addWidget(self.load_details)
+        vbox(self.loaded_note, group("Load settings", self.load_settings, self.speculation),
+               parent=self.load_details, margin=0)
+        right = QWidget()
+        vbox(group("Details", self.details), self.fit_label, self.load_details, STRETCH, parent=right)
         self.details_button = QPushButton("Show details")
         self.details_button.setCheckable(True)
         self.details_button.setToolTip("Load settings, quantizing, quality measures and converting")
         self.details_button.hide()  # the full window shows everything
         self._simple = False
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.details_button)
-        buttons.addWidget(self.status, 1)
-        buttons.addWidget(self.cancel_button)
-        buttons.addWidget(self.load_button)
-        right_layout.addStretch(1)
         # A wrapped label's minimum height is one line: where the pane is taller than the window, the layout
         # squeezed the details to their title (the settings grew a runtime, a template and a longer GPU note).
         # Each label keeps the height its text needs, and the pane scrolls instead.
@@ -224,10 +171,8 @@ class ModelsView(QWidget):
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
         # The Load button stays in sight below the scrolling settings, at any window height.
         right_pane = QWidget()
-        pane_layout = QVBoxLayout(right_pane)
-        pane_layout.setContentsMargins(0, 0, 0, 0)
-        pane_layout.addWidget(scroll, 1)
-        pane_layout.addLayout(buttons)
+        vbox((scroll, 1), hbox(self.details_button, (self.status, 1), self.cancel_button, self.load_button),
+               parent=right_pane, margin=0)
         splitter = QSplitter()
         splitter.addWidget(left)
         splitter.addWidget(right_pane)

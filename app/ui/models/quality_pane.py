@@ -7,12 +7,11 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QDoubleSpinBox, QFileDialog, QLabel, QPushButton, QTableWidgetItem, QWidget
 
 from app.ui.models.quality_pick import DEFAULT_THRESHOLD, recommend
 from app.core.units import human_size
-from app.ui.widgets import table
+from app.ui.widgets import STRETCH, hbox, table, vbox, wrapped
 
 SHOWN = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")  # bench quality's default types
 COLUMNS = ["type", "file", "mean KLD", "same top", "+ matrix: mean KLD", "+ matrix: same top"]
@@ -40,26 +39,12 @@ class QualityPane(QWidget):
         self.measure_button = QPushButton("Measure…")
         self.measure_button.setToolTip("Score the quants against the original on a text of yours (hearth bench "
                                        "quality), in the background")
-        self.about = QLabel()
-        self.about.setWordWrap(True)
-        self.about.setObjectName("hint")
-        self.advice = QLabel()
-        self.advice.setWordWrap(True)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.about)
-        layout.addWidget(self.table)
-        row = QHBoxLayout()
-        row.addWidget(QLabel("Recommend within"))
-        row.addWidget(self.threshold, 1)
-        layout.addLayout(row)
-        # On a line of its own: beside the threshold it set the Library's minimum width, and with the load
-        # settings beside it the page no longer fitted a 1024-pixel window.
-        measure = QHBoxLayout()
-        measure.addStretch(1)
-        measure.addWidget(self.measure_button)
-        layout.addLayout(measure)
-        layout.addWidget(self.advice)
+        self.about = wrapped(name="hint")
+        self.advice = wrapped()
+        # Measure… on a line of its own: beside the threshold it set the Library's minimum width, and with the
+        # load settings beside it the page no longer fitted a 1024-pixel window.
+        vbox(self.about, self.table, hbox(QLabel("Recommend within"), (self.threshold, 1)),
+             hbox(STRETCH, self.measure_button), self.advice, parent=self, margin=0)
         self.threshold.valueChanged.connect(self._advise)
         self.measure_button.clicked.connect(self._ask_text)
 

@@ -15,16 +15,15 @@ import shlex
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView,
-                               QLabel, QLineEdit, QPlainTextEdit, QPushButton, QRadioButton, QSplitter,
-                               QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFileDialog, QFormLayout, QGroupBox, QHeaderView, QLineEdit, QPlainTextEdit,
+                               QPushButton, QRadioButton, QSplitter, QTableWidgetItem, QTextBrowser, QWidget)
 
 from app.ui.widgets.notices import ERROR, Notice, cleared
 from app.core import paths
 from app.core.errors import HearthError
 from app.ui.chat.model_picker import tools_badge
 from app.ui.bridge.worker import Tasks
-from app.ui.widgets import table
+from app.ui.widgets import STRETCH, chosen_row_text, hbox, picking_table, vbox, wrapped
 
 RUNS_AS_YOU = ("Tools run as you, with your permissions: a server can read, change and send what you can. Add only "
                "servers you trust; Hearth asks before each call unless you allow a tool for good.")
@@ -69,21 +68,13 @@ class ToolsPage(QWidget):
         self.bridge = bridge
         self.tasks = Tasks(self)
         self._testing = False  # a server is being started and asked for its tools
-        intro = QLabel("MCP servers whose tools the model may call: the time, your files, git, a database. Choose "
-                       "them per chat in the chat page's Tools box; each call is shown and runs only after you "
-                       f"allow it. They are kept in {paths.mcp_config_file()}, the mcpServers file LM Studio, Jan, "
-                       "Claude Desktop and Cursor use, so one you have there can be imported.")
-        intro.setWordWrap(True)
-        self.model_line = QLabel("")
-        self.model_line.setObjectName("toolsModel")
-        self.model_line.setWordWrap(True)
-        self.table = table(4, "MCP servers")
-        self.table.setHorizontalHeaderLabels(["Server", "Kind", "Program or address", "Always allowed"])
-        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        intro = wrapped("MCP servers whose tools the model may call: the time, your files, git, a database. Choose "
+                        "them per chat in the chat page's Tools box; each call is shown and runs only after you "
+                        f"allow it. They are kept in {paths.mcp_config_file()}, the mcpServers file LM Studio, Jan, "
+                        "Claude Desktop and Cursor use, so one you have there can be imported.")
+        self.model_line = wrapped(name="toolsModel")
+        self.table = picking_table(["Server", "Kind", "Program or address", "Always allowed"], "MCP servers")
         self.table.horizontalHeader().setSectionResizeMode(2, QHeaderView.Stretch)
-        self.table.verticalHeader().hide()
         self.test_button = QPushButton("Test")
         self.test_button.setToolTip("Start the server and list its tools with their schemas")
         self.remove_button = QPushButton("Remove")
@@ -91,8 +82,7 @@ class ToolsPage(QWidget):
                                       "secrets in the keyring")
         self.import_button = QPushButton("Import mcp.json…")
         self.import_button.setToolTip("Add every server of another app's mcp.json (or claude_desktop_config.json)")
-        self.status = QLabel("")
-        self.status.setWordWrap(True)
+        self.status = wrapped()
         self.details = QTextBrowser()
         self.details.setAccessibleName("The server's tools")
         self.details.setPlaceholderText("Test a server to see its tools and their schemas here.")
@@ -117,47 +107,26 @@ class ToolsPage(QWidget):
         self.headers_edit.setPlaceholderText("Name: value, one a line (Authorization goes to the keyring)")
         self.headers_edit.setFixedHeight(48)
         self.add_button = QPushButton("Add server")
-        self.runs_as_you = QLabel(RUNS_AS_YOU)
-        self.runs_as_you.setObjectName("toolsWarning")
-        self.runs_as_you.setWordWrap(True)
-        self.runs_as_you.setStyleSheet("color: #b45309")
+        self.runs_as_you = wrapped(RUNS_AS_YOU, "toolsWarning", "#b45309")
         form_box = QGroupBox("Add a server")
         form = self._form = QFormLayout(form_box)
-        kinds = QHBoxLayout()
-        kinds.addWidget(self.stdio_choice)
-        kinds.addWidget(self.http_choice)
-        kinds.addStretch(1)
         form.addRow("Name", self.name_edit)
-        form.addRow("Kind", kinds)
+        form.addRow("Kind", hbox(self.stdio_choice, self.http_choice, STRETCH))
         form.addRow("Command", self.command_edit)
         form.addRow("Environment", self.env_edit)
         form.addRow("Address", self.url_edit)
         form.addRow("Headers", self.headers_edit)
         form.addRow(self.runs_as_you)
-        adding = QHBoxLayout()
-        adding.addStretch(1)
-        adding.addWidget(self.add_button)
-        form.addRow(adding)
+        form.addRow(hbox(STRETCH, self.add_button))
 
-        buttons = QHBoxLayout()
-        for button in (self.test_button, self.remove_button, self.import_button):
-            buttons.addWidget(button)
-        buttons.addStretch(1)
         left = QWidget()
-        left_col = QVBoxLayout(left)
-        left_col.setContentsMargins(0, 0, 0, 0)
-        left_col.addWidget(self.table, 1)
-        left_col.addLayout(buttons)
-        left_col.addWidget(form_box)
+        vbox((self.table, 1), hbox(self.test_button, self.remove_button, self.import_button, STRETCH), form_box,
+             parent=left, margin=0)
         splitter = QSplitter()
         splitter.addWidget(left)
         splitter.addWidget(self.details)
         splitter.setSizes([560, 440])
-        layout = QVBoxLayout(self)
-        layout.addWidget(intro)
-        layout.addWidget(self.model_line)
-        layout.addWidget(splitter, 1)
-        layout.addWidget(self.status)
+        vbox(intro, self.model_line, (splitter, 1), self.status, parent=self)
 
         self.add_button.clicked.connect(self.add_server)
         self.remove_button.clicked.connect(self.remove_selected)
@@ -214,11 +183,7 @@ class ToolsPage(QWidget):
         self._update_buttons()
 
     def selected(self) -> str | None:
-        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
-        if not rows:
-            return None
-        item = self.table.item(rows[0].row(), 0)
-        return item.text() if item is not None else None
+        return chosen_row_text(self.table)
 
     def select(self, name: str) -> None:
         for row in range(self.table.rowCount()):

@@ -2,6 +2,9 @@
 
 StatusLine: a form's one-sentence outcome, errors in red. copy_button: text to the clipboard.
 
+wrapped, hbox, vbox, group, picking_table: the parts every page builds its controls from (a sentence that
+wraps, a row of buttons, a titled box, a table whose rows are chosen one at a time).
+
 ElidedLabel: one line that ends in "…" when the room is short (a long model name in the status bar would
 otherwise set the window's minimum width past a small screen).
 
@@ -27,14 +30,16 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QPainter, QPalette
-from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QProgressBar,
-                               QPushButton, QScrollArea, QSizePolicy, QTableWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QBoxLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
+                               QLayout, QListWidget, QListWidgetItem, QProgressBar, QPushButton, QScrollArea,
+                               QSizePolicy, QTableWidget, QVBoxLayout, QWidget)
 
 from app.core.units import human_size
 from app.ui.bridge.worker import Tasks
 
 PROGRESS_MS = 100
 SCALE = 1000  # the bar's range: QProgressBar takes ints, byte counts overflow them
+STRETCH = 1  # in hbox() and vbox(): the room left over
 
 
 def name_controls(field, name: str) -> None:
@@ -66,6 +71,69 @@ def table(columns: int, name: str) -> QTableWidget:
     view.setTabKeyNavigation(False)
     view.setAccessibleName(name)
     return view
+
+
+def picking_table(headers: list[str], name: str) -> QTableWidget:
+    """A read-only table whose rows are chosen one at a time (a library, a list of servers), without row numbers."""
+    view = table(len(headers), name)
+    view.setHorizontalHeaderLabels(headers)
+    view.setSelectionBehavior(QAbstractItemView.SelectRows)
+    view.setSelectionMode(QAbstractItemView.SingleSelection)
+    view.setEditTriggers(QAbstractItemView.NoEditTriggers)
+    view.verticalHeader().hide()
+    return view
+
+
+def chosen_row_text(view: QTableWidget) -> str | None:
+    """The first cell of a picking table's chosen row: its name (an item's UserRole, when set, over its text)."""
+    rows = view.selectionModel().selectedRows() if view.selectionModel() else []
+    item = view.item(rows[0].row(), 0) if rows else None
+    return (item.data(Qt.UserRole) or item.text()) if item is not None else None
+
+
+def wrapped(text: str = "", name: str = "", color: str = "") -> QLabel:
+    """A label whose words wrap, so that a long sentence never widens the page past the screen. name: the object
+    name the theme and the tests know it by ("hint" is grey); color: a warning's."""
+    label = QLabel(text)
+    label.setWordWrap(True)
+    if name:
+        label.setObjectName(name)
+    if color:
+        label.setStyleSheet(f"color: {color}")
+    return label
+
+
+def _filled(layout: QBoxLayout, items: tuple, margin: int | None) -> QBoxLayout:
+    if margin is not None:
+        layout.setContentsMargins(margin, margin, margin, margin)
+    for item in items:
+        if isinstance(item, int):
+            layout.addStretch(item)
+            continue
+        item, stretch = item if isinstance(item, tuple) else (item, 0)
+        if isinstance(item, QLayout):
+            layout.addLayout(item, stretch)
+        else:
+            layout.addWidget(item, stretch)
+    return layout
+
+
+def hbox(*items, parent: QWidget | None = None, margin: int | None = None) -> QHBoxLayout:
+    """A row of items, left to right: a widget or a layout, (either, its stretch), or STRETCH for the room left.
+    parent: the widget it lays out; margin: its margins, where not the style's."""
+    return _filled(QHBoxLayout(parent), items, margin)
+
+
+def vbox(*items, parent: QWidget | None = None, margin: int | None = None) -> QVBoxLayout:
+    """A column of items, top to bottom, as hbox() takes them."""
+    return _filled(QVBoxLayout(parent), items, margin)
+
+
+def group(title: str, *items) -> QGroupBox:
+    """A titled box holding a column of items (as hbox() takes them)."""
+    box = QGroupBox(title)
+    vbox(*items, parent=box)
+    return box
 
 
 class ElidedLabel(QLabel):
@@ -167,10 +235,16 @@ class VerticalScroll(QScrollArea):
     pixels it takes (the load settings at 1024 px showed one that scrolled 8). Asked each time, so it follows
     the content as it grows (a longer GPU note, another runtime)."""
 
-    def __init__(self, content: QWidget, parent: QWidget | None = None):
+    def __init__(self, content: QWidget, parent: QWidget | None = None, name: str = "", flat: bool = False):
+        """name: what a screen reader says; flat: no frame, nor a horizontal bar (the content narrows instead)."""
         super().__init__(parent)
         self.setWidgetResizable(True)
         self.setWidget(content)
+        if name:
+            self.setAccessibleName(name)
+        if flat:
+            self.setFrameShape(QFrame.NoFrame)
+            self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
         hint = super().minimumSizeHint()
@@ -198,13 +272,7 @@ class JobBar(QWidget):
         self.bar.setTextVisible(True)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel)
-        column = QVBoxLayout(self)
-        column.setContentsMargins(0, 0, 0, 0)
-        column.addWidget(self.label)
-        row = QHBoxLayout()
-        row.addWidget(self.bar, 1)
-        row.addWidget(self.cancel_button)
-        column.addLayout(row)
+        vbox(self.label, hbox((self.bar, 1), self.cancel_button), parent=self, margin=0)
         tasks.progressed.connect(self._on_progressed)
         self.setVisible(False)
 
@@ -309,13 +377,8 @@ class ChatChoice(QWidget):
         self.list = QListWidget()
         self.list.setMaximumHeight(max_height)
         self.list.setToolTip(tooltip)
-        self.empty = QLabel(empty_text)
-        self.empty.setObjectName("hint")
-        self.empty.setWordWrap(True)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.list)
-        layout.addWidget(self.empty)
+        self.empty = wrapped(empty_text, "hint")
+        vbox(self.list, self.empty, parent=self, margin=0)
         self.list.itemChanged.connect(self._on_item_changed)
 
     def refresh(self) -> None:
