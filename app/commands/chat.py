@@ -15,7 +15,6 @@ from app.commands import chat_media
 from app.commands.chat_docs import add_docs_args, open_docs
 from app.commands.chat_tools import add_tools_args, check_tool_flags, open_tools
 from app.commands.options import add_load_args, add_sampling_args, load_options, sampling_options
-from app.commands.serve import API_KEY_ENV
 from app.core.errors import EngineCrashed, HearthError
 from app.core.gguf.modelfile import above_trained_context, check_model_file
 from app.backends.client import EngineClient
@@ -41,7 +40,7 @@ def register(sub) -> None:
                    help="chat with an OpenAI-compatible server instead (its base URL, e.g. http://127.0.0.1:8080/v1: "
                    "llama-server, vLLM, Ollama, LM Studio, hearth serve); --model then names the server's model")
     p.add_argument("--api-key", metavar="KEY", default=env.API_KEY.get(),
-                   help=f"with --endpoint: the server's API key (default: ${API_KEY_ENV})")
+                   help=f"with --endpoint: the server's API key (default: ${env.API_KEY.name})")
     chat_media.add_media_args(p)
     add_docs_args(p)
     add_tools_args(p)

@@ -1,19 +1,20 @@
-"""Command-line flags shared by chat, bench and the GUI launcher, mapped to engine options.
+"""Command-line flags shared by chat, bench and the GUI launcher, mapped to engine options, and serve's own.
 
-The flags come from the option tables in app/protocol/option_fields.py, so every settable field has its flag
-and every flag reaches its field.
+The flags come from the options' declarations (app/protocol/option_fields.py's tables of the load and sampling
+options, app/server/options.py's ServeOptions), so every settable field has its flag and every flag reaches its
+field.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-from dataclasses import dataclass, fields
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 from app.core.library.bundled import bundled_model_path
 from app.core.errors import BadArgument
 from app.protocol.option_fields import LOAD_FIELDS, SAMPLING_FIELDS, OptionError, OptionField, check_options
+from app.protocol.option_spec import OPTION, POSITIVE_SECONDS, Bound, count, described
 from app.protocol.messages import LoadOptions, SamplingOptions
 
 _TYPES = {"int": int, "float": float, "str": str}
@@ -38,20 +39,51 @@ def _add(p: argparse.ArgumentParser, field: OptionField, cls) -> None:
     if cls is SamplingOptions and not field.repeat and not isinstance(default, bool):
         kwargs["action"] = _Given
     if field.help:
-        kwargs["help"] = field.help
+        kwargs["help"] = field.help.replace("{default}", _shown(default, field.scale))
     if field.negate:
         kwargs["action"] = "store_false"
     elif isinstance(default, bool):
         kwargs["action"] = "store_true"
     elif field.repeat:
         kwargs.update(action="append", default=[], metavar=field.metavar)
+    elif field.nargs:
+        kwargs.update(nargs=field.nargs, default=[], metavar=field.metavar)
     else:
-        kwargs["default"] = default
+        kwargs["default"] = default if field.scale == 1 or default is None else default / field.scale
         if field.choices:
             kwargs["choices"] = field.choices
         else:
-            kwargs.update(type=_TYPES[str(declared.type).split("|")[0].strip()], metavar=field.metavar)
+            kind = _TYPES[str(declared.type).split("|")[0].strip()]
+            kwargs.update(type=float if field.scale != 1 else kind, metavar=field.metavar)
+        if field.bound is not None:
+            kwargs.update(action=_Bounded, bound=field.bound)
     p.add_argument(field.flag, **kwargs)
+
+
+def _shown(default, scale: float) -> str:
+    """A default as its flag takes it: 10 for a 10 MB field in bytes, 8080, auto."""
+    if isinstance(default, bool) or not isinstance(default, (int, float)):
+        return str(default)
+    return f"{default / scale:g}"
+
+
+def add_declared_args(p: argparse.ArgumentParser, cls) -> None:
+    """A flag for each option an options class declares (app/protocol/option_spec.py), and for those of the
+    options classes it holds (ServeOptions' limits)."""
+    by_name = {option.name: option for option in described(cls)}
+    for f in fields(cls):
+        if f.name in by_name:
+            _add(p, by_name[f.name], cls)
+        elif is_dataclass(f.default_factory):
+            add_declared_args(p, f.default_factory)
+
+
+def declared_options(args: argparse.Namespace, cls):
+    """The options class built from add_declared_args' flags."""
+    values = _values(args, described(cls))
+    nested = {f.name: declared_options(args, f.default_factory) for f in fields(cls)
+              if OPTION not in f.metadata and is_dataclass(f.default_factory)}
+    return cls(**values, **nested)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -87,7 +119,15 @@ def model_path(args: argparse.Namespace) -> str:
 
 
 def _values(args: argparse.Namespace, table: tuple[OptionField, ...]) -> dict:
-    return {f.name: list(getattr(args, f.arg)) if f.repeat else getattr(args, f.arg) for f in table}
+    return {f.name: _value(f, getattr(args, f.arg)) for f in table}
+
+
+def _value(field: OptionField, given):
+    if field.repeat or field.nargs:
+        return list(given)
+    if field.scale != 1 and given is not None:
+        return max(1, int(given * field.scale))  # a flag's "more than 0" is at least one of the field's units
+    return given
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
@@ -155,21 +195,6 @@ def _checked(options) -> None:
 # it is declared: `p.add_argument("--repeats", type=int, ..., **within(1, takes="1 or more runs"))`. A value outside
 # is one sentence naming the flag and the value as the command line is read, before any model loads (a bad argument:
 # exit status 2, as argparse's own refusals; app/cli.py).
-@dataclass(frozen=True)
-class Bound:
-    lowest: float
-    highest: float | None = None
-    above: bool = False  # the lowest itself is refused
-    takes: str = ""  # what the flag takes, in words
-
-    def holds(self, value: float) -> bool:
-        """nan and inf never do (`nan <= 0` is False: a plain comparison let nan in)."""
-        if isinstance(value, float) and not math.isfinite(value):
-            return False
-        return (value > self.lowest if self.above else value >= self.lowest) and \
-            (self.highest is None or value <= self.highest)
-
-
 class _Bounded(argparse.Action):
     def __init__(self, option_strings, dest, bound: Bound, **kwargs):
         super().__init__(option_strings, dest, **kwargs)
@@ -189,7 +214,7 @@ def within(lowest: float, highest: float | None = None, *, above: bool = False, 
 
 def at_least(lowest: int, what: str) -> dict:
     """A count: `**at_least(1, "runs")` takes 1 or more runs."""
-    return within(lowest, takes=f"{lowest} or more {what}")
+    return {"action": _Bounded, "bound": count(lowest, what)}
 
 
-SECONDS = within(0, above=True, takes="a number of seconds more than 0")
+SECONDS = {"action": _Bounded, "bound": POSITIVE_SECONDS}

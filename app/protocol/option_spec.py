@@ -1,13 +1,16 @@
-"""How an option is declared: once, on its field of LoadOptions or SamplingOptions (app/protocol/messages.py).
+"""How an option is declared: once, on its field of LoadOptions or SamplingOptions (app/protocol/messages.py), or
+of ServeOptions and its Limits (app/server/options.py).
 
 A field's declaration carries its type and default (the dataclass), and, in its metadata, everything a client
 builds from it: the command-line flag and help (app/commands/options.py), the window's spin box (label, tip,
-range, step), the range the engine accepts, and whether a preference is remembered. A field no user sets says
-why instead (`internal`). app/protocol/option_fields.py reads these declarations; no second table exists.
+range, step), the range the engine accepts or the flag takes, and whether a preference is remembered. A field no
+user sets says why instead (`internal`). app/protocol/option_fields.py reads these declarations; no second table
+exists.
 """
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
@@ -36,6 +39,10 @@ class OptionField:
     step: float | None = None
     # The values the engine accepts, where wider than the spin box's range (API clients may ask for more).
     valid: tuple[float, float] | None = None
+    # A flag's range as the command line checks it while it reads it (a server's flags, which no spin box shows).
+    bound: "Bound | None" = None
+    scale: float = 1  # the field holds the flag's value times this (--max-body-mb -> bytes)
+    nargs: str | None = None  # a list field whose one flag takes several values (--tools A B)
 
     @property
     def arg(self) -> str:
@@ -73,6 +80,31 @@ def described(cls) -> tuple[OptionField, ...]:
 
 def internals(cls) -> dict[str, Internal]:
     return {f.name: f.metadata[INTERNAL] for f in fields(cls) if INTERNAL in f.metadata}
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A number flag's range: a value outside is one sentence naming the flag and the value, said as the command
+    line is read, before any model loads (app/commands/options.py)."""
+    lowest: float
+    highest: float | None = None
+    above: bool = False  # the lowest itself is refused
+    takes: str = ""  # what the flag takes, in words
+
+    def holds(self, value: float) -> bool:
+        """nan and inf never do (`nan <= 0` is False: a plain comparison let nan in)."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        return (value > self.lowest if self.above else value >= self.lowest) and \
+            (self.highest is None or value <= self.highest)
+
+
+def count(lowest: int, what: str) -> Bound:
+    """A count: `count(1, "runs")` takes 1 or more runs."""
+    return Bound(lowest, takes=f"{lowest} or more {what}")
+
+
+POSITIVE_SECONDS = Bound(0, above=True, takes="a number of seconds more than 0")
 
 
 @dataclass(frozen=True)

@@ -10,41 +10,19 @@ import signal
 import socket
 import sys
 import threading
-from dataclasses import dataclass, field
 
 from app.core.errors import HearthError
 from app.core.gguf.modelfile import above_trained_context
-from app.server.responses.store import DEFAULT_MAX_BYTES, ResponseStore
+from app.server.responses.store import ResponseStore
 from app.backends.client import EngineClient
 from app.protocol.messages import LoadOptions
 from app.backends.supervisor import Supervisor
 from app.server.api_tools import STARTUP_WAIT_S, open_api_tools
 from app.server.edge.guard import allowed_hosts, is_loopback, key_problem
-from app.server.edge.limits import Limits, http_protocol
+from app.server.edge.limits import http_protocol
 from app.server.models import ModelPool
-from app.server.openai.endpoints import DEFAULT_MAX_TOKENS, OpenAIApi
-
-
-@dataclass
-class ServeOptions:
-    host: str = "127.0.0.1"
-    port: int = 8080
-    ollama_port: int | None = None  # a second port, where Ollama's clients look (11434); it serves the same app
-    strict_fields: bool = False  # a field Hearth does not know is a 400 (app/server/edge/field_policy.py)
-    strict_models: bool = False  # OpenAI's fixed model names are a 404 instead of the loaded model
-    api_key: str | None = None
-    cors: list[str] = field(default_factory=list)
-    allowed_hosts: list[str] = field(default_factory=list)  # Host names answered beyond loopback's (app/server/edge/guard.py)
-    max_tokens: int = DEFAULT_MAX_TOKENS  # for a request that does not say
-    max_models: int = 1  # loaded at once; a request naming another library model loads it (app/server/models.py)
-    ttl_s: float | None = None  # unload a model unused for this long
-    limits: Limits = field(default_factory=Limits)  # head and body deadlines, connections, queue (app/server/edge/limits.py)
-    reasoning_format: str = "auto"  # "none": a reasoning model's <think>… stays in content (a request may say)
-    keep_responses: int = 10_000  # /v1/responses' store: responses kept, and for how long (app/server/responses/store.py)
-    keep_responses_days: float = 30.0
-    keep_responses_bytes: int = DEFAULT_MAX_BYTES  # ... and the bytes this server's may take
-    tools: list[str] = field(default_factory=list)  # MCP servers offered to API clients (app/server/api_tools.py)
-    tools_in_chat: bool = False  # ... through /v1/chat/completions too, not only /v1/responses
+from app.server.openai.endpoints import OpenAIApi
+from app.server.options import ServeOptions
 
 
 def open_socket(host: str, port: int) -> socket.socket:

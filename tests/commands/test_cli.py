@@ -263,7 +263,7 @@ def test_the_window_paints_before_its_heavy_parts_are_imported_and_after_the_eng
     assert 0 < marks["engine_started_s"] < marks["window_built_s"] < marks["painted_s"]
     assert marks["model_ready_s"] < marks["pages_built_s"]  # the pages that can wait wait for the model
     # They were imported later, once the monitor and the other pages were built: the list is not empty by mistake.
-    assert {"pyqtgraph", "httpx", "keyring", "app.server"} <= set(marks["heavy_modules_at_end"])
+    assert {"pyqtgraph", "httpx", "keyring", "app.server.openai"} <= set(marks["heavy_modules_at_end"])
 
 
 def test_gpu_layers_without_a_gpu_are_said_not_ignored():

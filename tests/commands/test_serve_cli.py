@@ -86,4 +86,7 @@ def test_the_largest_values_each_flag_takes_are_taken():
     serve.register(p.add_subparsers())
     args = p.parse_args(["serve", "--port", "65535", "--keep-responses", "1000000000", "--keep-responses-days", "36500",
                          "--keep-responses-mb", "1e9", "--ttl", "1e300", "--max-body-mb", "1e-9", "--parallel", "64"])
-    assert serve._limits(args).max_body_bytes == 1  # a tiny limit is at least a byte, never 0
+    from app.commands.options import declared_options
+    from app.server.options import ServeOptions
+
+    assert declared_options(args, ServeOptions).limits.max_body_bytes == 1  # a tiny limit is a byte, never 0

@@ -31,10 +31,9 @@ import json
 import socket
 import sys
 from collections import deque
-from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-# Light at import: `hearth serve`'s flags take their defaults from Limits before anything heavy loads.
+from app.server.options import Limits  # declared with ServeOptions: hearth serve's flags
 
 RETRY_AFTER_S = 2
 # The endpoints that take an engine slot (count_tokens evaluates its prompt; models and health answer at once):
@@ -45,16 +44,6 @@ QUEUED_PATHS = frozenset(
                                 "/embeddings", "/responses") for prefix in ("/v1", "")]
     + ["/api/chat", "/api/generate", "/api/embed", "/api/embeddings"])
 WAIT_CHECK_S = 0.25  # how often a request waiting for memory looks whether its client is still there
-
-
-@dataclass(frozen=True)
-class Limits:
-    head_timeout_s: float = 10.0
-    body_timeout_s: float = 60.0
-    max_body_bytes: int = 10 * 2**20  # app/server/edge/guard.py: a 413 before the body is parsed
-    max_connections: int = 256
-    max_queue: int = 128  # requests waiting for a slot, beyond those answering
-    send_timeout_s: float = 15.0  # a client that takes none of its answer for this long is dropped
 
 
 def busy_error(message: str, code: str, close: bool = False):

@@ -31,6 +31,7 @@ from app.core import paths
 from app.core.errors import HearthError
 from app.core.store.process_owner import owner_alive, owner_of
 from app.core.store.sqlite_rule import busy, damaged, move_aside, open_checked
+from app.server.options import ServeOptions
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -67,9 +68,10 @@ _CHAIN = ("WITH RECURSIVE chain(id, previous_id, depth) AS ("
           " SELECT id, previous_id, 0 FROM responses WHERE id = ?"
           " UNION ALL SELECT r.id, r.previous_id, c.depth + 1 FROM responses r JOIN chain c ON r.id = c.previous_id"
           " WHERE c.depth < ?) ")
-DEFAULT_MAX_RESPONSES = 10_000
-DEFAULT_MAX_AGE_DAYS = 30.0  # as OpenAI keeps a stored response
-DEFAULT_MAX_BYTES = 256 * 2**20  # hearth serve --keep-responses-mb
+# The store's bounds by default: hearth serve's (--keep-responses, --keep-responses-days, --keep-responses-mb).
+DEFAULT_MAX_RESPONSES = ServeOptions.keep_responses
+DEFAULT_MAX_AGE_DAYS = ServeOptions.keep_responses_days
+DEFAULT_MAX_BYTES = ServeOptions.keep_responses_bytes
 MEMORY_MAX_BYTES = 64 * 2**20  # the session-only store (a folder that cannot hold the file) takes at most this
 
 

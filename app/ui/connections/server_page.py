@@ -41,7 +41,6 @@ from app.ui.chat.transcript import Transcript
 from app.ui.widgets import STRETCH, StatusLine, copy_button, group, hbox, table, vbox
 from app.ui.bridge.worker import Tasks
 
-DEFAULT_PORT = 8080
 LOG_COLUMNS = ["Time", "Endpoint", "Status", "Tokens", "Duration"]
 MAX_LOG_ROWS = 500  # oldest rows go first: a busy server must not grow the table without bound
 SETTINGS_KEY = "server"
@@ -91,12 +90,12 @@ class ServerPage(QWidget):
         self.changing = ""  # "start" or "stop" while one runs on its thread
         kept = self.settings.get(SETTINGS_KEY) or {}  # as app/ui/settings/shape.py declares it
 
-        self.host = QLineEdit(str(kept.get("host") or "127.0.0.1"))
+        self.host = QLineEdit(str(kept.get("host") or ServeOptions.host))
         self.host.setAccessibleName("Address to listen on")
         self.host.setToolTip("127.0.0.1 serves this computer only; 0.0.0.0 serves the network (needs a key)")
         self.port = ClampingSpinBox("The port")
         self.port.setRange(1, 65535)
-        self.port.setValue(kept.get("port", DEFAULT_PORT))
+        self.port.setValue(kept.get("port", ServeOptions.port))
         self.api_key = QLineEdit()
         self.api_key.setAccessibleName("API key")
         self.api_key.setPlaceholderText("none (this computer only)")
@@ -133,7 +132,7 @@ class ServerPage(QWidget):
         self.log.horizontalHeader().setSectionResizeMode(1, QHeaderView.Stretch)
 
         self._lay_out()
-        self.new_key_button.clicked.connect(self._new_key)
+        self.new_key_button.clicked.connect(lambda: self._show_key(new_key()))
         self.start_button.clicked.connect(self.start)
         self.stop_button.clicked.connect(self.stop)
         self.request_logged.connect(self._on_request_logged)
@@ -146,9 +145,6 @@ class ServerPage(QWidget):
             bridge.model_loaded.connect(self.update_snippets)
         self._show_key(self.keys.get(KEY_ACCOUNT) or new_key())
         self._update_state()
-
-    def _new_key(self) -> None:
-        self._show_key(new_key())
 
     def _show_key(self, key: str) -> None:
         self.api_key.setText(key)
@@ -221,7 +217,7 @@ class ServerPage(QWidget):
             self.refresh_tool_servers()  # servers added on the Tools page since
 
     def serve_options(self) -> ServeOptions:
-        return ServeOptions(host=self.host.text().strip() or "127.0.0.1", port=self.port.value(),
+        return ServeOptions(host=self.host.text().strip() or ServeOptions.host, port=self.port.value(),
                             api_key=self.api_key.text().strip() or None, cors=self.cors.text().split(),
                             tools=self.chosen_tool_servers() if self.offer_tools.isChecked() else [],
                             tools_in_chat=self.offer_tools.isChecked() and self.tools_in_chat.isChecked())

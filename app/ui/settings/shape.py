@@ -14,6 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Annotated, Any, Callable, Literal
 
 from app.protocol.option_spec import Range, fits, hints
+from app.server.options import ServeOptions
 from app.ui.shell import window_mode
 
 # The format of settings.json. 0: written before the file had a version (Hearth before 2026-12).
@@ -39,8 +40,8 @@ class Connection:
 class ServerSettings:
     """The Server page's last start that worked."""
 
-    host: str = "127.0.0.1"
-    port: Annotated[int, Range(1, 65535)] = 8080
+    host: str = ServeOptions.host
+    port: Annotated[int, Range(1, 65535)] = ServeOptions.port
     cors: list[str] = field(default_factory=list)
     offer_tools: bool = False
     tools_in_chat: bool = False

@@ -21,9 +21,10 @@ from app.core.metrics import seconds_since_process_start
 
 READY_TIMEOUT_S = 120.0
 PROBE_TIMEOUT_S = 60.0
-# Modules a first paint does not need, each a tenth of a second or more to import on a 2-core machine.
+# Modules a first paint does not need, each a tenth of a second or more to import on a 2-core machine. Of the
+# server, its endpoints (the Settings' shape reads app.server.options, its declarations alone).
 HEAVY_MODULES = ("llama_cpp", "numpy", "pyqtgraph", "huggingface_hub", "httpx", "keyring", "starlette", "uvicorn",
-                 "jinja2", "app.server", "app.backends.remote", "app.bench")
+                 "fastapi", "jinja2", "app.server.openai", "app.backends.remote", "app.bench")
 
 
 def heavy_modules_loaded() -> list[str]:
