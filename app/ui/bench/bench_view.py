@@ -15,9 +15,8 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton,
-                               QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHeaderView, QLabel, QPushButton, QSplitter,
+                               QStackedWidget, QTabWidget, QTableWidget, QTableWidgetItem, QWidget)
 
 from app.ui.widgets.notices import ERROR, INFO, Notice, cleared
 from app.bench.matrix_plan import WORKLOADS
@@ -26,7 +25,7 @@ from app.bench.results import load_result, write_json
 from app.ui.widgets.clamped_spin import ClampingSpinBox
 from app.ui.bench.quality_chart_view import QualityChart, theme_plot
 from app.ui.bridge.worker import Tasks
-from app.ui.widgets import JobBar, table
+from app.ui.widgets import STRETCH, JobBar, hbox, table, vbox, wrapped
 
 BAR_COLORS = ("#3b82f6", "#10b981", "#f59e0b", "#ef4444")
 # Measured with the bundled 135M model on two idle cores (docs/benchmark_matrix.md): 1.6 minutes for three
@@ -88,9 +87,7 @@ class BenchView(QWidget):
             self.workload.addItem(workload["label"], name)
         self.workload.setToolTip("Each run answers every workload (" + ", ".join(w["label"] for w in WORKLOADS.values())
                                  + "); this chooses whose figures the table and the chart show")
-        self.caption = QLabel()
-        self.caption.setWordWrap(True)
-        self.caption.setObjectName("hint")
+        self.caption = wrapped(name="hint")
         self.caption.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.table = table(0, "Benchmark results")
         self.table.verticalHeader().hide()
@@ -106,26 +103,12 @@ class BenchView(QWidget):
         self.plot.setMinimumHeight(200)
         self.plot.getAxis("bottom").setHeight(44)  # two-line row labels
 
-        top = QHBoxLayout()
-        top.addWidget(self.model_label, 1)
-        top.addWidget(self.quick)
-        top.addWidget(self.repeats)
-        top.addWidget(self.run_button)
-        files = QHBoxLayout()
-        files.addWidget(QLabel("Workload"))
-        files.addWidget(self.workload)
-        files.addStretch(1)
-        files.addWidget(self.open_button)
-        files.addWidget(self.json_button)
-        files.addWidget(self.csv_button)
         results = QSplitter(Qt.Vertical)
         results.addWidget(self.table)
         results.addWidget(self.plot)
         results.setSizes([200, 360])
-        self.empty = QLabel(EMPTY_STATE)
-        self.empty.setWordWrap(True)
+        self.empty = wrapped(EMPTY_STATE, "hint")
         self.empty.setAlignment(Qt.AlignCenter)
-        self.empty.setObjectName("hint")
         self.empty.setMargin(40)
         self.pages = QStackedWidget()  # the empty state until a result is shown
         self.pages.addWidget(self.empty)
@@ -136,13 +119,9 @@ class BenchView(QWidget):
         self.views.setDocumentMode(True)
         self.views.addTab(self.pages, "Speed and memory")
         self.views.addTab(self.quality, "Quality: size vs KLD")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(top)
-        layout.addWidget(self.jobs)
-        layout.addWidget(self.caption)
-        layout.addLayout(files)
-        layout.addWidget(self.views, 1)
+        top = hbox((self.model_label, 1), self.quick, self.repeats, self.run_button)
+        files = hbox(QLabel("Workload"), self.workload, STRETCH, self.open_button, self.json_button, self.csv_button)
+        vbox(top, self.jobs, self.caption, files, (self.views, 1), parent=self, margin=6)
 
         self.run_button.clicked.connect(self.run)
         self.open_button.clicked.connect(self._on_open_clicked)

@@ -8,10 +8,11 @@ import math
 from pathlib import Path
 
 import pyqtgraph as pg
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QWidget
 
 from app.bench.quality_chart import MATRIX, PLAIN, entry_rows, log_range, series, size_range
 from app.core.errors import HearthError
+from app.ui.widgets import vbox, wrapped
 
 COLORS = {PLAIN: "#1f77b4", MATRIX: "#ff7f0e"}
 SYMBOLS = {PLAIN: "o", MATRIX: "s"}  # told apart without colour too
@@ -24,9 +25,7 @@ class QualityChart(QWidget):
         super().__init__(parent)
         self.model_path: str | None = None
         self.points = series([])
-        self.caption = QLabel()
-        self.caption.setWordWrap(True)
-        self.caption.setObjectName("hint")
+        self.caption = wrapped(name="hint")
         self.plot = pg.PlotWidget()
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)
@@ -37,10 +36,7 @@ class QualityChart(QWidget):
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.addLegend(offset=(-10, 10))
         self.plot.setMinimumHeight(200)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.caption)
-        layout.addWidget(self.plot, 1)
+        vbox(self.caption, (self.plot, 1), parent=self, margin=0)
 
     def show_for(self, model_path: str | None) -> None:
         """The kept figures of this model file (None: the bundled model, whose F16 copy is its base)."""

@@ -29,8 +29,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QHBoxLayout, QMessageBox, QPlainTextEdit, QPushButton, QSizePolicy, QSplitter,
-                               QWidget)
+from PySide6.QtWidgets import QMessageBox, QPlainTextEdit, QPushButton, QSizePolicy, QSplitter, QWidget
 
 from app.ui.widgets.notices import ERROR, INFO, WARNING, Notice
 from app.core.chats.answer_saving import SAVE_INTERVAL_S, recover_interrupted
@@ -186,9 +185,7 @@ class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
         splitter.addWidget(self.side_scroll)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([200, 800, 220])  # the conversation gets the room a narrow screen has
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addWidget(splitter)
+        hbox(splitter, parent=self, margin=6)
 
         say_clamps(self, self.noticed)  # a typed value out of range, clamped: said on the status bar too
         self.length_check = LengthCheck(self, self.too_long)

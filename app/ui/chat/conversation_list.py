@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLineEdit, QListWidget, QListWidgetItem, QMenu,
-                               QMessageBox, QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QInputDialog, QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPushButton,
+                               QWidget)
 
 from app.core.chats.store import ChatStore, ChatStoreError
 from app.ui.widgets.notices import ERROR, Notice
+from app.ui.widgets import hbox, vbox
 
 
 class _ChatList(QListWidget):
@@ -34,17 +35,11 @@ class ConversationList(QWidget):
     def __init__(self, store: ChatStore, parent=None):
         super().__init__(parent)
         self.store = store
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        top = QHBoxLayout()
         self.search = QLineEdit(placeholderText="Search chats")
         self.search.setAccessibleName("Search chats")
         self.search.setClearButtonEnabled(True)
         self.new_button = QPushButton("New chat")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
-        top.addWidget(self.search, 1)
-        top.addWidget(self.new_button)
-        layout.addLayout(top)
         self.list = _ChatList()
         self.list.setAccessibleName("Chats")
         self.list.setContextMenuPolicy(Qt.CustomContextMenu)
@@ -52,13 +47,10 @@ class ConversationList(QWidget):
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.ElideRight)
         self.list.setMinimumWidth(140)
-        layout.addWidget(self.list, 1)
-        buttons = QHBoxLayout()
         self.rename_button = QPushButton("Rename")
         self.delete_button = QPushButton("Delete")
-        buttons.addWidget(self.rename_button)
-        buttons.addWidget(self.delete_button)
-        layout.addLayout(buttons)
+        vbox(hbox((self.search, 1), self.new_button), (self.list, 1), hbox(self.rename_button, self.delete_button),
+             parent=self, margin=0)
 
         self.search.textChanged.connect(self.refresh)
         self.new_button.clicked.connect(self.new_requested)

@@ -7,11 +7,11 @@ box, and Load stays off until a model of this computer's library is chosen (load
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QStyle,
-                               QStyleOptionComboBox, QStylePainter, QWidget)
+from PySide6.QtWidgets import (QComboBox, QLabel, QPushButton, QSizePolicy, QStyle, QStyleOptionComboBox, QStylePainter,
+                               QWidget)
 
 from app.ui.models.titles import row_title
-from app.ui.widgets import ElidedLabel
+from app.ui.widgets import ElidedLabel, hbox
 
 
 def tools_badge(info: dict | None) -> tuple[str, str]:
@@ -93,14 +93,8 @@ class ModelPicker(QWidget):
         self.tools_badge = _Badge("", shortest=0)
         self.tools_badge.setObjectName("toolsBadge")
         self.tools_badge.hide()
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(QLabel("Model"))
-        row.addWidget(self.combo, 1)
-        row.addWidget(self.load_button)
-        row.addWidget(self.eject_button)
-        row.addWidget(self.tools_badge)
-        row.addWidget(self.state)
+        hbox(QLabel("Model"), (self.combo, 1), self.load_button, self.eject_button, self.tools_badge, self.state,
+             parent=self, margin=0)
         self.loaded_path: str | None = None
         self.busy = False
         self.remote_title = ""  # the server's model, shown first in the box while the window chats with it

@@ -5,12 +5,12 @@ app/ui/chat/preset_store.py."""
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QInputDialog, QMessageBox, QPushButton, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import QComboBox, QInputDialog, QMessageBox, QPushButton, QWidget
 
 from app.ui.widgets.notices import ERROR, INFO, Notice
 from app.core.errors import HearthError
 from app.ui.chat.preset_store import delete_preset, find_preset, load_presets, save_preset
+from app.ui.widgets import hbox, vbox
 
 NONE = "None"
 CUSTOM = "Custom"
@@ -30,13 +30,7 @@ class PromptPresets(QWidget):
                                     "that preset's text (that is how a preset is edited)")
         self.delete_button = QPushButton("Delete")
         self.delete_button.setToolTip("Delete the chosen preset (chats that use its text keep it)")
-        column = QVBoxLayout(self)
-        column.setContentsMargins(0, 0, 0, 0)
-        column.addWidget(self.combo)
-        row = QHBoxLayout()
-        row.addWidget(self.save_button)
-        row.addWidget(self.delete_button)
-        column.addLayout(row)
+        vbox(self.combo, hbox(self.save_button, self.delete_button), parent=self, margin=0)
         self.presets: list[dict] = []
         self.prompt_text = ""  # the chat's system prompt, as last shown (not `text`: QWidget kin have a text())
         self.picked: str | None = None  # the preset last picked: Save… offers its name, to edit it

@@ -7,7 +7,9 @@ from __future__ import annotations
 import html
 import json
 
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QPushButton, QWidget
+
+from app.ui.widgets import STRETCH, hbox, vbox, wrapped
 
 
 class ToolApproval:
@@ -16,22 +18,15 @@ class ToolApproval:
         self._waiting_call: dict | None = None
         self.approval = QWidget()
         self.approval.setObjectName("toolApproval")
-        approval_col = QVBoxLayout(self.approval)
-        approval_col.setContentsMargins(0, 4, 0, 4)
-        self.approval_text = QLabel()
-        self.approval_text.setWordWrap(True)  # the arguments may be long: the text has the row's whole width
-        approval_col.addWidget(self.approval_text)
-        approval_row = QHBoxLayout()
-        approval_row.addStretch(1)
-        approval_col.addLayout(approval_row)
+        self.approval_text = wrapped()  # the arguments may be long: the text has the row's whole width
         self.allow_once_button = QPushButton("Allow once")
         self.allow_always_button = QPushButton("Always allow this tool")
         self.allow_always_button.setToolTip("Run this tool of this server without asking again (the Tools page "
                                             "lists what is always allowed; removing the server forgets it)")
         self.deny_button = QPushButton("Deny")
         self.deny_button.setToolTip("Do not run it; the model is told that you did not allow it")
-        for button in (self.allow_once_button, self.allow_always_button, self.deny_button):
-            approval_row.addWidget(button)
+        buttons = hbox(STRETCH, self.allow_once_button, self.allow_always_button, self.deny_button)
+        vbox(self.approval_text, buttons, parent=self.approval).setContentsMargins(0, 4, 0, 4)
         self.approval.hide()
         from app.tools.servers import ALWAYS, DENY, ONCE
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QListWidget, QListWidgetItem, QPushButton, QSplitter, QTreeWidget, QTreeWidgetItem,
-                               QWidget)
+from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHeaderView, QLabel, QLineEdit, QListWidget,
+                               QListWidgetItem, QPushButton, QSplitter, QTreeWidget, QTreeWidgetItem, QWidget)
 
 from app.ui.widgets.notices import ERROR, Notice, cleared
 from app.core.api_keys import KeyStore
@@ -133,9 +132,7 @@ class ConnectionsPage(QWidget):
         splitter.addWidget(main)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([240, 760])
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addWidget(splitter)
+        hbox(splitter, parent=self, margin=6)
 
     # --- saved servers -----------------------------------------------------
     def _fill_saved(self, select: str | None = None) -> None:

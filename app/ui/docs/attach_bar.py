@@ -9,12 +9,13 @@ from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QEvent, QIODevice, QObject, QSize, Qt, Signal
 from PySide6.QtGui import QIcon, QImage, QPixmap
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QToolButton, QWidget
+from PySide6.QtWidgets import QFileDialog, QPushButton, QToolButton, QWidget
 
 from app.core.errors import HearthError
 from app.docs.conversation import ConversationDocs
 from app.protocol.media import IMAGE_FORMATS, Media, MediaError, check_media, read_medium, sniff
 from app.ui.bridge.worker import Tasks
+from app.ui.widgets import STRETCH, hbox
 
 FILTER = ("Documents, images and sounds (*.txt *.md *.markdown *.rst *.pdf *.docx *.html *.htm *.csv *.tsv *.py *.js "
           "*.ts *.c *.h *.cpp *.java *.go *.rs *.json *.yaml *.yml *.toml *.ini *.log *.png *.jpg *.jpeg *.gif *.bmp "
@@ -69,13 +70,8 @@ class AttachBar(QWidget):
         self.button.setToolTip("Attach files to the next message (or drop them on the chat, or paste an image): "
                                "text, Markdown, code, PDF, DOCX, HTML, CSV; images and sounds for a model that "
                                "sees or hears")
-        self.chips = QHBoxLayout()
-        self.chips.setContentsMargins(0, 0, 0, 0)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.button)
-        row.addLayout(self.chips)
-        row.addStretch(1)
+        self.chips = hbox(margin=0)
+        hbox(self.button, self.chips, STRETCH, parent=self, margin=0)
         self.button.clicked.connect(self._on_button_clicked)
 
     def _on_button_clicked(self) -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor, QPainter, QPolygonF
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
-                               QPushButton, QSlider, QStyle, QStyleOptionSlider, QToolButton, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QLabel, QPushButton, QSlider, QStyle,
+                               QStyleOptionSlider, QToolButton, QWidget)
 
 from app.core.gguf.chat_formats import BUILTIN_NAMES, PLAIN
 from app.core.gguf.modelfile import above_trained_context
@@ -29,7 +29,7 @@ from app.protocol.option_fields import H2O_FLASH_OFF, LOAD_FIELDS, LOGICAL_CORES
 from app.protocol.messages import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
 from app.ui.widgets.clamped_spin import ClampingSpinBox
 from app.ui.models.titles import row_title
-from app.ui.widgets import name_controls
+from app.ui.widgets import hbox, name_controls, wrapped
 
 CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 # The LoadOptions fields this panel's controls set; the other remembered settings (batch size, longest draft,
@@ -106,18 +106,14 @@ class LoadSettings(QWidget):
         form.setContentsMargins(0, 0, 0, 0)
         # Labels go above their fields when the pane is narrow (a 1024-pixel screen) instead of cutting them.
         form.setRowWrapPolicy(QFormLayout.WrapLongRows)
-        gpu_row = QHBoxLayout()
         self.gpu_layers = MarkedSlider(Qt.Horizontal)
         self.gpu_layers.setRange(0, 32)
         self.gpu_value = QLabel("0")
         self.gpu_value.setMinimumWidth(70)
         self.gpu_layers.setToolTip("Layers computed on the GPU; the rest run on the CPU")
         self.gpu_layers.valueChanged.connect(self._on_gpu_layers_changed)
-        gpu_row.addWidget(self.gpu_layers, 1)
-        gpu_row.addWidget(self.gpu_value)
-        self.gpu_reason = QLabel()
-        self.gpu_reason.setWordWrap(True)
-        self.gpu_reason.setObjectName("hint")
+        gpu_row = hbox((self.gpu_layers, 1), self.gpu_value)
+        self.gpu_reason = wrapped(name="hint")
         self.suggested_layers: int | None = None
         self.gpu_reason.hide()  # until the runtimes are read (set_runtime_choices)
         self.runtime = QComboBox()
@@ -160,9 +156,7 @@ class LoadSettings(QWidget):
         self.ctx.setToolTip("How many tokens the model sees at once (prompt, chat and answer); the KV cache "
                             "grows with it")
         self.trained_ctx: int | None = None
-        self.ctx_warning = QLabel()
-        self.ctx_warning.setWordWrap(True)
-        self.ctx_warning.setStyleSheet("color: #f59e0b")
+        self.ctx_warning = wrapped(color="#f59e0b")
         self.ctx_warning.hide()
         self.ctx.currentIndexChanged.connect(self._check_context)
         self.mmap = QCheckBox("Map the file into memory (mmap)")
@@ -180,7 +174,6 @@ class LoadSettings(QWidget):
         self.spec_mode.addItems(["Off", "Draft model", "Prompt lookup (n-grams)"])
         self.spec_mode.setToolTip("A small model (or n-grams from the chat) guesses tokens that the model checks "
                                   "in one batch: same answer, faster when the guesses are cheap and good")
-        draft_row = QHBoxLayout()
         # The library's models that share the vocabulary of the chosen one (filled by the Models page), and
         # any file picked with Browse….
         self.draft_choice = QComboBox()
@@ -191,13 +184,10 @@ class LoadSettings(QWidget):
         self.draft_browse.setToolTip("Choose any GGUF file as the draft model; it must share this model's "
                                      "vocabulary")
         self.draft_browse.clicked.connect(self._on_browse_draft)
-        draft_row.addWidget(self.draft_choice, 1)
-        draft_row.addWidget(self.draft_browse)
+        draft_row = hbox((self.draft_choice, 1), self.draft_browse)
         # Whether the chosen draft can pay, said before Load (#49.3, app/core/library/draft_pay.py); one that cannot is left
         # out of the load unless the user insists.
-        self.draft_note = QLabel()
-        self.draft_note.setObjectName("hint")
-        self.draft_note.setWordWrap(True)
+        self.draft_note = wrapped(name="hint")
         self.draft_note.hide()
         self.draft_anyway = QCheckBox("Load it anyway")
         self.draft_anyway.setToolTip("Load the draft model although it costs too much to pay (to measure it, say)")
@@ -284,10 +274,7 @@ class LoadSettings(QWidget):
         button.clicked.connect(lambda: self.reset_to_hearth(names))
         self.reset_buttons[names] = button
         row = QWidget()
-        layout = QHBoxLayout(row)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(field, 1) if isinstance(field, QWidget) else layout.addLayout(field, 1)
-        layout.addWidget(button)
+        hbox((field, 1), button, parent=row, margin=0)
         return row
 
     def reset_to_hearth(self, names: tuple[str, ...]) -> None:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QPushButton,
-                               QSizePolicy, QSplitter, QTableWidgetItem, QTabWidget, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHeaderView, QLabel, QMessageBox, QPushButton, QSizePolicy,
+                               QSplitter, QTableWidgetItem, QTabWidget, QWidget)
 
 from app.ui.widgets.notices import ERROR, INFO, Notice
 from app.core.units import human_size
@@ -42,7 +42,7 @@ from app.ui.models.titles import info_title, path_title
 from app.ui.models.runtime_text import format_text, placement_text
 from app.ui.models.speculation_text import loaded_text
 from app.ui.bridge.worker import Tasks
-from app.ui.widgets import STRETCH, JobBar, VerticalScroll, group, hbox, picking_table, vbox, wrapped
+from app.ui.widgets import JobBar, STRETCH, VerticalScroll, group, hbox, picking_table, vbox, wrapped
 
 COLUMNS = ["Name", "Type", "Size", "Source"]
 
@@ -178,9 +178,7 @@ class ModelsView(QWidget):
         splitter.addWidget(right_pane)
         splitter.setSizes([380, 640])
         splitter.setStretchFactor(1, 1)  # a wider window widens the details and settings, not the table
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addWidget(splitter)
+        hbox(splitter, parent=self, margin=6)
 
         self.details_button.toggled.connect(lambda _on: self.set_simple(self._simple))
         self.table.itemSelectionChanged.connect(self._on_selection_changed)
@@ -199,11 +197,9 @@ class ModelsView(QWidget):
         self.jobs.job_failed.connect(self.show_error)
         self.jobs.job_cancelled.connect(lambda kind: self._said_plainly(f"The {kind} was cancelled."))
         self.sources.currentChanged.connect(self._on_source_tab_changed)
-        self.load_settings.ctx.currentIndexChanged.connect(self._update_fit)
-        self.load_settings.kv_type.currentIndexChanged.connect(self._update_fit)
-        self.load_settings.runtime.currentIndexChanged.connect(self._update_fit)
-        self.load_settings.spec_mode.currentIndexChanged.connect(self._update_fit)
-        self.load_settings.draft_choice.currentIndexChanged.connect(self._update_fit)
+        pane = self.load_settings
+        for box in (pane.ctx, pane.kv_type, pane.runtime, pane.spec_mode, pane.draft_choice):
+            box.currentIndexChanged.connect(self._update_fit)
         self._fit_shown: dict | None = None  # the last fit answer, both ways when a draft is chosen (_show_fit)
         self.load_settings.draft_anyway.toggled.connect(lambda _on: self._show_fit())
         self.quant_type.currentIndexChanged.connect(self._check_requantize)
@@ -563,9 +559,9 @@ class ModelsView(QWidget):
         self.loaded_note.setText(note)
         self.loaded_note.setVisible(bool(note))
 
-    def _said_plainly(self, message: str) -> None:
+    def _said_plainly(self, message: str, cause: str = "models") -> None:
         self.status.setText(html.escape(message))
-        self.noticed.emit(Notice(message, INFO, "models"))
+        self.noticed.emit(Notice(message, INFO, cause))
 
     def show_error(self, message: str, cause: str = "models") -> None:
         """The sentence in red under the library, and on the status bar under its cause: the next outcome of the
@@ -586,9 +582,8 @@ class ModelsView(QWidget):
             # Said and selected, so the user sees where the file went (it used to join the table silently).
             self._select_after_refresh = entry.get("path") or path
             self.sources.setCurrentIndex(0)
-            said = f"Imported {Path(path).name}; it is selected in the library."
-            self.status.setText(html.escape(said))
-            self.noticed.emit(Notice(said, INFO, "models.import"))  # in place of a failed import's error (#49.14)
+            # In place of a failed import's error (#49.14).
+            self._said_plainly(f"Imported {Path(path).name}; it is selected in the library.", "models.import")
             self.refresh()
 
         self.tasks.run(lambda: manager.import_model(path), done, lambda m: self.show_error(m, "models.import"),

@@ -30,14 +30,14 @@ from collections import deque
 
 import numpy as np
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QWidget
 
 from app.core.metrics import system_memory_mb
 from app.protocol import messages as P
 from app.ui.monitor.live_plot import LivePlot, nice_step
 from app.ui.models.runtime_text import placement_text, short_device
 from app.ui.models.speculation_text import answer_text
-from app.ui.widgets import LiveText
+from app.ui.widgets import LiveText, vbox
 
 REDRAW_MS = 250  # the issue asks for at least four updates a second; each costs the engine's CPU
 HISTORY = 900  # points per series: three minutes at five a second
@@ -115,8 +115,7 @@ class MonitorView(QWidget):
                        ("gen_tok_s", "prompt_tok_s", "ttft_s", "engine_mb", "system_mb", "gpu_mb", "kv_fill",
                                  "shifts", "acceptance")}
         self.graphs = QWidget()
-        graphs_layout = QVBoxLayout(self.graphs)
-        graphs_layout.setContentsMargins(0, 0, 0, 0)
+        graphs_layout = vbox(parent=self.graphs, margin=0)
         graphs_layout.setSpacing(2)
         self.curves = {}
         self.drawn: dict[str, int] = {}  # curve -> the version of its series it shows
@@ -152,10 +151,7 @@ class MonitorView(QWidget):
         # speculation's included, at the dock's narrowest (four cut the last); the whole summary is also the
         # tooltip. LiveText: the figures change several times a second, a QLabel relayouts the window each time.
         self.summary = LiveText("Idle", lines=5)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.summary)
-        layout.addWidget(self.graphs, 1)
+        vbox(self.summary, (self.graphs, 1), parent=self, margin=4)
 
         self._dirty = False
         self._last_system = 0.0

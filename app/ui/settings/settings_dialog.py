@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QGroupBox, QHBoxLayout,
-                               QLabel, QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QComboBox, QDialog, QDialogButtonBox, QFormLayout, QPushButton, QWidget
 
 from app.core import paths
 from app.ui.settings import shape
@@ -19,7 +18,7 @@ from app.protocol.messages import LoadOptions
 from app.ui.models.load_settings import DEFAULTABLE, LoadSettings, defaults_changed
 from app.ui.shell import window_mode
 from app.ui.widgets.clamped_spin import ClampingDoubleSpinBox, ClampingSpinBox
-from app.ui.widgets import VerticalScroll
+from app.ui.widgets import STRETCH, VerticalScroll, group, hbox, vbox, wrapped
 
 SEND_KEYS = {True: "Enter sends, Shift+Enter adds a line", False: "Ctrl+Enter sends, Enter adds a line"}
 
@@ -49,36 +48,23 @@ class SettingsDialog(QDialog):
             self.send_key.addItem(text, enter_sends)
         self.send_key.setCurrentIndex(self.send_key.findData(shape.value(settings, "enter_sends")))
         folder = paths.data_dir()
-        where = QLabel(str(folder))
-        where.setWordWrap(True)
+        where = wrapped(str(folder))
         where.setToolTip("Chats, settings and downloaded models; set HEARTH_HOME before starting Hearth to "
                          "keep them elsewhere")
         open_button = QPushButton("Open")
         open_button.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))))
         data_row = QWidget()
-        row = QHBoxLayout(data_row)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(where, 1)
-        row.addWidget(open_button)
+        hbox((where, 1), open_button, parent=data_row, margin=0)
 
         self.load_defaults = LoadSettings(defaults=True)
         self.load_defaults.set_options(default_load_options(settings))
         self.reset_button = QPushButton("All to Hearth's defaults")
         self.reset_button.setToolTip("Put every default load option back to Hearth's own")
         self.reset_button.clicked.connect(lambda: self.load_defaults.reset_to_hearth(tuple(DEFAULTABLE)))
-        note = QLabel("Used for a model you have not loaded before; a model you loaded keeps the options it was "
-                      "last loaded with (Models page). The button beside an option puts it back to Hearth's "
-                      "default.")
-        note.setWordWrap(True)
-        note.setObjectName("hint")
-        box = QGroupBox("Default load options")
-        box_layout = QVBoxLayout(box)
-        box_layout.addWidget(note)
-        box_layout.addWidget(self.load_defaults)
-        reset_row = QHBoxLayout()
-        reset_row.addStretch(1)
-        reset_row.addWidget(self.reset_button)
-        box_layout.addLayout(reset_row)
+        note = wrapped("Used for a model you have not loaded before; a model you loaded keeps the options it was "
+                       "last loaded with (Models page). The button beside an option puts it back to Hearth's "
+                       "default.", "hint")
+        box = group("Default load options", note, self.load_defaults, hbox(STRETCH, self.reset_button))
 
         top = QWidget()
         form = QFormLayout(top)
@@ -94,14 +80,9 @@ class SettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         # A typed value out of range is clamped and said here, on a line that stays (#55 E4: the box's balloon went
         # with the focus, and the dialog had no status bar to say it).
-        self.clamped = QLabel()
-        self.clamped.setWordWrap(True)
-        self.clamped.setStyleSheet("color: #d97706")
+        self.clamped = wrapped(color="#d97706")
         self.clamped.hide()
-        layout = QVBoxLayout(self)
-        layout.addWidget(scroll, 1)
-        layout.addWidget(self.clamped)
-        layout.addWidget(buttons)
+        vbox((scroll, 1), self.clamped, buttons, parent=self)
         for kind in (ClampingSpinBox, ClampingDoubleSpinBox):  # once the boxes are the dialog's
             for spin in self.findChildren(kind):
                 spin.clamped.connect(self._say_clamped)

@@ -22,8 +22,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QCoreApplication, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QFrame, QHBoxLayout, QLabel, QMainWindow, QMessageBox,
-                               QPushButton, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QMessageBox, QPushButton, QTabWidget, QWidget
 
 from app import __version__
 from app.core.library.bundled import bundled_model_path
@@ -49,7 +48,7 @@ from app.ui.shell import theme
 from app.ui.shell import window_mode
 from app.ui.settings.settings_dialog import SettingsDialog, default_load_options
 from app.ui.shell.status_labels import StatusLabels
-from app.ui.widgets import VerticalScroll
+from app.ui.widgets import VerticalScroll, hbox, vbox, wrapped
 
 DEFAULT_SIZE = (1280, 800)
 # The smallest screen Hearth is made for (a netbook's 1024x600): the first size fills at most the screen's free area.
@@ -174,11 +173,8 @@ class MainWindow(QMainWindow):
         monitor = MonitorView(self.bridge)  # it follows the bridge's news itself
         # Its graphs scroll where the window is short (#55 C: with a model loaded they asked for 542 px, and the
         # full window's minimum became 604, past a 1024x600 screen less its panel).
-        column = VerticalScroll(monitor)
-        column.setFrameShape(QFrame.NoFrame)
-        column.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # the graphs narrow with the dock instead
+        column = VerticalScroll(monitor, name="Live monitor graphs", flat=True)  # the graphs narrow with the dock instead
         column.setMinimumWidth(MONITOR_MIN_WIDTH)
-        column.setAccessibleName("Live monitor graphs")
         self.monitor_dock.setWidget(column)
         monitor.apply_theme(self._dark)
         return monitor
@@ -530,24 +526,15 @@ class MainWindow(QMainWindow):
         """The first start offers the choice, above the pages, until the user makes it (Settings keeps it)."""
         self.mode_offer = QWidget()
         self.mode_offer.setObjectName("modeOffer")
-        row = QHBoxLayout(self.mode_offer)
-        row.setContentsMargins(8, 4, 8, 4)
-        text = QLabel("Hearth starts with a simple window: your chats and the model. The full window adds every "
-                      "setting, live graphs and the pages for developers. You can switch any time in View.")
-        text.setWordWrap(True)
+        text = wrapped("Hearth starts with a simple window: your chats and the model. The full window adds every "
+                       "setting, live graphs and the pages for developers. You can switch any time in View.")
         keep = QPushButton("Keep it simple")
         full = QPushButton("Show everything")
         keep.clicked.connect(lambda: self.set_mode(window_mode.SIMPLE))
         full.clicked.connect(lambda: self.set_mode(window_mode.FULL))
-        row.addWidget(text, 1)
-        row.addWidget(keep)
-        row.addWidget(full)
+        hbox((text, 1), keep, full, parent=self.mode_offer).setContentsMargins(8, 4, 8, 4)
         holder = QWidget()
-        column = QVBoxLayout(holder)
-        column.setContentsMargins(0, 0, 0, 0)
-        column.setSpacing(0)
-        column.addWidget(self.mode_offer)
-        column.addWidget(self.takeCentralWidget(), 1)
+        vbox(self.mode_offer, (self.takeCentralWidget(), 1), parent=holder, margin=0).setSpacing(0)
         self.setCentralWidget(holder)
         self.mode_offer.setVisible(not window_mode.was_chosen(self.settings))
 
