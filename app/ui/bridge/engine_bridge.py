@@ -74,34 +74,17 @@ class EngineBridge(QObject):
     def remote(self) -> bool:
         return self.backend is not self.local
 
-    @property
-    def pid(self) -> int | None:
-        return self.backend.pid
+    pid = property(lambda self: self.backend.pid)
+    ready = property(lambda self: self.backend.ready)
+    loading = property(lambda self: self.backend.loading)
+    info = property(lambda self: self.backend.info)
+    busy = property(lambda self: self._busy)
+    switches = property(lambda self: self._switches)
 
     @property
     def state(self):
         """The backend's EngineState, as it says it (state_changed tells each change)."""
         return self.backend.state
-
-    @property
-    def ready(self) -> bool:
-        return self.backend.ready
-
-    @property
-    def loading(self) -> bool:
-        return self.backend.loading
-
-    @property
-    def busy(self) -> bool:
-        return self._busy
-
-    @property
-    def switches(self) -> int:
-        return self._switches
-
-    @property
-    def info(self) -> dict | None:
-        return self.backend.info
 
     @property
     def waiting_turn(self) -> bool:
@@ -110,17 +93,9 @@ class EngineBridge(QObject):
         return self._busy and self._waiting
 
     # The local engine's load state (the Models page's business; a remote loads its own models).
-    @property
-    def options(self) -> P.LoadOptions | None:
-        return None if self.remote else self.local.options
-
-    @property
-    def failed_options(self) -> P.LoadOptions | None:
-        return None if self.remote else self.local.failed_options
-
-    @property
-    def load_error_kind(self) -> P.ErrorKind | None:
-        return None if self.remote else self.local.load_error_kind
+    options = property(lambda self: None if self.remote else self.local.options)
+    failed_options = property(lambda self: None if self.remote else self.local.failed_options)
+    load_error_kind = property(lambda self: None if self.remote else self.local.load_error_kind)
 
     # --- which backend ---------------------------------------------------------
     def use_backend(self, backend: Backend) -> None:

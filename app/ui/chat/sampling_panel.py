@@ -67,16 +67,13 @@ class SamplingPanel(QWidget):
         box.valueChanged.connect(self._on_value_changed)
         return box
 
-    def _fields(self) -> dict:
-        return self._boxes
-
     def _on_preset_chosen(self, name: str) -> None:
         values = PRESETS.get(name)
         if values is None:
             return
         self._given |= set(values)
         for key, value in values.items():
-            box = self._fields()[key]
+            box = self._boxes[key]
             box.blockSignals(True)
             box.setValue(value)
             box.blockSignals(False)
@@ -90,7 +87,7 @@ class SamplingPanel(QWidget):
         self.changed.emit()
 
     def _matching_preset(self) -> str:
-        current = {k: round(self._fields()[k].value(), 2) for k in PRESETS["Balanced"]}
+        current = {k: round(self._boxes[k].value(), 2) for k in PRESETS["Balanced"]}
         for name, values in PRESETS.items():
             if all(abs(current[k] - v) < 1e-6 for k, v in values.items()):
                 return name
@@ -108,7 +105,7 @@ class SamplingPanel(QWidget):
         self._kept = {name: getattr(options, name) for name in self._kept}
         # Settings saved before Hearth knew which were given are all the user's.
         self._given = set(self._boxes) if options.given is None else set(options.given) & set(self._boxes)
-        for key, box in self._fields().items():
+        for key, box in self._boxes.items():
             box.blockSignals(True)
             box.setValue(getattr(options, key) if key in self._given else
                          self._recommended.get(key, getattr(SamplingOptions(), key)))

@@ -294,6 +294,14 @@ class Transcript(Following, QTextBrowser):
         cursor.movePosition(QTextCursor.End)
         return cursor
 
+    def _cleared_from(self, block) -> QTextCursor:
+        """A cursor at block, everything from it to the end removed (what streamed, to be written again)."""
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(block.position())
+        cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
+        cursor.removeSelectedText()
+        return cursor
+
     def _header(self, cursor: QTextCursor, role: str, note: str = "", links: list | None = None) -> None:
         color = {"user": "#3b82f6", "assistant": "#10b981", "error": "#ef4444"}.get(role, "#9ca3af")
         extra = f" <span style='color:#9ca3af; font-weight:normal'>{with_icons(html.escape(note))}</span>" \
@@ -416,10 +424,7 @@ class Transcript(Following, QTextBrowser):
         if self._stream_block is None:  # still behind the backlog: end_stream renders the calls
             return
         with self._moving_text():
-            cursor = QTextCursor(self.document())
-            cursor.setPosition(self._stream_block.position())
-            cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
-            cursor.removeSelectedText()
+            cursor = self._cleared_from(self._stream_block)
             cursor.setCharFormat(QTextCharFormat())
             del self.thoughts[self._stream_thoughts:]
             self._render_calls(cursor, self._stream_calls)
@@ -677,10 +682,7 @@ class Transcript(Following, QTextBrowser):
             return ""
         # It ended: a closed block in place of what streamed, and the answer after it.
         self.stream_thought_s = time.monotonic() - self._think_started
-        cursor = QTextCursor(self.document())
-        cursor.setPosition(self._segment_block.position())  # after the answer's tool calls, if it made any
-        cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
-        cursor.removeSelectedText()
+        cursor = self._cleared_from(self._segment_block)  # after the answer's tool calls, if it made any
         cursor.setCharFormat(QTextCharFormat())
         self._thought_block(cursor, splitter.reasoning, self.stream_thought_s)
         cursor.movePosition(QTextCursor.End)
@@ -698,10 +700,7 @@ class Transcript(Following, QTextBrowser):
         if cut <= 0 or self._tail_block is None:
             return
         done, rest = tail[:cut], tail[cut:].lstrip("\n")
-        cursor = QTextCursor(self.document())
-        cursor.setPosition(self._tail_block.position())
-        cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
-        cursor.removeSelectedText()
+        cursor = self._cleared_from(self._tail_block)
         self._render_body(cursor, done)
         cursor.movePosition(QTextCursor.End)
         gap = QTextBlockFormat()
@@ -722,10 +721,7 @@ class Transcript(Following, QTextBrowser):
         start = [m.start() for m in FENCE_LINE.finditer(tail)][-1]
         line_end = tail.find("\n", start)
         before, code = tail[:start], tail[line_end + 1:] if line_end >= 0 else ""
-        cursor = QTextCursor(self.document())
-        cursor.setPosition(self._tail_block.position())
-        cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
-        cursor.removeSelectedText()
+        cursor = self._cleared_from(self._tail_block)
         cursor.setCharFormat(self._plain)
         if before.strip("\n"):
             cursor.insertText(before.rstrip("\n").replace("\n", LINE_BREAK), self._plain)
@@ -753,10 +749,7 @@ class Transcript(Following, QTextBrowser):
         if self._stream_block is None:
             return text
         with self._moving_text():
-            cursor = QTextCursor(self.document())
-            cursor.setPosition(self._stream_header.position())
-            cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
-            cursor.removeSelectedText()
+            cursor = self._cleared_from(self._stream_header)
             del self.thoughts[self._stream_thoughts:]  # its block was in what was just removed
             # The note (tokens, speed, why it stopped) in the header, where a reopened conversation shows it.
             self._header(cursor, "assistant", note, links)
@@ -806,8 +799,6 @@ class Transcript(Following, QTextBrowser):
     def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         """The standard menu (Copy, Select All), after the actions of the message at the caret (from the keyboard)
         or under the pointer, and the links of that paragraph (a code block's Copy, a source, a thinking block)."""
-        from PySide6.QtWidgets import QMenu
-
         keyboard = event.reason() == event.Reason.Keyboard
         cursor = self.textCursor() if keyboard else self.cursorForPosition(event.pos())
         menu = self.createStandardContextMenu(event.pos())

@@ -196,12 +196,9 @@ class DocumentsPage(QWidget):
         """Index folder into collection in the background (what the button does after its dialogs)."""
         return self._start(collection, folder)
 
-    def reindex(self, collection: str) -> bool:
-        return self._start(collection, None)
-
     def _on_update_clicked(self) -> None:
         if self.selected():
-            self.reindex(self.selected())
+            self._start(self.selected(), None)
 
     def _start(self, collection: str, folder: str | None) -> bool:
         if not self.runner.start(collection, folder, self.vectors.isChecked()):

@@ -16,7 +16,6 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QPushButton
 
-from app.ui.widgets.notices import INFO, Notice
 from app.ui.models import manager
 
 MARK = "file missing"
@@ -103,9 +102,8 @@ class MissingFiles(QObject):
             page = self.page
             found = entry.get("path") or new_path
             page.move_model(old, found)
-            said = f"Found {Path(found).name} at {Path(found).parent}; it is back in the library."
-            page.status.setText(html.escape(said))
-            page.noticed.emit(Notice(said, INFO, "models.missing"))
+            page._said_plainly(f"Found {Path(found).name} at {Path(found).parent}; it is back in the library.",
+                               "models.missing")
             page._select_after_refresh = found
             page.refresh()
 

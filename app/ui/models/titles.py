@@ -47,8 +47,4 @@ def model_title(info: dict | None) -> str:
     """A loaded model's name for labels (a `loaded` event), where the library's title is not at hand: a local
     model's file as the user knows it (general.name is no use: "Smollm2 135M 8k Lc100K Mix1 Ep2" for every copy
     of the bundled model; the Models page's details show it), a remote model's name on its server; "" for none."""
-    if not info:
-        return ""
-    if info.get("remote") or not info.get("path"):
-        return info.get("name") or info.get("model", "")
-    return path_title(info["path"], [])
+    return info_title(info, [])

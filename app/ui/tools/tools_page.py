@@ -205,9 +205,6 @@ class ToolsPage(QWidget):
             widget.setEnabled(not stdio)
             self._form.setRowVisible(widget, not stdio)
 
-    def _say(self, message: str) -> None:
-        self.status.setText(message)
-
     # --- changes --------------------------------------------------------------
     def entry_from_form(self):
         from app.tools.servers import ServerEntry, parse_entry
@@ -237,7 +234,7 @@ class ToolsPage(QWidget):
             entry, notes = keep_secrets(self.entry_from_form())
             save_server(entry)
         except HearthError as exc:
-            self._say(str(exc))
+            self.status.setText(str(exc))
             self.noticed.emit(Notice(str(exc), ERROR, "tools"))
             return False
         import shutil
@@ -245,7 +242,7 @@ class ToolsPage(QWidget):
         said = f"Added {entry.name} ({entry.describe()}). Test it, then turn it on for a chat in its Tools box."
         if entry.command and shutil.which(entry.command) is None:
             said += f" Note: there is no program '{entry.command}' on PATH yet; it cannot start until there is."
-        self._say(" ".join([said, *notes]))
+        self.status.setText(" ".join([said, *notes]))
         self.noticed.emit(cleared("tools"))  # an earlier refusal is answered
         for edit in (self.name_edit, self.command_edit, self.url_edit):
             edit.clear()
@@ -265,10 +262,10 @@ class ToolsPage(QWidget):
         try:
             remove_server(name)
         except HearthError as exc:
-            self._say(str(exc))
+            self.status.setText(str(exc))
             return
         self.server_dropped.emit(name)
-        self._say(f"Removed {name}, with the tools always allowed for it.")
+        self.status.setText(f"Removed {name}, with the tools always allowed for it.")
         self.details.clear()
         self.refresh()
         self.servers_changed.emit()
@@ -284,9 +281,9 @@ class ToolsPage(QWidget):
         try:
             names = import_servers(Path(path))
         except HearthError as exc:
-            self._say(str(exc))
+            self.status.setText(str(exc))
             return []
-        self._say(f"Added {', '.join(names)} from {Path(path).name}. {RUNS_AS_YOU}")
+        self.status.setText(f"Added {', '.join(names)} from {Path(path).name}. {RUNS_AS_YOU}")
         self.refresh()
         self.servers_changed.emit()
         return names
@@ -308,18 +305,18 @@ class ToolsPage(QWidget):
         def shown(text: str) -> None:
             self._testing = False
             self.details.setHtml(text)
-            self._say(f"{name} answered.")
+            self.status.setText(f"{name} answered.")
             self._update_buttons()
             self.tested.emit(name)
 
         def failed(message: str) -> None:
             self._testing = False
             self.details.setPlainText(message)
-            self._say(message)
+            self.status.setText(message)
             self._update_buttons()
             self.tested.emit(name)
 
-        self._say(f"Starting {name}…")
+        self.status.setText(f"Starting {name}…")
         self.tasks.run(test, shown, failed, name="mcp-test")
         self._update_buttons()
 

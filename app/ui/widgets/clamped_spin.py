@@ -23,6 +23,11 @@ class _Clamping:
     clamped: Signal
     last_sentence = ""
 
+    def __init__(self, what: str, parent=None):
+        super().__init__(parent)
+        self.what = what
+        self.setAccessibleName(what)  # what a screen reader says, wherever the box sits (a form, a row)
+
     def _bare(self, text: str) -> str:
         return text.removeprefix(self.prefix()).removesuffix(self.suffix()).strip()
 
@@ -62,19 +67,9 @@ class _Clamping:
 class ClampingSpinBox(_Clamping, QSpinBox):
     clamped = Signal(str)
 
-    def __init__(self, what: str, parent=None):
-        super().__init__(parent)
-        self.what = what
-        self.setAccessibleName(what)  # what a screen reader says, wherever the box sits (a form, a row)
-
 
 class ClampingDoubleSpinBox(_Clamping, QDoubleSpinBox):
     clamped = Signal(str)
-
-    def __init__(self, what: str, parent=None):
-        super().__init__(parent)
-        self.what = what
-        self.setAccessibleName(what)
 
 
 def say_clamps(page, noticed) -> None:
