@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 from app.bench.model_options import ModelOptions
+from app.protocol.option_spec import count, option
 from app.core.library.bundled import bundled_model_path
 from app.core.errors import HearthError
 from app.core.metrics import default_threads
@@ -36,8 +37,8 @@ PROMPT = "Once upon a time"
 
 @dataclass
 class BasicOptions(ModelOptions):
-    repeats: int = 5
-    json: bool = False
+    repeats: int = option(5, "--repeats", "runs per figure; medians are reported", "N", bound=count(1, "runs"))
+    json: bool = option(False, "--json")
 
 
 def _emitter():

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.bench.results import load_result
+from app.protocol.option_spec import option
 
 FIGURES = [  # (label, how to read the median from a row for a workload)
     ("gen tok/s", lambda row, w: row["workloads"][w]["gen_tok_s"]["median"]),
@@ -102,9 +103,9 @@ def _cell(f: dict, line: dict, digits: int = 1) -> str:
 
 @dataclass
 class CompareOptions:
-    a: str  # two saved result files
-    b: str
-    json: bool = False
+    a: str = option(flag="a", metavar="A.json")  # two saved result files
+    b: str = option(flag="b", metavar="B.json")
+    json: bool = option(False, "--json")
 
 
 def run(options: CompareOptions) -> int:

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 from app.bench.model_options import ModelOptions
+from app.protocol.option_spec import count, option
 from app.core.metrics import default_threads
 from app.protocol import messages as P
 from app.engine.decoding.decode import Decoder
@@ -35,9 +36,9 @@ BUSY_LOOP = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic
 
 @dataclass
 class ContentionOptions(ModelOptions):
-    tokens: int = 200
-    repeats: int = 3
-    json: bool = False
+    tokens: int = option(200, "--tokens", "tokens per answer (default {default})", "N", bound=count(1, "tokens"))
+    repeats: int = option(3, "--repeats", "runs per figure; medians are reported", "N", bound=count(1, "runs"))
+    json: bool = option(False, "--json", "the report as JSON on stdout (rows go to stderr)")
 
 
 class BusyLoops:

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.protocol.option_spec import count, option
+
 # (question, topics whose text answers it)
 QUESTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("How do I make cleanup code run when leaving a block, even after an error?", ("try",)),
@@ -58,12 +60,15 @@ QUESTIONS: list[tuple[str, tuple[str, ...]]] = [
 
 @dataclass
 class DocsBenchOptions:
-    topics: int = 0  # 0: all of them
-    copies: int = 1  # the corpus this many times over (a 20 MB corpus from the 0.47 MB one)
-    vectors: bool = True
-    embed_model: str | None = None
-    scale_chunks: int = 0
-    json: bool = False
+    topics: int = option(0, "--topics", "index only N pydoc topics (default: all 79)", "N", bound=count(0, "topics"))
+    # the corpus this many times over (a 20 MB corpus from the 0.47 MB one)
+    copies: int = option(1, "--copies", "index the corpus N times over, each copy a folder of its own (43: about 20 "
+                         "MB)", "N", bound=count(1, "copies"))
+    vectors: bool = option(True, "--no-vectors", "BM25 only: no embedding model", negate=True)
+    embed_model: str | None = option(None, "--embed-model", "an embedding GGUF instead of all-MiniLM-L6-v2", "GGUF")
+    scale_chunks: int = option(0, "--scale-chunks", "also measure latency with the index padded to N chunks (the "
+                               "goal: 100,000 under 100 ms)", "N", bound=count(0, "chunks"))
+    json: bool = option(False, "--json")
 
 
 def corpus(folder: Path, limit: int = 0, copies: int = 1) -> int:

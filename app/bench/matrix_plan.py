@@ -6,10 +6,12 @@ settings (`--rows`, `--set ROW.KEY=VALUE`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from app.core.errors import HearthError
 from app.core.gguf.quant_types import QUANTIZE_TYPES, label
+from app.protocol.messages import FLASH_ATTN, KV_TYPES
+from app.protocol.option_spec import POSITIVE_SECONDS, count, option
 
 ROWS = [
     {"id": "f16", "label": "F16 baseline", "qtype": "F16"},
@@ -65,8 +67,7 @@ N_CTX = 2048
 
 # gpu: all layers on the GPU (where the build can offload); only the combined row has it by default, so that the
 # ladder on a CPU machine reads as the article's; on a GPU machine every row can be set on (the GPU check does).
-OVERRIDABLE = {"qtype": QUANTIZE_TYPES, "kv_type": ("f16", "q8_0", "q4_0"), "flash_attn": ("on", "off", "auto"),
-               "gpu": ("on", "off")}
+OVERRIDABLE = {"qtype": QUANTIZE_TYPES, "kv_type": KV_TYPES, "flash_attn": FLASH_ATTN, "gpu": ("on", "off")}
 
 
 @dataclass
@@ -75,19 +76,27 @@ class MatrixOptions:
 
     model: str | None = None  # GGUF file or library name; None: the bundled model
     threads: int | None = None  # None: physical cores
-    repeats: int = 3
-    quick: bool = False
-    draft_model: str | None = None
-    rows: str | None = None  # "f16,combined"
-    settings: list[str] = field(default_factory=list)  # ["combined.kv_type=q4_0"]
-    timeout: float = 600.0
-    interleave: bool = True
-    json: bool = False
-    csv: str | None = None
-    plot: str | None = None
-    no_save: bool = False
-    no_quality: bool = False  # skip the quality columns (mean KLD, same top token against F16)
-    quality_text: str | None = None  # the text the quality columns score (default: a built-in one)
+    repeats: int = option(3, "--repeats", "runs per figure (default {default})", "N", bound=count(1, "runs"))
+    quick: bool = option(False, "--quick", "short answers and one run each: a first look")
+    draft_model: str | None = option(None, "--draft-model", "also try this draft model in the speculative rows",
+                                     "PATH|NAME")
+    rows: str | None = option(None, "--rows", f"only these configurations ({', '.join(r['id'] for r in ROWS)})",
+                              "ID,...")  # "f16,combined"
+    settings: list[str] = option(flag="--set", help="change a configuration, e.g. combined.kv_type=q4_0 (keys: "
+                                 "qtype, kv_type, flash_attn)", metavar="ROW.KEY=VALUE", repeat=True,
+                                 default_factory=list)  # ["combined.kv_type=q4_0"]
+    timeout: float = option(600.0, "--timeout", "stop a configuration after S seconds and mark it failed (default "
+                            "{default})", "S", bound=POSITIVE_SECONDS)
+    interleave: bool = option(True, "--no-interleave", "run each configuration's repeats in one process instead of "
+                              "in rounds over all of them (fewer model loads, for big models; less fair when other "
+                              "programs run)", negate=True)
+    json: bool = option(False, "--json", "print the whole result as JSON")
+    csv: str | None = option(None, "--csv", "also write the table as CSV", "PATH")
+    plot: str | None = option(None, "--plot", "also write a bar chart PNG", "PATH")
+    no_save: bool = option(False, "--no-save", "do not keep the result under the data folder's bench/")
+    quality_text: str | None = option(None, "--quality-text", "score the quality columns (mean KLD, same top token "
+                                      "against F16) on this text instead of the built-in one", "FILE")
+    no_quality: bool = option(False, "--no-quality", "leave out the quality columns")
 
 
 def choose_rows(rows: list[str] | None, overrides: dict[str, dict] | None) -> list[dict]:

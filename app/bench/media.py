@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.bench.model_options import ModelOptions
+from app.protocol.option_spec import count, option
 from app.core import env
 from app.core.errors import HearthError
 from app.core.metrics import default_threads
@@ -57,11 +58,11 @@ CLI_ENCODE = ("encoding mtmd batch", "mtmd batch encoding done", re.compile(r"de
 
 @dataclass
 class MediaBenchOptions(ModelOptions):
-    mmproj: str | None = None  # None: the projector beside the model
-    tokens: int = 64
-    repeats: int = 3
-    audio: bool = False  # a sound instead of an image (a model that hears)
-    json: bool = False
+    mmproj: str | None = option(None, "--mmproj", "the projector (default: the mmproj file beside the model)", "PATH")
+    audio: bool = option(False, "--audio", "a sound instead of an image (a model that hears)")
+    tokens: int = option(64, "--tokens", "tokens generated per run (default {default})", "N", bound=count(1, "tokens"))
+    repeats: int = option(3, "--repeats", "runs per side; medians are reported", "N", bound=count(1, "runs"))
+    json: bool = option(False, "--json")
 
 
 def find_cli() -> Path | None:

@@ -28,18 +28,20 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from app.bench.machine import load_average
+from app.bench.model_options import CONTEXT_BOUND
 from app.core.making.calibration_text import read_user_text
 from app.core.errors import HearthError
 from app.core.gguf.info import read_gguf_info, weight_bytes_by_type
 from app.core.metrics import default_threads
 from app.core.making.quantize import UNQUANTIZED
 from app.core.units import human_size
+from app.protocol.option_spec import count, option
 
 DEFAULT_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
 # A quantized cache's rounding adds up over the positions that read it: long contexts show its cost, where the
@@ -57,20 +59,37 @@ class QualityError(HearthError):
 
 @dataclass
 class QualityOptions:
-    text: str = ""  # the file whose text is scored
-    model: str | None = None  # the base: a path or a library name (default: the bundled model's F16 copy)
-    quants: list[str] = field(default_factory=lambda: list(DEFAULT_QUANTS))
-    ctx: int = 256
-    threads: int | None = None
-    json: bool = False
-    no_save: bool = False  # keep the result out of the data folder's bench/quality.json (the window reads it)
+    text: str = option("", "--text", "the text to score (your own writing, code, chats)", "FILE", required=True)
+    model: str | None = option(None, "--model", "the base: an F16/BF16 file or library name (default: the bundled "
+                               "model's F16 copy)", "PATH|NAME")
+    quants: list[str] = option(flag="--quants", help=f"the types to measure (default {','.join(DEFAULT_QUANTS)})",
+                               metavar="TYPE,...", parse=lambda value: [name.upper() for name in _names(value)],
+                               default_factory=lambda: list(DEFAULT_QUANTS))
+    ctx: int = option(256, "--ctx", "tokens per scored chunk (default {default})", "N", bound=CONTEXT_BOUND)
     # An importance matrix: each quant is measured without and with it (the types that need one, with it only).
-    imatrix: str | None = None
-    plot: str | None = None  # a PNG of file size against mean KLD
+    imatrix: str | None = option(None, "--imatrix", "an importance matrix (hearth models imatrix): each type "
+                                 "measured without and with it", "FILE")
     # KV cache types scored the same way: the base with each cache type against the base with an F16 cache, on a
     # long context (kv_ctx; None: the longest of KV_CONTEXTS the text fills).
-    kv_types: list[str] = field(default_factory=list)
-    kv_ctx: int | None = None
+    kv_types: list[str] = option(flag="--kv-types", help="also score these KV cache types (f16, q8_0, q4_0): the "
+                                 "base with each against the base with an F16 cache, on a long context, beside the "
+                                 "weights' rows (--quants \"\" for the cache alone)", metavar="TYPE,...",
+                                 parse=lambda value: [name.lower() for name in _names(value)], default_factory=list)
+    kv_ctx: int | None = option(None, "--kv-ctx", "the context for the KV rows (default: the longest of "
+                                f"{', '.join(map(str, KV_CONTEXTS))} that the text fills)", "N", bound=CONTEXT_BOUND)
+    threads: int | None = option(None, "--threads", "CPU threads (default: physical cores)", "N",
+                                 bound=count(1, "threads"))
+    json: bool = option(False, "--json", "print the whole result as JSON")
+    plot: str | None = option(None, "--plot", "also write a chart PNG: file size against mean KLD (log scale), one "
+                              "point per quant, without and with the matrix", "PATH")  # a PNG of size against KLD
+    # keep the result out of the data folder's bench/quality.json (the window reads it)
+    no_save: bool = option(False, "--no-save", "do not keep the figures in the data folder's bench/quality.json, "
+                           "where the window's quantize pane reads them")
+
+
+def _names(value: str) -> list[str]:
+    """'Q8_0, q4_0,' -> ['Q8_0', 'q4_0']: a flag's comma-separated names."""
+    return [name.strip() for name in value.split(",") if name.strip()]
 
 
 def effective_mix(path: str | Path) -> str:

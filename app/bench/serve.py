@@ -25,11 +25,13 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from app.core import proc
 from app.core.errors import HearthError
+from app.bench.model_options import CONTEXT_BOUND, SLOTS
 from app.protocol import messages as P
+from app.protocol.option_spec import Bound, count, option
 
 PROMPTS = [  # different openings, so no stream rides on another's cached prompt
     "Write a long story about a lighthouse keeper and a storm.",
@@ -47,17 +49,24 @@ START_TIMEOUT_S = 180.0
 @dataclass
 class ServeBenchOptions:
     model: str | None = None  # for Hearth's own server; None: the bundled model
-    parallel: int = 4
-    requests: int = 3  # per stream, in each phase
-    rounds: int = 1  # turns each server takes; the report gives medians
-    max_tokens: int = 128
     threads: int | None = None
     gpu_layers: int | None = None  # None: hearth serve's own default
-    ctx: int = 2048  # per slot
-    against: list[str] = field(default_factory=list)
-    api_key: str | None = None  # for the --against servers
-    responses: bool = False  # also Hearth's /v1/responses beside its /v1/chat/completions, one client for both
-    json: bool = False
+    parallel: int = option(4, "--parallel", "concurrent streams and Hearth's slots (default {default})", "N",
+                           bound=Bound(2, SLOTS[1], takes=f"2 to {SLOTS[1]:g} streams (the benchmark compares N "
+                                       "streams with one)"))
+    requests: int = option(3, "--requests", "answers per stream in each phase (default {default})", "R",
+                           bound=count(1, "requests"))
+    max_tokens: int = option(128, "--max-tokens", "tokens per answer (default {default})", "N",
+                             bound=count(1, "tokens"))
+    ctx: int = option(2048, "--ctx", "Hearth's context per slot (default {default})", "N", bound=CONTEXT_BOUND)
+    rounds: int = option(1, "--rounds", "the servers take turns R times; the table shows medians (default "
+                         "{default})", "R", bound=count(1, "rounds"))
+    against: list[str] = option(flag="--against", help="also load another OpenAI-compatible server (its /v1 base "
+                                "URL; repeatable)", metavar="URL", repeat=True, default_factory=list)
+    api_key: str | None = option(None, "--api-key", "the --against servers' API key", "KEY")
+    responses: bool = option(False, "--responses", "also time Hearth's /v1/responses beside its "
+                             "/v1/chat/completions (one client for both)")
+    json: bool = option(False, "--json", "the report as JSON on stdout (progress goes to stderr)")
 
 
 def percentile(values: list[float], q: float) -> float:

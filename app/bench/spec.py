@@ -22,6 +22,7 @@ import numpy as np
 
 from app.bench.basic import _llama_with_extra_bufts
 from app.bench.model_options import ModelOptions
+from app.protocol.option_spec import count, option
 from app.core import paths
 from app.core.library.bundled import bundled_model_path
 from app.core.metrics import default_threads
@@ -77,14 +78,17 @@ LLAMA_TOKENS = 32  # llama-cpp-python's lookup runs at a few tokens per second h
 
 @dataclass
 class SpecOptions(ModelOptions):
-    quants: str = ",".join(QUANTS)  # target quantizations, comma-separated
-    draft: str | None = None  # None: the bundled model in Q4_0
-    max_tokens: int = 300
-    llama_tokens: int = LLAMA_TOKENS
-    repeats: int = 3
-    no_llama: bool = False
-    recalibrate: bool = False
-    json: bool = False
+    quants: str = option(",".join(QUANTS), "--quants", "target quantizations (comma-separated)")
+    draft: str | None = option(None, "--draft-model", "draft model (default: the bundled model in Q4_0)", "PATH",
+                               also=("--draft",))
+    max_tokens: int = option(300, "--max-tokens", "", "N", bound=count(1, "tokens"))
+    llama_tokens: int = option(LLAMA_TOKENS, "--llama-tokens", "tokens per llama-cpp-python lookup run (it is slow; "
+                               "its rate is per token all the same)", "N", bound=count(1, "tokens"))
+    repeats: int = option(3, "--repeats", "runs per figure; medians are reported", "N", bound=count(1, "runs"))
+    no_llama: bool = option(False, "--no-llama", "skip llama-cpp-python's prompt lookup")
+    recalibrate: bool = option(False, "--recalibrate", "measure the kept speculation costs of each model again "
+                               "(hearth doctor shows them)")
+    json: bool = option(False, "--json", "the report as JSON on stdout (rows go to stderr)")
 
 
 def variant(qtype: str, source: Path) -> Path:

@@ -25,7 +25,8 @@ from typing import Callable
 import llama_cpp
 import numpy as np
 
-from app.bench.model_options import ModelOptions
+from app.bench.model_options import CONTEXT_BOUND, ModelOptions
+from app.protocol.option_spec import Bound, count, option
 from app.bench.window_texts import REQUEST, SYSTEM, long_text
 from app.core.errors import HearthError
 from app.core.gguf.modelfile import check_model_file
@@ -40,17 +41,24 @@ BLOCK = 1000  # tokens per point of the tok/s and RSS series
 
 @dataclass
 class WindowOptions(ModelOptions):
-    tokens: int = 20000
-    ctx: int = 1024
-    compare_tokens: int | None = None  # tokens for the truncate-middle run; None: `tokens`; 0 skips it
-    ppl_tokens: int = 3000
-    ppl_window: int = 256
-    sinks: int = 4
-    plot: str | None = None
-    json: bool = False
-    policies: str | None = None  # "full,window,h2o": the policy comparison instead of the long run
-    budgets: str = "0.25,0.5,0.7"
-    speed_tokens: int = 600
+    tokens: int = option(20000, "--tokens", "tokens to generate (default {default})", "N", bound=count(1, "tokens"))
+    ctx: int = option(1024, "--ctx", "context size (default {default})", "N", bound=CONTEXT_BOUND)
+    compare_tokens: int | None = option(None, "--compare-tokens", "tokens for the truncate-middle run (default: "
+                                        "--tokens; 0 skips it)", "N", bound=count(0, "tokens"))
+    ppl_tokens: int = option(3000, "--ppl-tokens", "text length for perplexity (default {default})", "N",
+                             bound=count(2, "tokens"))
+    ppl_window: int = option(256, "--ppl-window", "window for perplexity (default {default})", "W",
+                             bound=Bound(2, takes="a window of 2 or more tokens"))
+    sinks: int = option(4, "--sinks", "attention sinks (default {default})", "N", bound=count(0, "sink tokens"))
+    # "full,window,h2o": the policy comparison instead of the long run
+    policies: str | None = option(None, "--policies", "compare context policies instead (full,window,h2o): "
+                                  "perplexity, retrieval, speed and memory at the same KV budgets", "LIST")
+    budgets: str = option("0.25,0.5,0.7", "--budgets", "with --policies: KV budgets as shares of the text (default "
+                          "{default})", "LIST")
+    speed_tokens: int = option(600, "--speed-tokens", "with --policies: tokens per speed run (default {default}; 0 "
+                               "skips the speed runs)", "N", bound=count(0, "tokens"))
+    plot: str | None = option(None, "--plot", "save the tok/s and RSS series as a PNG", "PATH")
+    json: bool = option(False, "--json")
 
 
 # --- long generation --------------------------------------------------------

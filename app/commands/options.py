@@ -8,7 +8,7 @@ field.
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields, is_dataclass
+from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
 
 from app.core.library.bundled import bundled_model_path
@@ -34,7 +34,7 @@ class _Given(argparse.Action):
 
 def _add(p: argparse.ArgumentParser, field: OptionField, cls) -> None:
     declared = {f.name: f for f in fields(cls)}[field.name]
-    default = getattr(cls(), field.name)
+    default = declared.default if declared.default_factory is MISSING else declared.default_factory()
     kwargs: dict = {"dest": field.arg}
     if cls is SamplingOptions and not field.repeat and not isinstance(default, bool):
         kwargs["action"] = _Given
@@ -49,15 +49,20 @@ def _add(p: argparse.ArgumentParser, field: OptionField, cls) -> None:
     elif field.nargs:
         kwargs.update(nargs=field.nargs, default=[], metavar=field.metavar)
     else:
-        kwargs["default"] = default if field.scale == 1 or default is None else default / field.scale
+        if default is MISSING or field.required:
+            kwargs["required"] = True  # a field without a default is a flag the command cannot do without
+        if default is not MISSING:
+            kwargs["default"] = default if field.scale == 1 or default is None else default / field.scale
         if field.choices:
             kwargs["choices"] = field.choices
         else:
-            kind = _TYPES[str(declared.type).split("|")[0].strip()]
+            kind = field.parse or _TYPES.get(str(declared.type).split("|")[0].strip(), str)
             kwargs.update(type=float if field.scale != 1 else kind, metavar=field.metavar)
         if field.bound is not None:
             kwargs.update(action=_Bounded, bound=field.bound)
-    p.add_argument(field.flag, **kwargs)
+    if not field.flag.startswith("-"):  # a positional argument: its name is its dest, and it is always given
+        kwargs = {key: value for key, value in kwargs.items() if key in ("help", "metavar", "type")}
+    p.add_argument(field.flag, *field.also, **kwargs)
 
 
 def _shown(default, scale: float) -> str:

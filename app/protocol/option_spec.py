@@ -43,6 +43,9 @@ class OptionField:
     bound: "Bound | None" = None
     scale: float = 1  # the field holds the flag's value times this (--max-body-mb -> bytes)
     nargs: str | None = None  # a list field whose one flag takes several values (--tools A B)
+    also: tuple[str, ...] = ()  # the flag's other names (--draft-model, --draft)
+    required: bool = False  # a flag the command cannot do without, though the field has a default (--text)
+    parse: Any = None  # how the flag's text becomes the value, where not by the field's type ("A,B" -> a list)
 
     @property
     def arg(self) -> str:

@@ -22,6 +22,7 @@ from app.bench.model_options import ModelOptions
 from app.core.gguf.modelfile import check_model_file
 from app.backends.client import EngineClient
 from app.protocol.messages import Done, LoadOptions, SamplingOptions
+from app.protocol.option_spec import count, option
 
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
 BOUND = 0.97
@@ -29,9 +30,10 @@ BOUND = 0.97
 
 @dataclass
 class GuiBenchOptions(ModelOptions):
-    tokens: int = 256  # generated per run
-    repeats: int = 7  # pairs of runs
-    json: bool = False
+    tokens: int = option(256, "--tokens", "tokens generated per run (default {default})", "N", bound=count(1, "tokens"))
+    repeats: int = option(7, "--repeats", "pairs of runs (default {default}); medians are reported", "N",
+                          bound=count(1, "runs"))
+    json: bool = option(False, "--json")
 
 
 def _sampling(tokens: int) -> SamplingOptions:
