@@ -12,6 +12,7 @@ import threading
 
 from app.commands.options import SECONDS, at_least
 from app.core.errors import BadArgument, HearthError
+from app.tools.limits import CALL_TIMEOUT_S, MAX_ROUNDS
 
 PREVIEW_CHARS = 400
 
@@ -26,11 +27,13 @@ def add_tools_args(p) -> None:
                    help="auto: the model decides; required: it must call a tool first; TOOL: it must call that one")
     p.add_argument("--tool-arg", action="append", default=[], metavar="TOOL.ARG=VALUE",
                    help="fix an argument of a tool (VALUE as JSON, or as text); the model cannot change it")
-    p.add_argument("--tool-timeout", type=float, default=60.0, metavar="S",
-                   help="seconds a tool call may take before it is stopped with an error result (default 60)",
+    p.add_argument("--tool-timeout", type=float, default=CALL_TIMEOUT_S, metavar="S",
+                   help=f"seconds a tool call may take before it is stopped with an error result (default "
+                   f"{CALL_TIMEOUT_S:g})",
                    **SECONDS)
-    p.add_argument("--max-tool-rounds", type=int, default=4, metavar="N",
-                   help="rounds of tool calls in one answer before the model must answer in words (default 4)",
+    p.add_argument("--max-tool-rounds", type=int, default=MAX_ROUNDS, metavar="N",
+                   help=f"rounds of tool calls in one answer before the model must answer in words (default "
+                   f"{MAX_ROUNDS})",
                    **at_least(1, "rounds"))
 
 

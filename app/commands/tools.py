@@ -11,6 +11,7 @@ from pathlib import Path
 from app.core import paths
 from app.core.errors import HearthError
 from app.core.terminal_text import one_line
+from app.tools.limits import CONNECT_TIMEOUT_S
 
 RUNS_AS_USER = ("Its tools run as you, with your files and your network; Hearth asks before each call unless "
                 "you allow a tool for good.")
@@ -60,7 +61,8 @@ def register(sub) -> None:
 
     test = own.add_parser("test", help="start a server and list its tools with their schemas")
     test.add_argument("name")
-    test.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it (default 30)")
+    test.add_argument("--timeout", type=float, default=CONNECT_TIMEOUT_S,
+                      help=f"seconds to wait for it (default {CONNECT_TIMEOUT_S:g})")
     test.add_argument("--json", action="store_true")
     test.set_defaults(func=run_test)
 

@@ -19,10 +19,9 @@ from typing import Any
 from app.core import paths
 from app.core.errors import DependencyMissing, HearthError
 from app.tools import stdio_lines
+from app.tools.limits import CALL_TIMEOUT_S, CONNECT_TIMEOUT_S
 from app.tools.servers import ServerEntry
 
-CONNECT_TIMEOUT_S = 30.0
-CALL_TIMEOUT_S = 60.0
 # A server that writes something other than MCP before its first answer, and no answer this long after it, is
 # taken as one that does not speak MCP (a banner line followed by a real answer still works).
 NOT_MCP_GRACE_S = 2.0

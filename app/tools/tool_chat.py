@@ -18,11 +18,11 @@ from typing import Any, Callable
 
 from app.protocol.messages import Done, SamplingOptions, Token
 from app.protocol.tool_calls import CALL_OPEN, CallReader, ToolUse, tool_grammar
-from app.tools.mcp_client import CALL_TIMEOUT_S, McpConnection, ToolInfo, ToolResult
+from app.tools.limits import CALL_TIMEOUT_S, CONNECT_TIMEOUT_S, MAX_ROUNDS
+from app.tools.mcp_client import McpConnection, ToolInfo, ToolResult
 from app.tools.servers import ALWAYS, DENY, ONCE, STOPPED, allow_always, allowed_tools  # noqa: F401 (theirs)
 
 RESULT_SHARE = 0.25  # of the context: a result may take this much, so the question and the answer still fit
-MAX_ROUNDS = 4  # rounds of calls in one answer before the model must answer in words
 
 # approve(server, tool, arguments) -> ONCE | ALWAYS | DENY, or STOPPED when the answer was stopped meanwhile
 Approver = Callable[[str, str, dict], str]
@@ -216,7 +216,6 @@ def _run_call(name: str, arguments: dict, tools: ToolSet, approve: Approver, all
 def open_tool_set(names: list[str], pinned: dict | None = None, connect_timeout: float | None = None) -> ToolSet:
     """Connections to the named servers of mcp.json; a server that cannot start is one sentence (and the ones
     already started are closed again)."""
-    from app.tools.mcp_client import CONNECT_TIMEOUT_S
     from app.tools.servers import get_server
 
     opened: list[McpConnection] = []
