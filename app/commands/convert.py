@@ -15,8 +15,8 @@ def register(models_sub) -> None:
         "a repository such as owner/name, of which only those files are downloaded) to a GGUF with llama.cpp's "
         "converter. Needs the convert extra: pip install \"hearth[convert]\".")
     p.add_argument("source", metavar="PATH_OR_REPO")
-    p.add_argument("--outtype", choices=core.OUTTYPES, default="f16",
-                   help="tensor type of the converted GGUF (default f16)")
+    p.add_argument("--outtype", choices=core.OUTTYPES, default=core.CONVERT_OUTTYPE,
+                   help=f"tensor type of the converted GGUF (default {core.CONVERT_OUTTYPE})")
     p.add_argument("--quantize", metavar="TYPE", type=str.upper, choices=core.QUANT_TYPES,
                    help="then quantize with llama.cpp, e.g. Q4_K_M (INT4) or Q8_0 (INT8)")
     p.add_argument("--out", metavar="PATH", help="where to write the GGUF (default: Hearth's models folder)")

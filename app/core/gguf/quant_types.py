@@ -66,6 +66,7 @@ QUANTIZE_TARGETS = QUANTIZE_TYPES + CALIBRATED_TYPES  # everything `hearth model
 NEEDS_IMATRIX = tuple(t.name for t in TYPES if t.needs_imatrix)
 CONVERT_QUANTS = tuple(t.name for t in TYPES if t.convert)
 CONVERT_OUTTYPES = tuple(t.name.lower() for t in TYPES if t.outtype)  # f16, bf16, q8_0, f32
+CONVERT_OUTTYPE = "f16"  # what a conversion writes unless told otherwise: lossless for the usual F16 and BF16 weights
 SEED_NAMES = {t.name: t.seed for t in TYPES if t.seed}
 
 

@@ -25,7 +25,7 @@ from typing import Callable
 from app.core import paths
 from app.core.errors import DependencyMissing, HearthError
 from app.core.proc import EVENT, JsonChild, is_frozen
-from app.core.gguf.quant_types import CONVERT_OUTTYPES, CONVERT_QUANTS, bits_per_weight
+from app.core.gguf.quant_types import CONVERT_OUTTYPE, CONVERT_OUTTYPES, CONVERT_QUANTS, bits_per_weight
 
 INSTALL_HINT = 'Converting needs the convert extra: install it with  pip install "hearth[convert]"'
 OUTTYPES = CONVERT_OUTTYPES  # f16, bf16, q8_0, f32 (app/core/gguf/quant_types.py)
@@ -231,7 +231,7 @@ def _download(repo: str, files: dict[str, int | None], dest: Path, progress: Pro
 
 
 def fetch_repo(repo: str, progress: Progress | None = None, cancel: threading.Event | None = None,
-               token: str | None = None, outtype: str = "f16", quantize: str | None = None,
+               token: str | None = None, outtype: str = CONVERT_OUTTYPE, quantize: str | None = None,
                out_dir: Path | None = None) -> Path:
     """Download what the converter needs from a repository into Hearth's cache; returns the folder.
 
@@ -265,7 +265,7 @@ def _needed_output(n_params: int, outtype: str, quantize: str | None) -> int:
 
 # --- running the converter -----------------------------------------------------------------------------------
 
-def convert(source: str | os.PathLike, outtype: str = "f16", quantize: str | None = None,
+def convert(source: str | os.PathLike, outtype: str = CONVERT_OUTTYPE, quantize: str | None = None,
             out: str | os.PathLike | None = None, progress: Progress | None = None,
             cancel: threading.Event | None = None, token: str | None = None) -> Path:
     """Convert a checkpoint folder or a repository (`owner/name`) to a GGUF; returns the GGUF's path.

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from app.core.proc import emit, keep_stdout_for_events
-from app.core.gguf.quant_types import BY_NAME, CONVERT_OUTTYPES, llama_ftype
+from app.core.gguf.quant_types import BY_NAME, CONVERT_OUTTYPE, CONVERT_OUTTYPES, llama_ftype
 
 
 class _ProgressBar:
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="convert_worker")
     parser.add_argument("src", type=Path)
     parser.add_argument("dest", type=Path)
-    parser.add_argument("--outtype", choices=sorted(CONVERT_OUTTYPES), default="f16")
+    parser.add_argument("--outtype", choices=sorted(CONVERT_OUTTYPES), default=CONVERT_OUTTYPE)
     parser.add_argument("--quantize", nargs=2, metavar=("TYPE", "PATH"))
     parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args(argv)
