@@ -10,15 +10,16 @@ one under way goes on from the text its client already has.
 from __future__ import annotations
 
 import json
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from starlette.requests import Request
-from starlette.responses import StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from app.core.chats.reasoning import split
 from app.protocol import messages as P
 from app.server.edge.errors import from_engine, stalled
 from app.server.edge.streams import EngineStream
-from app.server.tools import CallReader
+from app.server.tools import CallReader, ToolCall
 
 # Our finish reasons as OpenAI's: an answer the context cut short ran out of room, as "length" says.
 FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
@@ -73,6 +74,21 @@ async def open_answer(request: Request, stream: EngineStream, streaming: bool) -
     if stream.again and stream.resumable:
         return _going_on(stream, first, events)
     return chain(first, events)
+
+
+async def respond(request: Request, stream: EngineStream, streaming: bool, whole: Callable[[str, P.Done], dict],
+                  streamed: Callable[[AsyncIterator[P.Event]], Response]) -> Response:
+    """A request's answer in its dialect's shape: streamed(events) while it streams, else the object whole(text,
+    done) makes of the whole answer; 499 when the client left before the first event (a plain answer: its end)."""
+    events = await open_answer(request, stream, streaming)
+    if events is None:
+        return Response(status_code=499)
+    if streaming:
+        return streamed(events)
+    text, done = await whole_answer(events)
+    if done is None:
+        return Response(status_code=499)
+    return JSONResponse(whole(text, done))
 
 
 async def _going_on(stream: EngineStream, event: P.Event, events: AsyncIterator[P.Event]) -> AsyncIterator[P.Event]:
@@ -154,6 +170,20 @@ async def whole_answer(events: AsyncIterator[P.Event]) -> tuple[str, P.Done | No
     return "".join(text), done
 
 
+def whole_parts(text: str, thinking: bool | None, calls: CallReader | None) -> tuple[str, str, list[ToolCall]]:
+    """A whole answer as (reasoning, content, tool calls), split as its stream is, so a request gets the same answer
+    streamed or not. thinking None leaves the thinking in the text (else: whether the answer starts inside it);
+    calls None reads no calls."""
+    reasoning = ""
+    if thinking is not None:
+        parts = split(text, thinking)
+        reasoning, text = parts.reasoning, parts.content
+    if calls is None:
+        return reasoning, text, []
+    calls.feed(text)
+    return reasoning, calls.content, calls.calls  # markup never; a call cut off, as text
+
+
 def token_counts(done: P.Done) -> tuple[int, int, int]:
     """(prompt, completion, cached prompt) tokens; a backend that cannot count (a remote server) says None: 0."""
     prompt, completion = int(done.get("prompt_tokens") or 0), int(done.get("completion_tokens") or 0)
@@ -219,3 +249,8 @@ class TextFrame:
 def sse_data(obj: dict) -> bytes:
     """One server-sent event of OpenAI's chat and text completion streams."""
     return b"data: " + compact_json(obj) + b"\n\n"
+
+
+def named_sse(obj: dict) -> bytes:
+    """One server-sent event named by its object's type, as Anthropic's and the Responses API's events are."""
+    return b"event: " + obj["type"].encode() + b"\ndata: " + compact_json(obj) + b"\n\n"

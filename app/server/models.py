@@ -261,8 +261,7 @@ class ModelPool:
                 expired = [s for s in self._slots if now - s.last_used > self.ttl_s]
                 for slot in expired:
                     self._slots.remove(slot)
-            for slot in expired:
-                slot.backend.close()
+            self._close(expired)
 
     def unload(self, backend: Backend) -> None:
         """Take a model out of memory now (Ollama's keep_alive 0, as the TTL does after idle time); a later request
@@ -286,5 +285,4 @@ class ModelPool:
         self._closed.set()
         with self._lock:
             slots, self._slots = self._slots, []
-        for slot in slots:
-            slot.backend.close()
+        self._close(slots)

@@ -20,8 +20,7 @@ from starlette.responses import JSONResponse, Response
 
 from app.protocol import messages as P
 from app.protocol.option_spec import Range
-from app.server.answers import (TextFrame, chain, compact_json, event_stream, limit_cut, open_answer, token_counts,
-                                whole_answer)
+from app.server.answers import TextFrame, chain, event_stream, limit_cut, named_sse, respond, token_counts, whole_parts
 from app.server.edge.errors import from_engine, invalid
 from app.server.media_parts import anthropic_image, refuse_unless_takes
 from app.server.edge.request_shape import read, said
@@ -41,17 +40,8 @@ class AnthropicMessages:
         refuse_unless_takes(gen.messages, model, backend.info)
         tools = gen.tools.tools if gen.tools else None
         stream = self.api.chat_stream(backend, gen.messages, gen.sampling, tools)
-        events = await open_answer(request, stream, gen.stream)
-        if events is None:
-            return Response(status_code=499)
         shape = _Message(model, gen)
-        if gen.stream:
-            return event_stream(shape.sse(events))
-        text, done = await whole_answer(events)
-        if done is None:
-            return Response(status_code=499)
-        return JSONResponse(shape.whole(text, done))
-
+        return await respond(request, stream, gen.stream, shape.whole, lambda events: event_stream(shape.sse(events)))
 
     async def count_tokens(self, request: Request) -> Response:
         """POST /v1/messages/count_tokens: the request's prompt as the model sees it (template, system, tools),
@@ -332,10 +322,7 @@ class _Message:
 
     def whole(self, text: str, done: P.Done) -> dict:
         content = []
-        calls: list[ToolCall] = []
-        if self.calls is not None:
-            self.calls.feed(text)
-            text, calls = self.calls.content, self.calls.calls
+        _, text, calls = whole_parts(text, None, self.calls)
         if text:
             content.append({"type": "text", "text": text})
         content += [_tool_use(call) for call in calls]
@@ -347,7 +334,7 @@ class _Message:
         first = await anext(events, None)
         # The engine's first event of an answer is its prompt's figures; a remote backend's may be a token.
         usage = self.usage(first) if isinstance(first, P.Stats) else {"input_tokens": 0, "output_tokens": 0}
-        yield _event("message_start", {"type": "message_start", "message": {
+        yield named_sse({"type": "message_start", "message": {
             **self._head(), "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}})
         blocks = _Blocks()
         async for event in chain(first, events):
@@ -362,12 +349,11 @@ class _Message:
                 for chunk in blocks.close():
                     yield chunk
                 reason, sequence = self._stop(event)
-                yield _event("message_delta", {"type": "message_delta",
-                                               "delta": {"stop_reason": reason, "stop_sequence": sequence},
-                                               "usage": self.usage(event)})
-                yield _event("message_stop", {"type": "message_stop"})
+                yield named_sse({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                                 "usage": self.usage(event)})
+                yield named_sse({"type": "message_stop"})
             elif isinstance(event, P.Failed):  # after the first token: the status is sent already
-                yield _event("error", from_engine(event.kind, event.message).anthropic_body())
+                yield named_sse(from_engine(event.kind, event.message).anthropic_body())
 
 
 class _Blocks:
@@ -382,10 +368,9 @@ class _Blocks:
         events = self.close()
         self.index += 1
         self.open_kind = block["type"]
-        events.append(_event("content_block_start", {"type": "content_block_start", "index": self.index,
-                                                     "content_block": block}))
+        events.append(named_sse({"type": "content_block_start", "index": self.index, "content_block": block}))
         if self.index == 0:  # Anthropic's own stream pings once, after the first block starts
-            events.append(_event("ping", {"type": "ping"}))
+            events.append(named_sse({"type": "ping"}))
         return events
 
     def text(self, text: str) -> list[bytes]:
@@ -404,21 +389,17 @@ class _Blocks:
 
     def tool_use(self, call: ToolCall) -> list[bytes]:
         events = self._start({**_tool_use(call), "input": {}})
-        events.append(_event("content_block_delta", {"type": "content_block_delta", "index": self.index,
-                                                     "delta": {"type": "input_json_delta",
-                                                               "partial_json": call.arguments}}))
+        events.append(named_sse({"type": "content_block_delta", "index": self.index,
+                                 "delta": {"type": "input_json_delta", "partial_json": call.arguments}}))
         return events + self.close()
 
     def close(self) -> list[bytes]:
         if self.open_kind is None:
             return []
         self.open_kind = None
-        return [_event("content_block_stop", {"type": "content_block_stop", "index": self.index})]
+        return [named_sse({"type": "content_block_stop", "index": self.index})]
 
 
 def _tool_use(call: ToolCall) -> dict:
     return {"type": "tool_use", "id": "toolu_" + secrets.token_hex(12), "name": call.name, "input": call.input}
 
-
-def _event(name: str, data: dict) -> bytes:
-    return b"event: " + name.encode() + b"\ndata: " + compact_json(data) + b"\n\n"

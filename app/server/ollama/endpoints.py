@@ -26,9 +26,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from app.core.chats.reasoning import ReasoningSplitter, split
+from app.core.chats.reasoning import ReasoningSplitter
 from app.protocol import messages as P
-from app.server.answers import limit_cut, open_answer, whole_answer
+from app.server.answers import compact_json, limit_cut, open_answer, respond, whole_answer, whole_parts
 from app.server.edge.errors import ApiError, invalid
 from app.server.media_parts import ollama_images, refuse_unless_takes
 from app.server.openai.chat_request import chat_request, completion_request, embedding_request
@@ -43,10 +43,6 @@ OPTIONS = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "mi
            "stop": "stop", "repeat_penalty": "repeat_penalty", "repeat_last_n": "repeat_last_n",
            "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty",
            "num_predict": "max_tokens"}
-# Options that set up the model or the machine (Ollama loads with them): the loaded model's own settings stand.
-LOAD_OPTIONS = {"num_ctx", "num_batch", "num_gpu", "main_gpu", "use_mmap", "use_mlock", "num_thread", "numa",
-                "low_vram", "f16_kv", "vocab_only", "num_keep", "typical_p", "tfs_z", "mirostat", "mirostat_tau",
-                "mirostat_eta", "penalize_newline"}
 
 
 def routes(api) -> list[Route]:
@@ -230,44 +226,30 @@ class OllamaApi:
         return JSONResponse(done)
 
     async def _respond(self, request: Request, stream, shape: "_Shape", streaming: bool) -> Response:
-        events = await open_answer(request, stream, streaming)
-        if events is None:
-            return Response(status_code=499)
-        if streaming:
-            return StreamingResponse(shape.lines(events), media_type="application/x-ndjson")
-        text, done = await whole_answer(events)
-        if done is None:
-            return Response(status_code=499)
-        return JSONResponse(shape.whole(text, done))
+        return await respond(request, stream, streaming, shape.whole,
+                             lambda events: StreamingResponse(shape.lines(events), media_type="application/x-ndjson"))
 
     async def embed(self, request: Request) -> Response:
-        async def answer(body):
-            body = _object(body)
-            wanted = embedding_request({"model": body.get("model"), "input": body.get("input")})
-            vectors, done, model = await self._embeddings(request, body.get("model"), wanted.inputs)
-            if vectors is None:
-                return Response(status_code=499)
-            return JSONResponse({"model": tag(model), "embeddings": vectors,
-                                 "prompt_eval_count": int(done.get("prompt_tokens") or 0)})
-        return await self._guarded(request, answer)
+        return await self._embedding(request, "input", lambda vectors, done, model: {
+            "model": tag(model), "embeddings": vectors, "prompt_eval_count": int(done.get("prompt_tokens") or 0)})
 
     async def embeddings(self, request: Request) -> Response:
         """The older endpoint: one prompt, one vector."""
+        return await self._embedding(request, "prompt", lambda vectors, _done, _model: {"embedding": vectors[0]})
+
+    async def _embedding(self, request: Request, field: str, shape) -> Response:
+        """field: the body's field that holds the input; shape(vectors, done, model): the answer's object."""
         async def answer(body):
             body = _object(body)
-            wanted = embedding_request({"model": body.get("model"), "input": body.get("prompt")})
-            vectors, _done, _model = await self._embeddings(request, body.get("model"), wanted.inputs)
-            if vectors is None:
+            wanted = embedding_request({"model": body.get("model"), "input": body.get(field)})
+            model, backend = await self._serving(body.get("model"))
+            stream = self.api.start(backend, lambda sink: backend.embed(wanted.inputs, sink), again=True)
+            events = await open_answer(request, stream, streaming=False)
+            done = (await whole_answer(events))[1] if events is not None else None
+            if done is None:
                 return Response(status_code=499)
-            return JSONResponse({"embedding": vectors[0]})
+            return JSONResponse(shape(done["embeddings"], done, model))
         return await self._guarded(request, answer)
-
-    async def _embeddings(self, request: Request, name, inputs: list):
-        model, backend = await self._serving(name)
-        stream = self.api.start(backend, lambda sink: backend.embed(inputs, sink), again=True)
-        events = await open_answer(request, stream, streaming=False)
-        done = (await whole_answer(events))[1] if events is not None else None
-        return (done["embeddings"] if done is not None else None), done, model
 
 
 def _object(body) -> dict:
@@ -409,14 +391,7 @@ class _Shape:
                 yield _line({"error": event.message})
 
     def whole(self, text: str, done: P.Done) -> dict:
-        thought = ""
-        if self.splitter is not None:
-            parts = split(text, bool(self.opened))
-            thought, text = parts.reasoning, parts.content
-        calls = []
-        if self.calls is not None:
-            self.calls.feed(text)
-            text, calls = self.calls.content, self.calls.calls
+        thought, text, calls = whole_parts(text, self.opened, self.calls)
         answer = self._piece(text, thought, calls)
         end = self._end(done)
         if self.chat:
@@ -429,4 +404,4 @@ class _Shape:
 
 
 def _line(obj: dict) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    return compact_json(obj) + b"\n"

@@ -34,15 +34,15 @@ from starlette.routing import Route
 
 from app.core.errors import HearthError
 from app.server.responses.store import ResponseStore
-from app.core.chats.reasoning import ReasoningSplitter, split
+from app.core.chats.reasoning import ReasoningSplitter
 from app.server.edge import field_policy
 from app.server.ollama.endpoints import routes as ollama_routes
 from app.protocol import messages as P
 from app.backends.backend import Backend
 from app.server.anthropic.messages import AnthropicMessages
 from app.server.openai.chat_mcp import ChatWithMcp, names_mcp
-from app.server.answers import (TextFrame, chat_usage, event_stream, finish_reason, limit_cut, open_answer,
-                                sse_data, whole_answer)
+from app.server.answers import (TextFrame, chat_usage, event_stream, finish_reason, limit_cut, open_answer, respond,
+                                sse_data, whole_answer, whole_parts)
 from app.server.edge.errors import ApiError, from_engine, invalid
 from app.server.edge.guard import RequestGuard, allowed_hosts
 from app.server.edge.limits import Limits, RequestQueue
@@ -394,16 +394,10 @@ class OpenAIApi:
                        chat: bool, thinking: bool | None = None) -> Response:
         """thinking: None keeps a reasoning model's thinking in the text; True/False split it off, the answer
         starting inside it or not."""
-        events = await open_answer(request, stream, gen.stream)
-        if events is None:  # the client left before anything came
-            return Response(status_code=499)
         shape = _Shape(model, chat, gen, thinking)
-        if gen.stream:
-            return event_stream(shape.sse(events))
-        text, done = await whole_answer(events)
-        if done is None:
-            return Response(status_code=499)
-        return JSONResponse(shape.whole(gen.prompt + text if gen.echo else text, done))
+        return await respond(request, stream, gen.stream,
+                             lambda text, done: shape.whole(gen.prompt + text if gen.echo else text, done),
+                             lambda events: event_stream(shape.sse(events)))
 
 
 def _counting(start, record: RequestRecord):
@@ -462,20 +456,12 @@ class _Shape:
 
     def whole(self, text: str, done: P.Done) -> dict:
         if self.chat:
-            reasoning = ""
-            if self.thinking is not None:
-                # As the stream splits it: a request gets the same answer streamed or not.
-                parts = split(text, bool(self.opened))
-                reasoning, text = parts.reasoning, parts.content
-            message = {"role": "assistant", "content": text, "refusal": None}
+            reasoning, text, calls = whole_parts(text, self.opened, self.calls)
+            message = {"role": "assistant", "content": (text or None) if calls else text, "refusal": None}
             if reasoning:
                 message["reasoning_content"] = reasoning
-            if self.calls is not None:
-                self.calls.feed(text)
-                message["content"] = self.calls.content  # markup never; a call cut off, as text
-                if self.calls.calls:
-                    message["content"] = message["content"] or None
-                    message["tool_calls"] = [call.openai() for call in self.calls.calls]
+            if calls:
+                message["tool_calls"] = [call.openai() for call in calls]
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": self._reason(done)}
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self._reason(done)}
@@ -489,29 +475,24 @@ class _Shape:
                 "choices": [{"index": 0, "text": text or "", "logprobs": None, "finish_reason": reason}]}
 
     def _pieces(self, text: str) -> list[bytes]:
-        """The chunks one piece of the answer makes ("" at its end): its text, and the tool calls it completes."""
+        """The chunks one piece of the answer makes ("" at its end): its thinking, its text, and the tool calls it
+        completes."""
         if not self.chat:
             return [self._text_frame(text)] if text else []
-        known = len(self.calls.calls) if self.calls is not None else 0
-        chunks = []
+        end, chunks = not text, []
         if self.thinking is not None:
-            end = not text
             reasoning, text = self.thinking.finish() if end else self.thinking.feed(text)
             if reasoning:
                 chunks.append(self._reasoning_frame(reasoning))
-            if end and text:  # held back as a possible tag's start, then the answer ended: content, then the end
-                piece, calls = answer_piece(self.calls, text)
-                chunks += [self._text_frame(piece)] if piece else []
-                chunks += [sse_data(self._chunk({"tool_calls": [call.openai(index=known + i)]}))
-                           for i, call in enumerate(calls)]
-                known += len(calls)
-                text = ""
-            elif not end and not text:
-                return chunks
-        text, calls = answer_piece(self.calls, text)
-        chunks += [self._text_frame(text)] if text else []
-        return chunks + [sse_data(self._chunk({"tool_calls": [call.openai(index=known + i)]}))
-                         for i, call in enumerate(calls)]
+        # The piece's text, then "" at the end: the call reader hands back what it held as a possible call's start
+        # (text held back as a possible tag's start comes first, as content).
+        for part in ([text] if text else []) + ([""] if end else []):
+            piece, calls = answer_piece(self.calls, part)
+            known = len(self.calls.calls) - len(calls) if calls else 0  # the calls' indexes go on from the earlier
+            chunks += [self._text_frame(piece)] if piece else []
+            chunks += [sse_data(self._chunk({"tool_calls": [call.openai(index=known + i)]}))
+                       for i, call in enumerate(calls)]
+        return chunks
 
     async def sse(self, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
         if self.chat:

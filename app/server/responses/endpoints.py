@@ -29,7 +29,7 @@ from app.core.chats.reasoning import ReasoningSplitter
 from app.server.responses.store import (MAX_CONVERSATION_BYTES, BrokenChain, ResponseStore, ResponseStoreError,
                                      TooBigToStore)
 from app.protocol import messages as P
-from app.server.answers import compact_json, event_stream, limit_cut, open_answer, token_counts
+from app.server.answers import event_stream, limit_cut, named_sse, open_answer, token_counts
 from app.server.edge.errors import ApiError, from_engine, invalid
 from app.server.responses.request import ResponsesRequest, new_id, reasoning_for, responses_request
 from app.server.api_tools import ApiTools
@@ -433,7 +433,7 @@ class ResponsesApi:
             nonlocal number
             event["sequence_number"] = number
             number += 1
-            return b"event: " + event["type"].encode() + b"\ndata: " + compact_json(event) + b"\n\n"
+            return named_sse(event)
 
         yield sse({"type": "response.created", "response": dict(response)})
         yield sse({"type": "response.in_progress", "response": dict(response)})

@@ -361,9 +361,7 @@ def reasoning_for(body: dict, thinks: bool | None) -> dict | None:
     effort = reasoning.get("effort")
     if effort is not None and effort not in ("none", "minimal", "low", "medium", "high", "xhigh"):
         raise invalid(f"'reasoning.effort' {effort!r} is not an effort.", "reasoning.effort")
-    if thinks is None:
-        pass
-    elif thinks and effort not in (None, "medium"):
+    if thinks and effort not in (None, "medium"):
         raise invalid(f"This model reasons at one effort of its own; 'reasoning.effort' {effort!r} cannot be "
                       "followed. Leave it out or send 'medium'.", "reasoning.effort", code="unsupported_effort")
     if not thinks and effort not in (None, "none"):
