@@ -110,8 +110,6 @@ class CompareOptions:
 
 def run(options: CompareOptions) -> int:
     c = compare(load_result(options.a), load_result(options.b))
-    if options.json:
-        print(json.dumps(c, indent=2))
-    else:
-        print(format_comparison(c, (Path(options.a).name, Path(options.b).name)))
+    names = (Path(options.a).name, Path(options.b).name)
+    print(json.dumps(c, indent=2) if options.json else format_comparison(c, names))
     return 0

@@ -109,10 +109,8 @@ def run(options: ContentionOptions) -> int:
     report = {"kind": "hearth-bench-contention", "model": options.model, "tokens": options.tokens,
               "repeats": options.repeats, "rows": rows,
               "adaptive_idle_vs_default": idle["adaptive"]["tok_s"] / idle[default]["tok_s"]}
-    if options.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(format_table(report, [name for name, _ in configs], default))
+    print(json.dumps(report, indent=2) if options.json
+          else format_table(report, [name for name, _ in configs], default))
     return 0
 
 

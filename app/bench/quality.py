@@ -439,10 +439,8 @@ def run(options: QualityOptions, plot=None) -> int:
         result["plot"] = options.plot
     if live:
         print("\r" + " " * 64 + "\r", end="", file=sys.stderr)
-    if not options.json:
-        print(format_table(result) + (f"\nChart: {options.plot}" if options.plot else ""))
-    else:
-        print(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2) if options.json
+          else format_table(result) + (f"\nChart: {options.plot}" if options.plot else ""))
     return 0 if all(row["ok"] for row in result["rows"] + (result["kv"] or {}).get("rows", [])) else 1
 
 

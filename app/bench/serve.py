@@ -281,10 +281,7 @@ def run(o: ServeBenchOptions) -> int:
     report["comparisons"] = comparisons(report)
     if o.responses:
         report["responses_vs_chat"] = responses_vs_chat(report)
-    if o.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(format_table(report))
+    print(json.dumps(report, indent=2) if o.json else format_table(report))
     return 0
 
 

@@ -261,10 +261,7 @@ def run_policies(args: WindowOptions, base: LoadOptions, say) -> int:
         ctx = max(256, int(args.ctx * budgets[0]))
         say(f"speed: {args.speed_tokens} tokens in a {ctx}-token context ...")
         result["speed"] = wp.speed(base, ctx, args.speed_tokens, say=say)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(wp.table(result))
+    print(json.dumps(result, indent=2) if args.json else wp.table(result))
     return 0
 
 
