@@ -181,10 +181,7 @@ def interactive(client: EngineClient, info: dict, system: str | None, sampling, 
     while True:
         try:
             line = _valid_text(input("\nyou> "), "your message")
-        except EOFError:
-            print()
-            return 0
-        except KeyboardInterrupt:
+        except (EOFError, KeyboardInterrupt):
             print()
             return 0
         text = line.strip()

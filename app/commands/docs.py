@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import threading
+from contextlib import closing
 
 from app.core.errors import HearthError
 from app.core.terminal_text import one_line
@@ -119,13 +120,10 @@ def run_list(args: argparse.Namespace) -> int:
     from app.core.units import human_size
     from app.docs.store import Store
 
-    store = Store()
-    try:
+    with closing(Store()) as store:
         rows = store.collections()
         problems = {c.name: store.problems(store.collection_id(c.name)) for c in rows} if args.problems else {}
         size = store.size_bytes()
-    finally:
-        store.close()
     if args.json:
         print(json.dumps({"index": str(store.path), "index_bytes": size,
                           "collections": [{**c.__dict__, **({"problem_files": [{"path": p, "problem": s} for p, s in
@@ -150,12 +148,9 @@ def run_list(args: argparse.Namespace) -> int:
 def run_rm(args: argparse.Namespace) -> int:
     from app.docs.store import Store
 
-    store = Store()
-    try:
+    with closing(Store()) as store:
         if not store.remove_collection(args.name):
             raise HearthError(f"There is no collection called {args.name!r}; `hearth docs list` shows them.")
-    finally:
-        store.close()
     print(f"Removed the collection {args.name} and its index; the files themselves are untouched.")
     return 0
 
@@ -164,8 +159,7 @@ def run_search(args: argparse.Namespace) -> int:
     from app.docs.search import search
     from app.docs.store import Store
 
-    store = Store()
-    try:
+    with closing(Store()) as store:
         names = args.collection or [c.name for c in store.collections()]
         missing = [n for n in names if store.collection_id(n) is None]
         if missing:
@@ -180,8 +174,6 @@ def run_search(args: argparse.Namespace) -> int:
         finally:
             if embedder is not None:
                 embedder.close()
-    finally:
-        store.close()
     if args.json:
         print(json.dumps([{"n": i, **h.as_dict(), "text": h.text} for i, h in enumerate(hits, 1)], indent=2,
                          ensure_ascii=False))

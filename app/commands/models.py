@@ -129,7 +129,8 @@ def _print_json(data) -> int:
 
 
 class ProgressBar:
-    """A one-line bar on a terminal; a line per 10% otherwise (logs, pipes). Counts bytes, or `unit`s."""
+    """A one-line bar on a terminal; a line per 10% otherwise (logs, pipes). Counts bytes, or `unit`s. A context
+    manager: the bar's line ends with it, however the work ends."""
 
     def __init__(self, label: str, stream=None, unit: str | None = None):
         self.label, self.stream, self.unit = label, stream or sys.stderr, unit
@@ -155,7 +156,10 @@ class ProgressBar:
             of = f"{total:,} {self.unit}" if self.unit else human_size(total)
             print(f"{self.label}: {frac:.0%} of {of}", file=self.stream, flush=True)
 
-    def close(self) -> None:
+    def __enter__(self) -> "ProgressBar":
+        return self
+
+    def __exit__(self, *_exc) -> None:
         if self.tty:
             self.stream.write("\n")
             self.stream.flush()
@@ -280,11 +284,8 @@ def _search(args: argparse.Namespace) -> int:
 
 def _pull(args: argparse.Namespace) -> int:
     from app.core.library import hub
-    bar = ProgressBar(f"{args.repo}")
-    try:
+    with ProgressBar(f"{args.repo}") as bar:
         result = hub.pull(args.repo, args.file, quant=args.quant, progress=bar, token=args.token)
-    finally:
-        bar.close()
     if args.json:
         return _print_json(result.to_dict())
     check = ("SHA-256 verified" if result.verified else "size checked (no SHA-256 published)" if result.size_checked
@@ -364,12 +365,9 @@ def _fit(args: argparse.Namespace) -> int:
 def _quantize(args: argparse.Namespace) -> int:
     from app.core.making.quantize import quantize
 
-    bar = ProgressBar(f"Quantizing to {_label(args.type)}")
-    try:
+    with ProgressBar(f"Quantizing to {_label(args.type)}") as bar:
         result = quantize(args.model, args.type, out=args.out, progress=bar, allow_requantize=args.allow_requantize,
                           imatrix=args.imatrix)
-    finally:
-        bar.close()
     if args.json:
         return _print_json(result.to_dict())
     calibrated = f" calibrated with {Path(result.imatrix).name}," if result.imatrix else ""
@@ -383,12 +381,9 @@ def _imatrix(args: argparse.Namespace) -> int:
     from app.backends.imatrix import make_imatrix
 
     docs = chat_documents() if args.chats else file_documents(args.text)
-    bar = ProgressBar("Computing the importance matrix", unit="chunks")
-    try:
+    with ProgressBar("Computing the importance matrix", unit="chunks") as bar:
         result = make_imatrix(args.model, docs, dataset_name(docs, args.chats), out=args.out, ctx=args.ctx,
                               threads=args.threads, progress=bar)
-    finally:
-        bar.close()
     if args.json:
         return _print_json(result.to_dict())
     print(f"Wrote {result.path}: {result.entries} weight matrices of {Path(result.model).name} from "

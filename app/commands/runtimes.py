@@ -136,7 +136,8 @@ def _build(args: argparse.Namespace) -> int:
     spec = spec_from_args(args.name, args.arch, args.portable, args.tools)
     found = None if args.rebuild else cached(spec)
     started = time.monotonic()
-    if found is None:
+    built = found is None
+    if built:
         # Say what is missing before announcing a build of many minutes.
         check_toolchain(spec, runtimes_dir(), args.vulkan_include, not args.no_fetch_headers)
         print(f"building the {spec.name} runtime {spec.key} with {args.jobs or 'all the'} jobs: "
@@ -144,9 +145,6 @@ def _build(args: argparse.Namespace) -> int:
         found = build_runtime(spec, sdist=args.sdist, jobs=args.jobs, vulkan_include=args.vulkan_include,
                               fetch_headers=not args.no_fetch_headers, rebuild=args.rebuild,
                               keep_build=args.keep_build, on_progress=_Progress(args.json))
-        built = True
-    else:
-        built = False
     probe = probe_runtime(found)
     entry = {**found.to_json(), "built_now": built, "elapsed_s": round(time.monotonic() - started, 1),
              "probe": probe.to_json()}
