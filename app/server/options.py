@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.protocol.option_spec import POSITIVE_SECONDS, Bound, count, internal, option
+from app.protocol.messages import SamplingOptions
+from app.protocol.option_spec import POSITIVE_SECONDS, Bound, count, option
 
 DEFAULT_MAX_TOKENS = 2048  # an answer's length where a request does not say
 MB = 2**20
+
+
+def request_defaults() -> SamplingOptions:
+    """What a request leaves out, where hearth serve's flags do not say: Hearth's defaults, as on every surface,
+    and a longer answer than the window's (clients that ask nothing expect whole answers)."""
+    return SamplingOptions(max_tokens=DEFAULT_MAX_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,11 @@ class ServeOptions:
                                       "are answered, so that no web page can reach the API through DNS rebinding; "
                                       "with a key or another --host, any name unless this limits it",
                                       metavar="NAME", repeat=True, default_factory=list)
-    max_tokens: int = internal(DEFAULT_MAX_TOKENS, "a request that does not say how long gets this much")
+    # What a request leaves out (its temperature, top_p, max_tokens, ...): request_defaults(), with what hearth
+    # serve's sampling flags (--temp, --top-p, --max-tokens, ..., the sampling options' own) set. A field the flags
+    # set is given: it wins over the model's recommendation too, as llama-server's --temp does. Agents such as
+    # Claude Code and Codex send no temperature, so this is where their sampling is chosen.
+    sampling: SamplingOptions = field(default_factory=request_defaults)
     # loaded at once; a request naming another library model loads it (app/server/models.py)
     max_models: int = option(1, "--max-models", "models loaded at once; a request naming another library model "
                              "loads it (default {default})", "N", bound=count(1, "models"))

@@ -103,7 +103,7 @@ def serve(load: LoadOptions, options: ServeOptions, say=print) -> int:
                               max_bytes=options.keep_responses_bytes)
         if store.notice:
             print(f"hearth: {store.notice}", file=sys.stderr, flush=True)
-        api = OpenAIApi(pool, options.api_key, options.cors, options.max_tokens,
+        api = OpenAIApi(pool, options.api_key, options.cors, options.sampling,
                         hosts=allowed_hosts(options.host, options.api_key, options.allowed_hosts),
                         limits=options.limits, slots=load.n_parallel, reasoning_format=options.reasoning_format,
                         response_store=store, api_tools=api_tools, strict_fields=options.strict_fields,

@@ -90,3 +90,17 @@ def test_the_largest_values_each_flag_takes_are_taken():
     from app.server.options import ServeOptions
 
     assert declared_options(args, ServeOptions).limits.max_body_bytes == 1  # a tiny limit is a byte, never 0
+
+
+def test_the_sampling_flags_set_what_a_request_leaves_out():
+    import argparse
+
+    from app.commands import serve
+    from app.server.options import request_defaults
+
+    p = argparse.ArgumentParser()
+    serve.register(p.add_subparsers())
+    sampling = serve.request_sampling(p.parse_args(["serve", "--temp", "0.2", "--max-tokens", "7", "--stop", "END"]))
+    assert (sampling.temperature, sampling.max_tokens, sampling.stop) == (0.2, 7, ["END"])
+    assert set(sampling.given) == {"temperature", "max_tokens"}
+    assert serve.request_sampling(p.parse_args(["serve"])) == request_defaults()  # none given: as before

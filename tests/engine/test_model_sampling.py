@@ -78,7 +78,7 @@ def test_each_surface_says_which_settings_the_user_gave():
     assert {"temperature", "max_tokens"} <= set(cli.given) and "top_p" not in cli.given
     assert sampling_options(parser.parse_args([])).temperature == SamplingOptions().temperature
 
-    openai = requests.chat_request({"model": "m", "messages": QUESTION, "top_p": 0.5}, 64).sampling
+    openai = requests.chat_request({"model": "m", "messages": QUESTION, "top_p": 0.5}, SamplingOptions()).sampling
     assert openai.given == ["top_p"]
     anthropic = anthropic_api.messages_request({"model": "m", "max_tokens": 8, "messages": QUESTION,
                                                 "temperature": 0.2}).sampling

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, AsyncIterator
 
 from starlette.requests import Request
@@ -35,7 +35,7 @@ class AnthropicMessages:
         self.api = api
 
     async def create(self, request: Request) -> Response:
-        gen = messages_request(await self.api.body_of(request))
+        gen = messages_request(await self.api.body_of(request), d=self.api.defaults)
         model, backend = await self.api.serving(gen.model)
         refuse_unless_takes(gen.messages, model, backend.info)
         tools = gen.tools.tools if gen.tools else None
@@ -47,7 +47,7 @@ class AnthropicMessages:
         """POST /v1/messages/count_tokens: the request's prompt as the model sees it (template, system, tools),
         tokenized by the engine. It is evaluated as a request's prompt would be and the answer cancelled before
         its first token; the cache keeps it for the request that usually follows."""
-        gen = messages_request(await self.api.body_of(request), counting=True)
+        gen = messages_request(await self.api.body_of(request), counting=True, d=self.api.defaults)
         model, backend = await self.api.serving(gen.model)
         refuse_unless_takes(gen.messages, model, backend.info)
         tools = gen.tools.tools if gen.tools else None
@@ -94,20 +94,22 @@ class MessagesBody:
     betas: Any = None
 
 
-def messages_request(raw: Any, counting: bool = False) -> Generation:
+def messages_request(raw: Any, counting: bool = False, d: P.SamplingOptions | None = None) -> Generation:
     """The Generation a Messages request asks for; counting: only its prompt (count_tokens), so no max_tokens
-    and no grammar."""
+    and no grammar. d: what the request leaves out (the server's defaults, app/server/options.py)."""
     if counting and isinstance(raw, dict):
         raw = {**raw, "max_tokens": 1, "stream": False}
     body = read(MessagesBody, raw)
-    d = P.SamplingOptions()  # what the request leaves out: Hearth's defaults, as on every surface
-    sampling = P.SamplingOptions(
-        max_tokens=body.max_tokens,
+    d = d or P.SamplingOptions()
+    given = [name for name in ("temperature", "top_p", "top_k") if getattr(body, name) is not None]
+    sampling = replace(
+        d, max_tokens=body.max_tokens,
         temperature=d.temperature if body.temperature is None else float(body.temperature),
         top_p=d.top_p if body.top_p is None else float(body.top_p), top_k=d.top_k if body.top_k is None else body.top_k,
-        stop=stop_list(body.stop_sequences, "stop_sequences"),
-        # What the request leaves out takes the model's recommendation where its file has one.
-        given=[name for name in ("temperature", "top_p", "top_k") if getattr(body, name) is not None])
+        stop=stop_list(body.stop_sequences, "stop_sequences") or list(d.stop),
+        # What neither the request nor the server's flags give takes the model's recommendation where its file
+        # has one.
+        given=[*given, *(name for name in d.given or () if name not in given)])
     _thinking(body.thinking, None if counting else sampling.max_tokens)
     if body.mcp_servers:
         raise invalid("'mcp_servers' is not supported: this server does not connect to MCP servers; send their "

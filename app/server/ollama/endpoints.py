@@ -178,7 +178,7 @@ class OllamaApi:
             messages = body.get("messages")
             if messages == [] or (messages is None and "model" in body):  # Ollama's load (or, keep_alive 0, unload)
                 return await self._load_or_unload(body, chat=True)
-            gen = chat_request(_openai_chat(body), self.api.default_max_tokens)
+            gen = chat_request(_openai_chat(body), self.api.defaults)
             model, backend = await self._serving(body.get("model"))
             refuse_unless_takes(gen.messages, model, backend.info)
             tools = gen.tools.tools if gen.tools else None
@@ -199,14 +199,14 @@ class OllamaApi:
                 raise invalid("'images' cannot go with 'raw': a raw prompt has no template to place them in; send "
                               "the request without raw.", "images")
             if body.get("raw"):  # the prompt as it is, no template
-                gen = completion_request(_openai_completion(body), self.api.default_max_tokens)
+                gen = completion_request(_openai_completion(body), self.api.defaults)
                 stream = self.api.completion_stream(backend, gen.prompt, gen.sampling)
                 thinking = None
             else:
                 chat = _openai_chat({**body, "messages": ([{"role": "system", "content": body["system"]}]
                                                           if body.get("system") else [])
                                      + [{"role": "user", "content": _with(images, body.get("prompt") or "")}]})
-                gen = chat_request(chat, self.api.default_max_tokens)
+                gen = chat_request(chat, self.api.defaults)
                 refuse_unless_takes(gen.messages, model, backend.info)
                 stream = self.api.chat_stream(backend, gen.messages, gen.sampling)
                 thinking = self.api.thinking(gen, backend)

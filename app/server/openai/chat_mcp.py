@@ -75,7 +75,7 @@ class ChatWithMcp:
         api = self.responses.api
         chat = {k: v for k, v in body.items() if k != "max_tool_calls"}
         gen = chat_request({**chat, "tools": own + [f for _, functions in mcp.values() for f in functions]},
-                           api.default_max_tokens)
+                           api.defaults)
         model, backend = await api.serving(gen.model)
         refuse_unless_takes(gen.messages, model, backend.info)
         output = OutputItems(api.thinking(gen, backend), CallReader(gen.tools.names if gen.tools else ()),

@@ -262,16 +262,18 @@ def _cannot_do(body: OpenAIGeneration) -> None:
                       "fill-in-the-middle); send the request without it.", "suffix")
 
 
-def _sampling(body: OpenAIGeneration, raw: dict, default_max_tokens: int) -> SamplingOptions:
-    """raw: the request as sent, for the readers of its structured fields (response_format, grammar)."""
-    d = SamplingOptions()
+def _sampling(body: OpenAIGeneration, raw: dict, d: SamplingOptions) -> SamplingOptions:
+    """raw: the request as sent, for the readers of its structured fields (response_format, grammar); d: what the
+    request leaves out (the server's defaults, app/server/options.py)."""
     if body.n not in (None, 1):
         raise invalid("Only n=1 is supported: ask again for another answer.", "n")
     max_tokens = getattr(body, "max_completion_tokens", None) or body.max_tokens
+    given = [name for name in ("temperature", "top_p", "top_k", "min_p", "repeat_penalty")
+             if getattr(body, name) is not None]
     return SamplingOptions(
-        max_tokens=max_tokens or default_max_tokens,
-        # What a request leaves out takes Hearth's defaults, the same on every surface (CLI, window, both APIs,
-        # remote), as llama-server does with its own; the README lists them.
+        max_tokens=max_tokens or d.max_tokens,
+        # What a request leaves out takes the server's defaults: Hearth's, the same on every surface (CLI, window,
+        # both APIs, remote), unless hearth serve's flags set others, as llama-server does with its own.
         temperature=d.temperature if body.temperature is None else float(body.temperature),
         top_p=d.top_p if body.top_p is None else float(body.top_p),
         top_k=d.top_k if body.top_k is None else body.top_k,
@@ -279,16 +281,16 @@ def _sampling(body: OpenAIGeneration, raw: dict, default_max_tokens: int) -> Sam
         repeat_penalty=d.repeat_penalty if body.repeat_penalty is None else float(body.repeat_penalty),
         frequency_penalty=float(body.frequency_penalty or 0.0),
         presence_penalty=float(body.presence_penalty or 0.0),
-        seed=-1 if body.seed is None else body.seed % (1 << 31),
-        stop=stop_list(body.stop),
+        seed=d.seed if body.seed is None else body.seed % (1 << 31),
+        stop=stop_list(body.stop) or list(d.stop),
         repeat_last_n=d.repeat_last_n,
         logit_bias=_logit_bias(body.logit_bias),
         ignore_eos=body.ignore_eos,
         grammar=format_grammar(raw),
         prediction=_prediction(body.prediction) if isinstance(body, ChatBody) else "",
-        # The settings this request leaves out take the model's recommendation where its file has one.
-        given=[name for name in ("temperature", "top_p", "top_k", "min_p", "repeat_penalty")
-               if getattr(body, name) is not None],
+        # The settings neither this request nor the server's flags give take the model's recommendation where its
+        # file has one.
+        given=[*given, *(name for name in d.given or () if name not in given)],
     )
 
 
@@ -324,16 +326,16 @@ def _logit_bias(bias: Any) -> dict[int, float]:
     return out
 
 
-def _common(shape: type[OpenAIGeneration], raw: Any, default_max_tokens: int) -> tuple[Generation, Any]:
+def _common(shape: type[OpenAIGeneration], raw: Any, defaults: SamplingOptions) -> tuple[Generation, Any]:
     body = read(shape, raw)
     _no_logprobs(body)
     _cannot_do(body)
-    return Generation(model=body.model, sampling=_sampling(body, raw, default_max_tokens), stream=body.stream,
+    return Generation(model=body.model, sampling=_sampling(body, raw, defaults), stream=body.stream,
                       include_usage=bool((body.stream_options or {}).get("include_usage"))), body
 
 
-def chat_request(raw: Any, default_max_tokens: int) -> Generation:
-    request, body = _common(ChatBody, raw, default_max_tokens)
+def chat_request(raw: Any, defaults: SamplingOptions) -> Generation:
+    request, body = _common(ChatBody, raw, defaults)
     request.messages = _messages(body.messages)
     request.reasoning_format = "auto" if body.reasoning_format == "deepseek" else body.reasoning_format
     use = tool_use(raw)
@@ -346,8 +348,8 @@ def chat_request(raw: Any, default_max_tokens: int) -> Generation:
     return request
 
 
-def completion_request(raw: Any, default_max_tokens: int) -> Generation:
-    request, body = _common(CompletionBody, raw, default_max_tokens)
+def completion_request(raw: Any, defaults: SamplingOptions) -> Generation:
+    request, body = _common(CompletionBody, raw, defaults)
     prompt = body.prompt
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]

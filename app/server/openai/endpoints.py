@@ -38,6 +38,7 @@ from app.core.chats.reasoning import ReasoningSplitter
 from app.server.edge import field_policy
 from app.server.ollama.endpoints import routes as ollama_routes
 from app.protocol import messages as P
+from app.server.options import request_defaults
 from app.backends.backend import Backend
 from app.server.anthropic.messages import AnthropicMessages
 from app.server.openai.chat_mcp import ChatWithMcp, names_mcp
@@ -54,7 +55,6 @@ from app.server.responses.endpoints import ResponsesApi
 from app.server.edge.streams import EngineStream, request_scope
 from app.server.tools import CallReader, answer_piece
 
-DEFAULT_MAX_TOKENS = 2048
 # The endpoints also answered without their /v1 prefix (llama-server does; a base URL set without it then works).
 WITHOUT_V1 = {"/models", "/chat", "/completions", "/embeddings", "/messages", "/responses"}
 # Requests that may wait for a model at once (most wait for a load under way); more queue for a thread.
@@ -82,7 +82,7 @@ _RECORD: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("
 
 class OpenAIApi:
     def __init__(self, models: ModelPool | Backend, api_key: str | None = None, cors: list[str] | None = None,
-                 default_max_tokens: int = DEFAULT_MAX_TOKENS,
+                 defaults: P.SamplingOptions | None = None,
                  on_request: Callable[[RequestRecord], None] | None = None,
                  hosts: tuple[str, ...] | None | str = "loopback", limits: Limits = Limits(), slots: int = 1,
                  reasoning_format: str = "auto", response_store: ResponseStore | None = None, api_tools=None,
@@ -107,7 +107,7 @@ class OpenAIApi:
         self._acquiring = ThreadPoolExecutor(ACQUIRE_THREADS, thread_name_prefix="hearth-acquire")
         self.on_request = on_request
         self.api_key = api_key
-        self.default_max_tokens = default_max_tokens
+        self.defaults = defaults or request_defaults()  # what a request leaves out (app/server/options.py)
         messages = AnthropicMessages(self)
         responses = ResponsesApi(self, response_store, api_tools)
         self.chat_with_mcp = ChatWithMcp(responses)
@@ -355,7 +355,7 @@ class OpenAIApi:
         body = await self.body_of(request)
         if names_mcp(body):  # Hearth's MCP tools, where its user offers them here too (app/server/openai/chat_mcp.py)
             return await self.chat_with_mcp(request, body)
-        gen = chat_request(body, self.default_max_tokens)
+        gen = chat_request(body, self.defaults)
         model, backend = await self.serving(gen.model)
         refuse_unless_takes(gen.messages, model, backend.info)
         tools = gen.tools.tools if gen.tools else None
@@ -363,7 +363,7 @@ class OpenAIApi:
         return await self._respond(request, stream, gen, model, chat=True, thinking=self.thinking(gen, backend))
 
     async def completions(self, request: Request) -> Response:
-        gen = completion_request(await self.body_of(request), self.default_max_tokens)
+        gen = completion_request(await self.body_of(request), self.defaults)
         model, backend = await self.serving(gen.model)
         stream = self.completion_stream(backend, gen.prompt, gen.sampling)
         return await self._respond(request, stream, gen, model, chat=False)

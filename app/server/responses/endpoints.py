@@ -353,7 +353,7 @@ class ResponsesApi:
 
         await self.settle_tools(body)
         # Refused before any model loads.
-        req = responses_request(body, self.api.default_max_tokens, history, mcp_functions)
+        req = responses_request(body, self.api.defaults, history, mcp_functions)
         model, backend = await self.api.serving(req.gen.model)
         refuse_unless_takes(req.gen.messages, model, backend.info)
         info = backend.info or {}

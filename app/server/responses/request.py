@@ -17,6 +17,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Literal
 
+from app.protocol.messages import SamplingOptions
 from app.protocol.option_spec import Range
 from app.server.edge.errors import ApiError, invalid
 from app.server.edge.request_shape import Taken, known, read, said
@@ -411,7 +412,7 @@ def max_tool_calls(body: dict) -> int | None:
     return limit
 
 
-def responses_request(body: Any, default_max_tokens: int, history: list[dict],
+def responses_request(body: Any, defaults: SamplingOptions, history: list[dict],
                       mcp_functions: Callable[[dict[str, list[str] | None]], list[dict]]) -> ResponsesRequest:
     """body: the request; history: the stored conversation it continues (previous_response_id), oldest first;
     mcp_functions: the tools of the MCP servers it names ({label: the tools it narrows them to}), as function
@@ -443,7 +444,7 @@ def responses_request(body: Any, default_max_tokens: int, history: list[dict],
         chat["response_format"] = response_format
     reasoning = reasoning_for(body, None)
     try:
-        gen = chat_request(chat, default_max_tokens)
+        gen = chat_request(chat, defaults)
     except ApiError as exc:
         raise _renamed(exc) from None
     text = body.get("text") if isinstance(body.get("text"), dict) else {}

@@ -60,7 +60,7 @@ class BackgroundServer:
         except BaseException:
             sock.close()
             raise
-        api = OpenAIApi(self.backend, settings.api_key, settings.cors, settings.max_tokens, on_request=self.on_request,
+        api = OpenAIApi(self.backend, settings.api_key, settings.cors, settings.sampling, on_request=self.on_request,
                         hosts=allowed_hosts(settings.host, settings.api_key, settings.allowed_hosts),
                         limits=settings.limits, reasoning_format=settings.reasoning_format, api_tools=self.api_tools)
         # log_config=None: uvicorn must not reconfigure the window's logging. The same limits as hearth serve: a

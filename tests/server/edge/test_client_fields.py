@@ -65,3 +65,26 @@ def test_strict_fields_and_strict_models_refuse(tmp_path, model_name):
         assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
     finally:
         assert stop_server(proc)
+
+
+def test_the_servers_sampling_flags_answer_what_a_client_leaves_out(tmp_path):
+    """Claude Code and Codex send no temperature and no length: `hearth serve --temp 0 --max-tokens 5` is how their
+    user chooses, as with llama-server's flags. Greedy (temperature 0): the same question gets the same answer; the
+    length is the flag's on the OpenAI, Responses and Ollama endpoints, and a request's own still wins."""
+    proc, base = start_server("--temp", "0", "--max-tokens", "5", env={"HEARTH_HOME": str(tmp_path)})
+    try:
+        client = OpenAI(base_url=base, api_key="none")
+        model = client.models.list().data[0].id
+        question = [{"role": "user", "content": "Tell me a long story about a cat who lives on a boat."}]
+        first, again = (client.chat.completions.create(model=model, messages=question) for _ in range(2))
+        assert first.usage.completion_tokens == 5 and first.choices[0].finish_reason == "length"
+        assert first.choices[0].message.content == again.choices[0].message.content
+        assert client.responses.create(model=model, input=question).usage.output_tokens == 5
+        ollama = httpx.post(base[:-len("/v1")] + "/api/chat", timeout=120,
+                            json={"model": model, "messages": question, "stream": False}).json()
+        assert ollama["eval_count"] == 5 and ollama["message"]["content"] == first.choices[0].message.content
+        longer = client.chat.completions.create(model=model, messages=question, max_tokens=9)
+        assert longer.usage.completion_tokens == 9
+        assert longer.choices[0].message.content.startswith(first.choices[0].message.content)  # greedy, longer
+    finally:
+        stop_server(proc)
