@@ -377,7 +377,9 @@ class _Shape:
         async for event in events:
             if isinstance(event, P.Token):
                 thought, text = self._split(event.text)
-                text, calls = answer_piece(self.calls, text)
+                # A piece all thinking (or held back as a tag's start) brings no text: "" would end the call reader,
+                # and a call written after the thinking would then be text.
+                text, calls = answer_piece(self.calls, text) if text else ("", [])
                 if text or calls or (thought and self.think):
                     yield _line(self._piece(text, thought, calls))
             elif isinstance(event, P.Done):

@@ -133,3 +133,34 @@ def test_ollama_port_serves_where_ollama_apps_look(tmp_path):
         assert httpx.get(base + "/models").status_code == 200  # the first port is as it was
     finally:
         assert stop_server(proc)
+
+
+def test_a_call_written_after_a_thinking_model_thinks_streams_as_a_call():
+    """A reasoning model thinks, then writes its call as JSON (Qwen3's habit): streamed on /api/chat, each piece of
+    thinking brought no text, and the empty text ended the call reader, so the call after the thinking came out as
+    content. The answer's events are fed to the dialect's stream as the engine sends them (a real thinking model
+    cannot be had here; the bundled model never thinks)."""
+    import asyncio
+
+    from app.protocol import messages as P
+    from app.protocol.tool_calls import ToolUse
+    from app.server.ollama.endpoints import _Shape
+
+    tool = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+    pieces = ["<think>", "The user", " wants the time.", "</think>", '{"name": "get_time", ', '"arguments": {}}']
+
+    async def lines(think: bool) -> list[dict]:
+        async def events():
+            for piece in pieces if think else pieces[4:]:
+                yield P.Token({"ev": "token", "id": 1, "text": piece})
+            yield P.Done({"ev": "done", "id": 1, "finish_reason": "stop", "completion_tokens": len(pieces)})
+
+        shape = _Shape(MODEL, True, ToolUse([tool], names=["get_time"]), thinking=False, think=True)
+        return [json.loads(line) async for line in shape.lines(events())]
+
+    for think in (True, False):
+        messages = [line["message"] for line in asyncio.run(lines(think))]
+        assert [c["function"] for m in messages for c in m.get("tool_calls", [])] == [
+            {"name": "get_time", "arguments": {}}], think
+        assert "".join(m["content"] for m in messages) == ""  # the call is no text
+        assert "".join(m.get("thinking", "") for m in messages) == ("The user wants the time." if think else "")
