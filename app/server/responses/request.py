@@ -365,7 +365,7 @@ def reasoning_for(body: dict, thinks: bool | None) -> dict | None:
     if thinks and effort not in (None, "medium"):
         raise invalid(f"This model reasons at one effort of its own; 'reasoning.effort' {effort!r} cannot be "
                       "followed. Leave it out or send 'medium'.", "reasoning.effort", code="unsupported_effort")
-    if not thinks and effort not in (None, "none"):
+    if thinks is False and effort not in (None, "none"):  # None: no model chosen yet, so not known either way
         raise invalid(f"This model does not reason before it answers, so 'reasoning.effort' {effort!r} cannot be "
                       "followed. Leave it out, or load a reasoning model.", "reasoning.effort",
                       code="unsupported_effort")

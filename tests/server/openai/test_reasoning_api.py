@@ -92,3 +92,17 @@ def test_a_template_that_opens_the_thinking_answers_from_inside_it(opening_serve
     reasoning, content = streamed(oai, model, grammar, reasoning_format="auto")
     assert reasoning.strip() == message.reasoning_content
     assert content == message.content
+
+
+def test_a_reasoning_models_own_effort_is_taken_on_the_responses_api(opening_server):
+    """reasoning.effort "medium" (what Codex sends a reasoning model) was refused before the model was known, as
+    if no model reasoned: "This model does not reason". A reasoning model takes its own effort, and refuses another."""
+    from openai import BadRequestError, OpenAI
+
+    oai = OpenAI(base_url=opening_server, api_key=KEY, max_retries=0, timeout=120)
+    model = oai.models.list().data[0].id
+    answer = oai.responses.create(model=model, input="Hi", max_output_tokens=8, reasoning={"effort": "medium"})
+    assert answer.status in ("completed", "incomplete") and answer.reasoning.effort == "medium"
+    with pytest.raises(BadRequestError) as err:
+        oai.responses.create(model=model, input="Hi", max_output_tokens=8, reasoning={"effort": "high"})
+    assert err.value.body["code"] == "unsupported_effort" and "one effort of its own" in err.value.body["message"]
