@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHeaderView, QLabel, QPushButton, QSplitter,
-                               QStackedWidget, QTabWidget, QTableWidget, QTableWidgetItem, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHeaderView, QLabel, QSplitter, QStackedWidget,
+                               QTabWidget, QTableWidget, QTableWidgetItem, QWidget)
 
 from app.ui.widgets.notices import ERROR, INFO, Notice, cleared
 from app.bench.matrix_plan import WORKLOADS
@@ -25,7 +25,7 @@ from app.bench.results import load_result, write_json
 from app.ui.widgets.clamped_spin import ClampingSpinBox
 from app.ui.bench.quality_chart_view import QualityChart, theme_plot
 from app.ui.bridge.worker import Tasks
-from app.ui.widgets import STRETCH, JobBar, hbox, table, vbox, wrapped
+from app.ui.widgets import JobBar, STRETCH, button, combo, hbox, table, vbox, wrapped
 
 BAR_COLORS = ("#3b82f6", "#10b981", "#f59e0b", "#ef4444")
 # Measured with the bundled 135M model on two idle cores (docs/benchmark_matrix.md): 1.6 minutes for three
@@ -74,17 +74,15 @@ class BenchView(QWidget):
         self.repeats.setRange(1, 9)
         self.repeats.setValue(3)
         self.repeats.setPrefix("repeats ")
-        self.run_button = QPushButton("Run benchmark")
-        self.open_button = QPushButton("Open result…")
-        self.json_button = QPushButton("Export JSON…")
-        self.csv_button = QPushButton("Export CSV…")
+        self.run_button = button("Run benchmark", self.run)
+        self.open_button = button("Open result…", self._on_open_clicked)
+        self.json_button = button("Export JSON…", lambda: self._on_export_clicked("json"))
+        self.csv_button = button("Export CSV…", lambda: self._on_export_clicked("csv"))
         self.jobs = JobBar(self.tasks)
-        self.workload = QComboBox()
+        # Before the first run it lists what a run measures (it was empty, with no hint of its use, #49.21).
+        self.workload = combo({name: workload["label"] for name, workload in WORKLOADS.items()})
         self.workload.setAccessibleName("Workload")
         self.workload.setSizeAdjustPolicy(QComboBox.AdjustToContents)
-        # Before the first run it lists what a run measures (it was empty, with no hint of its use, #49.21).
-        for name, workload in WORKLOADS.items():
-            self.workload.addItem(workload["label"], name)
         self.workload.setToolTip("Each run answers every workload (" + ", ".join(w["label"] for w in WORKLOADS.values())
                                  + "); this chooses whose figures the table and the chart show")
         self.caption = wrapped(name="hint")
@@ -123,10 +121,6 @@ class BenchView(QWidget):
         files = hbox(QLabel("Workload"), self.workload, STRETCH, self.open_button, self.json_button, self.csv_button)
         vbox(top, self.jobs, self.caption, files, (self.views, 1), parent=self, margin=6)
 
-        self.run_button.clicked.connect(self.run)
-        self.open_button.clicked.connect(self._on_open_clicked)
-        self.json_button.clicked.connect(lambda: self._on_export_clicked("json"))
-        self.csv_button.clicked.connect(lambda: self._on_export_clicked("csv"))
         self.workload.currentIndexChanged.connect(self._show_table)
         self.jobs.job_finished.connect(lambda _kind, result: self.show_result(result))
         self.jobs.job_failed.connect(self._on_failed)
@@ -264,14 +258,12 @@ class BenchView(QWidget):
 
     def chart_values(self) -> dict[str, list[float]]:
         """Generation tok/s (median) per workload, one value per row; 0 for a failed row."""
-        out: dict[str, list[float]] = {}
-        for name in (self.result or {}).get("workloads", {}):
-            values = []
-            for row in self.result["rows"]:
-                gen = ((row.get("workloads") or {}).get(name) or {}).get("gen_tok_s") if row["status"] == "ok" else None
-                values.append(float(gen["median"]) if gen else 0.0)
-            out[name] = values
-        return out
+        def median(row: dict, name: str) -> float:
+            gen = ((row.get("workloads") or {}).get(name) or {}).get("gen_tok_s") if row["status"] == "ok" else None
+            return float(gen["median"]) if gen else 0.0
+
+        return {name: [median(row, name) for row in self.result["rows"]]
+                for name in (self.result or {}).get("workloads", {})}
 
     def _show_chart(self) -> None:
         self.plot.clear()

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QInputDialog, QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QPushButton,
-                               QWidget)
+from PySide6.QtWidgets import QInputDialog, QLineEdit, QListWidget, QListWidgetItem, QMenu, QMessageBox, QWidget
 
 from app.core.chats.store import ChatStore, ChatStoreError
 from app.ui.widgets.notices import ERROR, Notice
-from app.ui.widgets import hbox, vbox
+from app.ui.widgets import button, hbox, vbox
 
 
 class _ChatList(QListWidget):
@@ -38,8 +37,7 @@ class ConversationList(QWidget):
         self.search = QLineEdit(placeholderText="Search chats")
         self.search.setAccessibleName("Search chats")
         self.search.setClearButtonEnabled(True)
-        self.new_button = QPushButton("New chat")
-        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.new_button = button("New chat", self.new_requested, "Start a new conversation (Ctrl+N)")
         self.list = _ChatList()
         self.list.setAccessibleName("Chats")
         self.list.setContextMenuPolicy(Qt.CustomContextMenu)
@@ -47,18 +45,15 @@ class ConversationList(QWidget):
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.ElideRight)
         self.list.setMinimumWidth(140)
-        self.rename_button = QPushButton("Rename")
-        self.delete_button = QPushButton("Delete")
+        self.rename_button = button("Rename", self.rename_current)
+        # Not connected directly: clicked(False) would land in delete_current's `confirm` and skip the question.
+        self.delete_button = button("Delete", lambda: self.delete_current())
         vbox(hbox((self.search, 1), self.new_button), (self.list, 1), hbox(self.rename_button, self.delete_button),
              parent=self, margin=0)
 
         self.search.textChanged.connect(self.refresh)
-        self.new_button.clicked.connect(self.new_requested)
         self.list.currentItemChanged.connect(self._on_current_changed)
         self.list.customContextMenuRequested.connect(self._on_context_menu)
-        self.rename_button.clicked.connect(self.rename_current)
-        # Not connected directly: clicked(False) would land in delete_current's `confirm` and skip the question.
-        self.delete_button.clicked.connect(lambda: self.delete_current())
         self._quiet = False
         self.refresh()
 

@@ -7,11 +7,10 @@ box, and Load stays off until a model of this computer's library is chosen (load
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QLabel, QPushButton, QSizePolicy, QStyle, QStyleOptionComboBox, QStylePainter,
-                               QWidget)
+from PySide6.QtWidgets import QComboBox, QLabel, QSizePolicy, QStyle, QStyleOptionComboBox, QStylePainter, QWidget
 
 from app.ui.models.titles import row_title
-from app.ui.widgets import ElidedLabel, hbox
+from app.ui.widgets import ElidedLabel, button, hbox
 
 
 def tools_badge(info: dict | None) -> tuple[str, str]:
@@ -79,9 +78,8 @@ class ModelPicker(QWidget):
         self.combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
         self.combo.setMinimumContentsLength(8)  # long names elide instead of widening the chat page
         self.combo.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
-        self.load_button = QPushButton("Load")
-        self.eject_button = QPushButton("Eject")
-        self.eject_button.setToolTip("Let go of the model and free its memory")
+        self.load_button = button("Load", self._on_load_clicked)
+        self.eject_button = button("Eject", self.eject_requested, "Let go of the model and free its memory")
         # A state ("no model loaded", "loading…") takes room the row has: it must not set the page's minimum
         # width, which at 1024 pixels pushed the window past the screen and squeezed the monitor.
         self.state = ElidedLabel(shortest=0)
@@ -98,8 +96,6 @@ class ModelPicker(QWidget):
         self.loaded_path: str | None = None
         self.busy = False
         self.remote_title = ""  # the server's model, shown first in the box while the window chats with it
-        self.load_button.clicked.connect(self._on_load_clicked)
-        self.eject_button.clicked.connect(self.eject_requested)
         self.combo.currentIndexChanged.connect(self._update)
         self._update()
 

@@ -5,12 +5,12 @@ app/ui/chat/preset_store.py."""
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QInputDialog, QMessageBox, QPushButton, QWidget
+from PySide6.QtWidgets import QComboBox, QInputDialog, QMessageBox, QWidget
 
 from app.ui.widgets.notices import ERROR, INFO, Notice
 from app.core.errors import HearthError
 from app.ui.chat.preset_store import delete_preset, find_preset, load_presets, save_preset
-from app.ui.widgets import hbox, vbox
+from app.ui.widgets import button, hbox, vbox
 
 NONE = "None"
 CUSTOM = "Custom"
@@ -25,18 +25,16 @@ class PromptPresets(QWidget):
         self.combo = QComboBox()
         self.combo.setAccessibleName("System prompt preset")
         self.combo.setToolTip("A saved system prompt for this chat; pick one, or write your own above and Save… it")
-        self.save_button = QPushButton("Save…")
-        self.save_button.setToolTip("Save the chat's system prompt as a preset; under a preset's name it replaces "
-                                    "that preset's text (that is how a preset is edited)")
-        self.delete_button = QPushButton("Delete")
-        self.delete_button.setToolTip("Delete the chosen preset (chats that use its text keep it)")
+        self.save_button = button("Save…", lambda: self.save(),  # not clicked(False) as the name
+                                  "Save the chat's system prompt as a preset; under a preset's name it replaces "
+                                  "that preset's text (that is how a preset is edited)")
+        self.delete_button = button("Delete", lambda: self.delete(),
+                                    "Delete the chosen preset (chats that use its text keep it)")
         vbox(self.combo, hbox(self.save_button, self.delete_button), parent=self, margin=0)
         self.presets: list[dict] = []
         self.prompt_text = ""  # the chat's system prompt, as last shown (not `text`: QWidget kin have a text())
         self.picked: str | None = None  # the preset last picked: Save… offers its name, to edit it
         self.combo.activated.connect(self._on_activated)
-        self.save_button.clicked.connect(lambda: self.save())  # not clicked(False) as the name
-        self.delete_button.clicked.connect(lambda: self.delete())
         self.reload()
 
     def reload(self) -> None:

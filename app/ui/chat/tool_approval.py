@@ -7,32 +7,29 @@ from __future__ import annotations
 import html
 import json
 
-from PySide6.QtWidgets import QPushButton, QWidget
+from PySide6.QtWidgets import QWidget
 
-from app.ui.widgets import STRETCH, hbox, vbox, wrapped
+from app.ui.widgets import STRETCH, button, hbox, vbox, wrapped
 
 
 class ToolApproval:
     def _build_approval(self) -> None:
         """The bar that asks about the call that waits (hidden until one does)."""
+        from app.tools.servers import ALWAYS, DENY, ONCE
+
         self._waiting_call: dict | None = None
         self.approval = QWidget()
         self.approval.setObjectName("toolApproval")
         self.approval_text = wrapped()  # the arguments may be long: the text has the row's whole width
-        self.allow_once_button = QPushButton("Allow once")
-        self.allow_always_button = QPushButton("Always allow this tool")
-        self.allow_always_button.setToolTip("Run this tool of this server without asking again (the Tools page "
-                                            "lists what is always allowed; removing the server forgets it)")
-        self.deny_button = QPushButton("Deny")
-        self.deny_button.setToolTip("Do not run it; the model is told that you did not allow it")
+        self.allow_once_button = button("Allow once", lambda: self.answer_call(ONCE))
+        self.allow_always_button = button("Always allow this tool", lambda: self.answer_call(ALWAYS),
+                                          "Run this tool of this server without asking again (the Tools page "
+                                          "lists what is always allowed; removing the server forgets it)")
+        self.deny_button = button("Deny", lambda: self.answer_call(DENY),
+                                  "Do not run it; the model is told that you did not allow it")
         buttons = hbox(STRETCH, self.allow_once_button, self.allow_always_button, self.deny_button)
         vbox(self.approval_text, buttons, parent=self.approval).setContentsMargins(0, 4, 0, 4)
         self.approval.hide()
-        from app.tools.servers import ALWAYS, DENY, ONCE
-
-        self.allow_once_button.clicked.connect(lambda: self.answer_call(ONCE))
-        self.allow_always_button.clicked.connect(lambda: self.answer_call(ALWAYS))
-        self.deny_button.clicked.connect(lambda: self.answer_call(DENY))
         self.bridge.tool_call_started.connect(self._on_tool_call)
         self.bridge.tool_approval_needed.connect(self._on_tool_approval_needed)
         self.bridge.tool_call_finished.connect(self._on_tool_call)

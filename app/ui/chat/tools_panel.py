@@ -7,11 +7,10 @@ an id (its first message), as the Documents box does with its collections.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox
 
 from app.core.chats.store import ChatStore
 from app.core.errors import HearthError
-from app.ui.widgets import ChatChoice
+from app.ui.widgets import ChatChoice, combo
 
 NO_SERVERS = "No MCP servers yet: add one on the Tools page."
 # How the model uses the chosen tools (tool_chat's choice; the CLI's --tool-choice): "required" forces a call with a
@@ -24,9 +23,7 @@ class ToolsPanel(ChatChoice):
         super().__init__("The model may call these servers' tools in this chat; each call asks you first "
                          "(the Tools page adds servers)", NO_SERVERS, 90, parent)
         self.store = store
-        self.choice = QComboBox()
-        for value, label in CHOICES.items():
-            self.choice.addItem(label, value)
+        self.choice = combo(CHOICES)
         self.choice.setAccessibleName("How the model uses tools")
         self.choice.setToolTip("The model decides whether to call a tool; or it must call one (a grammar makes it "
                                "write a valid call: a model not trained for tools needs this to make one)")

@@ -11,10 +11,11 @@ errors are RemoteEndpoint's one-sentence messages (unreachable, TLS, 401, not an
 from __future__ import annotations
 
 import time
+from contextlib import closing
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHeaderView, QLabel, QLineEdit, QListWidget,
-                               QListWidgetItem, QPushButton, QSplitter, QTreeWidget, QTreeWidgetItem, QWidget)
+                               QListWidgetItem, QSplitter, QTreeWidget, QTreeWidgetItem, QWidget)
 
 from app.ui.widgets.notices import ERROR, Notice, cleared
 from app.core.api_keys import KeyStore
@@ -25,7 +26,7 @@ from app.ui.connections.saved import forget_connection, remember_connection, sav
 from app.ui.connections.server_figures import ServerFigures
 from app.ui.bridge.engine_bridge import EngineBridge
 from app.ui.models.titles import model_title
-from app.ui.widgets import STRETCH, StatusLine, group, hbox, vbox, wrapped
+from app.ui.widgets import STRETCH, StatusLine, button, group, hbox, vbox, wrapped
 from app.ui.bridge.worker import Tasks
 
 URL_HINT = "http://127.0.0.1:8080/v1"
@@ -37,11 +38,8 @@ HELP = ("Any OpenAI-compatible server works: llama.cpp's llama-server (also with
 
 def list_server_models(url: str, api_key: str | None) -> list[dict]:
     """GET {url}/models; raises the HearthError sentence of a failed check (runs on a Tasks thread)."""
-    endpoint = RemoteEndpoint(url, api_key)
-    try:
+    with closing(RemoteEndpoint(url, api_key)) as endpoint:
         return endpoint.models()
-    finally:
-        endpoint.close()
 
 
 class ConnectionsPage(QWidget):
@@ -61,21 +59,18 @@ class ConnectionsPage(QWidget):
         self.saved = QListWidget()
         self.saved.setAccessibleName("Saved servers")
         self.saved.setToolTip("Servers you connected to; the keys are in the system keyring")
-        self.new_button = QPushButton("New")
-        self.remove_button = QPushButton("Remove")
-        self.remove_button.setToolTip("Forget this server and its stored key")
+        self.new_button = button("New", self.new_server)
+        self.remove_button = button("Remove", self.remove_server, "Forget this server and its stored key")
 
-        self.url = QLineEdit()
+        self.url = QLineEdit(placeholderText=URL_HINT)
         self.url.setAccessibleName("Server address")
-        self.url.setPlaceholderText(URL_HINT)
-        self.api_key = QLineEdit()
+        self.api_key = QLineEdit(placeholderText="none")
         self.api_key.setAccessibleName("API key")
         self.api_key.setEchoMode(QLineEdit.Password)
-        self.api_key.setPlaceholderText("none")
         self.show_key = QCheckBox("Show")
         self.remember_key = QCheckBox("Remember the key in the system keyring")
         self.remember_key.setChecked(True)
-        self.test_button = QPushButton("Test and list models")
+        self.test_button = button("Test and list models", self.test)
         self.test_button.setDefault(True)
         self.status = StatusLine()
 
@@ -85,25 +80,20 @@ class ConnectionsPage(QWidget):
         self.models.setRootIsDecorated(False)
         self.models.header().setSectionResizeMode(0, QHeaderView.Stretch)
         self.models.header().setStretchLastSection(False)
-        self.use_button = QPushButton("Chat with this model")
-        self.local_button = QPushButton("Use this computer's model")
-        self.local_button.setToolTip("Chat with the model loaded on this computer again")
+        self.use_button = button("Chat with this model", self.use_selected)
+        self.local_button = button("Use this computer's model", self.use_local,
+                                   "Chat with the model loaded on this computer again")
         self.current = wrapped(name="connectionCurrent")
         help_label = wrapped(HELP, "connectionsHelp")
 
         self._lay_out(help_label)
         self.saved.currentItemChanged.connect(self._on_saved_chosen)
-        self.new_button.clicked.connect(self.new_server)
-        self.remove_button.clicked.connect(self.remove_server)
         self.show_key.toggled.connect(lambda on: self.api_key.setEchoMode(QLineEdit.Normal if on else QLineEdit.Password))
-        self.test_button.clicked.connect(self.test)
         self.url.returnPressed.connect(self.test)
         self.url.textEdited.connect(self._on_address_edited)
         self.api_key.textEdited.connect(self._on_address_edited)
         self.models.itemDoubleClicked.connect(lambda *_: self.use_selected())
         self.models.currentItemChanged.connect(lambda *_: self._update_buttons())
-        self.use_button.clicked.connect(self.use_selected)
-        self.local_button.clicked.connect(self.use_local)
         bridge.model_loaded.connect(self._on_model_loaded)
         bridge.load_failed.connect(self._on_load_failed)
         bridge.backend_changed.connect(lambda _b: self._show_current())

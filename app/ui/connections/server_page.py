@@ -25,8 +25,7 @@ import time
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFormLayout, QGroupBox, QHeaderView, QLabel, QLineEdit,
-                               QListWidget, QListWidgetItem, QPlainTextEdit, QPushButton,
-                               QTableWidgetItem, QTabWidget, QWidget)
+                               QListWidget, QListWidgetItem, QPlainTextEdit, QTableWidgetItem, QTabWidget, QWidget)
 
 from app.ui.widgets.notices import ERROR, Notice, cleared
 from app.core import paths
@@ -38,7 +37,7 @@ from app.server.run import ServeOptions
 from app.ui.widgets.clamped_spin import ClampingSpinBox
 from app.ui.bridge.background_server import BackgroundServer, base_url
 from app.ui.chat.transcript import Transcript
-from app.ui.widgets import STRETCH, StatusLine, copy_button, group, hbox, table, vbox
+from app.ui.widgets import STRETCH, StatusLine, button, copy_button, group, hbox, table, vbox
 from app.ui.bridge.worker import Tasks
 
 LOG_COLUMNS = ["Time", "Endpoint", "Status", "Tokens", "Duration"]
@@ -96,10 +95,9 @@ class ServerPage(QWidget):
         self.port = ClampingSpinBox("The port")
         self.port.setRange(1, 65535)
         self.port.setValue(kept.get("port", ServeOptions.port))
-        self.api_key = QLineEdit()
+        self.api_key = QLineEdit(placeholderText="none (this computer only)")
         self.api_key.setAccessibleName("API key")
-        self.api_key.setPlaceholderText("none (this computer only)")
-        self.new_key_button = QPushButton("New key")
+        self.new_key_button = button("New key", lambda: self._show_key(new_key()))
         self.copy_key_button = copy_button(self.api_key.text, "Copy key")
         self.cors = QLineEdit(" ".join(kept.get("cors") or []))
         self.cors.setAccessibleName("CORS origins")
@@ -118,8 +116,8 @@ class ServerPage(QWidget):
         self.no_tool_servers = QLabel("No MCP servers yet: the Tools page adds them.")
         self.no_tool_servers.setObjectName("hint")
         self._offered = list(kept.get("tools") or [])
-        self.start_button = QPushButton("Start server")
-        self.stop_button = QPushButton("Stop")
+        self.start_button = button("Start server", self.start)
+        self.stop_button = button("Stop", self.stop)
         self.status = StatusLine()
 
         self.curl = self._snippet_box("Example with curl")
@@ -132,9 +130,6 @@ class ServerPage(QWidget):
         self.log.horizontalHeader().setSectionResizeMode(1, QHeaderView.Stretch)
 
         self._lay_out()
-        self.new_key_button.clicked.connect(lambda: self._show_key(new_key()))
-        self.start_button.clicked.connect(self.start)
-        self.stop_button.clicked.connect(self.stop)
         self.request_logged.connect(self._on_request_logged)
         for edit in (self.host, self.api_key):
             edit.textChanged.connect(self.update_snippets)

@@ -9,14 +9,15 @@ run that a crash or a kill ended is marked "interrupted" in the table and said o
 from __future__ import annotations
 
 import os
+from contextlib import closing
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QFileDialog, QHeaderView, QInputDialog, QLabel, QMessageBox, QProgressBar,
-                               QPushButton, QTableWidgetItem, QWidget)
+                               QTableWidgetItem, QWidget)
 
 from app.ui.widgets.notices import ERROR, UNTIL_CLEARED, WARNING, Notice, cleared
 from app.ui.docs.index_runner import IndexRunner
-from app.ui.widgets import STRETCH, chosen_row_text, hbox, picking_table, vbox, wrapped
+from app.ui.widgets import STRETCH, button, chosen_row_text, hbox, picking_table, vbox, wrapped
 
 
 def progress_text(p) -> str:
@@ -85,14 +86,14 @@ class DocumentsPage(QWidget):
         self._run_listed = False  # the running collection has been shown in the table (and the chat's box)
         self.table = picking_table(["Collection", "Files", "Chunks", "With vectors", "Folders"], "Collections")
         self.table.horizontalHeader().setSectionResizeMode(4, QHeaderView.Stretch)
-        self.add_button = QPushButton("Add folder…")
-        self.add_button.setToolTip("Index a folder into a collection (new or existing); only what changed is read "
-                                   "again later")
-        self.update_button = QPushButton("Re-index")
-        self.update_button.setToolTip("Read the collection's folders again: changed, added and removed files")
-        self.remove_button = QPushButton("Remove")
-        self.remove_button.setToolTip("Remove the collection and its index (the files themselves stay)")
-        self.cancel_button = QPushButton("Cancel")
+        self.add_button = button("Add folder…", self._on_add_clicked,
+                                 "Index a folder into a collection (new or existing); only what changed is read "
+                                 "again later")
+        self.update_button = button("Re-index", self._on_update_clicked,
+                                    "Read the collection's folders again: changed, added and removed files")
+        self.remove_button = button("Remove", self._on_remove_clicked,
+                                    "Remove the collection and its index (the files themselves stay)")
+        self.cancel_button = button("Cancel", self.cancel)
         self.vectors = QCheckBox("Vectors (all-MiniLM-L6-v2)")
         self.vectors.setToolTip("Embed each passage for search by meaning, fused with keyword search (BM25); "
                                 "off: BM25 only, much faster to index")
@@ -117,10 +118,6 @@ class DocumentsPage(QWidget):
         vbox(intro, hbox(self.add_button, self.update_button, self.remove_button, self.vectors, STRETCH),
              (self.table, 1), hbox((self.progress, 1), self.cancel_button), self.status, self.index_size, parent=self)
 
-        self.add_button.clicked.connect(self._on_add_clicked)
-        self.update_button.clicked.connect(self._on_update_clicked)
-        self.remove_button.clicked.connect(self._on_remove_clicked)
-        self.cancel_button.clicked.connect(self.cancel)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         self.runner.progressed.connect(self._on_progressed)
         self.runner.finished.connect(self._on_finished)
@@ -131,14 +128,11 @@ class DocumentsPage(QWidget):
     def collections(self):
         from app.docs.store import Store
 
-        store = Store()
-        try:
+        with closing(Store()) as store:
             rows = [(c, store.problems(store.collection_id(c.name))) for c in store.collections()]
             self._size = store.size_bytes()
             self.interrupted = store.interrupted()
             return rows
-        finally:
-            store.close()
 
     def refresh(self) -> None:
         from app.core.units import human_size
@@ -221,11 +215,8 @@ class DocumentsPage(QWidget):
     def remove(self, name: str) -> None:
         from app.docs.store import Store
 
-        store = Store()
-        try:
+        with closing(Store()) as store:
             store.remove_collection(name)
-        finally:
-            store.close()
         self.status.setText(f"Removed {name} and its index.")
         self.refresh()
         self.collections_changed.emit()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QFileDialog, QFormLayout, QLineEdit, QPushButton, QWidget
+from PySide6.QtWidgets import QComboBox, QFileDialog, QFormLayout, QLineEdit, QWidget
 
 from app.core.gguf import quant_types as qt
-from app.ui.widgets import STRETCH, hbox, vbox, wrapped
+from app.ui.widgets import STRETCH, button, combo, hbox, vbox, wrapped
 
 # The page offers fewer choices than the command line: no f32 output, and only the quantizations it offers
 # everywhere (`hearth models convert --quantize` also takes Q5_0 and Q4_1).
@@ -20,13 +20,12 @@ class ConvertPanel(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.source = QLineEdit(placeholderText="A checkpoint folder, or a repository such as owner/name")
-        self.browse = QPushButton("Folder…")
+        self.browse = button("Folder…", self._on_browse)
         self.outtype = QComboBox()
         self.outtype.addItems(list(OUTTYPES))
-        self.quantize_to = QComboBox()
-        for q in QUANTIZE_CHOICES:
-            self.quantize_to.addItem(qt.label(q) if q else "no, keep the output type", q or None)
-        self.convert_button = QPushButton("Convert")
+        self.quantize_to = combo({q or None: qt.label(q) if q else "no, keep the output type"
+                                  for q in QUANTIZE_CHOICES})
+        self.convert_button = button("Convert", self._on_convert_clicked)
         self.note = wrapped("Turns a Hugging Face checkpoint (config, tokenizer and safetensors) into a GGUF file "
                             "that joins the library. For a repository only the files the converter reads are "
                             "downloaded.", "hint")
@@ -38,8 +37,6 @@ class ConvertPanel(QWidget):
         form.addRow("Then quantize", self.quantize_to)
         vbox(self.note, form, self.missing, hbox(STRETCH, self.convert_button), STRETCH, parent=self, margin=6)
 
-        self.browse.clicked.connect(self._on_browse)
-        self.convert_button.clicked.connect(self._on_convert_clicked)
         self.source.returnPressed.connect(self._on_convert_clicked)
 
     def set_converter_note(self, note: str) -> None:

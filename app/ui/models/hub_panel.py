@@ -8,13 +8,12 @@ started is dropped, so typing fast never shows stale results.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLineEdit, QPushButton, QTreeWidget, QTreeWidgetItem,
-                               QWidget)
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QTreeWidget, QTreeWidgetItem, QWidget
 
 from app.core.units import human_size
 from app.ui.models import manager
 from app.ui.bridge.worker import Tasks
-from app.ui.widgets import hbox, vbox, wrapped
+from app.ui.widgets import button, hbox, vbox, wrapped
 
 COLUMNS = ["Model / file", "Type", "Size", "Downloads"]
 FILE_ROLE = Qt.UserRole  # (repo_id, filename or None)
@@ -31,7 +30,7 @@ class HubPanel(QWidget):
         self._asked = ""  # the search last asked for ("" for the recommended list)
         self.query = QLineEdit(placeholderText="Search Hugging Face (e.g. qwen 0.5b), empty for recommendations")
         self.query.setClearButtonEnabled(True)
-        self.search_button = QPushButton("Search")
+        self.search_button = button("Search", self.search)
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(COLUMNS)
         self.tree.setSelectionMode(QAbstractItemView.SingleSelection)
@@ -43,16 +42,14 @@ class HubPanel(QWidget):
         for col in (1, 2, 3):
             header.setSectionResizeMode(col, QHeaderView.ResizeToContents)
         self.note = wrapped(name="hint")
-        self.download_button = QPushButton("Download")
+        self.download_button = button("Download", self._on_download_clicked)
         self.download_button.setEnabled(False)
         vbox(hbox((self.query, 1), self.search_button), (self.tree, 1), hbox((self.note, 1), self.download_button),
              parent=self, margin=6)
 
         self.query.returnPressed.connect(self.search)
-        self.search_button.clicked.connect(self.search)
         self.tree.itemSelectionChanged.connect(self._on_selection_changed)
         self.tree.itemDoubleClicked.connect(lambda *_: self._on_download_clicked())
-        self.download_button.clicked.connect(self._on_download_clicked)
 
     # --- searching -------------------------------------------------------------------
     def search(self) -> None:

@@ -29,7 +29,7 @@ from app.protocol.option_fields import H2O_FLASH_OFF, LOAD_FIELDS, LOGICAL_CORES
 from app.protocol.messages import CONTEXT_POLICIES, FLASH_ATTN, KV_TYPES, LoadOptions
 from app.ui.widgets.clamped_spin import ClampingSpinBox
 from app.ui.models.titles import row_title
-from app.ui.widgets import hbox, name_controls, wrapped
+from app.ui.widgets import combo, hbox, name_controls, wrapped
 
 CTX_CHOICES = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 # The LoadOptions fields this panel's controls set; the other remembered settings (batch size, longest draft,
@@ -150,9 +150,7 @@ class LoadSettings(QWidget):
         self.threads.setSpecialValueText(f"Auto (up to {default_threads()})")
         self.threads.setToolTip("Auto: use every core, and fewer while other programs keep the CPU busy")
         self.threads.setValue(0)
-        self.ctx = QComboBox()
-        for n in CTX_CHOICES:
-            self.ctx.addItem(f"{n:,} tokens", n)
+        self.ctx = combo({n: f"{n:,} tokens" for n in CTX_CHOICES})
         self.ctx.setToolTip("How many tokens the model sees at once (prompt, chat and answer); the KV cache "
                             "grows with it")
         self.trained_ctx: int | None = None

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QPushButton
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from app.ui.models import manager
+from app.ui.widgets import button
 
 MARK = "file missing"
 COLOUR = "#ef4444"
@@ -46,10 +47,9 @@ class MissingFiles(QObject):
         """page: the ModelsView (its table, buttons, tasks and the loaded model)."""
         super().__init__(page)
         self.page = page
-        self.locate_button = QPushButton("Locate…")
-        self.locate_button.setToolTip("This model's file is no longer where it was: choose where it is now")
+        self.locate_button = button("Locate…", lambda: self.locate(),
+                                    "This model's file is no longer where it was: choose where it is now")
         self.locate_button.hide()
-        self.locate_button.clicked.connect(lambda: self.locate())
         self._shown = False  # whether the chosen row was shown as missing
 
     def changed(self) -> bool:

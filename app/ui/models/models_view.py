@@ -21,8 +21,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHeaderView, QLabel, QMessageBox, QPushButton, QSizePolicy,
-                               QSplitter, QTableWidgetItem, QTabWidget, QWidget)
+from PySide6.QtWidgets import (QFileDialog, QHeaderView, QLabel, QMessageBox, QPushButton, QSizePolicy, QSplitter,
+                               QTableWidgetItem, QTabWidget, QWidget)
 
 from app.ui.widgets.notices import ERROR, INFO, Notice
 from app.core.units import human_size
@@ -42,7 +42,7 @@ from app.ui.models.titles import info_title, path_title
 from app.ui.models.runtime_text import format_text, placement_text
 from app.ui.models.speculation_text import loaded_text
 from app.ui.bridge.worker import Tasks
-from app.ui.widgets import JobBar, STRETCH, VerticalScroll, group, hbox, picking_table, vbox, wrapped
+from app.ui.widgets import JobBar, STRETCH, VerticalScroll, button, combo, group, hbox, picking_table, vbox, wrapped
 
 COLUMNS = ["Name", "Type", "Size", "Source"]
 
@@ -69,17 +69,15 @@ class ModelsView(QWidget):
 
         self.table = picking_table(COLUMNS, "Model library")
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
-        self.import_button = QPushButton("Import…")
-        self.refresh_button = QPushButton("Refresh")
-        self.delete_button = QPushButton("Delete")
-        self.delete_button.setToolTip("Delete a model Hearth downloaded or made; imported files are only forgotten")
-        self.quant_type = QComboBox()
+        self.import_button = button("Import…", self._on_import)
+        self.refresh_button = button("Refresh", self.refresh)
+        self.delete_button = button("Delete", self._on_delete,
+                                    "Delete a model Hearth downloaded or made; imported files are only forgotten")
+        self.quant_type = combo(dict(manager.quant_types()))
         self.quant_type.setAccessibleName("Quantization type")
-        for qtype, label in manager.quant_types():
-            self.quant_type.addItem(label, qtype)
         self.quant_type.setCurrentIndex(max(0, self.quant_type.findData("Q4_K_M")))
-        self.quantize_button = QPushButton("Quantize")
-        self.quantize_button.setToolTip("Make a smaller copy of the chosen model with llama.cpp's quantizer")
+        self.quantize_button = button("Quantize", self.quantize_selected,
+                                      "Make a smaller copy of the chosen model with llama.cpp's quantizer")
         # Said before the user starts: a source that is already quantized loses twice (they may still go on).
         self.requant_note = wrapped(color="#f59e0b")
         self.requant_note.hide()
@@ -140,11 +138,11 @@ class ModelsView(QWidget):
                 self._shown_for = last["model_path"]
         else:
             self.load_settings.set_options(self.defaults)
-        self.load_button = QPushButton("Load model")
+        self.load_button = button("Load model", self.load_selected)
         self._anyway: tuple | None = None  # (path, n_ctx, kv_type) the user may load despite the fit verdict
         self._cancelled: str | None = None  # the file whose load the user cancelled
         self.load_button.setDefault(True)
-        self.cancel_button = QPushButton("Cancel loading")
+        self.cancel_button = button("Cancel loading", self.cancel_load)
         self.cancel_button.setEnabled(False)
 
         left = QWidget()
@@ -182,12 +180,6 @@ class ModelsView(QWidget):
 
         self.details_button.toggled.connect(lambda _on: self.set_simple(self._simple))
         self.table.itemSelectionChanged.connect(self._on_selection_changed)
-        self.load_button.clicked.connect(self.load_selected)
-        self.cancel_button.clicked.connect(self.cancel_load)
-        self.import_button.clicked.connect(self._on_import)
-        self.refresh_button.clicked.connect(self.refresh)
-        self.delete_button.clicked.connect(self._on_delete)
-        self.quantize_button.clicked.connect(self.quantize_selected)
         self.quality.measure_requested.connect(self.measure_quality)
         self.hub.download_requested.connect(self.download)
         # A search error is said once, in the Download tab's note where the user searched (it was said there,
@@ -595,11 +587,10 @@ class ModelsView(QWidget):
             return
         if self.missing.selected() is not None:
             self.missing.remove()
-            return
-        if self.bridge.options is not None and self.bridge.options.model_path == path:
+        elif self.bridge.options is not None and self.bridge.options.model_path == path:
             self.show_error("This model is loaded; load another one before deleting it.")
-            return
-        self.tasks.run(lambda: manager.plan_removal(path), self._confirm_delete, self.show_error, "delete")
+        else:
+            self.tasks.run(lambda: manager.plan_removal(path), self._confirm_delete, self.show_error, "delete")
 
     def _confirm_delete(self, removal) -> None:
         """Says exactly what will go (the files and their size, or only the link) before anything does."""

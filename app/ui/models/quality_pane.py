@@ -7,11 +7,11 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QDoubleSpinBox, QFileDialog, QLabel, QPushButton, QTableWidgetItem, QWidget
+from PySide6.QtWidgets import QDoubleSpinBox, QFileDialog, QLabel, QTableWidgetItem, QWidget
 
 from app.ui.models.quality_pick import DEFAULT_THRESHOLD, recommend
 from app.core.units import human_size
-from app.ui.widgets import STRETCH, hbox, table, vbox, wrapped
+from app.ui.widgets import STRETCH, button, hbox, table, vbox, wrapped
 
 SHOWN = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")  # bench quality's default types
 COLUMNS = ["type", "file", "mean KLD", "same top", "+ matrix: mean KLD", "+ matrix: same top"]
@@ -36,9 +36,9 @@ class QualityPane(QWidget):
         self.threshold.setSingleStep(0.5)
         self.threshold.setValue(DEFAULT_THRESHOLD)
         self.threshold.setSuffix(" points of Q8_0's same top")
-        self.measure_button = QPushButton("Measure…")
-        self.measure_button.setToolTip("Score the quants against the original on a text of yours (hearth bench "
-                                       "quality), in the background")
+        self.measure_button = button("Measure…", self._ask_text,
+                                     "Score the quants against the original on a text of yours (hearth bench "
+                                     "quality), in the background")
         self.about = wrapped(name="hint")
         self.advice = wrapped()
         # Measure… on a line of its own: beside the threshold it set the Library's minimum width, and with the
@@ -46,7 +46,6 @@ class QualityPane(QWidget):
         vbox(self.about, self.table, hbox(QLabel("Recommend within"), (self.threshold, 1)),
              hbox(STRETCH, self.measure_button), self.advice, parent=self, margin=0)
         self.threshold.valueChanged.connect(self._advise)
-        self.measure_button.clicked.connect(self._ask_text)
 
     def show_for(self, path: str | None) -> None:
         from app.bench.quality_store import quality_for

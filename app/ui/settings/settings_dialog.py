@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QComboBox, QDialog, QDialogButtonBox, QFormLayout, QPushButton, QWidget
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QWidget
 
 from app.core import paths
 from app.ui.settings import shape
@@ -18,7 +18,7 @@ from app.protocol.messages import LoadOptions
 from app.ui.models.load_settings import DEFAULTABLE, LoadSettings, defaults_changed
 from app.ui.shell import window_mode
 from app.ui.widgets.clamped_spin import ClampingDoubleSpinBox, ClampingSpinBox
-from app.ui.widgets import STRETCH, VerticalScroll, group, hbox, vbox, wrapped
+from app.ui.widgets import STRETCH, VerticalScroll, button, combo, group, hbox, vbox, wrapped
 
 SEND_KEYS = {True: "Enter sends, Shift+Enter adds a line", False: "Ctrl+Enter sends, Enter adds a line"}
 
@@ -33,34 +33,27 @@ class SettingsDialog(QDialog):
     def __init__(self, settings: dict, parent=None):
         super().__init__(parent)
         self.setWindowTitle("Settings")
-        self.theme = QComboBox()
-        for theme in THEMES:
-            self.theme.addItem({"system": "Follow the system"}.get(theme, theme.capitalize()), theme)
+        self.theme = combo({theme: {"system": "Follow the system"}.get(theme, theme.capitalize()) for theme in THEMES})
         self.theme.setCurrentIndex(max(0, self.theme.findData(shape.value(settings, "theme"))))
-        self.window_mode = QComboBox()  # simple or full (app/ui/shell/window_mode.py)
-        for mode, label in window_mode.MODES.items():
-            self.window_mode.addItem(label, mode)
+        self.window_mode = combo(window_mode.MODES)  # simple or full (app/ui/shell/window_mode.py)
         self.window_mode.setCurrentIndex(max(0, self.window_mode.findData(window_mode.chosen(settings))))
         self.window_mode.setToolTip("Simple: your chats and the model, sampling as one choice. Full: every setting, "
                                     "the live graphs and the pages for developers")
-        self.send_key = QComboBox()
-        for enter_sends, text in SEND_KEYS.items():
-            self.send_key.addItem(text, enter_sends)
+        self.send_key = combo(SEND_KEYS)
         self.send_key.setCurrentIndex(self.send_key.findData(shape.value(settings, "enter_sends")))
         folder = paths.data_dir()
         where = wrapped(str(folder))
         where.setToolTip("Chats, settings and downloaded models; set HEARTH_HOME before starting Hearth to "
                          "keep them elsewhere")
-        open_button = QPushButton("Open")
-        open_button.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))))
+        open_button = button("Open", lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))))
         data_row = QWidget()
         hbox((where, 1), open_button, parent=data_row, margin=0)
 
         self.load_defaults = LoadSettings(defaults=True)
         self.load_defaults.set_options(default_load_options(settings))
-        self.reset_button = QPushButton("All to Hearth's defaults")
-        self.reset_button.setToolTip("Put every default load option back to Hearth's own")
-        self.reset_button.clicked.connect(lambda: self.load_defaults.reset_to_hearth(tuple(DEFAULTABLE)))
+        self.reset_button = button("All to Hearth's defaults",
+                                   lambda: self.load_defaults.reset_to_hearth(tuple(DEFAULTABLE)),
+                                   "Put every default load option back to Hearth's own")
         note = wrapped("Used for a model you have not loaded before; a model you loaded keeps the options it was "
                        "last loaded with (Models page). The button beside an option puts it back to Hearth's "
                        "default.", "hint")

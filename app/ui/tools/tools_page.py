@@ -16,14 +16,14 @@ from pathlib import Path
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QFileDialog, QFormLayout, QGroupBox, QHeaderView, QLineEdit, QPlainTextEdit,
-                               QPushButton, QRadioButton, QSplitter, QTableWidgetItem, QTextBrowser, QWidget)
+                               QRadioButton, QSplitter, QTableWidgetItem, QTextBrowser, QWidget)
 
 from app.ui.widgets.notices import ERROR, Notice, cleared
 from app.core import paths
 from app.core.errors import HearthError
 from app.ui.chat.model_picker import tools_badge
 from app.ui.bridge.worker import Tasks
-from app.ui.widgets import STRETCH, chosen_row_text, hbox, picking_table, vbox, wrapped
+from app.ui.widgets import STRETCH, button, chosen_row_text, hbox, picking_table, vbox, wrapped
 
 RUNS_AS_YOU = ("Tools run as you, with your permissions: a server can read, change and send what you can. Add only "
                "servers you trust; Hearth asks before each call unless you allow a tool for good.")
@@ -46,13 +46,11 @@ def tools_text(conn) -> str:
     """A tested server's tools with their schemas, as HTML for the details pane."""
     head = (f"<p><b>{html.escape(conn.entry.name)}</b> ({html.escape(conn.server_name or conn.entry.describe())}) "
             f"has {len(conn.tools)} tool{'s' if len(conn.tools) != 1 else ''}:</p>")
-    parts = [head]
-    for tool in conn.tools:
-        schema = json.dumps(tool.schema, ensure_ascii=False, indent=2)
-        parts.append(f"<p><b>{html.escape(tool.name)}</b>: {html.escape(tool.description.strip())}</p>"
-                     # Wrapped, not <pre>: a long description widened the pane into sideways scrolling.
-                     f"<p style='font-family:monospace; white-space:pre-wrap'>{html.escape(schema)}</p>")
-    return "".join(parts)
+    # Each schema wrapped, not <pre>: a long description widened the pane into sideways scrolling.
+    return head + "".join(f"<p><b>{html.escape(tool.name)}</b>: {html.escape(tool.description.strip())}</p>"
+                          "<p style='font-family:monospace; white-space:pre-wrap'>"
+                          f"{html.escape(json.dumps(tool.schema, ensure_ascii=False, indent=2))}</p>"
+                          for tool in conn.tools)
 
 
 class ToolsPage(QWidget):
@@ -75,38 +73,34 @@ class ToolsPage(QWidget):
         self.model_line = wrapped(name="toolsModel")
         self.table = picking_table(["Server", "Kind", "Program or address", "Always allowed"], "MCP servers")
         self.table.horizontalHeader().setSectionResizeMode(2, QHeaderView.Stretch)
-        self.test_button = QPushButton("Test")
-        self.test_button.setToolTip("Start the server and list its tools with their schemas")
-        self.remove_button = QPushButton("Remove")
-        self.remove_button.setToolTip("Remove the server from mcp.json, with the tools allowed for it and its "
-                                      "secrets in the keyring")
-        self.import_button = QPushButton("Import mcp.json…")
-        self.import_button.setToolTip("Add every server of another app's mcp.json (or claude_desktop_config.json)")
+        self.test_button = button("Test", self.test_selected, "Start the server and list its tools with their schemas")
+        self.remove_button = button("Remove", self.remove_selected,
+                                    "Remove the server from mcp.json, with the tools allowed for it and its "
+                                    "secrets in the keyring")
+        self.import_button = button("Import mcp.json…", lambda: self.import_file(),
+                                    "Add every server of another app's mcp.json (or claude_desktop_config.json)")
         self.status = wrapped()
         self.details = QTextBrowser()
         self.details.setAccessibleName("The server's tools")
         self.details.setPlaceholderText("Test a server to see its tools and their schemas here.")
 
         # The add form: a program (stdio) or an address (streamable HTTP).
-        self.name_edit = QLineEdit()
-        self.name_edit.setPlaceholderText("time")
+        self.name_edit = QLineEdit(placeholderText="time")
         self.stdio_choice = QRadioButton("A program (stdio)")
         self.http_choice = QRadioButton("An address (HTTP)")
         self.stdio_choice.setChecked(True)
-        self.command_edit = QLineEdit()
-        self.command_edit.setPlaceholderText("uvx mcp-server-time --local-timezone Europe/Paris")
+        self.command_edit = QLineEdit(placeholderText="uvx mcp-server-time --local-timezone Europe/Paris")
         self.command_edit.setToolTip("The program and its arguments, as in a shell (quotes group an argument)")
         self.env_edit = QPlainTextEdit()
         self.env_edit.setTabChangesFocus(True)  # Tab moves on, as in the rest of the form
         self.env_edit.setPlaceholderText("NAME=VALUE, one a line (API keys and tokens go to the keyring)")
         self.env_edit.setFixedHeight(48)
-        self.url_edit = QLineEdit()
-        self.url_edit.setPlaceholderText("https://example.com/mcp")
+        self.url_edit = QLineEdit(placeholderText="https://example.com/mcp")
         self.headers_edit = QPlainTextEdit()
         self.headers_edit.setTabChangesFocus(True)  # Tab moves on, as in the rest of the form
         self.headers_edit.setPlaceholderText("Name: value, one a line (Authorization goes to the keyring)")
         self.headers_edit.setFixedHeight(48)
-        self.add_button = QPushButton("Add server")
+        self.add_button = button("Add server", self.add_server)
         self.runs_as_you = wrapped(RUNS_AS_YOU, "toolsWarning", "#b45309")
         form_box = QGroupBox("Add a server")
         form = self._form = QFormLayout(form_box)
@@ -128,10 +122,6 @@ class ToolsPage(QWidget):
         splitter.setSizes([560, 440])
         vbox(intro, self.model_line, (splitter, 1), self.status, parent=self)
 
-        self.add_button.clicked.connect(self.add_server)
-        self.remove_button.clicked.connect(self.remove_selected)
-        self.test_button.clicked.connect(self.test_selected)
-        self.import_button.clicked.connect(lambda: self.import_file())
         self.stdio_choice.toggled.connect(self._show_kind)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         self._show_kind()
@@ -244,10 +234,8 @@ class ToolsPage(QWidget):
             said += f" Note: there is no program '{entry.command}' on PATH yet; it cannot start until there is."
         self.status.setText(" ".join([said, *notes]))
         self.noticed.emit(cleared("tools"))  # an earlier refusal is answered
-        for edit in (self.name_edit, self.command_edit, self.url_edit):
+        for edit in (self.name_edit, self.command_edit, self.env_edit, self.url_edit, self.headers_edit):
             edit.clear()
-        self.env_edit.clear()
-        self.headers_edit.clear()
         self.refresh()
         self.select(entry.name)
         self.servers_changed.emit()

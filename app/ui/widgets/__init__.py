@@ -1,9 +1,10 @@
 """Widgets more than one page uses.
 
-StatusLine: a form's one-sentence outcome, errors in red. copy_button: text to the clipboard.
+StatusLine: a form's one-sentence outcome, errors in red. button: a push button, what it does and its tooltip;
+copy_button: text to the clipboard.
 
-wrapped, hbox, vbox, group, picking_table: the parts every page builds its controls from (a sentence that
-wraps, a row of buttons, a titled box, a table whose rows are chosen one at a time).
+wrapped, hbox, vbox, group, picking_table, combo: the parts every page builds its controls from (a sentence that
+wraps, a row of buttons, a titled box, a table whose rows are chosen one at a time, a drop-down's choices).
 
 ElidedLabel: one line that ends in "…" when the room is short (a long model name in the status bar would
 otherwise set the window's minimum width past a small screen).
@@ -30,8 +31,8 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QPainter, QPalette
-from PySide6.QtWidgets import (QAbstractItemView, QApplication, QBoxLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
-                               QLayout, QListWidget, QListWidgetItem, QProgressBar, QPushButton, QScrollArea,
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QBoxLayout, QComboBox, QFrame, QGroupBox, QHBoxLayout,
+                               QLabel, QLayout, QListWidget, QListWidgetItem, QProgressBar, QPushButton, QScrollArea,
                                QSizePolicy, QTableWidget, QVBoxLayout, QWidget)
 
 from app.core.units import human_size
@@ -270,8 +271,7 @@ class JobBar(QWidget):
         self.bar = QProgressBar()
         self.bar.setRange(0, SCALE)
         self.bar.setTextVisible(True)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.clicked.connect(self.cancel)
+        self.cancel_button = button("Cancel", self.cancel)
         vbox(self.label, hbox((self.bar, 1), self.cancel_button), parent=self, margin=0)
         tasks.progressed.connect(self._on_progressed)
         self.setVisible(False)
@@ -356,12 +356,27 @@ class StatusLine(QLabel):
         self.setText(f"<span style='color:#ef4444'>{html.escape(text)}</span>")
 
 
+def button(text: str, clicked: Callable | None = None, tip: str = "") -> QPushButton:
+    """A push button whose clicked signal calls clicked, with its tooltip."""
+    made = QPushButton(text)
+    if tip:
+        made.setToolTip(tip)
+    if clicked is not None:
+        made.clicked.connect(clicked)
+    return made
+
+
+def combo(choices: dict) -> QComboBox:
+    """A drop-down of choices ({value: label}) in their order; currentData() is the chosen one's value."""
+    box = QComboBox()
+    for value, label in choices.items():
+        box.addItem(label, value)
+    return box
+
+
 def copy_button(text: Callable[[], str], label: str = "Copy", tip: str = "Copy to the clipboard") -> QPushButton:
     """A button that puts text() on the clipboard."""
-    button = QPushButton(label)
-    button.setToolTip(tip)
-    button.clicked.connect(lambda: QApplication.clipboard().setText(text()))
-    return button
+    return button(label, lambda: QApplication.clipboard().setText(text()), tip)
 
 
 class ChatChoice(QWidget):
