@@ -24,9 +24,7 @@ def wait_until(condition, timeout_s: float, signal=None) -> bool:
         if condition() or deadline.hasExpired():
             loop.quit()
 
-    timer = QTimer()
-    timer.setInterval(CHECK_MS)
-    timer.timeout.connect(check)
+    timer = QTimer(interval=CHECK_MS, timeout=check)
     if signal is not None:
         signal.connect(check)
     timer.start()

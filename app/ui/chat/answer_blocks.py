@@ -48,9 +48,5 @@ def call_state(call: dict) -> str:
 
 def header_links(links: list[tuple[str, str | None]]) -> str:
     """[(label, href or None for plain text)] as the header's small links."""
-    out = []
-    for label, href in links:
-        text = html.escape(label)
-        out.append(f"<a href='{href}' style='text-decoration:none'>{text}</a>" if href
-                   else f"<span style='color:#9ca3af'>{text}</span>")
-    return "&nbsp;&nbsp;".join(out)
+    return "&nbsp;&nbsp;".join(f"<a href='{href}' style='text-decoration:none'>{html.escape(label)}</a>" if href
+                               else f"<span style='color:#9ca3af'>{html.escape(label)}</span>" for label, href in links)

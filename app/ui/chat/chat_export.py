@@ -46,12 +46,9 @@ def export_json(store: ChatStore, conversation_id: int) -> dict:
     conv = store.get(conversation_id)
     if conv is None:
         raise HearthError("That chat is no longer in the chat history.")
-    messages = []
-    for msg in store.messages(conversation_id):
-        item = {"role": msg.role, "content": msg.content, "meta": msg.meta}
-        if msg.versions > 1:
-            item["versions"] = store.versions(msg.id)
-        messages.append(item)
+    messages = [{"role": msg.role, "content": msg.content, "meta": msg.meta,
+                 **({"versions": store.versions(msg.id)} if msg.versions > 1 else {})}
+                for msg in store.messages(conversation_id)]
     return {"format": FORMAT, "version": VERSION, "title": conv.title, "system_prompt": conv.system_prompt,
             "exported": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "messages": messages,
             # The MCP servers the chat may use, by name (the answers' calls are in their meta, "tool_calls").

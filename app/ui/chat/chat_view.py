@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import QSignalBlocker, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QMessageBox, QPlainTextEdit, QPushButton, QSizePolicy, QSplitter, QWidget
+from PySide6.QtWidgets import QMessageBox, QPlainTextEdit, QSizePolicy, QSplitter, QWidget
 
 from app.ui.widgets.notices import ERROR, INFO, WARNING, Notice
 from app.core.chats.answer_saving import SAVE_INTERVAL_S, recover_interrupted
@@ -56,7 +56,7 @@ from app.ui.docs.collections_panel import CollectionsPanel
 from app.ui.bridge.engine_bridge import EngineBridge
 from app.ui.models.titles import model_title
 from app.ui.models.titles import path_title
-from app.ui.widgets import STRETCH, VerticalScroll, group, hbox, vbox, wrapped
+from app.ui.widgets import STRETCH, VerticalScroll, button, group, hbox, vbox, wrapped
 from app.ui.bridge.worker import Tasks
 
 WAITING_TURN = ("Waiting its turn: the engine is answering API requests first (Server page); this answer starts "
@@ -96,9 +96,7 @@ class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
         self.reuse_answer_drafts = True
         self._continuing = None  # the answer (a Message) the one in progress continues
         self._answer = None  # the answer in progress (a StreamingAnswer), as the store keeps it while it streams
-        self._save_timer = QTimer(self)
-        self._save_timer.setInterval(int(SAVE_INTERVAL_S * 1000))
-        self._save_timer.timeout.connect(self._save_answer)
+        self._save_timer = QTimer(self, interval=int(SAVE_INTERVAL_S * 1000), timeout=self._save_answer)
         self._saving_later: list = []
         self._drafts: dict[int | None, str] = {}  # unsent text by chat (None: the new chat), kept while switching  # answers whose end waits for the store (a lock, a full disk)
         self._answer_saved_later.connect(self._on_answer_saved_later)
@@ -135,16 +133,14 @@ class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
         self.input.setAccessibleName("Message")
         self.input.set_enter_sends(True)
         self.input.setFixedHeight(84)
-        self.send_button = QPushButton("Send")
-        self.send_button.setToolTip("Send (Enter, or Ctrl+Enter)")
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setToolTip("Stop the answer (Esc)")
-        self.regen_button = QPushButton("Regenerate")
-        self.regen_button.setToolTip("Ask for another last answer; the earlier ones stay (page with ‹ ›). "
-                                     "Every answer has Regenerate in its header")
-        self.edit_button = QPushButton("Edit last")
-        self.edit_button.setToolTip("Put your last message back in the box; the old one stays as a version "
-                                    "(every message has Edit in its header)")
+        self.send_button = button("Send", self.send, "Send (Enter, or Ctrl+Enter)")
+        self.stop_button = button("Stop", self.stop, "Stop the answer (Esc)")
+        self.regen_button = button("Regenerate", lambda: self.regenerate(),  # not clicked(False) as the answer id
+                                   "Ask for another last answer; the earlier ones stay (page with ‹ ›). "
+                                   "Every answer has Regenerate in its header")
+        self.edit_button = button("Edit last", self.edit_last,
+                                  "Put your last message back in the box; the old one stays as a version "
+                                  "(every message has Edit in its header)")
         # A long hint (editing a message) must not widen the window past the screen.
         self.hint = wrapped(name="chatHint")
         self.sampling = SamplingPanel()
@@ -153,7 +149,7 @@ class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
         self.model_banner = QWidget()
         self.model_banner.setObjectName("modelBanner")
         self.model_note = wrapped(name="hint")  # a long model name or path must not widen the page
-        self.model_load_button = QPushButton("Load it")
+        self.model_load_button = button("Load it", self._on_load_remembered)
         hbox((self.model_note, 1), self.model_load_button, parent=self.model_banner, margin=0)
         self.model_banner.hide()
 
@@ -189,18 +185,13 @@ class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
 
         say_clamps(self, self.noticed)  # a typed value out of range, clamped: said on the status bar too
         self.length_check = LengthCheck(self, self.too_long)
-        self.send_button.clicked.connect(self.send)
         self.input.submitted.connect(self.send)
-        self.stop_button.clicked.connect(self.stop)
-        self.regen_button.clicked.connect(lambda: self.regenerate())  # not clicked(False) as the answer id
-        self.edit_button.clicked.connect(self.edit_last)
         self.transcript.action_requested.connect(self._on_message_action)
         self.transcript.example_chosen.connect(self._on_example_chosen)
         self.transcript.source_requested.connect(self.show_source)
         self.attach_bar.problem.connect(lambda sentence: self.noticed.emit(Notice(sentence, ERROR, "chat.attach")))
         self.file_drops = FileDrops(self.attach_bar, [self.transcript.viewport(), self.input.viewport()])
         self._wire_media()
-        self.model_load_button.clicked.connect(self._on_load_remembered)
         self.conversations.conversation_chosen.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_conversation)
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
@@ -323,9 +314,8 @@ class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
         self._editing = None
         self.input.setPlainText(self._drafts.pop(None, ""))
         self.transcript.clear_all()
-        self.system_prompt.blockSignals(True)
-        self.system_prompt.setPlainText("")
-        self.system_prompt.blockSignals(False)
+        with QSignalBlocker(self.system_prompt):
+            self.system_prompt.setPlainText("")
         self.prompt_presets.show_text("")
         self.conversations.list.clearSelection()
         self.conversations.list.setCurrentItem(None)
@@ -349,9 +339,8 @@ class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
         self._editing = None
         self.input.setPlainText(self._drafts.pop(conversation_id, ""))
         self._failed = False
-        self.system_prompt.blockSignals(True)
-        self.system_prompt.setPlainText(conv.system_prompt)
-        self.system_prompt.blockSignals(False)
+        with QSignalBlocker(self.system_prompt):
+            self.system_prompt.setPlainText(conv.system_prompt)
         self.prompt_presets.show_text(conv.system_prompt)
         self.collections_panel.show_conversation(conversation_id)
         self.tools_panel.show_conversation(conversation_id)
@@ -413,12 +402,9 @@ class ChatView(Asking, MediaTurns, ToolApproval, QWidget):
             text = without_reasoning(msg.content) if msg.role == "assistant" else msg.content
             QGuiApplication.clipboard().setText(text)
             self.transcript.message_copied.emit(text)
-        elif action == "edit":
-            self.edit_message(message_id)
-        elif action == "regenerate":
-            self.regenerate(message_id)
-        elif action == "continue":
-            self.continue_answer(message_id)
+        elif action in ("edit", "regenerate", "continue"):
+            asks = {"edit": self.edit_message, "regenerate": self.regenerate, "continue": self.continue_answer}
+            asks[action](message_id)
         elif action in ("prev", "next") and not self.generating:
             try:
                 self.store.show_version(message_id, msg.version + (1 if action == "next" else -1))

@@ -35,10 +35,7 @@ class LengthCheck(QObject):
         self.page = page
         self.label = label
         self.tasks = Tasks(self)
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(SETTLE_MS)
-        self._timer.timeout.connect(self.check)
+        self._timer = QTimer(self, singleShot=True, interval=SETTLE_MS, timeout=self.check)
         page.input.textChanged.connect(self._timer.start)
         page.bridge.model_loaded.connect(lambda *_: self._timer.start())
         page.sampling.max_tokens.valueChanged.connect(lambda *_: self._timer.start())

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage, QPixmap
-from PySide6.QtWidgets import QDialog, QLabel, QScrollArea, QVBoxLayout
+from PySide6.QtWidgets import QDialog, QLabel, QScrollArea
 
 from app.core.chats.store import MEDIA
 from app.protocol.media import REMOTE_TEXT_ONLY, media_part, refusal
+from app.ui.widgets import vbox
 from app.ui.widgets.notices import ERROR, WARNING, Notice, cleared
 
 LARGE = 900  # an image opened from the transcript fits this many pixels on its longer side
@@ -86,7 +87,6 @@ class MediaTurns:
         image = QImage.fromData(data) if data else QImage()
         dialog = QDialog(self)
         dialog.setWindowTitle("Attached image" if not image.isNull() else "Attachment")
-        layout = QVBoxLayout(dialog)
         label = QLabel()
         label.setAlignment(Qt.AlignCenter)
         if image.isNull():
@@ -99,7 +99,7 @@ class MediaTurns:
         scroll = QScrollArea()
         scroll.setWidget(label)
         scroll.setWidgetResizable(True)
-        layout.addWidget(scroll)
+        vbox(scroll, parent=dialog)
         self.opened_media = dialog  # a test (and the user) can find it
         dialog.open()
 

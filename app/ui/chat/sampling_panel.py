@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSignalBlocker, Signal
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QSpinBox, QWidget
 
 from app.ui.widgets.clamped_spin import ClampingDoubleSpinBox, ClampingSpinBox
@@ -74,16 +74,14 @@ class SamplingPanel(QWidget):
         self._given |= set(values)
         for key, value in values.items():
             box = self._boxes[key]
-            box.blockSignals(True)
-            box.setValue(value)
-            box.blockSignals(False)
+            with QSignalBlocker(box):
+                box.setValue(value)
         self.changed.emit()
 
     def _on_value_changed(self, *_):
         self._given |= {name for name, box in self._boxes.items() if box is self.sender()}
-        self.preset.blockSignals(True)
-        self.preset.setCurrentText(self._matching_preset())
-        self.preset.blockSignals(False)
+        with QSignalBlocker(self.preset):
+            self.preset.setCurrentText(self._matching_preset())
         self.changed.emit()
 
     def _matching_preset(self) -> str:
@@ -106,14 +104,12 @@ class SamplingPanel(QWidget):
         # Settings saved before Hearth knew which were given are all the user's.
         self._given = set(self._boxes) if options.given is None else set(options.given) & set(self._boxes)
         for key, box in self._boxes.items():
-            box.blockSignals(True)
-            box.setValue(getattr(options, key) if key in self._given else
-                         self._recommended.get(key, getattr(SamplingOptions(), key)))
-            box.blockSignals(False)
+            with QSignalBlocker(box):
+                box.setValue(getattr(options, key) if key in self._given else
+                             self._recommended.get(key, getattr(SamplingOptions(), key)))
         self._mark_recommended()
-        self.preset.blockSignals(True)
-        self.preset.setCurrentText(self._matching_preset())
-        self.preset.blockSignals(False)
+        with QSignalBlocker(self.preset):
+            self.preset.setCurrentText(self._matching_preset())
 
     def show_recommended(self, recommended: dict) -> None:
         """A model was loaded: the settings the user has not set show (and take) its recommendation, or Hearth's
@@ -121,12 +117,10 @@ class SamplingPanel(QWidget):
         self._recommended = {k: v for k, v in recommended.items() if k in self._boxes}
         for key, box in self._boxes.items():
             if key not in self._given:
-                box.blockSignals(True)
-                box.setValue(self._recommended.get(key, getattr(SamplingOptions(), key)))
-                box.blockSignals(False)
-        self.preset.blockSignals(True)
-        self.preset.setCurrentText(self._matching_preset())
-        self.preset.blockSignals(False)
+                with QSignalBlocker(box):
+                    box.setValue(self._recommended.get(key, getattr(SamplingOptions(), key)))
+        with QSignalBlocker(self.preset):
+            self.preset.setCurrentText(self._matching_preset())
         self._mark_recommended()
 
     def _mark_recommended(self) -> None:

@@ -131,10 +131,7 @@ class Transcript(Following, QTextBrowser):
         self._stream_queued = False  # the answer waits behind the backlog
         # Messages still to render, oldest first; a new message or answer waits behind them.
         self._backlog: list = []
-        self._backlog_timer = QTimer(self)
-        self._backlog_timer.setSingleShot(True)
-        self._backlog_timer.setInterval(0)
-        self._backlog_timer.timeout.connect(self._render_backlog)
+        self._backlog_timer = QTimer(self, singleShot=True, interval=0, timeout=self._render_backlog)
         self._stream_text: list[str] = []
         self._stream_thoughts = 0
         self._pending_since: float | None = None  # when the oldest piece not yet shown arrived
@@ -767,25 +764,19 @@ class Transcript(Following, QTextBrowser):
         action, _, target = url.toString().partition(":")
         if action == "thought" and target.isdigit() and int(target) < len(self.thoughts):
             self.toggle_thought(int(target))
-            return
-        if action == "toolcall":
+        elif action == "toolcall":
             self.toggle_call(target)
-            return
-        if action == "source":  # source:<answer id>.<n>
+        elif action == "source":  # source:<answer id>.<n>
             answer, _, n = target.partition(".")
             if answer.isdigit() and n.isdigit():
                 self.source_requested.emit(int(answer), int(n))
-            return
-        if action == "media" and target:
+        elif action == "media" and target:
             self.media_requested.emit(target)
-            return
-        if action == "example" and target.isdigit() and int(target) < len(self.examples):
+        elif action == "example" and target.isdigit() and int(target) < len(self.examples):
             self.example_chosen.emit(self.examples[int(target)])
-            return
-        if action in MESSAGE_ACTIONS and target.isdigit():
+        elif action in MESSAGE_ACTIONS and target.isdigit():
             self.action_requested.emit(action.replace("message-", ""), int(target))
-            return
-        if url.scheme() == "copy":
+        elif url.scheme() == "copy":
             try:
                 code = self._code[int(url.path())]
             except (ValueError, IndexError):

@@ -23,9 +23,7 @@ class ServerFigures(QObject):
         super().__init__(parent)
         self.bridge = bridge
         self.tasks = Tasks(self)
-        self.timer = QTimer(self)
-        self.timer.setInterval(POLL_MS)
-        self.timer.timeout.connect(self.poll)
+        self.timer = QTimer(self, interval=POLL_MS, timeout=self.poll)
         bridge.backend_changed.connect(self._on_backend_changed)
 
     def _on_backend_changed(self, _backend) -> None:

@@ -6,6 +6,8 @@ kept once it has an id (its first message).
 
 from __future__ import annotations
 
+from contextlib import closing
+
 from PySide6.QtWidgets import QLabel
 
 from app.docs.store import Store
@@ -26,8 +28,7 @@ class CollectionsPanel(ChatChoice):
         self.budget.setToolTip("Tokens the documents may take. Automatic: half the context minus the conversation. "
                                "A document within it goes in whole, a longer one by passages per question")
         layout = self.layout()
-        budget_label = QLabel("Documents' budget:")
-        layout.addWidget(budget_label)
+        layout.addWidget(QLabel("Documents' budget:"))
         layout.addWidget(self.budget)
         self.refresh()
 
@@ -36,25 +37,16 @@ class CollectionsPanel(ChatChoice):
 
     def refresh(self) -> None:
         """The collections as they are now, this chat's checked."""
-        store = Store()  # one opening for both: this runs at every switch of chats
-        try:
+        with closing(Store()) as store:  # one opening for both: this runs at every switch of chats
             names = [c.name for c in store.collections()]
             chosen = store.chat_collections(self.conversation_id) if self.conversation_id is not None \
                 else self._unsaved
-        finally:
-            store.close()
         self._fill(names, chosen)
 
     def _saved(self, conversation_id: int) -> list[str]:
-        store = Store()
-        try:
+        with closing(Store()) as store:
             return store.chat_collections(conversation_id)
-        finally:
-            store.close()
 
     def _save(self, names: list[str]) -> None:
-        store = Store()
-        try:
+        with closing(Store()) as store:
             store.set_chat_collections(self.conversation_id, names)
-        finally:
-            store.close()

@@ -34,9 +34,7 @@ class IndexRunner(QObject):
         self.collection: str | None = None
         self._latest = None  # the indexer's last progress, set by its thread, read on the window's
         self._shown = None
-        self._poll = QTimer(self)
-        self._poll.setInterval(PROGRESS_MS)
-        self._poll.timeout.connect(self._show_latest)
+        self._poll = QTimer(self, interval=PROGRESS_MS, timeout=self._show_latest)
         self.finished.connect(self._stop_polling)
         self.failed.connect(self._stop_polling)
 

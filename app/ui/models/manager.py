@@ -112,14 +112,8 @@ def draft_candidates(target: str, rows: list[dict]) -> list[dict]:
     from app.backends.vocab import draft_refusal
 
     size = next((r.get("size_bytes") or 0 for r in rows if r.get("path") == target), 0)
-    found = []
-    for row in rows:
-        path = row.get("path")
-        if path == target or row.get("error") or not size or (row.get("size_bytes") or 0) >= size:
-            continue
-        if draft_refusal(target, path) is None:
-            found.append(row)
-    return found
+    return [row for row in rows if row.get("path") != target and not row.get("error") and size
+            and (row.get("size_bytes") or 0) < size and draft_refusal(target, row.get("path")) is None]
 
 
 def import_model(path: str) -> dict:
@@ -149,26 +143,19 @@ def recommended() -> list[dict]:
     """The curated list, as result rows: {repo_id, filename, quant, size, title, note, draft}."""
     from app.core.library.hub import recommended_models
 
-    rows = []
-    for m in recommended_models():
-        draft = m.get("draft") or {}
-        rows.append({"repo_id": m["repo"], "filename": m.get("file"), "quant": m.get("quant"),
-                     "size": int(m["size_gb"] * 1e9) if m.get("size_gb") else None,
-                     "title": m.get("name") or m["repo"], "note": m.get("good_at", ""),
-                     "draft": draft.get("name"), "params": m.get("params")})
-    return rows
+    return [{"repo_id": m["repo"], "filename": m.get("file"), "quant": m.get("quant"),
+             "size": int(m["size_gb"] * 1e9) if m.get("size_gb") else None,
+             "title": m.get("name") or m["repo"], "note": m.get("good_at", ""),
+             "draft": (m.get("draft") or {}).get("name"), "params": m.get("params")} for m in recommended_models()]
 
 
 def search(query: str) -> list[dict]:
     """Repositories with their GGUF files: [{repo_id, downloads, likes, gated, files: [{filename, size, quant}]}]."""
     from app.core.library import hub
-    out = []
-    for repo in hub.search(query, limit=30):
-        files = [f for f in repo.files if (f.split_index or 1) == 1]  # a split set downloads as one
-        out.append({"repo_id": repo.repo_id, "downloads": repo.downloads, "likes": repo.likes, "gated": repo.gated,
-                    "files": [{"filename": f.filename, "size": f.size, "quant": f.quant,
-                               "parts": f.split_count or 1} for f in files]})
-    return out
+    return [{"repo_id": repo.repo_id, "downloads": repo.downloads, "likes": repo.likes, "gated": repo.gated,
+             "files": [{"filename": f.filename, "size": f.size, "quant": f.quant, "parts": f.split_count or 1}
+                       for f in repo.files if (f.split_index or 1) == 1]}  # a split set downloads as one
+            for repo in hub.search(query, limit=30)]
 
 
 def pull(repo_id: str, filename: str | None, progress: Callable[[int, int], None],

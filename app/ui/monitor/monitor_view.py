@@ -156,9 +156,7 @@ class MonitorView(QWidget):
         self._dirty = False
         self._last_system = 0.0
         self.redraws = 0
-        self.timer = QTimer(self)
-        self.timer.setInterval(REDRAW_MS)
-        self.timer.timeout.connect(self._on_tick)
+        self.timer = QTimer(self, interval=REDRAW_MS, timeout=self._on_tick)
         self.timer.start()
         if bridge is not None:
             self._follow(bridge)

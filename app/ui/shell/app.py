@@ -21,7 +21,6 @@ def check_qt_binding() -> None:
 
     Each token is a signal, so such a build aborts the whole app after a few thousand tokens.
     """
-    from PySide6.QtCore import QObject, Signal
 
     class _Probe(QObject):
         fired = Signal()

@@ -20,9 +20,9 @@ import json
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QCoreApplication, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QCoreApplication, QSignalBlocker, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QMessageBox, QPushButton, QTabWidget, QWidget
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 from app import __version__
 from app.core.library.bundled import bundled_model_path
@@ -48,7 +48,7 @@ from app.ui.shell import theme
 from app.ui.shell import window_mode
 from app.ui.settings.settings_dialog import SettingsDialog, default_load_options
 from app.ui.shell.status_labels import StatusLabels
-from app.ui.widgets import VerticalScroll, hbox, vbox, wrapped
+from app.ui.widgets import VerticalScroll, button, hbox, vbox, wrapped
 
 DEFAULT_SIZE = (1280, 800)
 # The smallest screen Hearth is made for (a netbook's 1024x600): the first size fills at most the screen's free area.
@@ -283,11 +283,10 @@ class MainWindow(QMainWindow):
         self.chat.conversation_changed.connect(self.status.conversation_changed)
         self.models.load_requested.connect(self.load_chosen_model)
         self.models.library_listed.connect(self.chat.picker.set_models)
-        self.chat.picker.load_requested.connect(
-            lambda path: self.load_chosen_model(self.models.options_for(path)))
+        for asked in (self.chat.picker.load_requested, self.chat.model_load_requested):
+            asked.connect(lambda path: self.load_chosen_model(self.models.options_for(path)))
         self.chat.picker.eject_requested.connect(self.bridge.unload)
         self.chat.model_title = self.models.title  # one name for a model on every page
-        self.chat.model_load_requested.connect(lambda path: self.load_chosen_model(self.models.options_for(path)))
         self.models.library_listed.connect(self.chat._update_model_banner)  # the library's names, once read
         for page in (self.chat, self.chat.prompt_presets, self.models):
             page.noticed.connect(self.notices.board.post)
@@ -508,9 +507,8 @@ class MainWindow(QMainWindow):
         self.chat.input.set_enter_sends(shape.value(self.settings, "enter_sends"))
         reuse = shape.value(self.settings, "reuse_answer_drafts")
         self.chat.reuse_answer_drafts = reuse
-        self.models.load_settings.reuse_answers.blockSignals(True)
-        self.models.load_settings.reuse_answers.setChecked(reuse)
-        self.models.load_settings.reuse_answers.blockSignals(False)
+        with QSignalBlocker(self.models.load_settings.reuse_answers):
+            self.models.load_settings.reuse_answers.setChecked(reuse)
         theme.chosen = self.settings.get("theme")
 
     def open_settings(self) -> SettingsDialog:
@@ -528,10 +526,8 @@ class MainWindow(QMainWindow):
         self.mode_offer.setObjectName("modeOffer")
         text = wrapped("Hearth starts with a simple window: your chats and the model. The full window adds every "
                        "setting, live graphs and the pages for developers. You can switch any time in View.")
-        keep = QPushButton("Keep it simple")
-        full = QPushButton("Show everything")
-        keep.clicked.connect(lambda: self.set_mode(window_mode.SIMPLE))
-        full.clicked.connect(lambda: self.set_mode(window_mode.FULL))
+        keep = button("Keep it simple", lambda: self.set_mode(window_mode.SIMPLE))
+        full = button("Show everything", lambda: self.set_mode(window_mode.FULL))
         hbox((text, 1), keep, full, parent=self.mode_offer).setContentsMargins(8, 4, 8, 4)
         holder = QWidget()
         vbox(self.mode_offer, (self.takeCentralWidget(), 1), parent=holder, margin=0).setSpacing(0)
@@ -553,9 +549,8 @@ class MainWindow(QMainWindow):
                 self.tabs.setTabVisible(index, not simple)
         self.monitor_dock.setVisible(not simple)
         self.status.set_simple(simple, self.monitor_dock)
-        self.full_action.blockSignals(True)
-        self.full_action.setChecked(not simple)
-        self.full_action.blockSignals(False)
+        with QSignalBlocker(self.full_action):
+            self.full_action.setChecked(not simple)
         if save:
             self.mode_offer.hide()
             self.settings[window_mode.SETTING] = mode

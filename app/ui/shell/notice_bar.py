@@ -44,17 +44,12 @@ class NoticeBar(QStatusBar):
         self.label.setCursor(Qt.PointingHandCursor)
         self.label.clicked.connect(self.show_whole)
         self.addWidget(self.label, 1)  # the left, stretching part; the permanent labels keep the right
-        self._expiry = QTimer(self)
-        self._expiry.setSingleShot(True)
-        self._expiry.timeout.connect(self._refresh)
+        self._expiry = QTimer(self, singleShot=True, timeout=self._refresh)
         self.box: QMessageBox | None = None  # the last notice opened whole (tests read it)
         self.board.add_listener(self._refresh)
         self._shown: Notice | None = None
 
     # --- posting ----------------------------------------------------------------------
-    def post(self, text: str, severity: str = INFO, cause: str = "", lifetime_s="default", detail: str = "") -> None:
-        self.board.post(Notice(text, severity, cause, lifetime_s, detail))
-
     def clear(self, cause: str) -> None:
         self.board.clear(cause)
 

@@ -20,9 +20,7 @@ class Notifier(QObject):
         self.window = window
         self.tray: QSystemTrayIcon | None = None  # made at the first notification, where a tray exists
         self.sent: list[tuple[str, str, str]] = []  # (title, message, how: "tray" or "alert"), newest last
-        self._hide = QTimer(self)
-        self._hide.setSingleShot(True)
-        self._hide.timeout.connect(lambda: self.tray is not None and self.tray.hide())
+        self._hide = QTimer(self, singleShot=True, timeout=lambda: self.tray is not None and self.tray.hide())
 
     def job_ended(self, title: str, message: str) -> bool:
         """Tell the user a job ended, unless they are looking at the window; True when told."""

@@ -100,21 +100,19 @@ class NoticeBoard:
     def clear(self, cause: str) -> bool:
         """Take away the notice of this cause (and of causes under it: "models" clears "models.import");
         True when one was up."""
-        gone = [k for k in self._posted if k == cause or k.startswith(cause + ".")]
+        return self._take([k for k in self._posted if k == cause or k.startswith(cause + ".")])
+
+    def clear_all_passing(self) -> None:
+        """Take away every notice that would go by itself (the user dismissed what the bar said)."""
+        self._expire()
+        self._take([k for k, p in self._posted.items() if p.expires is not None])
+
+    def _take(self, gone: list[str]) -> bool:
         for key in gone:
             del self._posted[key]
         if gone:
             self._changed()
         return bool(gone)
-
-    def clear_all_passing(self) -> None:
-        """Take away every notice that would go by itself (the user dismissed what the bar said)."""
-        self._expire()
-        gone = [k for k, p in self._posted.items() if p.expires is not None]
-        for key in gone:
-            del self._posted[key]
-        if gone:
-            self._changed()
 
     def current(self) -> Notice | None:
         """The notice the bar shows: the newest still alive."""
