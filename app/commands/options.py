@@ -1,8 +1,8 @@
-"""Command-line flags shared by chat, bench and the GUI launcher, mapped to engine options, and serve's own.
+"""Command-line flags built from the options' declarations, and the values they give back.
 
-The flags come from the options' declarations (app/protocol/option_fields.py's tables of the load and sampling
-options, app/server/options.py's ServeOptions), so every settable field has its flag and every flag reaches its
-field.
+The load and sampling options (app/protocol/option_fields.py's tables), serve's (app/server/options.py) and each
+benchmark's (app/bench/*.py) declare their flags on their fields, so every settable field has its flag and every
+flag reaches its field.
 """
 
 from __future__ import annotations
@@ -196,10 +196,10 @@ def _checked(options) -> None:
         raise BadArgument(str(exc)) from None
 
 
-# A number flag beyond the load and sampling options (those are option_fields' to check) declares its range where
-# it is declared: `p.add_argument("--repeats", type=int, ..., **within(1, takes="1 or more runs"))`. A value outside
-# is one sentence naming the flag and the value as the command line is read, before any model loads (a bad argument:
-# exit status 2, as argparse's own refusals; app/cli.py).
+# A number flag's range (a declared field's `bound`, or `**within(1, takes="1 or more runs")` on a flag of no options
+# class) is checked as the command line is read: a value outside is one sentence naming the flag and the value,
+# before any model loads (a bad argument: exit status 2, as argparse's own refusals; app/cli.py). The load and
+# sampling options' ranges are option_fields' to check.
 class _Bounded(argparse.Action):
     def __init__(self, option_strings, dest, bound: Bound, **kwargs):
         super().__init__(option_strings, dest, **kwargs)
