@@ -9,6 +9,7 @@ from app.commands.options import (add_declared_args, add_load_args, add_sampling
                                   sampling_options, within)
 from app.core import env
 from app.core.gguf.modelfile import check_model_file
+from app.protocol.messages import LoadOptions
 from app.protocol.option_fields import accepted
 from app.server.options import ServeOptions, request_defaults  # the declarations alone: not the server's stack
 
@@ -22,8 +23,9 @@ def register(sub) -> None:
                        "address needs an API key. The sampling flags (--temp, --top-p, --max-tokens, ...) set what "
                        "a request leaves out.")
     add_load_args(p)
-    p.add_argument("--parallel", type=int, default=1, metavar="N",
-                   help="answer up to N requests at once, decoded together in one batch (default 1)",
+    p.add_argument("--parallel", type=int, default=LoadOptions.n_parallel, metavar="N",
+                   help=f"answer up to N requests at once, decoded together in one batch (default "
+                   f"{LoadOptions.n_parallel})",
                    **within(*PARALLEL, takes="{} to {} requests at once".format(*PARALLEL)))
     add_declared_args(p, ServeOptions)  # each with its range: a bad number is one sentence before any load (#56)
     # What a request leaves out is sampled with these where given (clients such as Claude Code send no temperature).
