@@ -13,6 +13,7 @@ from pathlib import Path
 from app.core.terminal_text import one_line
 from app.core.gguf.quant_types import CALIBRATED_TYPES, NEEDS_IMATRIX, QUANTIZE_TYPES, label
 from app.core.units import human_size
+from app.protocol.messages import KV_TYPES, LoadOptions
 
 
 def register(sub) -> None:
@@ -66,12 +67,13 @@ def register(sub) -> None:
 
     s = models_sub.add_parser("fit", help="will it fit? memory estimate and suggested GPU layers")
     s.add_argument("model", metavar="PATH|NAME")
-    s.add_argument("--ctx", type=int, metavar="N", help="context size (default 4096 or the trained context)")
-    s.add_argument("--kv-type", choices=("f16", "q8_0", "q4_0"), default="f16")
+    s.add_argument("--ctx", type=int, metavar="N",
+                   help=f"context size (default {LoadOptions.n_ctx} or the trained context)")
+    s.add_argument("--kv-type", choices=KV_TYPES, default=LoadOptions.kv_type)
     s.add_argument("--draft-model", metavar="PATH|NAME",
                    help="the draft model for speculative decoding that the load holds too: its weights and its own "
                    "KV cache count")
-    s.add_argument("--parallel", type=int, default=1, metavar="N",
+    s.add_argument("--parallel", type=int, default=LoadOptions.n_parallel, metavar="N",
                    help="requests served at once (hearth serve --parallel): each has a context of its own")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_fit)
