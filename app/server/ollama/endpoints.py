@@ -360,7 +360,7 @@ class _Shape:
         took = int((time.perf_counter() - self.started) * 1e9)
         prompt, completion = int(done.get("prompt_tokens") or 0), int(done.get("completion_tokens") or 0)
         end = self._piece("")
-        cut = done.get("finish_reason") == "length" and limit_cut(done, self.calls)  # the rule of every endpoint
+        cut = limit_cut(done, self.calls)  # the rule of every endpoint: the token limit or the context cut it
         end.update({"done": True, "done_reason": "length" if cut else "stop",
                     "total_duration": took, "load_duration": 0, "prompt_eval_count": prompt,
                     "prompt_eval_duration": int(1e9 * prompt / done["prompt_tok_s"]) if done.get("prompt_tok_s") else 0,

@@ -164,3 +164,34 @@ def test_a_call_written_after_a_thinking_model_thinks_streams_as_a_call():
             {"name": "get_time", "arguments": {}}], think
         assert "".join(m["content"] for m in messages) == ""  # the call is no text
         assert "".join(m.get("thinking", "") for m in messages) == ("The user wants the time." if think else "")
+
+
+def _ollama_lines(shape, pieces: list[str], finish: str) -> list[dict]:
+    """The NDJSON lines a dialect's stream makes of an answer's pieces and its end, as the engine sends them."""
+    import asyncio
+
+    from app.protocol import messages as P
+
+    async def events():
+        for piece in pieces:
+            yield P.Token({"ev": "token", "id": 1, "text": piece})
+        yield P.Done({"ev": "done", "id": 1, "finish_reason": finish, "completion_tokens": len(pieces)})
+
+    async def lines():
+        return [json.loads(line) async for line in shape.lines(events())]
+
+    return asyncio.run(lines())
+
+
+def test_an_answer_the_context_cut_says_length_as_on_every_endpoint():
+    """An answer that filled the context ran out of room, as one cut by num_predict: chat completions say "length",
+    Anthropic "max_tokens", the Responses API incomplete; Ollama's done_reason said "stop", streamed and whole."""
+    from app.protocol import messages as P
+    from app.server.ollama.endpoints import _Shape
+
+    for finish, reason in (("context_full", "length"), ("length", "length"), ("stop", "stop")):
+        streamed = _ollama_lines(_Shape(MODEL, True), ["Red, green", " and"], finish)
+        assert streamed[-1]["done"] and streamed[-1]["done_reason"] == reason, finish
+        whole = _Shape(MODEL, False).whole("Red, green and", P.Done({"finish_reason": finish}))
+        assert whole["done_reason"] == reason, finish
+
