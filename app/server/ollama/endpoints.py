@@ -386,7 +386,7 @@ class _Shape:
                 thought, text = self._split("", end=True)  # held back as a possible tag's start
                 text, calls = answer_piece(self.calls, text) if text else ("", [])
                 rest, more = answer_piece(self.calls, "")  # the end: what was held back as a call's start
-                if text or rest or calls or more:
+                if text or rest or calls or more or (thought and self.think):  # thinking held back as a tag's start
                     yield _line(self._piece(text + rest, thought, [*calls, *more]))
                 yield _line(self._end(event))
             elif isinstance(event, P.Failed):  # after the first piece: the status went out already

@@ -195,3 +195,14 @@ def test_an_answer_the_context_cut_says_length_as_on_every_endpoint():
         whole = _Shape(MODEL, False).whole("Red, green and", P.Done({"finish_reason": finish}))
         assert whole["done_reason"] == reason, finish
 
+
+def test_thinking_held_back_as_a_tags_start_streams_at_the_end():
+    """A thinking cut off where it might have been closing ("... <") keeps its last characters streamed, as the whole
+    answer and the other dialects keep them: the end brought only thinking, and no line carried it."""
+    from app.protocol import messages as P
+    from app.server.ollama.endpoints import _Shape
+
+    pieces = ["<think>", "Is a", " <"]
+    streamed = _ollama_lines(_Shape(MODEL, True, thinking=False, think=True), pieces, "length")
+    whole = _Shape(MODEL, True, thinking=False, think=True).whole("".join(pieces), P.Done({"finish_reason": "length"}))
+    assert "".join(line["message"].get("thinking", "") for line in streamed) == whole["message"]["thinking"] == "Is a <"
