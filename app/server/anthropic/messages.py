@@ -18,6 +18,7 @@ from typing import Annotated, Any, AsyncIterator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.core.chats.reasoning import ReasoningSplitter
 from app.protocol import messages as P
 from app.protocol.option_spec import Range
 from app.server.answers import TextFrame, chain, event_stream, limit_cut, named_sse, respond, token_counts, whole_parts
@@ -35,12 +36,14 @@ class AnthropicMessages:
         self.api = api
 
     async def create(self, request: Request) -> Response:
-        gen = messages_request(await self.api.body_of(request), d=self.api.defaults)
+        body = await self.api.body_of(request)
+        gen = messages_request(body, d=self.api.defaults)
         model, backend = await self.api.serving(gen.model)
         refuse_unless_takes(gen.messages, model, backend.info)
         tools = gen.tools.tools if gen.tools else None
         stream = self.api.chat_stream(backend, gen.messages, gen.sampling, tools)
-        shape = _Message(model, gen)
+        asks = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")  # (checked by messages_request)
+        shape = _Message(model, gen, self.api.thinking(gen, backend), shows_thinking=asks)
         return await respond(request, stream, gen.stream, shape.whole, lambda events: event_stream(shape.sse(events)))
 
     async def count_tokens(self, request: Request) -> Response:
@@ -300,10 +303,16 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "context_full": "max
 class _Message:
     """Anthropic's response objects for one request."""
 
-    def __init__(self, model: str, gen: Generation):
+    def __init__(self, model: str, gen: Generation, thinking: bool | None = None, shows_thinking: bool = False):
+        """thinking: how a reasoning model's thinking is split off the answer, as on the other endpoints (None: left
+        in the text, reasoning_format none; else whether the answer starts inside it). shows_thinking: the request
+        asked for thinking, which comes back as thinking blocks; else it is left out, as Anthropic's API shows none
+        a request did not ask for. Either way the calls and text are read from the answer without it."""
         self.model, self.gen = model, gen
         self.id = "msg_" + secrets.token_hex(12)
         self.calls = CallReader(gen.tools.names) if gen.tools else None
+        self.opened, self.shows_thinking = thinking, shows_thinking
+        self.splitter = ReasoningSplitter(thinking) if thinking is not None else None
 
     def _stop(self, done: P.Done) -> tuple[str, str | None]:
         if limit_cut(done, self.calls):  # one rule for every endpoint: complete calls delivered, the cut said
@@ -324,7 +333,9 @@ class _Message:
 
     def whole(self, text: str, done: P.Done) -> dict:
         content = []
-        _, text, calls = whole_parts(text, None, self.calls)
+        reasoning, text, calls = whole_parts(text, self.opened, self.calls)
+        if reasoning and self.shows_thinking:
+            content.append(_thinking_block(reasoning))
         if text:
             content.append({"type": "text", "text": text})
         content += [_tool_use(call) for call in calls]
@@ -341,12 +352,8 @@ class _Message:
         blocks = _Blocks()
         async for event in chain(first, events):
             if isinstance(event, (P.Token, P.Done)):
-                text, calls = answer_piece(self.calls, event.text if isinstance(event, P.Token) else "")
-                for chunk in blocks.text(text):
+                for chunk in self._pieces(blocks, event.text if isinstance(event, P.Token) else ""):
                     yield chunk
-                for call in calls:
-                    for chunk in blocks.tool_use(call):
-                        yield chunk
             if isinstance(event, P.Done):
                 for chunk in blocks.close():
                     yield chunk
@@ -356,6 +363,21 @@ class _Message:
                 yield named_sse({"type": "message_stop"})
             elif isinstance(event, P.Failed):  # after the first token: the status is sent already
                 yield named_sse(from_engine(event.kind, event.message).anthropic_body())
+
+    def _pieces(self, blocks: "_Blocks", text: str) -> list[bytes]:
+        """The events one piece of the answer makes ("" at its end): its thinking, its text, and the tool calls it
+        completes. Only text the piece has goes to the call reader: "" is the answer's end to it."""
+        end, events = not text, []
+        if self.splitter is not None:
+            reasoning, text = self.splitter.finish() if end else self.splitter.feed(text)
+            if reasoning and self.shows_thinking:
+                events += blocks.thinking(reasoning)
+        for part in ([text] if text else []) + ([""] if end else []):
+            piece, calls = answer_piece(self.calls, part)
+            events += blocks.text(piece)
+            for call in calls:
+                events += blocks.tool_use(call)
+        return events
 
 
 class _Blocks:
@@ -389,6 +411,12 @@ class _Blocks:
         events.append(self._delta(text))
         return events
 
+    def thinking(self, text: str) -> list[bytes]:
+        events = self._start(_thinking_block("")) if self.open_kind != "thinking" else []
+        events.append(named_sse({"type": "content_block_delta", "index": self.index,
+                                 "delta": {"type": "thinking_delta", "thinking": text}}))
+        return events
+
     def tool_use(self, call: ToolCall) -> list[bytes]:
         events = self._start({**_tool_use(call), "input": {}})
         events.append(named_sse({"type": "content_block_delta", "index": self.index,
@@ -400,6 +428,12 @@ class _Blocks:
             return []
         self.open_kind = None
         return [named_sse({"type": "content_block_stop", "index": self.index})]
+
+
+def _thinking_block(text: str) -> dict:
+    """A reasoning model's thinking as Anthropic's thinking block; its signature is empty (nothing here signs it, and
+    a thinking block sent back is left out of the prompt: _blocks)."""
+    return {"type": "thinking", "thinking": text, "signature": ""}
 
 
 def _tool_use(call: ToolCall) -> dict:

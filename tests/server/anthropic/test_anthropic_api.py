@@ -160,3 +160,50 @@ def test_a_streamed_tool_use_block(api, model_name):
                       if name == "content_block_delta" and data["delta"]["type"] == "input_json_delta")
     assert set(json.loads(partial)) == {"city"}
     assert events[-2][1]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_a_call_written_after_a_thinking_models_thinking_is_a_tool_use():
+    """A reasoning model thinks, then writes its call as JSON (Qwen3's and DeepSeek-R1's habit): on the Messages API
+    the answer was read with its <think>…</think> in it, so the call opening after the thinking came out as text (the
+    thinking's markup with it) and the stop reason said end_turn, where the other dialects split the thinking off
+    first and deliver the call. Now the thinking is split off as theirs is: a thinking block where the request asks
+    for thinking, left out where it does not, and the call a tool_use block, streamed and whole. The answer's events
+    are fed to the dialect's stream as the engine sends them (the bundled model never thinks)."""
+    import asyncio
+
+    from app.protocol import messages as P
+    from app.server.anthropic.messages import _Message, messages_request
+
+    pieces = ["<think>", "The user", " wants the weather.", "</think>\n\n", '{"name": "get_weather", ',
+              '"arguments": {"city": "Oslo"}}']
+    done = P.Done({"ev": "done", "id": 1, "finish_reason": "stop", "prompt_tokens": 9, "completion_tokens": 6})
+
+    def shape(thinking: dict | None) -> _Message:
+        body = {"max_tokens": 2048, "messages": HELLO, "tools": [WEATHER],
+                **({"thinking": thinking} if thinking else {})}
+        return _Message("m", messages_request(body), thinking=False, shows_thinking=thinking is not None)
+
+    async def streamed(message: _Message) -> list[dict]:
+        async def events():
+            for piece in pieces:
+                yield P.Token({"ev": "token", "id": 1, "text": piece})
+            yield done
+
+        raw = b"".join([chunk async for chunk in message.sse(events())]).decode()
+        return [json.loads(line[len("data: "):]) for line in raw.splitlines() if line.startswith("data: ")]
+
+    for thinking in ({"type": "enabled", "budget_tokens": 1024}, None):
+        whole = shape(thinking).whole("".join(pieces), done)
+        events = asyncio.run(streamed(shape(thinking)))
+        blocks = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+        deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
+        kinds = ["thinking", "tool_use"] if thinking else ["tool_use"]
+        assert [b["type"] for b in whole["content"]] == [b["type"] for b in blocks] == kinds, thinking
+        assert whole["stop_reason"] == events[-2]["delta"]["stop_reason"] == "tool_use"
+        assert whole["content"][-1]["input"] == {"city": "Oslo"} and blocks[-1]["name"] == "get_weather"
+        assert json.loads("".join(d["partial_json"] for d in deltas if d["type"] == "input_json_delta")) == \
+            {"city": "Oslo"}
+        thought = "".join(d["thinking"] for d in deltas if d["type"] == "thinking_delta")
+        assert thought == (whole["content"][0]["thinking"] if thinking else "")
+        assert thought == ("The user wants the weather." if thinking else "")
+        assert not any(d["type"] == "text_delta" for d in deltas)
