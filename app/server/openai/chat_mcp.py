@@ -116,12 +116,16 @@ class ChatWithMcp:
 
         yield chunk({"role": "assistant", "content": ""})
         calls = 0
+        wrote = apart = False  # words came already; a round's new message starts after them (a blank line, as whole)
         try:
             async for events in answer.rounds():
                 for event in events:
                     kind = event["type"]
-                    if kind == "response.output_text.delta" and event["delta"]:
-                        yield chunk({"content": event["delta"]})
+                    if kind == "response.output_item.added" and event["item"]["type"] == "message":
+                        apart = wrote
+                    elif kind == "response.output_text.delta" and event["delta"]:
+                        yield chunk({"content": ("\n\n" if apart else "") + event["delta"]})
+                        wrote, apart = True, False
                     elif kind == "response.reasoning_text.delta" and event["delta"]:
                         yield chunk({"reasoning_content": event["delta"]})
                     elif kind == "response.output_item.done" and event["item"]["type"] == "function_call":

@@ -111,3 +111,44 @@ def test_tools_in_chat_without_tools_is_one_sentence_before_any_model_loads():
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "--tools-in-chat offers the MCP servers of --tools" in proc.stderr
+
+
+def test_a_streamed_answer_after_mcp_calls_reads_as_the_whole_one():
+    """The model says something, calls a server's tool, and answers again with its output: the whole chat completion
+    joins the two rounds' words with a blank line, and the streamed one ran them together ("Let me check.It is
+    noon."). The rounds' events are fed to the dialect's stream as the Responses rounds make them."""
+    import asyncio
+
+    from app.protocol import messages as P
+    from app.server.openai.chat_mcp import ChatWithMcp
+    from app.server.responses.endpoints import OutputItems
+    from app.server.tools import CallReader
+
+    output = OutputItems(None, CallReader(["get_current_time"]), {"get_current_time": "time"})
+
+    class Rounds:  # AnswerRounds' part the stream reads: each round's events, then the usage of all of them
+        def __init__(self):
+            self.output, self.done = output, None
+
+        async def rounds(self):
+            for piece in ["Let me check.", '<tool_call>\n{"name": "get_current_time", "arguments": {}}\n</tool_call>',
+                          ""]:
+                output.feed(piece)
+                yield output.take_events()
+            output.ran(output.pending[0], '{"time": "12:00"}', None)
+            yield output.take_events()
+            output.next_round(read_calls=False)
+            for piece in ["It is", " noon.", ""]:
+                output.feed(piece)
+                yield output.take_events()
+            self.done = P.Done({"finish_reason": "stop", "prompt_tokens": 30, "completion_tokens": 20})
+
+    async def streamed() -> list[dict]:
+        raw = b"".join([chunk async for chunk in ChatWithMcp._chunks({"id": "chatcmpl-1"}, Rounds(), False)])
+        return [json.loads(line[6:]) for line in raw.decode().splitlines()
+                if line.startswith("data: ") and line != "data: [DONE]"]
+
+    deltas = [chunk["choices"][0]["delta"] for chunk in asyncio.run(streamed())]
+    whole = "\n\n".join(t for t in (i["content"][0]["text"] for i in output.items if i["type"] == "message") if t)
+    assert "".join(d.get("content") or "" for d in deltas) == whole == "Let me check.\n\nIt is noon."
+    assert [c["name"] for d in deltas for c in d.get("mcp_calls", [])] == ["get_current_time"]
