@@ -30,10 +30,11 @@ def limit_cut(done: P.Done | dict, calls: CallReader | None) -> bool:
     """Whether the token limit (or the context) cut something off the answer: one rule for every endpoint (#54.6),
     in the API guide. The complete tool calls are delivered either way; the answer was cut when it ended at the
     limit while writing something after them (another call, text). Chat completions said "tool_calls" for two
-    complete calls and a third cut off, the Responses API "incomplete" for the same answer."""
+    complete calls and a third cut off, the Responses API "incomplete" for the same answer. Without a complete call
+    the limit cut the answer whatever it wrote (a thinking the limit cut leaves no text to the call reader)."""
     if done.get("finish_reason") not in LIMITS:
         return False
-    return calls is None or bool(calls.after_calls.strip())
+    return calls is None or not calls.calls or bool(calls.after_calls.strip())
 
 
 def finish_reason(done: P.Done | dict, called: bool, cut: bool) -> str:

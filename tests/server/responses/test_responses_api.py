@@ -362,3 +362,38 @@ def test_hearths_own_mcp_tools_run_for_api_clients_only_where_the_user_allowed_t
         assert err.value.body["code"] == "unknown_mcp_server" and "time" in err.value.body["message"]
     finally:
         stop_server(proc)
+
+
+def test_a_thinking_the_token_limit_cut_with_tools_offered_is_incomplete():
+    """A reasoning model offered tools spent max_output_tokens thinking, so its answer has no words and no call: the
+    limit cut it, and chat completions said "length", Anthropic "max_tokens", but the Responses API said
+    "completed" (an empty answer an agent takes as final) and Ollama "stop": the shared rule read "nothing after the
+    last complete call" as "nothing cut" where there was no call at all. The answer's pieces are fed to the
+    dialect's output items as the engine sends them."""
+    from app.protocol import messages as P
+    from app.server.ollama.endpoints import _Shape as OllamaShape
+    from app.server.openai.chat_request import chat_request
+    from app.server.openai.endpoints import _Shape as ChatShape
+    from app.server.options import request_defaults
+    from app.server.responses.endpoints import OutputItems, ResponsesApi
+    from app.server.tools import CallReader
+
+    pieces = ["<think>", "The user wants", " the weather in"]
+    for finish, status in (("length", "incomplete"), ("context_full", "incomplete"), ("stop", "completed")):
+        output = OutputItems(False, CallReader(["get_weather"]))
+        for piece in [*pieces, ""]:
+            output.feed(piece)
+        response = {}
+        done = P.Done({"finish_reason": finish, "prompt_tokens": 9, "completion_tokens": 60})
+        ResponsesApi._finish(response, output, done)
+        assert response["status"] == status, finish
+        assert [i["type"] for i in output.items] == ["reasoning", "message"]
+        assert (response["incomplete_details"] or {}).get("reason") == (
+            "max_output_tokens" if status == "incomplete" else None)
+        # The other dialects, on the same answer: each says the limit cut it.
+        gen = chat_request({"messages": [{"role": "user", "content": "Weather?"}], "tools": [
+            {"type": "function", "function": {k: v for k, v in WEATHER.items() if k != "type"}}]}, request_defaults())
+        chat = ChatShape("m", True, gen, thinking=False).whole("".join(pieces), done)
+        ollama = OllamaShape("m", True, gen.tools, thinking=False).whole("".join(pieces), done)
+        assert chat["choices"][0]["finish_reason"] == ("length" if status == "incomplete" else "stop"), finish
+        assert ollama["done_reason"] == ("length" if status == "incomplete" else "stop"), finish
