@@ -38,6 +38,7 @@ from app.server.tools import CallReader, ToolUse, answer_piece
 # What /api/version answers: the Ollama API this dialect follows (clients check a minimum version).
 OLLAMA_VERSION = "0.12.6"
 LATEST = ":latest"
+THINK_LEVELS = ("low", "medium", "high")  # `think` as a level (Ollama 0.12): the thinking is asked for
 # Ollama's `options` that are the OpenAI request's sampling fields, by their OpenAI names.
 OPTIONS = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p", "seed": "seed",
            "stop": "stop", "repeat_penalty": "repeat_penalty", "repeat_last_n": "repeat_last_n",
@@ -304,9 +305,7 @@ def _openai_chat(body: dict) -> dict:
             **_options(body)}
     if body.get("tools"):
         chat["tools"] = body["tools"]
-    if body.get("think") is False:
-        chat["reasoning_format"] = "none"
-    return chat
+    return chat  # think false, as think left out: the thinking is split off and left out of the answer
 
 
 def _with(images: list[dict], text):
@@ -336,7 +335,8 @@ class _Shape:
         self.calls = CallReader(tools.names) if tools else None
         # A thinking model's thinking: its own field where the request said think, else dropped from the answer
         # (Ollama answers without it unless asked); None (reasoning_format none) leaves it in the text.
-        self.think = think is True
+        # true, or a level ("low", "medium", "high": Ollama 0.12's, for models that think at one): asked for
+        self.think = think is True or think in THINK_LEVELS
         self.opened = thinking
         self.splitter = ReasoningSplitter(thinking) if thinking is not None else None
 

@@ -206,3 +206,24 @@ def test_thinking_held_back_as_a_tags_start_streams_at_the_end():
     streamed = _ollama_lines(_Shape(MODEL, True, thinking=False, think=True), pieces, "length")
     whole = _Shape(MODEL, True, thinking=False, think=True).whole("".join(pieces), P.Done({"finish_reason": "length"}))
     assert "".join(line["message"].get("thinking", "") for line in streamed) == whole["message"]["thinking"] == "Is a <"
+
+
+def test_think_as_a_level_asks_for_the_thinking_and_false_leaves_it_out():
+    """Ollama 0.12 takes `think` as true or as a level ("low", "medium", "high"); a level was taken as not asked, and
+    the thinking was dropped from the answer. `think: false` left a thinking model's <think>...</think> in the
+    answer's text (as reasoning_format none), where the guide says it leaves it out, as Ollama does."""
+    from app.protocol import messages as P
+    from app.server.ollama.endpoints import _openai_chat, _Shape
+    from app.server.openai.chat_request import chat_request
+    from app.server.options import request_defaults
+
+    ask = {"model": MODEL, "messages": [{"role": "user", "content": "Time?"}]}
+    assert chat_request(_openai_chat({**ask, "think": False}), request_defaults()).reasoning_format is None
+
+    pieces = ["<think>", "Hm.", "</think>", "Noon."]
+    for think, shown in ((True, "Hm."), ("high", "Hm."), ("low", "Hm."), (None, ""), (False, "")):
+        lines = _ollama_lines(_Shape(MODEL, True, thinking=False, think=think), pieces, "stop")
+        assert "".join(line["message"].get("thinking", "") for line in lines) == shown, think
+        assert "".join(line["message"]["content"] for line in lines) == "Noon.", think
+        whole = _Shape(MODEL, True, thinking=False, think=think).whole("".join(pieces), P.Done({"finish_reason": "stop"}))
+        assert whole["message"].get("thinking", "") == shown, think
