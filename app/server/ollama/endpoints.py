@@ -1,10 +1,11 @@
 """Ollama's API, served by the same `hearth serve` (#54.3): many desktop and editor tools, and Open WebUI's Ollama
 connection, speak only this API and look for it at port 11434 (`hearth serve --ollama-port 11434`).
 
-A translator, not a second server: each request is read into the OpenAI request it means and checked by the
-same readers (app/server/openai/chat_request.py), so the same bounds, the same hostile-input behaviour and the same engine
-path serve it; only the shapes differ. Ollama's names (`name:tag`) map onto library ids (`:latest` is the id
-itself). Errors are Ollama's `{"error": "..."}`; an unknown model is its 404.
+A translator, not a second server: each request is read against its declared fields and into the OpenAI request it
+means (app/server/ollama/request.py), and checked by the same readers (app/server/openai/chat_request.py), so the
+same bounds, the same hostile-input behaviour and the same engine path serve it; only the shapes differ. Ollama's
+names (`name:tag`) map onto library ids (`:latest` is the id itself). Errors are Ollama's `{"error": "..."}`; an
+unknown model is its 404.
 
 Endpoints: GET/HEAD /, /api/version, /api/tags, /api/ps, POST /api/show, /api/chat, /api/generate (NDJSON streams
 by default, `stream: false` for one object; `options` as sampling, `format` "json" or a schema, `tools`, `think`,
@@ -16,7 +17,6 @@ library model has one name, its file's.
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,20 +30,17 @@ from app.core.chats.reasoning import ReasoningSplitter
 from app.protocol import messages as P
 from app.server.answers import compact_json, limit_cut, open_answer, respond, whole_answer, whole_parts
 from app.server.edge.errors import ApiError, invalid
+from app.server.edge.request_shape import read
 from app.server.media_parts import ollama_images, refuse_unless_takes
 from app.server.openai.chat_request import chat_request, completion_request, embedding_request
 from app.server.ollama.library_writes import LibraryWrites
+from app.server.ollama.request import (THINK_LEVELS, ChatBody, EmbedBody, EmbeddingsBody, ShowBody, openai_chat,
+                                       openai_completion, read_generate, with_images)
 from app.server.tools import CallReader, ToolUse, answer_piece
 
 # What /api/version answers: the Ollama API this dialect follows (clients check a minimum version).
 OLLAMA_VERSION = "0.12.6"
 LATEST = ":latest"
-THINK_LEVELS = ("low", "medium", "high")  # `think` as a level (Ollama 0.12): the thinking is asked for
-# Ollama's `options` that are the OpenAI request's sampling fields, by their OpenAI names.
-OPTIONS = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p", "seed": "seed",
-           "stop": "stop", "repeat_penalty": "repeat_penalty", "repeat_last_n": "repeat_last_n",
-           "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty",
-           "num_predict": "max_tokens"}
 
 
 def routes(api) -> list[Route]:
@@ -152,7 +149,8 @@ class OllamaApi:
 
     async def show(self, request: Request) -> Response:
         async def answer(body):
-            model, backend = await self._serving((body or {}).get("model") or (body or {}).get("name"))
+            shape = read(ShowBody, body or {})
+            model, backend = await self._serving(shape.model or shape.name)
             info = backend.info or {}
             arch = (info.get("desc") or "").split(" ")[0] if info.get("desc") else ""
             media = info.get("media") or {}  # its projector's: Ollama's clients look for "vision" to send images
@@ -175,50 +173,48 @@ class OllamaApi:
     # --- answers -----------------------------------------------------------------------------------------------
     async def chat(self, request: Request) -> Response:
         async def answer(body):
-            body = _object(body)
-            messages = body.get("messages")
-            if messages == [] or (messages is None and "model" in body):  # Ollama's load (or, keep_alive 0, unload)
-                return await self._load_or_unload(body, chat=True)
-            gen = chat_request(_openai_chat(body), self.api.defaults)
-            model, backend = await self._serving(body.get("model"))
+            shape = read(ChatBody, body)
+            if shape.messages == [] or (shape.messages is None and "model" in body):  # a load (keep_alive 0: unload)
+                return await self._load_or_unload(shape, chat=True)
+            gen = chat_request(openai_chat(shape, shape.messages, shape.tools), self.api.defaults)
+            model, backend = await self._serving(shape.model)
             refuse_unless_takes(gen.messages, model, backend.info)
             tools = gen.tools.tools if gen.tools else None
             stream = self.api.chat_stream(backend, gen.messages, gen.sampling, tools)
             shape = _Shape(tag(model), chat=True, tools=gen.tools,
-                           thinking=self.api.thinking(gen, backend), think=body.get("think"))
+                           thinking=self.api.thinking(gen, backend), think=shape.think)
             return await self._respond(request, stream, shape, gen.stream)
         return await self._guarded(request, answer)
 
     async def generate(self, request: Request) -> Response:
         async def answer(body):
-            body = _object(body)
-            images = ollama_images(body.get("images"), "images", "user")  # checked before a model is chosen
-            if not body.get("prompt") and not body.get("system") and not images:
-                return await self._load_or_unload(body, chat=False)
-            model, backend = await self._serving(body.get("model"))
-            if body.get("raw") and images:
+            shape = read_generate(body)
+            images = ollama_images(shape.images, "images", "user")  # checked before a model is chosen
+            if not shape.prompt and not shape.system and not images:
+                return await self._load_or_unload(shape, chat=False)
+            model, backend = await self._serving(shape.model)
+            if shape.raw and images:
                 raise invalid("'images' cannot go with 'raw': a raw prompt has no template to place them in; send "
                               "the request without raw.", "images")
-            if body.get("raw"):  # the prompt as it is, no template
-                gen = completion_request(_openai_completion(body), self.api.defaults)
+            if shape.raw:  # the prompt as it is, no template
+                gen = completion_request(openai_completion(shape), self.api.defaults)
                 stream = self.api.completion_stream(backend, gen.prompt, gen.sampling)
                 thinking = None
             else:
-                chat = _openai_chat({**body, "messages": ([{"role": "system", "content": body["system"]}]
-                                                          if body.get("system") else [])
-                                     + [{"role": "user", "content": _with(images, body.get("prompt") or "")}]})
+                chat = openai_chat(shape, ([{"role": "system", "content": shape.system}] if shape.system else [])
+                                   + [{"role": "user", "content": with_images(images, shape.prompt or "")}])
                 gen = chat_request(chat, self.api.defaults)
                 refuse_unless_takes(gen.messages, model, backend.info)
                 stream = self.api.chat_stream(backend, gen.messages, gen.sampling)
                 thinking = self.api.thinking(gen, backend)
             return await self._respond(request, stream, _Shape(tag(model), chat=False, thinking=thinking,
-                                                               think=body.get("think")), gen.stream)
+                                                               think=shape.think), gen.stream)
         return await self._guarded(request, answer)
 
-    async def _load_or_unload(self, body: dict, chat: bool) -> Response:
+    async def _load_or_unload(self, shape, chat: bool) -> Response:
         """A request without messages (or prompt) loads the model; with keep_alive 0 it unloads it."""
-        model, backend = await self._serving(body.get("model"))
-        unload = body.get("keep_alive") in (0, "0", "0s", "0m")
+        model, backend = await self._serving(shape.model)
+        unload = shape.keep_alive in (0, "0", "0s", "0m")
         if unload:
             self.api.pool.unload(backend)
         done = {"model": tag(model), "created_at": _now(), "done": True,
@@ -231,19 +227,22 @@ class OllamaApi:
                              lambda events: StreamingResponse(shape.lines(events), media_type="application/x-ndjson"))
 
     async def embed(self, request: Request) -> Response:
-        return await self._embedding(request, "input", lambda vectors, done, model: {
+        return await self._embedding(request, EmbedBody, lambda vectors, done, model: {
             "model": tag(model), "embeddings": vectors, "prompt_eval_count": int(done.get("prompt_tokens") or 0)})
 
     async def embeddings(self, request: Request) -> Response:
         """The older endpoint: one prompt, one vector."""
-        return await self._embedding(request, "prompt", lambda vectors, _done, _model: {"embedding": vectors[0]})
+        return await self._embedding(request, EmbeddingsBody, lambda vectors, _done, _model: {
+            "embedding": vectors[0]})
 
-    async def _embedding(self, request: Request, field: str, shape) -> Response:
-        """field: the body's field that holds the input; shape(vectors, done, model): the answer's object."""
+    async def _embedding(self, request: Request, declared, shape) -> Response:
+        """declared: the request's shape (its input in `input`, or the older `prompt`); shape(vectors, done, model):
+        the answer's object."""
         async def answer(body):
-            body = _object(body)
-            wanted = embedding_request({"model": body.get("model"), "input": body.get(field)})
-            model, backend = await self._serving(body.get("model"))
+            asked = read(declared, body)
+            wanted = embedding_request({"model": asked.model, "dimensions": getattr(asked, "dimensions", None),
+                                        "input": asked.input if declared is EmbedBody else asked.prompt})
+            model, backend = await self._serving(asked.model)
             stream = self.api.start(backend, lambda sink: backend.embed(wanted.inputs, sink), again=True)
             events = await open_answer(request, stream, streaming=False)
             done = (await whole_answer(events))[1] if events is not None else None
@@ -251,72 +250,6 @@ class OllamaApi:
                 return Response(status_code=499)
             return JSONResponse(shape(done["embeddings"], done, model))
         return await self._guarded(request, answer)
-
-
-def _object(body) -> dict:
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.")
-    return body
-
-
-def _options(body: dict) -> dict:
-    """Ollama's `options` (and `format`) as the OpenAI request's fields; set-up options of a load are left out
-    (the loaded model's own stand); an option Hearth has never heard of is left out too."""
-    options = body.get("options") or {}
-    if not isinstance(options, dict):
-        raise invalid("'options' must be an object.", "options")
-    fields = {}
-    for name, value in options.items():
-        if name in OPTIONS:
-            if name == "num_predict" and isinstance(value, int) and value < 0:
-                continue  # -1 (until the end) and -2 (fill the context): the server's own bound
-            fields[OPTIONS[name]] = value
-    fmt = body.get("format")
-    if fmt == "json":
-        fields["response_format"] = {"type": "json_object"}
-    elif isinstance(fmt, dict):
-        fields["response_format"] = {"type": "json_schema", "json_schema": {"name": "format", "schema": fmt}}
-    elif fmt not in (None, ""):
-        raise invalid("'format' must be \"json\" or a JSON schema.", "format")
-    return fields
-
-
-def _openai_chat(body: dict) -> dict:
-    """An Ollama chat request as the OpenAI chat request it means (checked by the same reader)."""
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        raise invalid("'messages' must be a list of messages.", "messages")
-    out = []
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise invalid(f"messages[{i}] must be an object.", f"messages.{i}")
-        images = ollama_images(message.get("images"), f"messages[{i}].images", message.get("role"))
-        converted = {"role": message.get("role"), "content": _with(images, message.get("content") or "")}
-        if message.get("tool_calls"):
-            converted["tool_calls"] = [
-                {"id": f"call_{i}_{n}", "type": "function",
-                 "function": {"name": (call.get("function") or {}).get("name"),
-                              "arguments": json.dumps((call.get("function") or {}).get("arguments") or {})}}
-                for n, call in enumerate(message["tool_calls"]) if isinstance(call, dict)]
-        if message.get("role") == "tool":
-            converted["tool_call_id"] = message.get("tool_call_id") or message.get("tool_name") or "call"
-        out.append(converted)
-    chat = {"model": body.get("model"), "messages": out, "stream": body.get("stream", True) is not False,
-            **_options(body)}
-    if body.get("tools"):
-        chat["tools"] = body["tools"]
-    return chat  # think false, as think left out: the thinking is split off and left out of the answer
-
-
-def _with(images: list[dict], text):
-    """A message's content with Ollama's images: the seam's parts, the images first (as `hearth chat --image` puts
-    them, and as most models were trained), then the text."""
-    return [*images, {"type": "text", "text": text}] if images else text
-
-
-def _openai_completion(body: dict) -> dict:
-    return {"model": body.get("model"), "prompt": body.get("prompt") or "",
-            "stream": body.get("stream", True) is not False, **_options(body)}
 
 
 def _digest(path: str) -> str:

@@ -29,6 +29,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from app.core.errors import HearthError
 from app.server.edge.errors import ApiError, invalid
+from app.server.edge.request_shape import read
+from app.server.ollama.request import DeleteBody, PullBody
 
 HF_HOSTS = ("hf.co/", "huggingface.co/")
 PROGRESS_EVERY_S = 0.25  # at most four progress lines a second, as Ollama's own client redraws
@@ -67,11 +69,9 @@ class LibraryWrites:
     # --- /api/pull -----------------------------------------------------------------------------------------
     async def pull(self, request: Request) -> Response:
         try:
-            body = await self.api.body_of(request)
-            if not isinstance(body, dict):
-                raise invalid("The request body must be a JSON object.")
-            repo, quant = hf_name(body.get("model") or body.get("name"))
-            stream = body.get("stream", True)
+            body = read(PullBody, await self.api.body_of(request))
+            repo, quant = hf_name(body.model or body.name)
+            stream = True if body.stream is None else body.stream
             if not isinstance(stream, bool):
                 raise invalid("'stream' must be true or false.", "stream")
             if self._pulling:
@@ -127,8 +127,8 @@ class LibraryWrites:
         from app.core.library import carry_out, plan_removal
 
         try:
-            body = await self.api.body_of(request)
-            name = body.get("model") or body.get("name") if isinstance(body, dict) else None
+            body = read(DeleteBody, await self.api.body_of(request))
+            name = body.model or body.name
             if not isinstance(name, str) or not name.strip():
                 raise invalid("'model' is required: a name from GET /api/tags.", "model")
             model = name.removesuffix(":latest")

@@ -213,12 +213,13 @@ def test_think_as_a_level_asks_for_the_thinking_and_false_leaves_it_out():
     the thinking was dropped from the answer. `think: false` left a thinking model's <think>...</think> in the
     answer's text (as reasoning_format none), where the guide says it leaves it out, as Ollama does."""
     from app.protocol import messages as P
-    from app.server.ollama.endpoints import _openai_chat, _Shape
+    from app.server.ollama.endpoints import _Shape
+    from app.server.ollama.request import ChatBody, openai_chat
     from app.server.openai.chat_request import chat_request
     from app.server.options import request_defaults
 
-    ask = {"model": MODEL, "messages": [{"role": "user", "content": "Time?"}]}
-    assert chat_request(_openai_chat({**ask, "think": False}), request_defaults()).reasoning_format is None
+    asked = ChatBody(model=MODEL, messages=[{"role": "user", "content": "Time?"}], think=False)
+    assert chat_request(openai_chat(asked, asked.messages), request_defaults()).reasoning_format is None
 
     pieces = ["<think>", "Hm.", "</think>", "Noon."]
     for think, shown in ((True, "Hm."), ("high", "Hm."), ("low", "Hm."), (None, ""), (False, "")):
@@ -227,3 +228,34 @@ def test_think_as_a_level_asks_for_the_thinking_and_false_leaves_it_out():
         assert "".join(line["message"]["content"] for line in lines) == "Noon.", think
         whole = _Shape(MODEL, True, thinking=False, think=think).whole("".join(pieces), P.Done({"finish_reason": "stop"}))
         assert whole["message"].get("thinking", "") == shown, think
+
+
+def test_ollamas_fields_are_taken_under_the_one_field_policy(served, tmp_path):
+    """docs/api.md's field policy, on Ollama's endpoints as on the others: a field Hearth has never heard of is
+    answered and named in Hearth-Ignored-Fields (it was dropped without a word), --strict-fields refuses it, and a
+    field Ollama's API has that would change the answer and cannot be done here is a 400 naming it (generate's
+    suffix, template and context were ignored, and the answer was another than asked)."""
+    auth = {"Authorization": f"Bearer {KEY}"}
+    ask = {"model": MODEL, "stream": False, "options": {"num_predict": 2}}
+    chat = {**ask, "messages": [{"role": "user", "content": "hi"}]}
+    for path, body in (("/api/chat", chat), ("/api/generate", {**ask, "prompt": "hi"}),
+                       ("/api/embed", {"model": MODEL, "input": "hi"}),
+                       ("/api/embeddings", {"model": MODEL, "prompt": "hi"}), ("/api/show", {"model": MODEL})):
+        r = httpx.post(served + path, headers=auth, timeout=120, json={**body, "from_the_future": 1})
+        assert r.status_code == 200, (path, r.text)
+        assert r.headers["hearth-ignored-fields"] == "from_the_future", path
+        known = httpx.post(served + path, headers=auth, timeout=120,
+                           json={**body, **({"verbose": True} if path == "/api/show" else {"keep_alive": "5m"})})
+        assert known.status_code == 200 and "hearth-ignored-fields" not in known.headers, path
+    for field, value in (("suffix", "return x"), ("template", "{{ .Prompt }}"), ("context", [1, 2, 3])):
+        r = httpx.post(served + "/api/generate", headers=auth, timeout=120, json={**ask, "prompt": "hi", field: value})
+        assert r.status_code == 400 and f"'{field}' is not supported" in r.json()["error"], (field, r.text)
+    r = httpx.post(served + "/api/embed", headers=auth, timeout=120, json={"model": MODEL, "input": "hi",
+                                                                           "dimensions": 8})
+    assert r.status_code == 400 and "'dimensions'" in r.json()["error"]
+    proc, base = start_server("--strict-fields", env={"HEARTH_HOME": str(tmp_path)})
+    try:
+        r = httpx.post(base[:-len("/v1")] + "/api/chat", timeout=120, json={**chat, "from_the_future": 1})
+        assert r.status_code == 400 and "from_the_future" in r.json()["error"]
+    finally:
+        stop_server(proc)
