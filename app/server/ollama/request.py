@@ -138,6 +138,7 @@ def openai_chat(shape: Answering, messages: Any, tools: Any = None) -> dict:
     if not isinstance(messages, list):
         raise invalid("'messages' must be a list of messages.", "messages")
     out = []
+    unanswered: list[dict] = []  # the last assistant message's calls that no tool message has answered yet
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise invalid(f"messages[{i}] must be an object.", f"messages.{i}")
@@ -149,13 +150,25 @@ def openai_chat(shape: Answering, messages: Any, tools: Any = None) -> dict:
                  "function": {"name": (call.get("function") or {}).get("name"),
                               "arguments": json.dumps((call.get("function") or {}).get("arguments") or {})}}
                 for n, call in enumerate(message["tool_calls"]) if isinstance(call, dict)]
+            unanswered = list(converted["tool_calls"])
         if message.get("role") == "tool":
-            converted["tool_call_id"] = message.get("tool_call_id") or message.get("tool_name") or "call"
+            converted["tool_call_id"] = message.get("tool_call_id") or _answered(unanswered, message.get("tool_name"))
         out.append(converted)
     chat = {"model": shape.model, "messages": out, "stream": shape.stream is not False, **_options(shape)}
     if tools:
         chat["tools"] = tools
     return chat
+
+
+def _answered(unanswered: list[dict], name: Any) -> str:
+    """The id of the call a tool message answers: Ollama's tool messages name their tool (`tool_name`), not the
+    call, so the first unanswered call of that name, else the first unanswered one (so that the chat template
+    pairs them, and the result carries its tool's name)."""
+    call = next((c for c in unanswered if c["function"]["name"] == name), unanswered[0] if unanswered else None)
+    if call is None:
+        return name if isinstance(name, str) and name else "call"
+    unanswered.remove(call)
+    return call["id"]
 
 
 def with_images(images: list[dict], text):

@@ -259,3 +259,25 @@ def test_ollamas_fields_are_taken_under_the_one_field_policy(served, tmp_path):
         assert r.status_code == 400 and "from_the_future" in r.json()["error"]
     finally:
         stop_server(proc)
+
+
+def test_a_tool_result_answers_the_call_of_its_tool():
+    """Ollama's tool messages name their tool, not the call: each was given the tool's name as its call id, which no
+    call had, so the template could not pair a result with its call and the result lost its tool's name."""
+    from app.server.ollama.request import ChatBody, openai_chat
+    from app.server.openai.chat_request import chat_request
+    from app.server.options import request_defaults
+
+    calls = [{"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+             {"function": {"name": "get_time", "arguments": {}}}]
+    messages = [{"role": "user", "content": "Weather and time in Oslo?"},
+                {"role": "assistant", "content": "", "tool_calls": calls},
+                {"role": "tool", "tool_name": "get_time", "content": "12:00"},
+                {"role": "tool", "tool_name": "get_weather", "content": "rain"},
+                {"role": "tool", "content": "a result that names no tool"}]
+    asked = ChatBody(model=MODEL, messages=messages)
+    said = chat_request(openai_chat(asked, messages), request_defaults()).messages
+    ids = {c["function"]["name"]: c["id"] for c in said[1]["tool_calls"]}
+    assert [(m["tool_call_id"], m.get("name"), m["content"]) for m in said[2:4]] == [
+        (ids["get_time"], "get_time", "12:00"), (ids["get_weather"], "get_weather", "rain")]
+    assert said[4]["tool_call_id"] == "call" and "name" not in said[4]  # nothing left to answer: as before
