@@ -229,8 +229,10 @@ def assert_a_round_trip(done: subprocess.CompletedProcess, proc, cut_words: str)
 class AgentServer:
     """A hearth serve for one client's runs: the capable model where there is one, else the bundled one."""
 
-    def __init__(self, home: Path, model: Path | None, bundled_ctx: int):
-        args = ("--model", str(model), "--threads", "2") if model else ()
+    def __init__(self, home: Path, model: Path | None, bundled_ctx: int, *flags: str):
+        """flags: the client's own server flags. None of the clients sends a temperature: where the model's runs
+        at Hearth's defaults wander, the server's --temp chooses it, as a user of these agents does."""
+        args = ("--model", str(model), "--threads", "2", *flags) if model else ()
         self.home, self.model = home, model
         self.proc, self.base = start_server(*args, env={"HEARTH_HOME": str(home / "hearth")},
                                             ctx=AGENT_CTX if model else bundled_ctx)
@@ -276,7 +278,9 @@ def test_claude_code_runs_a_task(tmp_path_factory, agent_model_or_why):
     claude = npm_client(tmp_path_factory, "@anthropic-ai/claude-code", CLAUDE_CODE_VERSION, "claude")
     home = tmp_path_factory.mktemp("claude_home")
     model, why = agent_model_or_why
-    server = AgentServer(home, model, bundled_ctx=16384)
+    # Greedy: at Hearth's temperature 0.7 the model made the file and then, some runs, kept editing it ("hi again
+    # again") until the turns ran out; greedy, it stops at "hi" (Codex, greedy, ran past the test's 300 s here).
+    server = AgentServer(home, model, 16384, "--temp", "0")
     env = client_env(home / "user", ANTHROPIC_BASE_URL=server.base.removesuffix("/v1"), ANTHROPIC_API_KEY="unused",
                      DISABLE_TELEMETRY="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
                      **({} if model else {"CLAUDE_CODE_MAX_OUTPUT_TOKENS": "64"}))
