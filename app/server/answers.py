@@ -15,11 +15,11 @@ from typing import AsyncIterator, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from app.core.chats.reasoning import split
+from app.core.chats.reasoning import ReasoningSplitter, split
 from app.protocol import messages as P
 from app.server.edge.errors import from_engine, stalled
 from app.server.edge.streams import EngineStream
-from app.server.tools import CallReader, ToolCall
+from app.server.tools import CallReader, ToolCall, answer_piece
 
 # Our finish reasons as OpenAI's: an answer the context cut short ran out of room, as "length" says.
 FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
@@ -183,6 +183,19 @@ def whole_parts(text: str, thinking: bool | None, calls: CallReader | None) -> t
         return reasoning, text, []
     calls.feed(text)
     return reasoning, calls.content, calls.calls  # markup never; a call cut off, as text
+
+
+def stream_parts(thinking: ReasoningSplitter | None, calls: CallReader | None,
+                 piece: str) -> tuple[str, list[tuple[str, list[ToolCall]]]]:
+    """One piece of a streamed answer ("" at its end) as (its thinking, [(content, calls it completed), ...]), split
+    as whole_parts splits a whole answer: the thinking first (thinking None: left in the text), then the text to the
+    call reader, then at the end "" for what it held back as a possible call's start. Only text the piece has goes
+    to the reader, since "" is the answer's end to it: a piece all thinking must not end it (a call written after
+    the thinking then came out as text)."""
+    end, reasoning = not piece, ""
+    if thinking is not None:
+        reasoning, piece = thinking.finish() if end else thinking.feed(piece)
+    return reasoning, [answer_piece(calls, part) for part in ([piece] if piece else []) + ([""] if end else [])]
 
 
 def token_counts(done: P.Done) -> tuple[int, int, int]:

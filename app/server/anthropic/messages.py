@@ -21,13 +21,14 @@ from starlette.responses import JSONResponse, Response
 from app.core.chats.reasoning import ReasoningSplitter
 from app.protocol import messages as P
 from app.protocol.option_spec import Range
-from app.server.answers import TextFrame, chain, event_stream, limit_cut, named_sse, respond, token_counts, whole_parts
+from app.server.answers import (TextFrame, chain, event_stream, limit_cut, named_sse, respond, stream_parts,
+                                token_counts, whole_parts)
 from app.server.edge.errors import from_engine, invalid
 from app.server.media_parts import anthropic_image, refuse_unless_takes
 from app.server.edge.request_shape import read, said
 from app.server.openai.chat_request import MAX_TOKENS_CAP, STOPS, Generation, stop_list
 from app.server.structured import schema_grammar
-from app.server.tools import CallReader, ToolCall, answer_piece, tool_grammar, tool_use
+from app.server.tools import CallReader, ToolCall, tool_grammar, tool_use
 
 
 class AnthropicMessages:
@@ -366,14 +367,10 @@ class _Message:
 
     def _pieces(self, blocks: "_Blocks", text: str) -> list[bytes]:
         """The events one piece of the answer makes ("" at its end): its thinking, its text, and the tool calls it
-        completes. Only text the piece has goes to the call reader: "" is the answer's end to it."""
-        end, events = not text, []
-        if self.splitter is not None:
-            reasoning, text = self.splitter.finish() if end else self.splitter.feed(text)
-            if reasoning and self.shows_thinking:
-                events += blocks.thinking(reasoning)
-        for part in ([text] if text else []) + ([""] if end else []):
-            piece, calls = answer_piece(self.calls, part)
+        completes."""
+        reasoning, parts = stream_parts(self.splitter, self.calls, text)
+        events = blocks.thinking(reasoning) if reasoning and self.shows_thinking else []
+        for piece, calls in parts:
             events += blocks.text(piece)
             for call in calls:
                 events += blocks.tool_use(call)

@@ -28,7 +28,8 @@ from starlette.routing import Route
 
 from app.core.chats.reasoning import ReasoningSplitter
 from app.protocol import messages as P
-from app.server.answers import compact_json, limit_cut, open_answer, respond, whole_answer, whole_parts
+from app.server.answers import (compact_json, limit_cut, open_answer, respond, stream_parts, whole_answer,
+                                whole_parts)
 from app.server.edge.errors import ApiError, invalid
 from app.server.edge.request_shape import read
 from app.server.media_parts import ollama_images, refuse_unless_takes
@@ -36,7 +37,7 @@ from app.server.openai.chat_request import chat_request, completion_request, emb
 from app.server.ollama.library_writes import LibraryWrites
 from app.server.ollama.request import (THINK_LEVELS, ChatBody, EmbedBody, EmbeddingsBody, ShowBody, openai_chat,
                                        openai_completion, read_generate, with_images)
-from app.server.tools import CallReader, ToolUse, answer_piece
+from app.server.tools import CallReader, ToolUse
 
 # What /api/version answers: the Ollama API this dialect follows (clients check a minimum version).
 OLLAMA_VERSION = "0.12.6"
@@ -301,27 +302,17 @@ class _Shape:
                     "eval_duration": int(1e9 * completion / done["gen_tok_s"]) if done.get("gen_tok_s") else 0})
         return end
 
-    def _split(self, text: str, end: bool = False) -> tuple[str, str]:
-        if self.splitter is None:
-            return "", text
-        return self.splitter.finish() if end else self.splitter.feed(text)
-
     async def lines(self, events: AsyncIterator[P.Event]) -> AsyncIterator[bytes]:
         async for event in events:
-            if isinstance(event, P.Token):
-                thought, text = self._split(event.text)
-                # A piece all thinking (or held back as a tag's start) brings no text: "" would end the call reader,
-                # and a call written after the thinking would then be text.
-                text, calls = answer_piece(self.calls, text) if text else ("", [])
+            if isinstance(event, (P.Token, P.Done)):
+                # One line a piece; at the end, what was held back (a possible tag's or call's start) in one more.
+                piece = event.text if isinstance(event, P.Token) else ""
+                thought, parts = stream_parts(self.splitter, self.calls, piece)
+                text, calls = "".join(piece for piece, _ in parts), [call for _, made in parts for call in made]
                 if text or calls or (thought and self.think):
                     yield _line(self._piece(text, thought, calls))
-            elif isinstance(event, P.Done):
-                thought, text = self._split("", end=True)  # held back as a possible tag's start
-                text, calls = answer_piece(self.calls, text) if text else ("", [])
-                rest, more = answer_piece(self.calls, "")  # the end: what was held back as a call's start
-                if text or rest or calls or more or (thought and self.think):  # thinking held back as a tag's start
-                    yield _line(self._piece(text + rest, thought, [*calls, *more]))
-                yield _line(self._end(event))
+                if isinstance(event, P.Done):
+                    yield _line(self._end(event))
             elif isinstance(event, P.Failed):  # after the first piece: the status went out already
                 yield _line({"error": event.message})
 

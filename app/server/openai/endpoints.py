@@ -43,7 +43,7 @@ from app.backends.backend import Backend
 from app.server.anthropic.messages import AnthropicMessages
 from app.server.openai.chat_mcp import ChatWithMcp, names_mcp
 from app.server.answers import (TextFrame, chat_usage, event_stream, finish_reason, limit_cut, open_answer, respond,
-                                sse_data, whole_answer, whole_parts)
+                                sse_data, stream_parts, whole_answer, whole_parts)
 from app.server.edge.errors import ApiError, from_engine, invalid
 from app.server.edge.guard import RequestGuard, allowed_hosts
 from app.server.edge.limits import Limits, RequestQueue
@@ -53,7 +53,7 @@ from app.server.edge.request_body import parse_body
 from app.server.openai.chat_request import Generation, chat_request, completion_request, embedding_request
 from app.server.responses.endpoints import ResponsesApi
 from app.server.edge.streams import EngineStream, request_scope
-from app.server.tools import CallReader, answer_piece
+from app.server.tools import CallReader
 
 # The endpoints also answered without their /v1 prefix (llama-server does; a base URL set without it then works).
 WITHOUT_V1 = {"/models", "/chat", "/completions", "/embeddings", "/messages", "/responses"}
@@ -479,15 +479,9 @@ class _Shape:
         completes."""
         if not self.chat:
             return [self._text_frame(text)] if text else []
-        end, chunks = not text, []
-        if self.thinking is not None:
-            reasoning, text = self.thinking.finish() if end else self.thinking.feed(text)
-            if reasoning:
-                chunks.append(self._reasoning_frame(reasoning))
-        # The piece's text, then "" at the end: the call reader hands back what it held as a possible call's start
-        # (text held back as a possible tag's start comes first, as content).
-        for part in ([text] if text else []) + ([""] if end else []):
-            piece, calls = answer_piece(self.calls, part)
+        reasoning, parts = stream_parts(self.thinking, self.calls, text)
+        chunks = [self._reasoning_frame(reasoning)] if reasoning else []
+        for piece, calls in parts:
             known = len(self.calls.calls) - len(calls) if calls else 0  # the calls' indexes go on from the earlier
             chunks += [self._text_frame(piece)] if piece else []
             chunks += [sse_data(self._chunk({"tool_calls": [call.openai(index=known + i)]}))

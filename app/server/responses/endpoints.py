@@ -29,14 +29,14 @@ from app.core.chats.reasoning import ReasoningSplitter
 from app.server.responses.store import (MAX_CONVERSATION_BYTES, BrokenChain, ResponseStore, ResponseStoreError,
                                      TooBigToStore)
 from app.protocol import messages as P
-from app.server.answers import event_stream, limit_cut, named_sse, open_answer, token_counts
+from app.server.answers import event_stream, limit_cut, named_sse, open_answer, stream_parts, token_counts
 from app.server.edge.errors import ApiError, from_engine, invalid
 from app.server.responses.request import ResponsesRequest, new_id, reasoning_for, responses_request
 from app.server.api_tools import ApiTools
 from app.server.edge.limits import MemoryBudget
 from app.server.media_parts import refuse_unless_takes
 from app.server.edge.streams import close_with_request
-from app.server.tools import CallReader, answer_piece, tool_grammar
+from app.server.tools import CallReader, tool_grammar
 
 MAX_ROUNDS = 4  # rounds of MCP calls in one answer before the model must answer in words (as the window's)
 MAX_MCP_CALLS = 16  # without max_tool_calls
@@ -153,13 +153,10 @@ class OutputItems:
     def feed(self, piece: str) -> None:
         """One piece of the answer; "" at its end."""
         end = not piece
-        if self.splitter is not None:
-            reasoning, piece = self.splitter.finish() if end else self.splitter.feed(piece)
-            if reasoning:
-                self._reason(reasoning)
-        # A piece, then "" at the end: the call reader hands back what it held as a possible call's start.
-        for part in ([piece] if piece else []) + ([""] if end else []):
-            text, calls = answer_piece(self.calls, part)
+        reasoning, parts = stream_parts(self.splitter, self.calls, piece)
+        if reasoning:
+            self._reason(reasoning)
+        for text, calls in parts:
             if text:
                 self._text(text)
             for call in calls:
