@@ -17,6 +17,12 @@ DEFAULT_MAX_TOKENS = 2048  # an answer's length where a request does not say
 MB = 2**20
 
 
+def given_with(asked: list[str], defaults: SamplingOptions) -> list[str]:
+    """The settings a request gives, then those hearth serve's flags gave (defaults.given): both are the user's, so
+    the model's recommended sampling replaces neither."""
+    return [*asked, *(name for name in defaults.given or () if name not in asked)]
+
+
 def request_defaults() -> SamplingOptions:
     """What a request leaves out, where hearth serve's flags do not say: Hearth's defaults, as on every surface,
     and a longer answer than the window's (clients that ask nothing expect whole answers)."""

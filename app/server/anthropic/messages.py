@@ -27,6 +27,7 @@ from app.server.edge.errors import from_engine, invalid
 from app.server.media_parts import anthropic_image, refuse_unless_takes
 from app.server.edge.request_shape import read, said
 from app.server.openai.chat_request import MAX_TOKENS_CAP, STOPS, Generation, stop_list
+from app.server.options import given_with
 from app.server.structured import schema_grammar
 from app.server.tools import CallReader, ToolCall, tool_grammar, tool_use
 
@@ -113,7 +114,7 @@ def messages_request(raw: Any, counting: bool = False, d: P.SamplingOptions | No
         stop=stop_list(body.stop_sequences, "stop_sequences") or list(d.stop),
         # What neither the request nor the server's flags give takes the model's recommendation where its file
         # has one.
-        given=[*given, *(name for name in d.given or () if name not in given)])
+        given=given_with(given, d))
     _thinking(body.thinking, None if counting else sampling.max_tokens)
     if body.mcp_servers:
         raise invalid("'mcp_servers' is not supported: this server does not connect to MCP servers; send their "

@@ -20,6 +20,7 @@ from app.protocol.option_spec import Range
 from app.server.edge.errors import invalid
 from app.server.edge.request_shape import Taken, read, said
 from app.server.media_parts import openai_part
+from app.server.options import given_with
 from app.server.structured import format_grammar
 from app.server.tools import ToolUse, tool_grammar, tool_use
 
@@ -290,7 +291,7 @@ def _sampling(body: OpenAIGeneration, raw: dict, d: SamplingOptions) -> Sampling
         prediction=_prediction(body.prediction) if isinstance(body, ChatBody) else "",
         # The settings neither this request nor the server's flags give take the model's recommendation where its
         # file has one.
-        given=[*given, *(name for name in d.given or () if name not in given)],
+        given=given_with(given, d),
     )
 
 
