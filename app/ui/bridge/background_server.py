@@ -17,7 +17,8 @@ from app.server.api_tools import ApiTools, open_api_tools
 from app.server.openai.endpoints import OpenAIApi, RequestRecord
 from app.server.edge.guard import allowed_hosts, is_loopback, key_problem
 from app.server.edge.limits import http_protocol
-from app.server.run import ServeOptions, open_socket
+from app.server.options import ServeOptions
+from app.server.run import open_socket
 
 STOP_TIMEOUT_S = 5.0
 

@@ -33,7 +33,7 @@ from app.core.api_keys import KeyStore
 from app.core.errors import HearthError
 from app.backends.backend import Backend
 from app.server.openai.endpoints import RequestRecord, model_id
-from app.server.run import ServeOptions
+from app.server.options import ServeOptions
 from app.ui.widgets.clamped_spin import ClampingSpinBox
 from app.ui.bridge.background_server import BackgroundServer, base_url
 from app.ui.chat.transcript import Transcript

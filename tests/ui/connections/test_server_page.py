@@ -133,7 +133,7 @@ def test_the_windows_server_has_hearth_serves_limits(tmp_path):
 
     from app.backends.supervisor import Supervisor
     from app.server.edge.limits import Limits
-    from app.server.run import ServeOptions
+    from app.server.options import ServeOptions
     from app.ui.bridge.background_server import BackgroundServer
 
     server = BackgroundServer(Supervisor())
