@@ -11,6 +11,7 @@ with --strict-fields. Values are checked where they are read (the messages, the 
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,7 +139,7 @@ def openai_chat(shape: Answering, messages: Any, tools: Any = None) -> dict:
     if not isinstance(messages, list):
         raise invalid("'messages' must be a list of messages.", "messages")
     out = []
-    unanswered: list[dict] = []  # the last assistant message's calls that no tool message has answered yet
+    unanswered = _Unanswered([])  # the last assistant message's calls that no tool message has answered yet
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise invalid(f"messages[{i}] must be an object.", f"messages.{i}")
@@ -150,9 +151,9 @@ def openai_chat(shape: Answering, messages: Any, tools: Any = None) -> dict:
                  "function": {"name": (call.get("function") or {}).get("name"),
                               "arguments": json.dumps((call.get("function") or {}).get("arguments") or {})}}
                 for n, call in enumerate(message["tool_calls"]) if isinstance(call, dict)]
-            unanswered = list(converted["tool_calls"])
+            unanswered = _Unanswered(converted["tool_calls"])
         if message.get("role") == "tool":
-            converted["tool_call_id"] = message.get("tool_call_id") or _answered(unanswered, message.get("tool_name"))
+            converted["tool_call_id"] = message.get("tool_call_id") or unanswered.answer(message.get("tool_name"))
         out.append(converted)
     chat = {"model": shape.model, "messages": out, "stream": shape.stream is not False, **_options(shape)}
     if tools:
@@ -160,15 +161,29 @@ def openai_chat(shape: Answering, messages: Any, tools: Any = None) -> dict:
     return chat
 
 
-def _answered(unanswered: list[dict], name: Any) -> str:
-    """The id of the call a tool message answers: Ollama's tool messages name their tool (`tool_name`), not the
-    call, so the first unanswered call of that name, else the first unanswered one (so that the chat template
-    pairs them, and the result carries its tool's name)."""
-    call = next((c for c in unanswered if c["function"]["name"] == name), unanswered[0] if unanswered else None)
-    if call is None:
+class _Unanswered:
+    """The calls of an assistant message that no tool message has answered yet. Ollama's tool messages name their
+    tool (`tool_name`), not the call: a result answers the first unanswered call of its tool, else the first
+    unanswered one, so that the chat template pairs them and the result carries its tool's name. Each answer costs
+    about the same however many calls a (hostile) request holds: no list is searched or shifted."""
+
+    def __init__(self, calls: list[dict]):
+        self.order = deque(call["id"] for call in calls)
+        self.by_name: dict[Any, deque] = {}
+        for call in calls:
+            if isinstance(call["function"]["name"], str):  # another kind is refused by the chat reader after
+                self.by_name.setdefault(call["function"]["name"], deque()).append(call["id"])
+        self.answered: set[str] = set()
+
+    def answer(self, name: Any) -> str:
+        ids = self.by_name.get(name) if isinstance(name, str) else None
+        for queue in (ids, self.order):
+            while queue and queue[0] in self.answered:
+                queue.popleft()
+            if queue:
+                self.answered.add(queue[0])
+                return queue.popleft()
         return name if isinstance(name, str) and name else "call"
-    unanswered.remove(call)
-    return call["id"]
 
 
 def with_images(images: list[dict], text):

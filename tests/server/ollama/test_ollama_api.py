@@ -281,3 +281,31 @@ def test_a_tool_result_answers_the_call_of_its_tool():
     assert [(m["tool_call_id"], m.get("name"), m["content"]) for m in said[2:4]] == [
         (ids["get_time"], "get_time", "12:00"), (ids["get_weather"], "get_weather", "rain")]
     assert said[4]["tool_call_id"] == "call" and "name" not in said[4]  # nothing left to answer: as before
+
+
+def test_pairing_results_with_calls_is_bounded_for_a_hostile_conversation():
+    """A result is paired with its call without searching the calls: 60,000 calls in one message and a result for
+    each (a 10 MB body holds that many) paired in well under a second, where a search per result took minutes; a
+    call named by no string is paired by its place, and the chat reader then refuses it in one sentence."""
+    import time
+
+    from app.server.edge.errors import ApiError
+    from app.server.ollama.request import ChatBody, openai_chat
+    from app.server.openai.chat_request import chat_request
+    from app.server.options import request_defaults
+
+    n = 60_000
+    calls = [{"function": {"name": "a", "arguments": {}}} for _ in range(n)]
+    # Results that name a tool no call has: each was looked for through every call before it took the first.
+    messages = [{"role": "user", "content": "go"}, {"role": "assistant", "content": "", "tool_calls": calls},
+                *({"role": "tool", "tool_name": "b", "content": "r"} for _ in range(n))]
+    started = time.perf_counter()
+    chat = openai_chat(ChatBody(model=MODEL, messages=messages), messages)
+    assert time.perf_counter() - started < 20
+    ids = [m["tool_call_id"] for m in chat["messages"][2:]]
+    assert len(set(ids)) == n  # each call answered once
+    odd = [{"role": "user", "content": "go"},
+           {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": {"x": 1}}}]},
+           {"role": "tool", "tool_name": {"x": 1}, "content": "r"}]
+    with pytest.raises(ApiError):
+        chat_request(openai_chat(ChatBody(model=MODEL, messages=odd), odd), request_defaults())
